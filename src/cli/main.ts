@@ -1,0 +1,37 @@
+import { keysCommand } from './keys-command.js';
+import { serveCommand } from './serve-command.js';
+import { tokenCommand } from './token-command.js';
+import { demoCommand } from './demo-command.js';
+
+const USAGE = `Usage: keygate <command>
+
+  serve                         run the proxy (reads KEYGATE_* environment variables)
+  demo                          run a demo upstream and Keygate with the demo key (quickstart)
+  keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
+  token --key K --secret S [--recv-window N]   print a signed token
+
+Run "keygate <command> --help" for the options of one command.
+`;
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  switch (command) {
+    case 'serve':
+      return serveCommand(rest);
+    case 'demo':
+      return demoCommand(rest);
+    case 'keys':
+      return keysCommand(rest);
+    case 'token':
+      return tokenCommand(rest);
+    case undefined:
+    case '-h':
+    case '--help':
+    case 'help':
+      process.stdout.write(USAGE);
+      return command === undefined ? 1 : 0;
+    default:
+      process.stderr.write(`keygate: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
+      return 1;
+  }
+}

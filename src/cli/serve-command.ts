@@ -1,0 +1,99 @@
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
+import { createKeygate } from '../create-keygate.js';
+import { createLogger } from '../observe/logger.js';
+import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
+
+export function packageVersion(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
+}
+
+/** Loads config and (in embedded mode) the keys file; returns every problem at once. */
+export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; problems: string[] } {
+  const problems: string[] = [];
+  let config: Config | undefined;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems);
+  }
+  const keysFile = env.KEYGATE_KEYS_FILE;
+  if (keysFile && !env.KEYGATE_REDIS_URL) {
+    try {
+      loadKeysFile(keysFile);
+    } catch (err) {
+      if (!(err instanceof KeysFileError)) throw err;
+      problems.push(...err.problems.map((p) => `KEYGATE_KEYS_FILE: ${p}`));
+    }
+  }
+  return problems.length > 0 ? { problems } : { config, problems };
+}
+
+/** What the startup log line shows: the effective config, secrets masked. */
+export function describeConfig(config: Config): Record<string, unknown> {
+  return {
+    port: config.port,
+    adminPort: config.adminPort,
+    upstream: config.upstream.origin,
+    store: config.redisUrl ? 'redis' : 'memory',
+    redis: config.redisUrl ? maskUrl(config.redisUrl) : undefined,
+    keysFile: config.keysFile,
+    configFile: config.configFile,
+    routes: config.policy.routes.length,
+    publicRoutes: config.policy.publicRoutes.length,
+    unlistedRoutes: config.policy.unlistedRoutes,
+    trustedProxies: config.policy.trustedProxyCidrs,
+    recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
+    limits: config.limits,
+  };
+}
+
+function maskUrl(raw: string): string {
+  try {
+    const u = new URL(raw);
+    if (u.password) u.password = '***';
+    return u.toString();
+  } catch {
+    return '***';
+  }
+}
+
+export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } } });
+  if (values.help) {
+    process.stdout.write('Usage: keygate serve\n\nConfigured by KEYGATE_* environment variables; see README "Configuration".\n');
+    return 0;
+  }
+  const { config, problems } = loadStartupConfig(env);
+  if (!config) {
+    process.stderr.write(`keygate: invalid configuration, not starting:\n  - ${problems.join('\n  - ')}\n`);
+    return 1;
+  }
+  const logger = createLogger({ level: config.logLevel });
+  if (!config.redisUrl && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
+  const keygate = createKeygate(config, { logger });
+  const { port, adminPort } = await keygate.listen();
+  logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort } }, 'keygate started');
+
+  await new Promise<void>((resolve) => {
+    const stop = (signal: string) => {
+      logger.info({ signal, deadlineMs: config.limits.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
+      process.off('SIGTERM', onTerm);
+      process.off('SIGINT', onInt);
+      keygate.close().then(resolve, (err: Error) => {
+        logger.error({ err: err.message }, 'error during shutdown');
+        resolve();
+      });
+    };
+    const onTerm = () => stop('SIGTERM');
+    const onInt = () => stop('SIGINT');
+    process.on('SIGTERM', onTerm);
+    process.on('SIGINT', onInt);
+  });
+  logger.info('keygate stopped');
+  logger.flush();
+  return 0;
+}

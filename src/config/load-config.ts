@@ -1,0 +1,208 @@
+import type { BlockList } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { parseCidrList } from './cidr.js';
+import { readDataFile } from './read-data-file.js';
+import { compileRoute, type RouteRule } from './routes.js';
+
+export const DEFAULT_ROUTES_FILE = fileURLToPath(new URL('../../config/routes.yaml', import.meta.url));
+
+/** Everything Keygate reads at start, validated once and frozen. */
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly adminHost: string;
+  readonly adminPort: number;
+  readonly upstream: URL;
+  readonly redisUrl: string | undefined;
+  readonly keysFile: string | undefined;
+  readonly configFile: string;
+  readonly logLevel: string;
+  readonly policy: Policy;
+  readonly limits: Limits;
+}
+
+/** From the routes/policy file (KEYGATE_CONFIG). */
+export interface Policy {
+  readonly routes: readonly RouteRule[];
+  readonly publicRoutes: readonly RouteRule[];
+  /** What to do with an authenticated request to an /api/v3/ route the file does not list. */
+  readonly unlistedRoutes: 'deny' | 'allow';
+  readonly trustedProxies: BlockList | null;
+  readonly trustedProxyCidrs: readonly string[];
+  readonly defaultRecvWindowSeconds: number;
+  readonly maxRecvWindowSeconds: number;
+}
+
+export interface Limits {
+  readonly maxTokenBytes: number;
+  readonly upstreamTimeoutMs: number;
+  readonly redisCommandTimeoutMs: number;
+  readonly keyCacheTtlMs: number;
+  readonly keyCacheNegativeTtlMs: number;
+  readonly keyCacheMaxEntries: number;
+  readonly headersTimeoutMs: number;
+  readonly requestTimeoutMs: number;
+  readonly keepAliveTimeoutMs: number;
+  readonly maxHeaderBytes: number;
+  readonly shutdownTimeoutMs: number;
+  readonly upstreamMaxSockets: number;
+}
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+/** Reads and checks the environment and the policy file; throws ConfigError listing every problem. */
+export function loadConfig(env: Env): Config {
+  const problems: string[] = [];
+  const int = (name: string, def: number, min: number, max: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return def;
+    if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+      problems.push(`${name}: must be an integer between ${min} and ${max}, got ${JSON.stringify(raw)}`);
+      return def;
+    }
+    return Number(raw);
+  };
+
+  const port = int('KEYGATE_PORT', 8000, 0, 65535);
+  const adminPort = int('KEYGATE_ADMIN_PORT', 9090, 0, 65535);
+  if (port === adminPort && port !== 0) problems.push('KEYGATE_ADMIN_PORT: must differ from KEYGATE_PORT (admin endpoints never share the proxy port)');
+
+  let upstream = new URL('http://127.0.0.1:1');
+  const rawUpstream = env.KEYGATE_UPSTREAM;
+  if (!rawUpstream) {
+    problems.push('KEYGATE_UPSTREAM: required (e.g. http://127.0.0.1:3000)');
+  } else {
+    try {
+      upstream = new URL(rawUpstream);
+      if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:') problems.push('KEYGATE_UPSTREAM: must be http:// or https://');
+      if (upstream.pathname !== '/' || upstream.search || upstream.hash || upstream.username || upstream.password) {
+        problems.push('KEYGATE_UPSTREAM: must be an origin only (scheme, host, port), so the path we check is the path the upstream gets');
+      }
+    } catch {
+      problems.push(`KEYGATE_UPSTREAM: not a URL: ${JSON.stringify(rawUpstream)}`);
+    }
+  }
+
+  const redisUrl = env.KEYGATE_REDIS_URL || undefined;
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) problems.push('KEYGATE_REDIS_URL: must start with redis:// or rediss://');
+  const keysFile = env.KEYGATE_KEYS_FILE || undefined;
+
+  const logLevel = env.KEYGATE_LOG_LEVEL || 'info';
+  if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
+
+  const limits: Limits = {
+    maxTokenBytes: int('KEYGATE_MAX_TOKEN_BYTES', 4096, 256, 65536),
+    upstreamTimeoutMs: int('KEYGATE_UPSTREAM_TIMEOUT_MS', 30_000, 1, 3_600_000),
+    redisCommandTimeoutMs: int('KEYGATE_REDIS_TIMEOUT_MS', 500, 1, 60_000),
+    keyCacheTtlMs: int('KEYGATE_KEY_CACHE_TTL_MS', 5_000, 0, 3_600_000),
+    keyCacheNegativeTtlMs: int('KEYGATE_KEY_CACHE_NEGATIVE_TTL_MS', 1_000, 0, 60_000),
+    keyCacheMaxEntries: int('KEYGATE_KEY_CACHE_MAX', 100_000, 1, 10_000_000),
+    headersTimeoutMs: int('KEYGATE_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
+    requestTimeoutMs: int('KEYGATE_REQUEST_TIMEOUT_MS', 60_000, 1, 3_600_000),
+    keepAliveTimeoutMs: int('KEYGATE_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 600_000),
+    maxHeaderBytes: int('KEYGATE_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
+    shutdownTimeoutMs: int('KEYGATE_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
+    upstreamMaxSockets: int('KEYGATE_UPSTREAM_MAX_SOCKETS', 256, 1, 65_536),
+  };
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs) problems.push('KEYGATE_HEADERS_TIMEOUT_MS: must not exceed KEYGATE_REQUEST_TIMEOUT_MS');
+
+  const configFile = env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE;
+  const policy = loadPolicy(configFile, problems);
+
+  if (problems.length > 0) throw new ConfigError(problems);
+  return deepFreeze({
+    host: env.KEYGATE_HOST || '0.0.0.0',
+    port,
+    adminHost: env.KEYGATE_ADMIN_HOST || '0.0.0.0',
+    adminPort,
+    upstream,
+    redisUrl,
+    keysFile,
+    configFile,
+    logLevel,
+    policy,
+    limits,
+  });
+}
+
+export function loadPolicy(file: string, problems: string[]): Policy {
+  let data: unknown;
+  try {
+    data = readDataFile(file);
+  } catch (err) {
+    problems.push(`KEYGATE_CONFIG: cannot read ${file}: ${(err as Error).message}`);
+    data = {};
+  }
+  const o = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
+  const known = ['routes', 'public', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'defaultRecvWindowSeconds'];
+  for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${file}: unknown setting ${JSON.stringify(k)}`);
+
+  const compileList = (value: unknown, name: string): RouteRule[] => {
+    if (value === undefined) return [];
+    if (!Array.isArray(value)) {
+      problems.push(`${file}: ${name} must be a list`);
+      return [];
+    }
+    return value.flatMap((r, i) => compileRoute(r, `${file}: ${name}[${i}]`, problems) ?? []);
+  };
+  const routes = compileList(o.routes, 'routes');
+  for (const r of routes) if (!r.pattern.startsWith('/api/v3/')) problems.push(`${file}: route ${r.pattern} must start with /api/v3/`);
+  const publicRoutes = compileList(o.public, 'public');
+  for (const r of publicRoutes) {
+    if (r.pattern.startsWith('/api/v3/') || r.pattern === '/api/v3') problems.push(`${file}: public route ${r.pattern} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
+  }
+
+  const unlisted = o.unlistedRoutes ?? 'deny';
+  if (unlisted !== 'deny' && unlisted !== 'allow') problems.push(`${file}: unlistedRoutes must be "deny" or "allow"`);
+
+  const proxies = o.trustedProxies ?? [];
+  let trustedProxyCidrs: string[] = [];
+  let trustedProxies: BlockList | null = null;
+  if (!Array.isArray(proxies) || proxies.some((p) => typeof p !== 'string')) {
+    problems.push(`${file}: trustedProxies must be a list of CIDRs`);
+  } else if (proxies.length > 0) {
+    trustedProxyCidrs = proxies as string[];
+    const parsed = parseCidrList(trustedProxyCidrs, `${file}: trustedProxies`);
+    problems.push(...parsed.errors);
+    trustedProxies = parsed.list;
+  }
+
+  const seconds = (name: string, def: number): number => {
+    const v = o[name] ?? def;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 3600) {
+      problems.push(`${file}: ${name} must be an integer number of seconds between 1 and 3600`);
+      return def;
+    }
+    return v;
+  };
+  const defaultRecvWindowSeconds = seconds('defaultRecvWindowSeconds', 30);
+  const maxRecvWindowSeconds = seconds('maxRecvWindowSeconds', 60);
+  if (defaultRecvWindowSeconds > maxRecvWindowSeconds) problems.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
+
+  return {
+    routes,
+    publicRoutes,
+    unlistedRoutes: unlisted === 'allow' ? 'allow' : 'deny',
+    trustedProxies,
+    trustedProxyCidrs,
+    defaultRecvWindowSeconds,
+    maxRecvWindowSeconds,
+  };
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o && typeof o === 'object' && !Object.isFrozen(o) && !(o instanceof URL) && !(o instanceof Map) && !(o instanceof Set) && o.constructor?.name !== 'BlockList') {
+    Object.freeze(o);
+    for (const v of Object.values(o)) deepFreeze(v);
+  }
+  return o;
+}

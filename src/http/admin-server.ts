@@ -1,0 +1,40 @@
+import { createServer, type Server } from 'node:http';
+import type { Metrics } from '../observe/metrics.js';
+
+export interface Readiness {
+  /** Resolves to undefined when ready, or a machine-readable reason. */
+  (): Promise<string | undefined>;
+}
+
+/** The admin port: /metrics, /healthz, /readyz. Never served on the proxy port. */
+export function createAdminServer(deps: { metrics: Metrics; ready: Readiness }): Server {
+  return createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    const json = (status: number, body: unknown) => {
+      res.statusCode = status;
+      res.setHeader('content-type', 'application/json');
+      res.setHeader('cache-control', 'no-store');
+      res.end(JSON.stringify(body));
+    };
+    if (req.method !== 'GET' && req.method !== 'HEAD') return json(405, { status: 'method not allowed' });
+    if (path === '/healthz') return json(200, { status: 'ok' });
+    if (path === '/readyz') {
+      deps.ready().then(
+        (reason) => (reason === undefined ? json(200, { status: 'ready' }) : json(503, { status: 'not ready', reason })),
+        (err: Error) => json(503, { status: 'not ready', reason: err.message }),
+      );
+      return;
+    }
+    if (path === '/metrics') {
+      deps.metrics.registry.metrics().then(
+        (text) => {
+          res.setHeader('content-type', deps.metrics.registry.contentType);
+          res.end(text);
+        },
+        () => json(500, { status: 'metrics failed' }),
+      );
+      return;
+    }
+    json(404, { status: 'not found' });
+  });
+}

@@ -1,0 +1,169 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import { ipAllowed, normalizeIp } from '../config/cidr.js';
+import type { Config } from '../config/load-config.js';
+import { findRoute } from '../config/routes.js';
+import type { Denial, ErrorCode, Reason } from '../errors.js';
+import { OK, type Metrics } from '../observe/metrics.js';
+import type { Authenticator } from '../pipeline/authenticate.js';
+import { authorize } from '../pipeline/authorize.js';
+import { checkTarget } from '../pipeline/check-target.js';
+import { clientIp } from '../pipeline/client-ip.js';
+import { mutateHeaders, requestIdOf } from '../pipeline/mutate-headers.js';
+import { StoreUnavailableError } from '../store/types.js';
+import type { Forwarder } from './forwarder.js';
+import { renderError } from './render.js';
+
+const API_PREFIX = '/api/v3/';
+
+export interface GatewayDeps {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly authenticate: Authenticator;
+  readonly forwarder: Forwarder;
+}
+
+/** Per-request facts for the one log line and the metrics. Never the token. */
+interface RequestLog {
+  requestId: string;
+  method: string | undefined;
+  route: string | undefined;
+  clientIp: string | undefined;
+  keyId?: string;
+  code?: ErrorCode | typeof OK;
+  reason?: Reason;
+  status?: number;
+  authMs?: number;
+  upstreamMs?: number;
+}
+
+/**
+ * The proxy port. Every request walks the same steps:
+ *   check target → (outside /api/v3/: public route or 404)
+ *   → authenticate → authorize → mutate headers → forward.
+ */
+export function createGateway(config: Config, deps: GatewayDeps): Server {
+  const { logger, metrics, forwarder } = deps;
+  const { policy, limits } = config;
+
+  const server = createServer({
+    maxHeaderSize: limits.maxHeaderBytes,
+    headersTimeout: limits.headersTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // Refuse ambiguous framing instead of guessing (CL+TE, bare LF, obs-fold...).
+    insecureHTTPParser: false,
+    joinDuplicateHeaders: false,
+  });
+  server.on('request', (req, res) => void handle(req, res));
+  server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
+    if (!socket.writable) return socket.destroy();
+    const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+    metrics.requests.inc({ code: status.slice(0, 3) === '400' ? '40000' : status.slice(0, 3) });
+    logger.info({ errCode: err.code, status: Number(status.slice(0, 3)) }, 'client error');
+    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+  });
+
+  function finish(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number) {
+    res.once('close', () => {
+      metrics.inflight.dec();
+      const durationMs = performance.now() - started;
+      log.status = res.statusCode;
+      const aborted = !res.writableFinished;
+      const line = { ...log, durationMs: round(durationMs), ...(aborted && { aborted: true }) };
+      if (log.code !== undefined && log.code !== OK && log.status >= 500) logger.warn(line, 'request');
+      else logger.info(line, 'request');
+    });
+    void req;
+  }
+
+  function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
+    log.code = decision.code;
+    log.reason = decision.reason;
+    metrics.requests.inc({ code: String(decision.code) });
+    metrics.rejections.inc({ code: String(decision.code), reason: decision.reason });
+    renderError(res, decision.code);
+  }
+
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog) {
+    const sent = performance.now();
+    forwarder.forward(req, res, (outcome) => {
+      const seconds = (performance.now() - sent) / 1000;
+      log.upstreamMs = round(seconds * 1000);
+      if ('status' in outcome) {
+        log.code = OK;
+        metrics.requests.inc({ code: OK });
+        metrics.upstreamSeconds.observe({ status_class: `${Math.floor(outcome.status / 100)}xx` }, seconds);
+      } else {
+        refuse(res, log, { ok: false, code: outcome.code, reason: outcome.code === 50400 ? 'upstream_timeout' : 'upstream_error' });
+      }
+    });
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    metrics.inflight.inc();
+    const requestId = requestIdOf(req.headers);
+    const peer = normalizeIp(req.socket.remoteAddress ?? '');
+    const log: RequestLog = { requestId, method: req.method, route: undefined, clientIp: peer };
+    res.setHeader('x-request-id', requestId);
+    finish(req, res, log, started);
+
+    const target = checkTarget(req.method, req.url);
+    if (!target.ok) {
+      res.setHeader('connection', 'close');
+      return refuse(res, log, target);
+    }
+    const method = req.method as string;
+    const peerTrusted = policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
+
+    if (!target.path.startsWith(API_PREFIX)) {
+      const route = findRoute(policy.publicRoutes, method, target.path);
+      if (!route) return refuse(res, log, { ok: false, code: 40400, reason: 'no_route' });
+      log.route = route.pattern;
+      mutateHeaders(req.headers, { keyId: undefined, peerIp: peer, peerTrusted }, requestId);
+      return forward(req, res, log);
+    }
+
+    const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
+    log.clientIp = ip;
+    let decision;
+    try {
+      decision = await deps.authenticate(req.rawHeaders);
+    } catch (err) {
+      decision = storeFailure(err);
+    }
+    if (decision.ok) {
+      log.keyId = decision.key.record.id;
+      const authz = authorize(decision.key, { method, path: target.path, clientIp: ip }, policy);
+      log.route = authz.ok ? authz.route : undefined;
+      decision = authz.ok ? decision : authz;
+    }
+    const authSeconds = (performance.now() - started) / 1000;
+    log.authMs = round(authSeconds * 1000);
+    metrics.authSeconds.observe({ outcome: decision.ok ? 'allow' : 'deny' }, authSeconds);
+    if (!decision.ok) return refuse(res, log, decision);
+    if (res.destroyed) return; // the client went away while we were checking
+
+    mutateHeaders(req.headers, { keyId: decision.key.record.id, peerIp: peer, peerTrusted }, requestId);
+    forward(req, res, log);
+  }
+
+  function storeFailure(err: unknown): Denial {
+    if (!(err instanceof StoreUnavailableError)) logger.error({ err }, 'unexpected error during authentication');
+    return { ok: false, code: 50300, reason: 'store_unavailable' };
+  }
+
+  return server;
+}
+
+function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v.join(', ') : v;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

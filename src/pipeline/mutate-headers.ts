@@ -1,0 +1,57 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import { randomUUID } from 'node:crypto';
+
+export const KEY_ID_HEADER = 'x-api-key-id';
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'trailer', 'upgrade'];
+const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip'];
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+export interface HeaderContext {
+  /** Key id to inject, or undefined for public (unauthenticated) routes. */
+  readonly keyId: string | undefined;
+  readonly peerIp: string;
+  /** True when the peer is a trusted proxy: its X-Forwarded-* are kept and extended. */
+  readonly peerTrusted: boolean;
+}
+
+/** The request id: the client's when it is sane, otherwise a fresh UUID. */
+export function requestIdOf(headers: IncomingHttpHeaders): string {
+  const sent = headers['x-request-id'];
+  return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : randomUUID();
+}
+
+/**
+ * The last step before forwarding. Removes everything a client could use to
+ * claim an identity or to make a hop drop our header, then injects ours:
+ *   - hop-by-hop headers and every header named in Connection
+ *   - Authorization (the upstream never sees the token)
+ *   - every X-Api-Key-* header in any case or with "_" for "-"
+ *   - Forwarded / X-Forwarded-* / X-Real-IP unless the peer is a trusted proxy
+ * then sets X-Api-Key-Id, X-Forwarded-For/-Proto/-Host and X-Request-Id.
+ */
+export function mutateHeaders(headers: IncomingHttpHeaders, ctx: HeaderContext, requestId: string): void {
+  const connection = headers.connection;
+  if (typeof connection === 'string') {
+    for (const name of connection.split(',')) delete headers[name.trim().toLowerCase()];
+  }
+  for (const name of HOP_BY_HOP) delete headers[name];
+  delete headers.authorization;
+  for (const name of Object.keys(headers)) {
+    if (name.replaceAll('_', '-').startsWith('x-api-key')) delete headers[name];
+  }
+  const priorFor = ctx.peerTrusted ? headers['x-forwarded-for'] : undefined;
+  const priorProto = ctx.peerTrusted ? headers['x-forwarded-proto'] : undefined;
+  const priorHost = ctx.peerTrusted ? headers['x-forwarded-host'] : undefined;
+  if (!ctx.peerTrusted) for (const name of FORWARDING) delete headers[name];
+  for (const name of Object.keys(headers)) {
+    // Underscore spellings of forwarding headers are dropped too: some servers fold "_" into "-".
+    if (name.includes('_') && FORWARDING.includes(name.replaceAll('_', '-'))) delete headers[name];
+  }
+
+  if (ctx.keyId !== undefined) headers[KEY_ID_HEADER] = ctx.keyId;
+  headers['x-forwarded-for'] = typeof priorFor === 'string' && priorFor.length > 0 ? `${priorFor}, ${ctx.peerIp}` : ctx.peerIp;
+  headers['x-forwarded-proto'] = typeof priorProto === 'string' ? priorProto : 'http';
+  const host = typeof priorHost === 'string' ? priorHost : headers.host;
+  if (host !== undefined) headers['x-forwarded-host'] = host;
+  headers['x-request-id'] = requestId;
+}

@@ -1,0 +1,124 @@
+import type { BlockList } from 'node:net';
+import type { Clock } from '../clock.js';
+import { parseCidrList } from '../config/cidr.js';
+import type { KeyRecord } from './key-record.js';
+import type { Store } from './types.js';
+
+/** A key made ready for the hot path: secret imported once, allow-list and scopes compiled. */
+export interface PreparedKey {
+  readonly record: KeyRecord;
+  readonly verifyKey: CryptoKey;
+  readonly allowList: BlockList | null;
+  readonly scopes: ReadonlySet<string>;
+}
+
+export interface KeyCacheOptions {
+  /** How long a found key is trusted without asking the store again (bounds staleness if a change message is lost). */
+  ttlMs: number;
+  /** How long "no such key" is remembered. */
+  negativeTtlMs: number;
+  /** Upper bound on cached entries; the oldest is evicted first. */
+  maxEntries: number;
+}
+
+export interface KeyCacheEvents {
+  onHit?(): void;
+  onMiss?(): void;
+  onEvict?(cause: 'change' | 'flush' | 'size'): void;
+}
+
+export interface KeyCache {
+  get(apiKey: string): Promise<PreparedKey | null>;
+  size(): number;
+  close(): void;
+}
+
+interface Entry {
+  value: PreparedKey | null;
+  expiresAt: number;
+}
+
+export async function prepareKey(record: KeyRecord): Promise<PreparedKey> {
+  const verifyKey = await crypto.subtle.importKey(
+    'raw',
+    new TextEncoder().encode(record.secret),
+    { name: 'HMAC', hash: 'SHA-256' },
+    false,
+    ['verify'],
+  );
+  return {
+    record,
+    verifyKey,
+    allowList: record.allowIps.length > 0 ? parseCidrList(record.allowIps, 'allowIps').list : null,
+    scopes: new Set(record.scopes),
+  };
+}
+
+/**
+ * Per-process cache in front of a Store. Concurrent misses for one key share a
+ * single store read; changes announced by the store evict at once.
+ */
+export function createKeyCache(
+  options: KeyCacheOptions,
+  deps: { store: Store; clock: Clock; events?: KeyCacheEvents },
+): KeyCache {
+  const entries = new Map<string, Entry>();
+  const inflight = new Map<string, Promise<PreparedKey | null>>();
+  const events = deps.events ?? {};
+  // Bumped on every change so that a read started before a change is not cached after it.
+  let generation = 0;
+
+  const unsubscribe = deps.store.onKeyChange((apiKey) => {
+    generation++;
+    if (apiKey === null) {
+      if (entries.size > 0) events.onEvict?.('flush');
+      entries.clear();
+    } else if (entries.delete(apiKey)) {
+      events.onEvict?.('change');
+    }
+    if (apiKey === null) inflight.clear();
+    else inflight.delete(apiKey);
+  });
+
+  async function load(apiKey: string): Promise<PreparedKey | null> {
+    const startGeneration = generation;
+    const record = await deps.store.getKey(apiKey);
+    const value = record ? await prepareKey(record) : null;
+    if (generation === startGeneration) {
+      if (entries.size >= options.maxEntries) {
+        const oldest = entries.keys().next();
+        if (!oldest.done) {
+          entries.delete(oldest.value);
+          events.onEvict?.('size');
+        }
+      }
+      const ttl = value ? options.ttlMs : options.negativeTtlMs;
+      entries.set(apiKey, { value, expiresAt: deps.clock.nowMs() + ttl });
+    }
+    return value;
+  }
+
+  return {
+    get(apiKey) {
+      const hit = entries.get(apiKey);
+      if (hit && hit.expiresAt > deps.clock.nowMs()) {
+        events.onHit?.();
+        return Promise.resolve(hit.value);
+      }
+      events.onMiss?.();
+      let p = inflight.get(apiKey);
+      if (!p) {
+        p = load(apiKey).finally(() => {
+          if (inflight.get(apiKey) === p) inflight.delete(apiKey);
+        });
+        inflight.set(apiKey, p);
+      }
+      return p;
+    },
+    size: () => entries.size,
+    close() {
+      unsubscribe();
+      entries.clear();
+    },
+  };
+}

@@ -1,0 +1,99 @@
+import { randomBytes } from 'node:crypto';
+import { parseCidrList } from '../config/cidr.js';
+
+/** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
+export interface KeyRecord {
+  readonly id: string;
+  readonly apiKey: string;
+  readonly secret: string;
+  readonly scopes: readonly string[];
+  readonly allowIps: readonly string[];
+  readonly label?: string;
+  readonly state: 'active' | 'revoked';
+  readonly createdAt: string;
+  readonly revokedAt?: string;
+  readonly revokeReason?: string;
+  readonly expiresAt?: string;
+}
+
+const SCOPE = /^[A-Za-z0-9_.:*-]{1,128}$/;
+const TOKEN_ID = /^[A-Za-z0-9_.-]{1,128}$/;
+
+/** Validates an untrusted object (file, Redis, CLI) into a KeyRecord, or lists every problem. */
+export function parseKeyRecord(input: unknown, where: string): { record?: KeyRecord; errors: string[] } {
+  const errors: string[] = [];
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return { errors: [`${where}: must be an object`] };
+  }
+  const o = input as Record<string, unknown>;
+  const str = (name: string, required: boolean): string | undefined => {
+    const v = o[name];
+    if (v === undefined || v === null) {
+      if (required) errors.push(`${where}.${name}: required`);
+      return undefined;
+    }
+    if (typeof v !== 'string' || v.length === 0) {
+      errors.push(`${where}.${name}: must be a non-empty string`);
+      return undefined;
+    }
+    return v;
+  };
+  const apiKey = str('apiKey', true);
+  if (apiKey !== undefined && !TOKEN_ID.test(apiKey)) errors.push(`${where}.apiKey: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  const secret = str('apiSecret', false) ?? str('secret', false);
+  if (secret === undefined) errors.push(`${where}.apiSecret: required`);
+  else if (Buffer.byteLength(secret) < 16) errors.push(`${where}.apiSecret: must be at least 16 bytes`);
+  const id = str('id', false) ?? apiKey;
+  if (id !== undefined && !TOKEN_ID.test(id)) errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  const scopes = stringList(o.scopes, `${where}.scopes`, errors);
+  for (const s of scopes) if (!SCOPE.test(s)) errors.push(`${where}.scopes: invalid scope ${JSON.stringify(s)}`);
+  const allowIps = stringList(o.allowIps, `${where}.allowIps`, errors);
+  errors.push(...parseCidrList(allowIps, `${where}.allowIps`).errors);
+  const state = o.state ?? 'active';
+  if (state !== 'active' && state !== 'revoked') errors.push(`${where}.state: must be "active" or "revoked"`);
+  const label = str('label', false);
+  const createdAt = str('createdAt', false) ?? new Date(0).toISOString();
+  const revokedAt = str('revokedAt', false);
+  const revokeReason = str('revokeReason', false);
+  const expiresAt = str('expiresAt', false);
+  if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
+  if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
+  const record: KeyRecord = {
+    id, apiKey, secret, scopes, allowIps, state: state as KeyRecord['state'], createdAt,
+    ...(label !== undefined && { label }),
+    ...(revokedAt !== undefined && { revokedAt }),
+    ...(revokeReason !== undefined && { revokeReason }),
+    ...(expiresAt !== undefined && { expiresAt }),
+  };
+  return { record, errors };
+}
+
+function stringList(v: unknown, where: string, errors: string[]): string[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
+    errors.push(`${where}: must be a list of strings`);
+    return [];
+  }
+  return [...new Set(v as string[])];
+}
+
+/** The stored form: `apiSecret` is the field name used everywhere outside the process. */
+export function serializeKeyRecord(r: KeyRecord): string {
+  const { secret, ...rest } = r;
+  return JSON.stringify({ ...rest, apiSecret: secret });
+}
+
+/** A view of a record that is safe to print or log: never the secret. */
+export function publicView(r: KeyRecord): Omit<KeyRecord, 'secret'> {
+  const { secret: _secret, ...rest } = r;
+  return rest;
+}
+
+/** 32 random bytes for secrets (base64url, used by clients as a plain string); 16 for key names. */
+export function generateKeyMaterial(): { apiKey: string; secret: string; id: string } {
+  return {
+    apiKey: `kg_${randomBytes(16).toString('hex')}`,
+    secret: randomBytes(32).toString('base64url'),
+    id: `key_${randomBytes(8).toString('hex')}`,
+  };
+}

@@ -1,0 +1,51 @@
+import { readDataFile } from '../config/read-data-file.js';
+import { parseKeyRecord, type KeyRecord } from './key-record.js';
+
+export class KeysFileError extends Error {
+  override readonly name = 'KeysFileError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid keys file:\n  - ${problems.join('\n  - ')}`);
+  }
+}
+
+/**
+ * Reads the embedded mode's keys file (JSON or YAML):
+ *   keys:
+ *     - apiKey: ...      # the JWT sub
+ *       apiSecret: ...   # plain string, at least 16 bytes
+ *       id: ...          # sent upstream as X-Api-Key-Id (defaults to apiKey)
+ *       scopes: [accounts:read]
+ *       allowIps: [10.0.0.0/8]
+ *       state: active | revoked
+ * Throws KeysFileError listing every problem.
+ */
+export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
+  const problems: string[] = [];
+  const list = (data as { keys?: unknown } | null)?.keys;
+  if (!Array.isArray(list)) throw new KeysFileError([`${file}: expected a top-level "keys" list`]);
+  const out: KeyRecord[] = [];
+  const seenKeys = new Set<string>();
+  const seenIds = new Set<string>();
+  list.forEach((entry, i) => {
+    const { record, errors } = parseKeyRecord(entry, `${file}: keys[${i}]`);
+    problems.push(...errors);
+    if (!record) return;
+    if (seenKeys.has(record.apiKey)) problems.push(`${file}: keys[${i}]: duplicate apiKey`);
+    if (seenIds.has(record.id)) problems.push(`${file}: keys[${i}]: duplicate id`);
+    seenKeys.add(record.apiKey);
+    seenIds.add(record.id);
+    out.push(record);
+  });
+  if (problems.length > 0) throw new KeysFileError(problems);
+  return out;
+}
+
+export function loadKeysFile(file: string): KeyRecord[] {
+  let data: unknown;
+  try {
+    data = readDataFile(file);
+  } catch (err) {
+    throw new KeysFileError([`${file}: ${(err as Error).message}`]);
+  }
+  return parseKeysDocument(data, file);
+}
