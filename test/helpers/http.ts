@@ -1,0 +1,32 @@
+import { request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+
+export interface Reply {
+  status: number;
+  headers: IncomingHttpHeaders;
+  body: string;
+  json(): unknown;
+}
+
+/** A plain HTTP request (no connection reuse); header arrays become repeated header lines. */
+export function send(base: string, path: string, options: { method?: string; headers?: OutgoingHttpHeaders; body?: string; timeoutMs?: number } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const url = new URL(base);
+    const req = httpRequest(
+      { host: url.hostname, port: url.port, path, method: options.method ?? 'GET', headers: options.headers, agent: false, timeout: options.timeoutMs ?? 10_000 },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('error', reject);
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString();
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
+        });
+      },
+    );
+    req.on('timeout', () => req.destroy(new Error('client timeout')));
+    req.on('error', reject);
+    req.end(options.body);
+  });
+}
+
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });

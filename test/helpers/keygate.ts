@@ -1,0 +1,95 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import type { Clock } from '../../src/clock.js';
+import { loadConfig, type Config } from '../../src/config/load-config.js';
+import { createKeygate, type Keygate } from '../../src/create-keygate.js';
+import { REDACT_PATHS } from '../../src/observe/logger.js';
+import { parseKeyRecord, type KeyRecord } from '../../src/store/key-record.js';
+import { createMemoryStore } from '../../src/store/memory-store.js';
+import type { Store } from '../../src/store/types.js';
+import { systemClock } from '../../src/clock.js';
+
+export interface RunningKeygate {
+  readonly url: string;
+  readonly adminUrl: string;
+  readonly port: number;
+  readonly keygate: Keygate;
+  readonly config: Config;
+  /** Every log line written, raw. */
+  readonly logs: string[];
+  close(): Promise<void>;
+}
+
+export function makeKey(overrides: Partial<KeyRecord> & { apiKey: string; secret?: string }): KeyRecord {
+  const { record, errors } = parseKeyRecord(
+    {
+      id: `id-${overrides.apiKey}`,
+      apiSecret: overrides.secret ?? `secret-for-${overrides.apiKey}-0123456789`,
+      scopes: ['accounts:read'],
+      allowIps: [],
+      createdAt: new Date().toISOString(),
+      ...overrides,
+    },
+    'test key',
+  );
+  if (!record) throw new Error(errors.join('; '));
+  return record;
+}
+
+export async function startKeygate(options: {
+  upstream: string;
+  redisUrl?: string;
+  keys?: KeyRecord[];
+  env?: Record<string, string>;
+  clock?: Clock;
+  store?: Store;
+}): Promise<RunningKeygate> {
+  const config = loadConfig({
+    KEYGATE_UPSTREAM: options.upstream,
+    KEYGATE_PORT: '0',
+    KEYGATE_ADMIN_PORT: '0',
+    KEYGATE_HOST: '127.0.0.1',
+    KEYGATE_ADMIN_HOST: '127.0.0.1',
+    KEYGATE_LOG_LEVEL: 'debug',
+    ...(options.redisUrl && { KEYGATE_REDIS_URL: options.redisUrl }),
+    ...options.env,
+  });
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(String(chunk));
+      cb();
+    },
+  });
+  const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
+  const clock = options.clock ?? systemClock();
+  const store = options.store ?? (config.redisUrl ? undefined : createMemoryStore({ keys: options.keys ?? [] }, { clock }));
+  const keygate = createKeygate(config, { logger, clock, ...(store && { store }) });
+  if (config.redisUrl) {
+    await waitStoreReady(keygate.store);
+    for (const k of options.keys ?? []) await keygate.store.putKey(k);
+  }
+  const { port, adminPort } = await keygate.listen();
+  return {
+    url: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+    port,
+    keygate,
+    config,
+    logs,
+    close: () => keygate.close(),
+  };
+}
+
+/** Waits until the Redis-backed store answers (connection is asynchronous). */
+export async function waitStoreReady(store: Store, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await store.ping();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+}
