@@ -20,7 +20,7 @@ export async function demoCommand(argv: string[]): Promise<number> {
   const env = {
     ...process.env,
     KEYGATE_UPSTREAM: `http://127.0.0.1:${address.port}`,
-    KEYGATE_KEYS_FILE: process.env.KEYGATE_KEYS_FILE ?? DEMO_KEYS,
+    KEYGATE_KEYS_FILE: process.env.KEYGATE_KEYS_FILE || DEMO_KEYS,
   };
   process.stderr.write(`demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`);
   try {

@@ -1,0 +1,88 @@
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jwtVerify, decodeProtectedHeader } from 'jose';
+import { startRedis, type TestRedis } from './helpers/redis-server.js';
+
+const run = promisify(execFile);
+const cli = (args: string[], env: Record<string, string> = {}) =>
+  run('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env } });
+
+describe('keygate CLI', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis({ shared: true });
+  });
+  afterAll(() => redis.stop());
+
+  it('token prints a contract token signed with the plain secret', async () => {
+    const { stdout } = await cli(['token', '--key', 'k1', '--secret', 's3cret-0123456789abcdef', '--recv-window', '10']);
+    const t = stdout.trim();
+    expect(decodeProtectedHeader(t)).toEqual({ alg: 'HS256', typ: 'JWT' });
+    const { payload } = await jwtVerify(t, new TextEncoder().encode('s3cret-0123456789abcdef'), { algorithms: ['HS256'] });
+    expect(payload).toMatchObject({ type: 'OpenAPIV2', sub: 'k1', recv_window: '10' });
+    expect(payload.nonce).toMatch(/^\d{19}$/);
+    expect(Number(BigInt(payload.nonce as string) / 1_000_000n) - Date.now()).toBeLessThan(5_000);
+  });
+
+  it('keys create --json prints the secret once; list and show never do', async () => {
+    const env = { KEYGATE_REDIS_URL: redis.url };
+    const { stdout } = await cli(['keys', 'create', '--scopes', 'accounts:read,b', '--allow-ip', '10.0.0.0/8,::1', '--label', 'ci', '--json'], env);
+    const created = JSON.parse(stdout) as { apiKey: string; apiSecret: string; id: string; scopes: string[]; allowIps: string[] };
+    expect(Object.keys(created).sort()).toEqual(['allowIps', 'apiKey', 'apiSecret', 'id', 'label', 'scopes']);
+    expect(created.scopes).toEqual(['accounts:read', 'b']);
+    expect(created.allowIps).toEqual(['10.0.0.0/8', '::1']);
+    expect(Buffer.from(created.apiSecret, 'base64url').length).toBeGreaterThanOrEqual(32);
+    const list = await cli(['keys', 'list', '--json'], env);
+    const show = await cli(['keys', 'show', created.apiKey], env);
+    const table = await cli(['keys', 'list'], env);
+    for (const out of [list.stdout, show.stdout, table.stdout]) {
+      expect(out).toContain(created.apiKey);
+      expect(out).not.toContain(created.apiSecret);
+    }
+    await cli(['keys', 'revoke', created.apiKey, '--reason', 'rotated'], env);
+    expect(JSON.parse((await cli(['keys', 'show', created.apiKey], env)).stdout)).toMatchObject({ state: 'revoked', revokeReason: 'rotated' });
+    await cli(['keys', 'delete', created.apiKey], env);
+    await expect(cli(['keys', 'show', created.apiKey], env)).rejects.toMatchObject({ code: 1 });
+  });
+
+  it('keys create refuses a bad CIDR', async () => {
+    await expect(cli(['keys', 'create', '--allow-ip', '10.0.0.0/33'], { KEYGATE_REDIS_URL: redis.url })).rejects.toMatchObject({ code: 2 });
+  });
+
+  it('keys without Redis explains that the keys file is the source', async () => {
+    const err = await cli(['keys', 'list'], { KEYGATE_REDIS_URL: '' }).catch((e: { code: number; stderr: string }) => e);
+    expect(err).toMatchObject({ code: 2 });
+    expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
+  });
+
+  it('serve exits non-zero at start and lists every configuration problem at once', async () => {
+    const err = (await cli(['serve'], {
+      KEYGATE_UPSTREAM: 'ftp://x/path',
+      KEYGATE_PORT: 'eighty',
+      KEYGATE_LOG_LEVEL: 'loud',
+      KEYGATE_REDIS_TIMEOUT_MS: '-5',
+      KEYGATE_CONFIG: 'examples/does-not-exist.yaml',
+      KEYGATE_KEYS_FILE: 'examples/does-not-exist-keys.yaml',
+      KEYGATE_REDIS_URL: '',
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(err.code).toBe(1);
+    for (const name of ['KEYGATE_UPSTREAM', 'KEYGATE_PORT', 'KEYGATE_LOG_LEVEL', 'KEYGATE_REDIS_TIMEOUT_MS', 'KEYGATE_CONFIG', 'KEYGATE_KEYS_FILE']) {
+      expect(err.stderr).toContain(name);
+    }
+  });
+
+  it('serve drains and exits 0 on SIGTERM', async () => {
+    const child = spawn('node', ['bin/keygate.js', 'serve'], {
+      env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
+    const code = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    expect(await code).toBe(0);
+    expect(out).toContain('keygate stopped');
+  });
+});
