@@ -9,8 +9,9 @@ import { createGateway } from './http/create-gateway.js';
 import { createMetrics, type Metrics } from './observe/metrics.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
+import { createKeysFileWatcher, type KeysFileWatcher } from './store/keys-file-watcher.js';
 import { loadKeysFile } from './store/keys-file.js';
-import { createMemoryStore } from './store/memory-store.js';
+import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
 import type { Store } from './store/types.js';
 
@@ -27,6 +28,8 @@ export interface Keygate {
   readonly admin: Server;
   readonly store: Store;
   readonly metrics: Metrics;
+  /** Embedded mode: re-reads KEYGATE_KEYS_FILE (what SIGHUP does). Returns false if the file was rejected. */
+  reloadKeys(): boolean;
   /** Binds both ports; resolves with the actual ports (0 in config = any free port). */
   listen(): Promise<{ port: number; adminPort: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
@@ -37,7 +40,7 @@ export interface Keygate {
 export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
   if (config.redisUrl) {
     return createRedisStore(
-      { url: config.redisUrl, commandTimeoutMs: config.limits.redisCommandTimeoutMs },
+      { url: config.redisUrl, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretCipher && { cipher: config.secretCipher }) },
       {
         logger: deps.logger,
         events: {
@@ -49,6 +52,10 @@ export function createStoreFromConfig(config: Config, deps: { logger: Logger; cl
   }
   const keys = config.keysFile ? loadKeysFile(config.keysFile) : [];
   return createMemoryStore({ keys }, { clock: deps.clock });
+}
+
+function isMemoryStore(store: Store): store is MemoryStore {
+  return store.kind === 'memory' && 'replaceAll' in store;
 }
 
 export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
@@ -69,7 +76,15 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
     },
   );
-  const unsubscribe = store.onKeyChange(() => metrics.invalidations.inc());
+  const unsubscribe = store.onKeyChange((apiKey) => {
+    metrics.invalidations.inc();
+    logger.debug({ apiKeyPrefix: apiKey?.slice(0, 8) ?? '*' }, 'key change received; cache entry dropped');
+  });
+  let watcher: KeysFileWatcher | undefined;
+  if (config.keysFile && isMemoryStore(store)) {
+    const memory = store;
+    watcher = createKeysFileWatcher({ file: config.keysFile }, { logger, apply: (records) => memory.replaceAll(records) });
+  }
   const authenticate = createAuthenticator(
     {
       maxTokenBytes: config.limits.maxTokenBytes,
@@ -109,6 +124,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     admin,
     store,
     metrics,
+    reloadKeys: () => watcher?.reload('reload requested') ?? false,
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
@@ -123,6 +139,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       admin.closeAllConnections();
       await new Promise<void>((resolve) => admin.close(() => resolve()));
       forwarder.close();
+      watcher?.close();
       keys.close();
       unsubscribe();
       await store.close();

@@ -1,31 +1,34 @@
+import { userInfo, hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { generateKeyMaterial, parseKeyRecord, publicView, type KeyRecord } from '../store/key-record.js';
+import { loadSecretCipher } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
 import type { Store } from '../store/types.js';
+import { runKeyAction, type KeyActionContext } from './keys-actions.js';
 
-const HELP = `Usage: keygate keys <create|list|show|revoke|delete> [options]
+const HELP = `Usage: keygate keys <action> [options]
 
-  create [--scopes a,b] [--allow-ip 10.0.0.0/8,::1] [--label text] [--json]
-  list [--state active|revoked] [--json]
-  show <apiKey> [--json]
+  create [--scopes a,b] [--allow-ip 10.0.0.0/8,::1] [--label text] [--expires-at ISO | --ttl 30d] [--json]
+  list [--state active|revoked|expired] [--json]
+  show <apiKey>
+  update <apiKey> [--scopes a,b] [--allow-ip cidrs] [--label text] [--expires-at ISO | --ttl 30d | --no-expiry]
+  rotate <apiKey> [--grace 300s] [--json]     new secret; the old one works for the grace period
   revoke <apiKey> [--reason text]
   delete <apiKey>
+  export [--with-secrets] [--out file.yaml|file.json]
+  import <file> [--replace]
+  reencrypt                                   re-seal every secret with KEYGATE_SECRET_ENCRYPTION_KEY
 
 Keys live in Redis (KEYGATE_REDIS_URL). Every change is published so running
-Keygate instances drop their cached copy at once. The secret is printed only
-by "create".
+Keygate instances drop their cached copy at once, and is audited (stderr and
+the Redis stream keygate:audit). Secrets are printed only by create and rotate.
 `;
 
 const NO_REDIS = `keygate keys: KEYGATE_REDIS_URL is not set.
 In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
-edit it and restart Keygate. To manage keys with this command, run Keygate
-with KEYGATE_REDIS_URL.
+edit it (Keygate reloads it on change and on SIGHUP). To manage keys with
+this command, run Keygate with KEYGATE_REDIS_URL.
 `;
-
-function list(v: string | undefined): string[] {
-  return v === undefined ? [] : v.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
-}
 
 export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = process.env, out: NodeJS.WritableStream = process.stdout): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -37,11 +40,18 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
       label: { type: 'string' },
       reason: { type: 'string' },
       state: { type: 'string' },
+      'expires-at': { type: 'string' },
+      ttl: { type: 'string' },
+      'no-expiry': { type: 'boolean' },
+      grace: { type: 'string' },
+      'with-secrets': { type: 'boolean' },
+      out: { type: 'string' },
+      replace: { type: 'boolean' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
-  const [action, apiKey] = positionals;
+  const [action, arg] = positionals;
   if (values.help || !action) {
     out.write(HELP);
     return values.help ? 0 : 2;
@@ -50,12 +60,36 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
     process.stderr.write(NO_REDIS);
     return 2;
   }
-  const store = createRedisStore({ url: env.KEYGATE_REDIS_URL, commandTimeoutMs: 5_000 }, { logger: pino({ level: 'silent' }) });
+  const problems: string[] = [];
+  const cipher = loadSecretCipher(env, problems);
+  if (problems.length > 0) {
+    process.stderr.write(`keygate keys: ${problems.join('\n  ')}\n`);
+    return 2;
+  }
+  const store = createRedisStore({ url: env.KEYGATE_REDIS_URL, commandTimeoutMs: 5_000, ...(cipher && { cipher }) }, { logger: pino({ level: 'silent' }) });
+  const audit = pino({ name: 'keygate-audit', base: null }, pino.destination({ fd: 2, sync: true }));
+  const ctx: KeyActionContext = {
+    store,
+    out,
+    err: process.stderr,
+    now: () => Date.now(),
+    actor: env.KEYGATE_ACTOR || `${safeUser()}@${hostname()}`,
+    audit: (entry) => audit.info({ audit: entry }, 'key change'),
+    encrypted: cipher !== undefined,
+  };
   try {
     await waitReady(store);
-    return await run(action, apiKey, values, store, out);
+    return await runKeyAction(action, arg, values, ctx);
   } finally {
     await store.close();
+  }
+}
+
+function safeUser(): string {
+  try {
+    return userInfo().username;
+  } catch {
+    return 'unknown';
   }
 }
 
@@ -70,80 +104,3 @@ async function waitReady(store: Store): Promise<void> {
     }
   }
 }
-
-type Values = { scopes?: string; 'allow-ip'?: string; label?: string; reason?: string; state?: string; json?: boolean };
-
-async function run(action: string, apiKey: string | undefined, values: Values, store: Store, out: NodeJS.WritableStream): Promise<number> {
-  const print = (v: unknown) => out.write(`${JSON.stringify(v, null, 2)}\n`);
-  const need = async (): Promise<KeyRecord | number> => {
-    if (!apiKey) {
-      process.stderr.write(`keygate keys ${action}: an <apiKey> argument is required\n`);
-      return 2;
-    }
-    const r = await store.getKey(apiKey);
-    if (!r) {
-      process.stderr.write(`keygate keys ${action}: no key ${JSON.stringify(apiKey)}\n`);
-      return 1;
-    }
-    return r;
-  };
-  switch (action) {
-    case 'create': {
-      const material = generateKeyMaterial();
-      const { record, errors } = parseKeyRecord(
-        {
-          apiKey: material.apiKey,
-          apiSecret: material.secret,
-          id: material.id,
-          scopes: list(values.scopes),
-          allowIps: list(values['allow-ip']),
-          label: values.label,
-          createdAt: new Date().toISOString(),
-        },
-        'key',
-      );
-      if (!record) {
-        process.stderr.write(`keygate keys create:\n  - ${errors.join('\n  - ')}\n`);
-        return 2;
-      }
-      await store.putKey(record);
-      const shown = { apiKey: record.apiKey, apiSecret: record.secret, id: record.id, scopes: record.scopes, allowIps: record.allowIps, ...(record.label && { label: record.label }) };
-      if (values.json) print(shown);
-      else out.write(`Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\nThe secret is shown only now; store it safely.\n`);
-      return 0;
-    }
-    case 'list': {
-      const all = (await store.listKeys()).filter((r) => !values.state || r.state === values.state).map(publicView);
-      if (values.json) print(all);
-      else {
-        out.write(`${['API KEY', 'ID', 'STATE', 'SCOPES', 'ALLOW IPS', 'LABEL'].join('\t')}\n`);
-        for (const r of all) out.write(`${[r.apiKey, r.id, r.state, r.scopes.join(',') || '-', r.allowIps.join(',') || '-', r.label ?? ''].join('\t')}\n`);
-      }
-      return 0;
-    }
-    case 'show': {
-      const r = await need();
-      if (typeof r === 'number') return r;
-      print(publicView(r));
-      return 0;
-    }
-    case 'revoke': {
-      const r = await need();
-      if (typeof r === 'number') return r;
-      await store.putKey({ ...r, state: 'revoked', revokedAt: new Date().toISOString(), ...(values.reason && { revokeReason: values.reason }) });
-      out.write(`revoked ${r.apiKey} (${r.id})\n`);
-      return 0;
-    }
-    case 'delete': {
-      const r = await need();
-      if (typeof r === 'number') return r;
-      await store.deleteKey(r.apiKey);
-      out.write(`deleted ${r.apiKey} (${r.id})\n`);
-      return 0;
-    }
-    default:
-      process.stderr.write(`keygate keys: unknown action ${JSON.stringify(action)}\n\n${HELP}`);
-      return 2;
-  }
-}
-

@@ -41,6 +41,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     store: config.redisUrl ? 'redis' : 'memory',
     redis: config.redisUrl ? maskUrl(config.redisUrl) : undefined,
     keysFile: config.keysFile,
+    secretsAtRest: config.redisUrl ? (config.secretCipher ? 'aes-256-gcm' : 'plain') : undefined,
     configFile: config.configFile,
     routes: config.policy.routes.length,
     publicRoutes: config.policy.publicRoutes.length,
@@ -74,6 +75,7 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   }
   const logger = createLogger({ level: config.logLevel });
   if (!config.redisUrl && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
+  if (config.redisUrl && !config.secretCipher) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
   const { port, adminPort } = await keygate.listen();
   logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort } }, 'keygate started');
@@ -92,6 +94,10 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     const onInt = () => stop('SIGINT');
     process.on('SIGTERM', onTerm);
     process.on('SIGINT', onInt);
+    process.on('SIGHUP', () => {
+      if (config.keysFile && !config.redisUrl) keygate.reloadKeys();
+      else logger.info('SIGHUP ignored: keys come from Redis, changes arrive by pub/sub');
+    });
   });
   logger.info('keygate stopped');
   logger.flush();

@@ -3,6 +3,8 @@ import { fileURLToPath } from 'node:url';
 import { parseCidrList } from './cidr.js';
 import { readDataFile } from './read-data-file.js';
 import { compileRoute, type RouteRule } from './routes.js';
+import { loadSecretCipher } from './secret-encryption.js';
+import type { SecretCipher } from '../store/secret-cipher.js';
 
 export const DEFAULT_ROUTES_FILE = fileURLToPath(new URL('../../config/routes.yaml', import.meta.url));
 
@@ -15,6 +17,8 @@ export interface Config {
   readonly upstream: URL;
   readonly redisUrl: string | undefined;
   readonly keysFile: string | undefined;
+  /** Seals key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY); undefined = stored plain. */
+  readonly secretCipher: SecretCipher | undefined;
   readonly configFile: string;
   readonly logLevel: string;
   readonly policy: Policy;
@@ -95,6 +99,7 @@ export function loadConfig(env: Env): Config {
   const redisUrl = env.KEYGATE_REDIS_URL || undefined;
   if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) problems.push('KEYGATE_REDIS_URL: must start with redis:// or rediss://');
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
+  const secretCipher = loadSecretCipher(env, problems);
 
   const logLevel = env.KEYGATE_LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
@@ -127,6 +132,7 @@ export function loadConfig(env: Env): Config {
     upstream,
     redisUrl,
     keysFile,
+    secretCipher,
     configFile,
     logLevel,
     policy,
@@ -200,7 +206,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
 }
 
 function deepFreeze<T>(o: T): T {
-  if (o && typeof o === 'object' && !Object.isFrozen(o) && !(o instanceof URL) && !(o instanceof Map) && !(o instanceof Set) && o.constructor?.name !== 'BlockList') {
+  if (o && typeof o === 'object' && !Object.isFrozen(o) && !(o instanceof URL) && !(o instanceof Map) && !(o instanceof Set) && o.constructor?.name !== 'BlockList' && typeof (o as { seal?: unknown }).seal !== 'function') {
     Object.freeze(o);
     for (const v of Object.values(o)) deepFreeze(v);
   }

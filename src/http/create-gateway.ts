@@ -17,6 +17,10 @@ import type { Forwarder } from './forwarder.js';
 import { renderError } from './render.js';
 
 const API_PREFIX = '/api/v3/';
+/** Served by Keygate itself, without authentication, so clients can measure their clock drift. */
+export const TIME_PATH = '/api/v3/time';
+/** On every 40106 caused by the nonce window: the server's time in nanoseconds. */
+export const SERVER_TIME_HEADER = 'x-server-time';
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -33,7 +37,7 @@ interface RequestLog {
   route: string | undefined;
   clientIp: string | undefined;
   keyId?: string;
-  code?: ErrorCode | typeof OK;
+  code?: ErrorCode | typeof OK | 'time';
   reason?: Reason;
   status?: number;
   authMs?: number;
@@ -85,7 +89,20 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.reason = decision.reason;
     metrics.requests.inc({ code: String(decision.code) });
     metrics.rejections.inc({ code: String(decision.code), reason: decision.reason });
-    renderError(res, decision.code);
+    renderError(res, decision.code, decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : undefined);
+  }
+
+  function serveTime(res: ServerResponse, log: RequestLog) {
+    const now = deps.clock.nowNs().toString();
+    log.code = 'time';
+    log.route = TIME_PATH;
+    metrics.requests.inc({ code: 'time' });
+    const body = `{"serverTime":"${now}"}`;
+    res.setHeader('content-type', 'application/json');
+    res.setHeader('cache-control', 'no-store');
+    res.setHeader(SERVER_TIME_HEADER, now);
+    res.setHeader('content-length', Buffer.byteLength(body));
+    res.end(body);
   }
 
   function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog) {
@@ -118,6 +135,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       return refuse(res, log, target);
     }
     const method = req.method as string;
+    if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD')) return serveTime(res, log);
     const peerTrusted = policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
     if (!target.path.startsWith(API_PREFIX)) {

@@ -39,6 +39,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   });
   // Pre-create the series so dashboards and rate() see zeros, not gaps.
   requests.inc({ code: OK }, 0);
+  requests.inc({ code: 'time' }, 0);
   for (const code of ERROR_CODES) requests.inc({ code: String(code) }, 0);
   const metrics: Metrics = {
     registry,

@@ -35,10 +35,11 @@ export function createAuthenticator(options: DecodeOptions, deps: { keys: KeyCac
 
     const key = await deps.keys.get(claims.sub);
     if (!key) return deny(10013, 'unknown_key');
+    const nowMs = deps.clock.nowMs();
     if (key.record.state !== 'active') return deny(10013, 'revoked');
-    if (key.record.expiresAt !== undefined && Date.parse(key.record.expiresAt) <= deps.clock.nowMs()) return deny(10013, 'expired_key');
+    if (nowMs >= key.expiresAtMs) return deny(10013, 'expired_key');
 
-    const signature = await verifySignature(credentials.token, key.verifyKey);
+    const signature = await verifySignature(credentials.token, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
 
     const first = await deps.store.recordNonce(key.record.apiKey, claims.nonce, timing.nonceTtlMs);

@@ -4,10 +4,20 @@ import { parseCidrList } from '../config/cidr.js';
 import type { KeyRecord } from './key-record.js';
 import type { Store } from './types.js';
 
-/** A key made ready for the hot path: secret imported once, allow-list and scopes compiled. */
+/** A secret imported once as a CryptoKey; previous (rotated) secrets carry their deadline. */
+export interface VerifyKey {
+  readonly key: CryptoKey;
+  /** Epoch ms after which this secret no longer verifies (Infinity for the current secret). */
+  readonly validUntilMs: number;
+}
+
+/** A key made ready for the hot path: secrets imported once, allow-list and scopes compiled. */
 export interface PreparedKey {
   readonly record: KeyRecord;
-  readonly verifyKey: CryptoKey;
+  /** Current secret first, then rotated secrets still in their grace period. */
+  readonly verifyKeys: readonly VerifyKey[];
+  /** expiresAt as epoch ms (Infinity when the key does not expire). */
+  readonly expiresAtMs: number;
   readonly allowList: BlockList | null;
   readonly scopes: ReadonlySet<string>;
 }
@@ -38,17 +48,19 @@ interface Entry {
   expiresAt: number;
 }
 
+function importSecret(secret: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+}
+
 export async function prepareKey(record: KeyRecord): Promise<PreparedKey> {
-  const verifyKey = await crypto.subtle.importKey(
-    'raw',
-    new TextEncoder().encode(record.secret),
-    { name: 'HMAC', hash: 'SHA-256' },
-    false,
-    ['verify'],
-  );
+  const verifyKeys: VerifyKey[] = [{ key: await importSecret(record.secret), validUntilMs: Infinity }];
+  for (const p of record.previousSecrets ?? []) {
+    verifyKeys.push({ key: await importSecret(p.secret), validUntilMs: Date.parse(p.validUntil) });
+  }
   return {
     record,
-    verifyKey,
+    verifyKeys,
+    expiresAtMs: record.expiresAt === undefined ? Infinity : Date.parse(record.expiresAt),
     allowList: record.allowIps.length > 0 ? parseCidrList(record.allowIps, 'allowIps').list : null,
     scopes: new Set(record.scopes),
   };

@@ -14,6 +14,14 @@ export interface KeyRecord {
   readonly revokedAt?: string;
   readonly revokeReason?: string;
   readonly expiresAt?: string;
+  readonly updatedAt?: string;
+  /** Secrets replaced by `keys rotate`, still accepted until `validUntil`. */
+  readonly previousSecrets?: readonly PreviousSecret[];
+}
+
+export interface PreviousSecret {
+  readonly secret: string;
+  readonly validUntil: string;
 }
 
 const SCOPE = /^[A-Za-z0-9_.:*-]{1,128}$/;
@@ -57,6 +65,8 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   const revokeReason = str('revokeReason', false);
   const expiresAt = str('expiresAt', false);
   if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
+  const updatedAt = str('updatedAt', false);
+  const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors);
   if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
     id, apiKey, secret, scopes, allowIps, state: state as KeyRecord['state'], createdAt,
@@ -64,8 +74,29 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
     ...(revokedAt !== undefined && { revokedAt }),
     ...(revokeReason !== undefined && { revokeReason }),
     ...(expiresAt !== undefined && { expiresAt }),
+    ...(updatedAt !== undefined && { updatedAt }),
+    ...(previousSecrets.length > 0 && { previousSecrets }),
   };
   return { record, errors };
+}
+
+function previousSecretList(v: unknown, where: string, errors: string[]): PreviousSecret[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) {
+    errors.push(`${where}: must be a list`);
+    return [];
+  }
+  const out: PreviousSecret[] = [];
+  v.forEach((entry: unknown, i) => {
+    const e = entry as { apiSecret?: unknown; secret?: unknown; validUntil?: unknown } | null;
+    const secret = e?.apiSecret ?? e?.secret;
+    if (typeof secret !== 'string' || secret.length === 0 || typeof e?.validUntil !== 'string' || Number.isNaN(Date.parse(e.validUntil))) {
+      errors.push(`${where}[${i}]: needs apiSecret and a validUntil date`);
+      return;
+    }
+    out.push({ secret, validUntil: e.validUntil });
+  });
+  return out;
 }
 
 function stringList(v: unknown, where: string, errors: string[]): string[] {
@@ -77,16 +108,40 @@ function stringList(v: unknown, where: string, errors: string[]): string[] {
   return [...new Set(v as string[])];
 }
 
-/** The stored form: `apiSecret` is the field name used everywhere outside the process. */
-export function serializeKeyRecord(r: KeyRecord): string {
-  const { secret, ...rest } = r;
-  return JSON.stringify({ ...rest, apiSecret: secret });
+/**
+ * The external form (Redis, keys files, exports): `apiSecret` is the field
+ * name used everywhere outside the process. `sealSecret` may replace each
+ * secret with a sealed (encrypted) string stored under `encSecret`.
+ */
+export function toExternal(r: KeyRecord, sealSecret?: (secret: string) => string): Record<string, unknown> {
+  const { secret, previousSecrets, ...rest } = r;
+  const put = (s: string) => (sealSecret ? { encSecret: sealSecret(s) } : { apiSecret: s });
+  return {
+    ...rest,
+    ...put(secret),
+    ...(previousSecrets && { previousSecrets: previousSecrets.map((p) => ({ ...put(p.secret), validUntil: p.validUntil })) }),
+  };
 }
 
-/** A view of a record that is safe to print or log: never the secret. */
-export function publicView(r: KeyRecord): Omit<KeyRecord, 'secret'> {
-  const { secret: _secret, ...rest } = r;
-  return rest;
+export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets'> & { status: KeyStatus; previousSecrets?: Array<{ validUntil: string }> };
+
+export type KeyStatus = 'active' | 'revoked' | 'expired';
+
+/** active, revoked, or expired (an active key past its expiresAt, treated like revoked). */
+export function keyStatus(r: KeyRecord, nowMs: number): KeyStatus {
+  if (r.state === 'revoked') return 'revoked';
+  if (r.expiresAt !== undefined && Date.parse(r.expiresAt) <= nowMs) return 'expired';
+  return 'active';
+}
+
+/** A view of a record that is safe to print or log: never a secret. */
+export function publicView(r: KeyRecord, nowMs = Date.now()): PublicKeyView {
+  const { secret: _secret, previousSecrets, ...rest } = r;
+  return {
+    ...rest,
+    status: keyStatus(r, nowMs),
+    ...(previousSecrets && { previousSecrets: previousSecrets.map((p) => ({ validUntil: p.validUntil })) }),
+  };
 }
 
 /** 32 random bytes for secrets (base64url, used by clients as a plain string); 16 for key names. */

@@ -13,10 +13,13 @@ export interface MemoryStoreOptions {
  * Node runs one callback at a time, so check-and-record of a nonce is atomic
  * within the process; it is NOT shared between processes (see KEYGATE_WORKERS).
  */
-export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): Store & {
+export interface MemoryStore extends Store {
+  /** Swaps the whole key set in one step and tells listeners everything changed. */
   replaceAll(records: readonly KeyRecord[]): void;
   nonceCount(): number;
-} {
+}
+
+export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
   const keys = new Map<string, KeyRecord>();
   for (const r of options.keys ?? []) keys.set(r.apiKey, r);
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
@@ -61,6 +64,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    async appendAudit() {},
     async ping() {},
     async close() {
       clearInterval(timer);

@@ -1,6 +1,7 @@
 import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
-import { parseKeyRecord, serializeKeyRecord, type KeyRecord } from './key-record.js';
+import { parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
+import { openExternal, SecretCipherError, type SecretCipher } from './secret-cipher.js';
 import { StoreUnavailableError, type KeyChangeListener, type Store } from './types.js';
 
 export interface RedisStoreOptions {
@@ -11,6 +12,8 @@ export interface RedisStoreOptions {
   commandTimeoutMs?: number;
   /** Time allowed to establish a connection, in ms. */
   connectTimeoutMs?: number;
+  /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
+  cipher?: SecretCipher;
 }
 
 export interface RedisStoreEvents {
@@ -26,6 +29,7 @@ export interface RedisStoreEvents {
  *   {prefix}keys                  set of apiKeys (for listing)
  *   {prefix}nonce:<apiKey>:<n>    replay guard entry, SET NX PX
  *   {prefix}key-events            pub/sub channel, message = apiKey or "*"
+ *   {prefix}audit                 stream of key changes (who/what/when, never a secret)
  */
 export function createRedisStore(
   options: RedisStoreOptions,
@@ -78,6 +82,7 @@ export function createRedisStore(
     try {
       return await fn();
     } catch (err) {
+      if (err instanceof StoreUnavailableError) throw err;
       const message = (err as Error).message ?? String(err);
       events.onCommandError?.(/timed out/i.test(message) ? 'timeout' : 'error');
       throw new StoreUnavailableError(`redis: ${message}`, { cause: err });
@@ -95,7 +100,15 @@ export function createRedisStore(
       deps.logger.error({ apiKeyPrefix: apiKey.slice(0, 6) }, 'corrupt key record in redis (bad JSON); treating as unknown');
       return null;
     }
-    const { record, errors } = parseKeyRecord(parsed, 'redis key');
+    let opened: Record<string, unknown>;
+    try {
+      opened = openExternal(parsed as Record<string, unknown>, options.cipher);
+    } catch (err) {
+      // A secret we cannot open is a server configuration problem, not an unknown key: fail closed with 503.
+      if (err instanceof SecretCipherError) throw new StoreUnavailableError(`cannot open key secret: ${err.message}`);
+      throw err;
+    }
+    const { record, errors } = parseKeyRecord(opened, 'redis key');
     if (!record) {
       deps.logger.error({ errors }, 'invalid key record in redis; treating as unknown');
       return null;
@@ -119,7 +132,9 @@ export function createRedisStore(
       }),
     putKey: (record) =>
       run(async () => {
-        await client.set(keyOf(record.apiKey), serializeKeyRecord(record));
+        const cipher = options.cipher;
+        const external = toExternal(record, cipher && ((secret) => cipher.seal(secret, record.id)));
+        await client.set(keyOf(record.apiKey), JSON.stringify(external));
         await client.sadd(`${prefix}keys`, record.apiKey);
         await client.publish(channel, record.apiKey);
       }),
@@ -132,6 +147,10 @@ export function createRedisStore(
       }),
     recordNonce: (apiKey, nonce, ttlMs) =>
       run(async () => (await client.set(`${prefix}nonce:${apiKey}:${nonce}`, '1', 'PX', ttlMs, 'NX')) === 'OK'),
+    appendAudit: (entry) =>
+      run(async () => {
+        await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
+      }),
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -8,6 +8,16 @@ export class StoreUnavailableError extends Error {
   }
 }
 
+/** Who changed which key, how and when. Never a secret. */
+export interface AuditEntry {
+  readonly at: string;
+  readonly actor: string;
+  readonly action: string;
+  readonly apiKey: string;
+  readonly id: string;
+  readonly detail?: string;
+}
+
 /** A key change announced to every running instance (`null` = everything may have changed). */
 export type KeyChangeListener = (apiKey: string | null) => void;
 
@@ -30,6 +40,8 @@ export interface Store {
   recordNonce(apiKey: string, nonce: string, ttlMs: number): Promise<boolean>;
   /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
   onKeyChange(listener: KeyChangeListener): () => void;
+  /** Appends an audit entry where the store keeps them (Redis stream `keygate:audit`); no-op in memory. */
+  appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
   close(): Promise<void>;

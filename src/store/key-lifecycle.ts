@@ -1,0 +1,76 @@
+import { randomBytes } from 'node:crypto';
+import { generateKeyMaterial, parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
+
+/**
+ * Every change an operator can make to a key, as pure functions of
+ * (record, input, now). The CLI applies them; tests drive them with a clock.
+ * Each result is re-validated with parseKeyRecord.
+ */
+export interface KeyChanges {
+  scopes?: string[];
+  allowIps?: string[];
+  label?: string;
+  /** ISO date, or null to remove the expiry. */
+  expiresAt?: string | null;
+}
+
+type Result = { record: KeyRecord; errors: [] } | { record?: undefined; errors: string[] };
+
+function revalidate(o: Record<string, unknown>): Result {
+  const { record, errors } = parseKeyRecord(o, 'key');
+  return record ? { record, errors: [] } : { errors };
+}
+
+export function newKey(changes: KeyChanges, nowMs: number): Result {
+  const m = generateKeyMaterial();
+  return revalidate({
+    apiKey: m.apiKey,
+    apiSecret: m.secret,
+    id: m.id,
+    scopes: changes.scopes ?? [],
+    allowIps: changes.allowIps ?? [],
+    label: changes.label,
+    createdAt: new Date(nowMs).toISOString(),
+    ...(changes.expiresAt && { expiresAt: changes.expiresAt }),
+  });
+}
+
+export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number): Result {
+  const o = { ...toExternal(record), updatedAt: new Date(nowMs).toISOString() } as Record<string, unknown>;
+  if (changes.scopes !== undefined) o.scopes = changes.scopes;
+  if (changes.allowIps !== undefined) o.allowIps = changes.allowIps;
+  if (changes.label !== undefined) o.label = changes.label;
+  if (changes.expiresAt === null) delete o.expiresAt;
+  else if (changes.expiresAt !== undefined) o.expiresAt = changes.expiresAt;
+  return revalidate(o);
+}
+
+export function revokeKey(record: KeyRecord, reason: string | undefined, nowMs: number): KeyRecord {
+  const at = new Date(nowMs).toISOString();
+  const { revokeReason: _old, ...rest } = record;
+  return { ...rest, state: 'revoked', revokedAt: at, updatedAt: at, ...(reason && { revokeReason: reason }) };
+}
+
+/**
+ * Issues a new secret. The old one stays valid for `graceMs` (0 = stops at
+ * once); earlier secrets still inside their own grace are kept, expired ones dropped.
+ */
+export function rotateKey(record: KeyRecord, graceMs: number, nowMs: number): { record: KeyRecord; secret: string } {
+  const secret = randomBytes(32).toString('base64url');
+  const kept = (record.previousSecrets ?? []).filter((p) => Date.parse(p.validUntil) > nowMs);
+  const previous = graceMs > 0 ? [{ secret: record.secret, validUntil: new Date(nowMs + graceMs).toISOString() }, ...kept] : kept;
+  const { previousSecrets: _p, ...rest } = record;
+  return {
+    secret,
+    record: { ...rest, secret, updatedAt: new Date(nowMs).toISOString(), ...(previous.length > 0 && { previousSecrets: previous }) },
+  };
+}
+
+const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "300s", "5m", "2h", "7d", "1500ms", or a bare number of seconds. */
+export function parseDuration(raw: string): number | undefined {
+  const m = /^(\d{1,9})(ms|s|m|h|d)?$/.exec(raw.trim());
+  if (!m) return undefined;
+  return Number(m[1]) * (UNITS[m[2] ?? 's'] as number);
+}

@@ -1,0 +1,85 @@
+import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+
+/**
+ * Secrets at rest: AES-256-GCM with a random 96-bit IV, the key record's id
+ * as additional authenticated data (a sealed secret moved to another record
+ * fails to open), and a key id so that an older encryption key can still
+ * open what it sealed until `keygate keys reencrypt` has run.
+ *
+ * Sealed form: kg1.<kid>.<iv>.<ciphertext>.<tag> (base64url parts).
+ */
+export interface SecretCipher {
+  seal(plain: string, aad: string): string;
+  /** Throws SecretCipherError when no configured key opens it or it was tampered with. */
+  open(sealed: string, aad: string): string;
+  /** True when `sealed` was sealed with the current key. */
+  isCurrent(sealed: string): boolean;
+}
+
+export class SecretCipherError extends Error {
+  override readonly name = 'SecretCipherError';
+}
+
+const PREFIX = 'kg1';
+
+function kidOf(key: Buffer): string {
+  return createHash('sha256').update(key).digest('hex').slice(0, 8);
+}
+
+/** Accepts 32 bytes as 64 hex characters or as base64/base64url; returns problems otherwise. */
+export function parseEncryptionKey(raw: string | undefined, name: string, problems: string[]): Buffer | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const bytes = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : /^[A-Za-z0-9+/_-]{43}=?$/.test(raw) ? Buffer.from(raw, 'base64') : undefined;
+  if (!bytes || bytes.length !== 32) {
+    problems.push(`${name}: must be 32 random bytes, as 64 hex characters or base64 (e.g. openssl rand -base64 32)`);
+    return undefined;
+  }
+  return bytes;
+}
+
+export function createSecretCipher(options: { current: Buffer; previous?: readonly Buffer[] }): SecretCipher {
+  const currentKid = kidOf(options.current);
+  const keys = new Map<string, Buffer>([[currentKid, options.current]]);
+  for (const k of options.previous ?? []) keys.set(kidOf(k), k);
+
+  return {
+    seal(plain, aad) {
+      const iv = randomBytes(12);
+      const cipher = createCipheriv('aes-256-gcm', options.current, iv);
+      cipher.setAAD(Buffer.from(aad));
+      const ct = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
+      return [PREFIX, currentKid, iv.toString('base64url'), ct.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
+    },
+    open(sealed, aad) {
+      const [prefix, kid, iv, ct, tag, extra] = sealed.split('.');
+      if (prefix !== PREFIX || !kid || !iv || ct === undefined || !tag || extra !== undefined) throw new SecretCipherError('sealed secret has an unknown format');
+      const key = keys.get(kid);
+      if (!key) throw new SecretCipherError(`sealed with encryption key ${kid}, which is not configured`);
+      try {
+        const decipher = createDecipheriv('aes-256-gcm', key, Buffer.from(iv, 'base64url'));
+        decipher.setAAD(Buffer.from(aad));
+        decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+        return Buffer.concat([decipher.update(Buffer.from(ct, 'base64url')), decipher.final()]).toString('utf8');
+      } catch {
+        throw new SecretCipherError('sealed secret failed authentication (wrong key, wrong record or tampered)');
+      }
+    },
+    isCurrent(sealed) {
+      return sealed.split('.')[1] === currentKid;
+    },
+  };
+}
+
+/** Opens every sealed secret in an external record in place of `encSecret`. */
+export function openExternal(o: Record<string, unknown>, cipher: SecretCipher | undefined): Record<string, unknown> {
+  const aad = typeof o.id === 'string' ? o.id : String(o.apiKey);
+  const open = (e: Record<string, unknown>): Record<string, unknown> => {
+    if (typeof e.encSecret !== 'string') return e;
+    if (!cipher) throw new SecretCipherError('key secret is encrypted but KEYGATE_SECRET_ENCRYPTION_KEY is not set');
+    const { encSecret, ...rest } = e;
+    return { ...rest, apiSecret: cipher.open(encSecret, aad) };
+  };
+  const out = open(o);
+  if (Array.isArray(o.previousSecrets)) out.previousSecrets = (o.previousSecrets as Record<string, unknown>[]).map(open);
+  return out;
+}

@@ -1,0 +1,62 @@
+import { describe, expect, it } from 'vitest';
+import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../src/store/key-lifecycle.js';
+import { keyStatus, publicView } from '../src/store/key-record.js';
+import { makeKey } from './helpers/keygate.js';
+
+const T0 = Date.parse('2026-11-22T00:00:00Z');
+
+describe('key lifecycle', () => {
+  it('creates keys with 32-byte secrets and optional expiry', () => {
+    const { record } = newKey({ scopes: ['a'], allowIps: ['10.0.0.0/8'], label: 'x', expiresAt: new Date(T0 + 1000).toISOString() }, T0);
+    expect(record).toBeDefined();
+    expect(Buffer.from(record!.secret, 'base64url')).toHaveLength(32);
+    expect(record!.apiKey).not.toBe(record!.id);
+    expect(keyStatus(record!, T0)).toBe('active');
+    expect(keyStatus(record!, T0 + 1000)).toBe('expired');
+  });
+
+  it('rejects invalid changes with every problem', () => {
+    const r = makeKey({ apiKey: 'a' });
+    expect(updateKey(r, { scopes: ['bad scope'], allowIps: ['1.2.3.4/40'] }, T0).errors).toHaveLength(2);
+  });
+
+  it('updates scopes, allow-list, label and expiry, and can remove the expiry', () => {
+    const r = makeKey({ apiKey: 'a', expiresAt: '2030-01-01T00:00:00Z' });
+    const { record } = updateKey(r, { scopes: ['x'], allowIps: ['::1'], label: 'new', expiresAt: null }, T0);
+    expect(record).toMatchObject({ scopes: ['x'], allowIps: ['::1'], label: 'new', secret: r.secret, updatedAt: new Date(T0).toISOString() });
+    expect(record!.expiresAt).toBeUndefined();
+  });
+
+  it('revokes with when and why, keeping the record', () => {
+    const r = revokeKey(makeKey({ apiKey: 'a' }), 'leaked', T0);
+    expect(r).toMatchObject({ state: 'revoked', revokedAt: new Date(T0).toISOString(), revokeReason: 'leaked' });
+    expect(publicView(r, T0).status).toBe('revoked');
+  });
+
+  it('rotates: the old secret stays valid for the grace period, older expired ones are dropped', () => {
+    const r0 = makeKey({ apiKey: 'a' });
+    const first = rotateKey(r0, 300_000, T0);
+    expect(first.secret).not.toBe(r0.secret);
+    expect(first.record.secret).toBe(first.secret);
+    expect(first.record.previousSecrets).toEqual([{ secret: r0.secret, validUntil: new Date(T0 + 300_000).toISOString() }]);
+    const second = rotateKey(first.record, 60_000, T0 + 100_000);
+    expect(second.record.previousSecrets?.map((p) => p.secret)).toEqual([first.secret, r0.secret]);
+    const third = rotateKey(second.record, 0, T0 + 400_000);
+    expect(third.record.previousSecrets).toBeUndefined();
+  });
+
+  it('never shows secrets in the public view', () => {
+    const { record } = rotateKey(makeKey({ apiKey: 'a' }), 1000, T0);
+    const text = JSON.stringify(publicView(record, T0));
+    expect(text).not.toContain(record.secret);
+    expect(text).not.toContain(record.previousSecrets![0]!.secret);
+    expect(text).toContain('validUntil');
+  });
+
+  it.each([['300s', 300_000], ['5m', 300_000], ['2h', 7_200_000], ['7d', 604_800_000], ['1500ms', 1500], ['30', 30_000], ['0', 0]])('parses duration %s', (raw, ms) => {
+    expect(parseDuration(raw)).toBe(ms);
+  });
+  it.each(['', '5x', '-1s', '1.5m', 'soon'])('refuses duration %j', (raw) => {
+    expect(parseDuration(raw)).toBeUndefined();
+  });
+});

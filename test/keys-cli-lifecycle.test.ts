@@ -1,0 +1,119 @@
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startKeygate, type RunningKeygate } from './helpers/keygate.js';
+import { bearer, send } from './helpers/http.js';
+import { startRedis, type TestRedis } from './helpers/redis-server.js';
+import { token } from './helpers/tokens.js';
+import { startUpstream, type RecordingUpstream } from './helpers/upstream.js';
+
+const run = promisify(execFile);
+const PATH = '/api/v3/viewer/accounts';
+const ENC = randomBytes(32).toString('base64');
+const ENC_NEXT = randomBytes(32).toString('hex');
+
+describe('key lifecycle through the CLI, seen by two running instances', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let a: RunningKeygate;
+  let b: RunningKeygate;
+  let env: Record<string, string>;
+  const cli = async (...args: string[]) => (await run('node', ['bin/keygate.js', 'keys', ...args], { env: { ...process.env, ...env } })).stdout;
+  const status = async (gate: RunningKeygate, k: string, s: string) => (await send(gate.url, PATH, { headers: bearer(token(k, s)) })).status;
+
+  beforeAll(async () => {
+    redis = await startRedis({ shared: true });
+    await redis.flush();
+    env = { KEYGATE_REDIS_URL: redis.url, KEYGATE_SECRET_ENCRYPTION_KEY: ENC, KEYGATE_ACTOR: 'test-operator' };
+    upstream = await startUpstream();
+    const gateEnv = { KEYGATE_KEY_CACHE_TTL_MS: '600000', KEYGATE_SECRET_ENCRYPTION_KEY: ENC };
+    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: gateEnv });
+    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: gateEnv });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('create, update, rotate, revoke: every change reaches both instances within 1 s', async () => {
+    const created = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'lifecycle', '--ttl', '30d', '--json')) as { apiKey: string; apiSecret: string; expiresAt: string };
+    expect(Date.parse(created.expiresAt) - Date.now()).toBeGreaterThan(29 * 86_400_000);
+    expect(await status(a, created.apiKey, created.apiSecret)).toBe(200);
+    expect(await status(b, created.apiKey, created.apiSecret)).toBe(200);
+
+    await cli('update', created.apiKey, '--scopes', 'other:read');
+    for (const g of [a, b]) await expect.poll(() => status(g, created.apiKey, created.apiSecret), { timeout: 1_000, interval: 20 }).toBe(403);
+    await cli('update', created.apiKey, '--scopes', 'accounts:read,other:read');
+    for (const g of [a, b]) await expect.poll(() => status(g, created.apiKey, created.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
+
+    const rotated = JSON.parse(await cli('rotate', created.apiKey, '--grace', '60s', '--json')) as { apiSecret: string; previousSecretValidUntil: string };
+    expect(rotated.apiSecret).not.toBe(created.apiSecret);
+    for (const g of [a, b]) {
+      await expect.poll(() => status(g, created.apiKey, rotated.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
+      expect(await status(g, created.apiKey, created.apiSecret)).toBe(200); // grace
+    }
+    await cli('rotate', created.apiKey, '--grace', '0');
+    for (const g of [a, b]) await expect.poll(() => status(g, created.apiKey, rotated.apiSecret), { timeout: 1_000, interval: 20 }).toBe(401);
+
+    await cli('revoke', created.apiKey, '--reason', 'offboarded');
+    const table = await cli('list', '--state', 'revoked');
+    expect(table).toMatch(/STATUS/);
+    expect(table).toContain(created.apiKey);
+    expect(table).toContain('offboarded');
+    expect(await cli('list', '--state', 'active')).not.toContain(created.apiKey);
+
+    const raw = new Redis(redis.url);
+    const entries = (await raw.xrange('keygate:audit', '-', '+')).map(([, fields]) => JSON.parse(fields[1] as string) as { action: string; actor: string; apiKey: string });
+    const stored = await raw.get(`keygate:key:${created.apiKey}`);
+    raw.disconnect();
+    expect(entries.filter((e) => e.apiKey === created.apiKey).map((e) => e.action)).toEqual(['create', 'update', 'update', 'rotate', 'rotate', 'revoke']);
+    expect(entries.every((e) => e.actor === 'test-operator')).toBe(true);
+    expect(JSON.stringify(entries)).not.toContain(created.apiSecret);
+    expect(stored).not.toContain(created.apiSecret);
+  });
+
+  it('exports without secrets by default, and moves keys from a keys file into Redis', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-export-'));
+    const file = join(dir, 'keys.yaml');
+    writeFileSync(file, 'keys:\n  - { apiKey: imported-1, apiSecret: imported-secret-0123456789, id: imp1, scopes: [accounts:read] }\n  - { apiKey: imported-2, apiSecret: imported-secret-9876543210, scopes: [] }\n');
+    expect(await cli('import', file)).toContain('imported 2 new');
+    expect(await cli('import', file)).toContain('skipped 2');
+    await expect.poll(() => status(a, 'imported-1', 'imported-secret-0123456789'), { timeout: 1_000, interval: 20 }).toBe(200);
+
+    const plain = await cli('export');
+    expect(plain).toContain('imported-1');
+    expect(plain).not.toContain('imported-secret-0123456789');
+    const out = join(dir, 'with.json');
+    await cli('export', '--with-secrets', '--out', out);
+    const exported = JSON.parse(readFileSync(out, 'utf8')) as { keys: Array<{ apiKey: string; apiSecret: string }> };
+    expect(exported.keys.find((k) => k.apiKey === 'imported-1')?.apiSecret).toBe('imported-secret-0123456789');
+
+    const broken = join(dir, 'broken.yaml');
+    writeFileSync(broken, 'keys:\n  - { apiKey: fine-key, apiSecret: fine-secret-0123456789 }\n  - { apiKey: x }\n');
+    await expect(cli('import', broken)).rejects.toMatchObject({ code: 2 });
+    expect(await cli('list', '--json')).not.toContain('fine-key'); // all or nothing
+  });
+
+  it('re-seals every secret with a new encryption key', async () => {
+    const before = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--json')) as { apiKey: string; apiSecret: string };
+    env = { ...env, KEYGATE_SECRET_ENCRYPTION_KEY: ENC_NEXT, KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS: ENC };
+    expect(await cli('reencrypt')).toMatch(/re-sealed \d+ keys/);
+    // Now only the new key opens the secrets: the old key alone fails closed (503), the new one works.
+    const oldOnly = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_SECRET_ENCRYPTION_KEY: ENC } });
+    const newOnly = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_SECRET_ENCRYPTION_KEY: ENC_NEXT } });
+    try {
+      expect(await status(oldOnly, before.apiKey, before.apiSecret)).toBe(503);
+      expect(await status(newOnly, before.apiKey, before.apiSecret)).toBe(200);
+    } finally {
+      await oldOnly.close();
+      await newOnly.close();
+    }
+  });
+});
