@@ -1,0 +1,36 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+
+/**
+ * The benchmark harness in its short mode. No throughput thresholds here
+ * (benchmarks are not timed tests); this checks the harness runs end to end
+ * and that what it measured is what it claims: every forwarded request got a
+ * 2xx, the mixed load was refused in the expected share, rejections were all refused.
+ */
+describe('benchmark harness (short mode)', () => {
+  it('measures every target side by side and writes a result file', { timeout: 180_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-test-')), 'result.json');
+    await run('node', ['scripts/bench.mjs', '--short', '--duration', '1', '--connections', '20', '--out', out], { timeout: 170_000, maxBuffer: 10_000_000 });
+    const r = JSON.parse(readFileSync(out, 'utf8'));
+    for (const name of ['upstream-direct', 'bare-http-proxy', 'keygate-redis', 'keygate-embedded']) {
+      expect(r.forward[name].rps, name).toBeGreaterThan(0);
+      expect(r.forward[name].non2xx, name).toBe(0);
+      expect(r.forward[name].errors, name).toBe(0);
+      expect(r.forward[name].peakRssMb, name).toBeGreaterThan(0);
+    }
+    expect(r.ratios['keygate-redis'].throughputVsBare).toBeGreaterThan(0);
+    for (const name of ['keygate-redis', 'keygate-embedded']) {
+      // 10% replays + 10% bad signatures: about 20% refused (the token file's spread is deterministic).
+      expect(r.mixed10pctReplay10pctBad[name].non2xxShare).toBeGreaterThan(0.15);
+      expect(r.mixed10pctReplay10pctBad[name].non2xxShare).toBeLessThan(0.25);
+      expect(r.pureRejection[name].non2xxShare).toBe(1);
+    }
+    expect(r.redisNonceBytesPerRequest).toBeGreaterThan(0);
+  });
+});
