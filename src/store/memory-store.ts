@@ -62,6 +62,9 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       return () => listeners.delete(listener);
     },
     async ping() {},
+    async countKeys() {
+      return keys.size;
+    },
     async close() {
       clearInterval(timer);
       listeners.clear();
