@@ -6,7 +6,8 @@ import type { Config } from './config/load-config.js';
 import { createAdminServer } from './http/admin-server.js';
 import { createForwarder } from './http/forwarder.js';
 import { createGateway } from './http/create-gateway.js';
-import { createMetrics, type Metrics } from './observe/metrics.js';
+import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
+import { createReadiness } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileWatcher, type KeysFileWatcher } from './store/keys-file-watcher.js';
@@ -39,13 +40,14 @@ export interface Keygate {
 /** Builds the store a config asks for: Redis when KEYGATE_REDIS_URL is set, else the embedded memory store. */
 export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
   if (config.redisUrl) {
+    for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
     return createRedisStore(
       { url: config.redisUrl, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretCipher && { cipher: config.secretCipher }) },
       {
         logger: deps.logger,
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
-          onConnectionState: (up) => deps.metrics?.redisUp.set(up ? 1 : 0),
+          onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
         },
       },
     );
@@ -63,7 +65,6 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const metrics = deps.metrics ?? createMetrics();
   const logger = deps.logger;
   const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics });
-  if (store.kind === 'memory') metrics.redisUp.remove();
   const keys = createKeyCache(
     { ttlMs: config.limits.keyCacheTtlMs, negativeTtlMs: config.limits.keyCacheNegativeTtlMs, maxEntries: config.limits.keyCacheMaxEntries },
     {
@@ -77,7 +78,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     },
   );
   const unsubscribe = store.onKeyChange((apiKey) => {
-    metrics.invalidations.inc();
+    metrics.invalidations.inc({ scope: apiKey === null ? 'all' : 'key' });
     logger.debug({ apiKeyPrefix: apiKey?.slice(0, 8) ?? '*' }, 'key change received; cache entry dropped');
   });
   let watcher: KeysFileWatcher | undefined;
@@ -98,16 +99,11 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     { logger },
   );
   const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder });
-  const admin = createAdminServer({
-    metrics,
-    ready: async () => {
-      try {
-        await store.ping();
-      } catch {
-        return 'store_unavailable';
-      }
-      return undefined;
-    },
+  let closing = false;
+  const admin = createAdminServer({ metrics, ready: createReadiness({ store, closing: () => closing }) });
+  // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
+  proxy.prependListener('request', (_req, res) => {
+    if (closing) res.setHeader('connection', 'close');
   });
 
   const listenOn = (server: Server, port: number, host: string) =>
@@ -131,10 +127,20 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       return { port, adminPort };
     },
     async close() {
-      const closed = new Promise<void>((resolve) => proxy.close(() => resolve()));
+      closing = true;
+      const closed = new Promise<boolean>((resolve) => proxy.close(() => resolve(true)));
+      // Keep-alive connections go idle once their in-flight response is done: close them as they do.
+      const sweep = setInterval(() => proxy.closeIdleConnections(), 50);
       proxy.closeIdleConnections();
-      const deadline = new Promise<void>((resolve) => setTimeout(resolve, config.limits.shutdownTimeoutMs).unref());
-      await Promise.race([closed, deadline]);
+      let timer: NodeJS.Timeout | undefined;
+      const deadline = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), config.limits.shutdownTimeoutMs)));
+      const drained = await Promise.race([closed, deadline]);
+      clearInterval(sweep);
+      clearTimeout(timer);
+      if (!drained) {
+        const open = await new Promise<number>((resolve) => proxy.getConnections((_err, n) => resolve(n ?? 0)));
+        logger.warn({ deadlineMs: config.limits.shutdownTimeoutMs, connections: open }, 'shutdown deadline reached: cutting connections still in flight');
+      }
       proxy.closeAllConnections();
       admin.closeAllConnections();
       await new Promise<void>((resolve) => admin.close(() => resolve()));

@@ -15,6 +15,9 @@ export const ERRORS = Object.freeze({
   // Keygate's own codes (not part of the seed contract).
   40000: { status: 400, message: 'Bad request target' },
   40400: { status: 404, message: 'Not found' },
+  // Refused by Node's HTTP parser before a request object exists.
+  40800: { status: 408, message: 'Request timeout' },
+  43100: { status: 431, message: 'Request header fields too large' },
   50200: { status: 502, message: 'Bad gateway' },
   50300: { status: 503, message: 'Service unavailable' },
   50400: { status: 504, message: 'Gateway timeout' },
@@ -50,6 +53,9 @@ export const REASONS = Object.freeze({
   store_unavailable: 'key or nonce store did not answer in time',
   bad_target: 'request target is not a plain origin-form path',
   no_route: 'path outside /api/v3/ that is not listed as public',
+  bad_request: 'HTTP parser refused the request line, a header or the message framing',
+  request_timeout: 'request headers or body not received within the configured timeout',
+  headers_too_large: 'request headers larger than the configured maximum',
   upstream_error: 'upstream refused or reset the connection',
   upstream_timeout: 'upstream did not answer within the timeout',
 } as const);

@@ -1,4 +1,11 @@
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../src/clock.js';
+import { REASONS } from '../src/errors.js';
+import { createLogger } from '../src/observe/logger.js';
+import { createMemoryStore } from '../src/store/memory-store.js';
+import { StoreUnavailableError } from '../src/store/types.js';
+import { MIXED_SECRET, mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic, waitFor, type MixedResult } from './helpers/mixed-traffic.js';
 import { makeKey, startKeygate, type RunningKeygate } from './helpers/keygate.js';
 import { bearer, send } from './helpers/http.js';
 import { token } from './helpers/tokens.js';
@@ -50,5 +57,126 @@ describe('request logs', () => {
       expect(typeof l.requestId).toBe('string');
       expect(typeof l.durationMs).toBe('number');
     }
+  });
+});
+
+/** Fields a request line may carry (README "Operations → Logs"); anything else is a leak risk. */
+const REQUEST_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'requestId', 'method', 'route', 'clientIp', 'keyId', 'code', 'reason', 'status', 'authMs', 'upstreamMs', 'durationMs', 'aborted', 'parserError']);
+
+describe('request log lines after a mixed run', () => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  let mixed: MixedResult;
+  let lines: Array<Record<string, unknown>>;
+  beforeAll(async () => {
+    upstream = await startUpstream();
+    gate = await startKeygate({ upstream: upstream.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
+    mixed = await runMixedTraffic(gate, upstream);
+    const total = Object.values(mixed.requests).reduce((a, b) => a + b, 0);
+    const requestLines = () => gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    lines = await waitFor(async () => requestLines(), (l) => l.length >= total);
+  });
+  afterAll(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+
+  it('writes exactly one line per request, including the ones the HTTP parser refused', () => {
+    const byCode: Record<string, number> = {};
+    for (const l of lines) byCode[String(l.code)] = (byCode[String(l.code)] ?? 0) + 1;
+    expect(byCode).toEqual(mixed.requests);
+  });
+
+  it('carries request id, method, route pattern, status, code, reason, key id, client IP and durations, and no other field', () => {
+    for (const l of lines) {
+      for (const k of Object.keys(l)) expect(REQUEST_FIELDS.has(k), `unexpected field ${k}`).toBe(true);
+      expect(typeof l.status).toBe('number');
+      expect(l.clientIp).toBe('127.0.0.1');
+      if (l.code !== 'ok') expect(Object.keys(REASONS)).toContain(l.reason);
+      if ('parserError' in l) continue; // no request object exists for these
+      expect(l.requestId).toMatch(/^[A-Za-z0-9._:-]{1,128}$/);
+      expect(l.method).toBe('GET');
+      expect(typeof l.durationMs).toBe('number');
+      // The route is a pattern from the policy file: never the raw path or its query.
+      if (l.route !== undefined) expect(['/api/v3/viewer/accounts', '/api/v3/admin/things', '/status']).toContain(l.route);
+    }
+    const forwarded = lines.find((l) => l.code === 'ok' && l.keyId === 'key-good');
+    expect(forwarded).toMatchObject({ route: '/api/v3/viewer/accounts', status: 200 });
+    expect(typeof forwarded?.authMs).toBe('number');
+    expect(typeof forwarded?.upstreamMs).toBe('number');
+    expect(lines.find((l) => l.reason === 'upstream_timeout')).toMatchObject({ level: 40, status: 504, keyId: 'key-good' });
+    expect(lines.find((l) => l.reason === 'headers_too_large')).toMatchObject({ status: 431, parserError: 'HPE_HEADER_OVERFLOW' });
+  });
+
+  it('never contains a token, a secret, the Authorization header or a query string, at any level', () => {
+    const all = gate.logs.join('');
+    for (const t of mixed.tokens) for (const part of t.split('.')) expect(all).not.toContain(part);
+    expect(all).not.toContain(MIXED_SECRET);
+    expect(all.toLowerCase()).not.toContain('bearer');
+    expect(all.toLowerCase()).not.toContain('authorization');
+    expect(all).not.toContain('page=2');
+    expect(all).not.toContain('?');
+  });
+});
+
+describe('logs on store errors', () => {
+  const cases = [
+    { name: 'store unavailable (503)', error: () => new StoreUnavailableError('redis: Command timed out'), logged: undefined },
+    { name: 'unexpected store error (503, logged with its stack)', error: () => new Error('disk on fire'), logged: 'unexpected error during authentication' },
+  ];
+  it.each(cases)('$name: answers 503 and logs no token or secret', async ({ error, logged }) => {
+    const upstream = await startUpstream();
+    const inner = createMemoryStore({ keys: [makeKey({ apiKey: 'good', secret: SECRET })] }, { clock: systemClock() });
+    const store = Object.create(inner) as typeof inner;
+    store.getKey = async () => {
+      throw error();
+    };
+    const gate = await startKeygate({ upstream: upstream.url, store });
+    try {
+      const t = token('good', SECRET);
+      const res = await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(t) });
+      expect(res.status).toBe(503);
+      const parsed = await waitFor(async () => gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>), (l) => l.some((x) => x.msg === 'request'));
+      expect(parsed.find((l) => l.msg === 'request')).toMatchObject({ code: 50300, reason: 'store_unavailable', status: 503, level: 40 });
+      if (logged) expect(parsed.find((l) => l.msg === logged)).toMatchObject({ level: 50, err: { message: 'disk on fire' } });
+      const all = gate.logs.join('');
+      for (const part of t.split('.')) expect(all).not.toContain(part);
+      expect(all).not.toContain(SECRET);
+    } finally {
+      await gate.close();
+      await upstream.close();
+    }
+  });
+});
+
+describe('createLogger redaction (second line of defence)', () => {
+  it('censors secrets, tokens, Authorization headers and the Redis URL wherever they are logged by mistake', () => {
+    const out: string[] = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        out.push(String(chunk));
+        cb();
+      },
+    });
+    const logger = createLogger({ level: 'info' }, sink);
+    const T = 'eyJhbGciOiJIUzI1NiJ9.leaked-token-payload.leaked-signature';
+    const S = 'leaked-secret-value-0123456789';
+    logger.info(
+      {
+        authorization: `Bearer ${T}`,
+        token: T,
+        secret: S,
+        apiSecret: S,
+        headers: { authorization: `Bearer ${T}` },
+        req: { headers: { authorization: `Bearer ${T}` } },
+        key: { apiSecret: S, secret: S, token: T },
+        config: { redisUrl: 'redis://default:leaked-password@redis:6379' },
+      },
+      'oops',
+    );
+    logger.error({ err: Object.assign(new Error('failed'), { token: T, secret: S }) }, 'error path');
+    const text = out.join('');
+    expect(text).toContain('[redacted]');
+    for (const leak of [T, 'leaked-token-payload', S, 'leaked-password']) expect(text).not.toContain(leak);
   });
 });

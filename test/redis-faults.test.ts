@@ -48,9 +48,15 @@ describe('Redis faults', () => {
     expect(upstream.received.length).toBe(forwardedBefore);
 
     await redis.start();
-    // Keys are gone with the killed (non-persistent) server: put the key back, as an operator would.
-    await expect.poll(async () => (await fetch(`${gate.adminUrl}/readyz`)).status, { timeout: 10_000, interval: 100 }).toBe(200);
+    // Keys are gone with the killed (non-persistent) server: Redis answers again but the
+    // instance stays not ready until an operator puts the key back.
+    const readyz = async () => {
+      const r = await fetch(`${gate.adminUrl}/readyz`);
+      return { status: r.status, body: await r.json() };
+    };
+    await expect.poll(readyz, { timeout: 10_000, interval: 100 }).toEqual({ status: 503, body: { status: 'not ready', reason: 'no_keys' } });
     await gate.keygate.store.putKey(makeKey({ apiKey: 'good', secret: SECRET }));
+    expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } });
     await expect.poll(async () => (await call()).status, { timeout: 5_000, interval: 100 }).toBe(200);
   });
 

@@ -118,6 +118,17 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     off();
   });
 
+  it('counts its keys, of any state (for /readyz)', async () => {
+    const { store } = await h.open();
+    const start = await store.countKeys();
+    await store.putKey(makeKey({ apiKey: 'count-a' }));
+    await store.putKey(makeKey({ apiKey: 'count-b', state: 'revoked' }));
+    await store.putKey(makeKey({ apiKey: 'count-a' }));
+    expect(await store.countKeys()).toBe(start + 2);
+    await store.deleteKey('count-a');
+    expect(await store.countKeys()).toBe(start + 1);
+  });
+
   it('answers ping', async () => {
     const { store } = await h.open();
     await expect(store.ping()).resolves.toBeUndefined();

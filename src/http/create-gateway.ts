@@ -5,8 +5,8 @@ import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config } from '../config/load-config.js';
 import { findRoute } from '../config/routes.js';
-import type { Denial, ErrorCode, Reason } from '../errors.js';
-import { OK, type Metrics } from '../observe/metrics.js';
+import { ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
+import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkTarget } from '../pipeline/check-target.js';
@@ -14,7 +14,7 @@ import { clientIp } from '../pipeline/client-ip.js';
 import { mutateHeaders, requestIdOf } from '../pipeline/mutate-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { Forwarder } from './forwarder.js';
-import { renderError } from './render.js';
+import { renderError, renderRawError } from './render.js';
 
 const API_PREFIX = '/api/v3/';
 /** Served by Keygate itself, without authentication, so clients can measure their clock drift. */
@@ -37,7 +37,7 @@ interface RequestLog {
   route: string | undefined;
   clientIp: string | undefined;
   keyId?: string;
-  code?: ErrorCode | typeof OK | 'time';
+  code?: ErrorCode | typeof OK | typeof TIME;
   reason?: Reason;
   status?: number;
   authMs?: number;
@@ -64,11 +64,16 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   });
   server.on('request', (req, res) => void handle(req, res));
   server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
-    if (!socket.writable) return socket.destroy();
-    const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
-    metrics.requests.inc({ code: status.slice(0, 3) === '400' ? '40000' : status.slice(0, 3) });
-    logger.info({ errCode: err.code, status: Number(status.slice(0, 3)) }, 'client error');
-    socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`);
+    // A reset or a socket already answering another request: nothing can be said on it.
+    if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent) return socket.destroy();
+    const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 43100 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 40800 : 40000;
+    const reason: Reason = code === 43100 ? 'headers_too_large' : code === 40800 ? 'request_timeout' : 'bad_request';
+    metrics.requests.inc({ code: String(code) });
+    metrics.rejections.inc({ code: String(code), reason });
+    // The same one line per request as below; the parser's error code, never its raw bytes.
+    const line = { clientIp: normalizeIp(socket.remoteAddress ?? ''), code, reason, status: ERRORS[code].status, parserError: err.code };
+    logger.info(line, 'request');
+    renderRawError(socket, code);
   });
 
   function finish(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number) {
@@ -94,9 +99,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
 
   function serveTime(res: ServerResponse, log: RequestLog) {
     const now = deps.clock.nowNs().toString();
-    log.code = 'time';
+    log.code = TIME;
     log.route = TIME_PATH;
-    metrics.requests.inc({ code: 'time' });
+    metrics.requests.inc({ code: TIME });
     const body = `{"serverTime":"${now}"}`;
     res.setHeader('content-type', 'application/json');
     res.setHeader('cache-control', 'no-store');
@@ -113,8 +118,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       if ('status' in outcome) {
         log.code = OK;
         metrics.requests.inc({ code: OK });
-        metrics.upstreamSeconds.observe({ status_class: `${Math.floor(outcome.status / 100)}xx` }, seconds);
+        metrics.upstreamSeconds.observe({ status_class: statusClass(outcome.status) }, seconds);
       } else {
+        metrics.upstreamSeconds.observe({ status_class: outcome.code === 50400 ? 'timeout' : 'error' }, seconds);
         refuse(res, log, { ok: false, code: outcome.code, reason: outcome.code === 50400 ? 'upstream_timeout' : 'upstream_error' });
       }
     });
@@ -148,6 +154,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
     log.clientIp = ip;
+    // The listed route pattern (never the raw path or query), also on refusals.
+    log.route = findRoute(policy.routes, method, target.path)?.pattern;
     let decision;
     try {
       decision = await deps.authenticate(req.rawHeaders);
@@ -157,12 +165,12 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (decision.ok) {
       log.keyId = decision.key.record.id;
       const authz = authorize(decision.key, { method, path: target.path, clientIp: ip }, policy);
-      log.route = authz.ok ? authz.route : undefined;
+      if (authz.ok) log.route = authz.route;
       decision = authz.ok ? decision : authz;
     }
     const authSeconds = (performance.now() - started) / 1000;
     log.authMs = round(authSeconds * 1000);
-    metrics.authSeconds.observe({ outcome: decision.ok ? 'allow' : 'deny' }, authSeconds);
+    metrics.authSeconds.observe({ outcome: decision.ok ? 'allow' : decision.code === 50300 ? 'error' : 'deny' }, authSeconds);
     if (!decision.ok) return refuse(res, log, decision);
     if (res.destroyed) return; // the client went away while we were checking
 

@@ -60,7 +60,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
         const cb = pending.get(req);
         pending.delete(req);
         const code: ErrorCode = err instanceof UpstreamTimeout ? 50400 : 50200;
-        deps.logger.debug({ err: err.message, errCode: err.code }, 'upstream error');
+        deps.logger.debug({ requestId: req.headers['x-request-id'], err: err.message, errCode: err.code }, 'upstream error');
         if (cb) cb({ code }); // the gateway renders it (or cuts the connection if a response started)
         else res.destroy();
       });

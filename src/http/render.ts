@@ -1,4 +1,5 @@
-import type { ServerResponse } from 'node:http';
+import { STATUS_CODES, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 import { ERRORS, type ErrorCode } from '../errors.js';
 
 // Bodies are fixed per code: build them once.
@@ -8,6 +9,22 @@ const BODIES = new Map<ErrorCode, Buffer>(
     return [code, Buffer.from(JSON.stringify({ code, message: ERRORS[code].message }))];
   }),
 );
+
+/**
+ * For requests Node's parser refused (no ServerResponse exists): writes the
+ * catalogue's status and body straight to the socket and closes it.
+ */
+export function renderRawError(socket: Duplex, code: ErrorCode): void {
+  const body = BODIES.get(code) as Buffer;
+  const status = ERRORS[code].status;
+  const head =
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
+    'Content-Type: application/json\r\n' +
+    `Content-Length: ${body.length}\r\n` +
+    'Cache-Control: no-store\r\n' +
+    'Connection: close\r\n\r\n';
+  socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+}
 
 /** The only place an error becomes an HTTP response. */
 export function renderError(res: ServerResponse, code: ErrorCode, extraHeaders?: Record<string, string>): void {

@@ -1,8 +1,11 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ERROR_CODES } from '../errors.js';
+import { ERROR_CODES, type Reason } from '../errors.js';
+import { REASON_CODE } from './reason-codes.js';
 
 /** Outcome label for a forwarded request in keygate_requests_total{code}. */
 export const OK = 'ok';
+/** Outcome label for GET /api/v3/time, answered by Keygate itself. */
+export const TIME = 'time';
 
 export interface Metrics {
   readonly registry: Registry;
@@ -13,8 +16,23 @@ export interface Metrics {
   readonly inflight: Gauge;
   readonly keyCache: Counter<'event'>;
   readonly redisErrors: Counter<'kind'>;
-  readonly redisUp: Gauge;
-  readonly invalidations: Counter;
+  readonly redisUp: Gauge<'connection'>;
+  readonly invalidations: Counter<'scope'>;
+}
+
+/** Every label value each Keygate metric can take (README "Metrics" lists the same). */
+export const LABEL_VALUES = Object.freeze({
+  authOutcome: ['allow', 'deny', 'error'] as const,
+  upstreamStatusClass: ['1xx', '2xx', '3xx', '4xx', '5xx', 'error', 'timeout'] as const,
+  keyCacheEvent: ['hit', 'miss', 'evict_change', 'evict_flush', 'evict_size'] as const,
+  redisErrorKind: ['timeout', 'error'] as const,
+  redisConnection: ['command', 'subscriber'] as const,
+  invalidationScope: ['key', 'all'] as const,
+});
+
+/** Upstream status → bounded label ("2xx"…; anything odd counts as "5xx"). */
+export function statusClass(status: number): string {
+  return status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : '5xx';
 }
 
 /**
@@ -39,22 +57,23 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
   });
   // Pre-create the series so dashboards and rate() see zeros, not gaps.
   requests.inc({ code: OK }, 0);
-  requests.inc({ code: 'time' }, 0);
+  requests.inc({ code: TIME }, 0);
   for (const code of ERROR_CODES) requests.inc({ code: String(code) }, 0);
+  for (const [reason, code] of Object.entries(REASON_CODE) as Array<[Reason, number]>) rejections.inc({ code: String(code), reason }, 0);
   const metrics: Metrics = {
     registry,
     requests,
     rejections,
     authSeconds: new Histogram({
       name: 'keygate_auth_duration_seconds',
-      help: 'Time to reach an authentication/authorization decision',
+      help: 'Time from request start to the authentication/authorization decision on /api/v3/ (outcome: allow, deny, error = store unavailable)',
       labelNames: ['outcome'],
       buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
       registers: [registry],
     }),
     upstreamSeconds: new Histogram({
       name: 'keygate_upstream_duration_seconds',
-      help: 'Time from forwarding to the upstream response headers',
+      help: 'Time from forwarding to the upstream response headers (status_class: 1xx-5xx, error = 502, timeout = 504)',
       labelNames: ['status_class'],
       buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
       registers: [registry],
@@ -72,12 +91,21 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['kind'],
       registers: [registry],
     }),
-    redisUp: new Gauge({ name: 'keygate_redis_up', help: '1 when the Redis command connection is ready, 0 otherwise (absent in memory mode)', registers: [registry] }),
+    redisUp: new Gauge({
+      name: 'keygate_redis_up',
+      help: '1 when the Redis connection is ready, 0 otherwise (connection: command, subscriber; absent in memory mode)',
+      labelNames: ['connection'],
+      registers: [registry],
+    }),
     invalidations: new Counter({
       name: 'keygate_key_invalidations_total',
-      help: 'Key change notifications received (pub/sub or local)',
+      help: 'Key change notifications received (scope: key = one key, all = flush after reconnect or "*")',
+      labelNames: ['scope'],
       registers: [registry],
     }),
   };
+  for (const event of LABEL_VALUES.keyCacheEvent) metrics.keyCache.inc({ event }, 0);
+  for (const kind of LABEL_VALUES.redisErrorKind) metrics.redisErrors.inc({ kind }, 0);
+  for (const scope of LABEL_VALUES.invalidationScope) metrics.invalidations.inc({ scope }, 0);
   return metrics;
 }

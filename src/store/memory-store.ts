@@ -66,6 +66,9 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async appendAudit() {},
     async ping() {},
+    async countKeys() {
+      return keys.size;
+    },
     async close() {
       clearInterval(timer);
       listeners.clear();

@@ -20,7 +20,8 @@ export interface RedisStoreEvents {
   /** Called when a connection becomes ready again; key caches must be flushed. */
   onReconnect?: () => void;
   onCommandError?: (kind: 'timeout' | 'error') => void;
-  onConnectionState?: (up: boolean) => void;
+  /** A connection became ready (true) or closed (false): the command client or the pub/sub subscriber. */
+  onConnectionState?: (up: boolean, connection: 'command' | 'subscriber') => void;
 }
 
 /**
@@ -59,9 +60,10 @@ export function createRedisStore(
   let everReady = false;
   for (const [name, conn] of [['client', client], ['subscriber', subscriber]] as const) {
     conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
+    const label = name === 'client' ? 'command' : 'subscriber';
     conn.on('ready', () => {
+      events.onConnectionState?.(true, label);
       if (name === 'client') {
-        events.onConnectionState?.(true);
         if (everReady) deps.logger.info('redis reconnected');
         everReady = true;
       }
@@ -69,9 +71,7 @@ export function createRedisStore(
       emit(null);
       events.onReconnect?.();
     });
-    conn.on('close', () => {
-      if (name === 'client') events.onConnectionState?.(false);
-    });
+    conn.on('close', () => events.onConnectionState?.(false, label));
   }
   subscriber.subscribe(channel).catch((err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'));
   subscriber.on('message', (ch: string, message: string) => {
@@ -159,6 +159,7 @@ export function createRedisStore(
       run(async () => {
         await client.ping();
       }),
+    countKeys: () => run(() => client.scard(`${prefix}keys`)),
     async close() {
       listeners.clear();
       await Promise.allSettled([client.quit(), subscriber.quit()]);

@@ -44,5 +44,7 @@ export interface Store {
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
+  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0. */
+  countKeys(): Promise<number>;
   close(): Promise<void>;
 }

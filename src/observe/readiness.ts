@@ -1,0 +1,28 @@
+import type { Store } from '../store/types.js';
+
+/** Why /readyz answers 503. README "Operations" lists the same reasons. */
+export const NOT_READY_REASONS = Object.freeze({
+  shutting_down: 'SIGTERM/SIGINT received: draining in-flight requests, take this instance out of rotation',
+  store_unavailable: 'the key/nonce store (Redis) did not answer',
+  no_keys: 'the store holds no keys, so every token would be refused with 10013',
+});
+
+export type NotReadyReason = keyof typeof NOT_READY_REASONS;
+
+/**
+ * Ready = not shutting down, the store answers, and it holds at least one key.
+ * Resolves to undefined when ready, otherwise to the reason.
+ */
+export function createReadiness(deps: { store: Store; closing: () => boolean }): () => Promise<NotReadyReason | undefined> {
+  return async () => {
+    if (deps.closing()) return 'shutting_down';
+    let count: number;
+    try {
+      await deps.store.ping();
+      count = await deps.store.countKeys();
+    } catch {
+      return 'store_unavailable';
+    }
+    return count > 0 ? undefined : 'no_keys';
+  };
+}
