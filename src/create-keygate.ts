@@ -33,11 +33,11 @@ export interface Keygate {
   close(): Promise<void>;
 }
 
-/** Builds the store a config asks for: Redis when KEYGATE_REDIS_URL is set, else the embedded memory store. */
+/** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
 export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
-  if (config.redisUrl) {
+  if (config.redis) {
     return createRedisStore(
-      { url: config.redisUrl, commandTimeoutMs: config.limits.redisCommandTimeoutMs },
+      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs },
       {
         logger: deps.logger,
         events: {

@@ -12,7 +12,7 @@ describe('README documents the error catalogue', () => {
     expect(readme).toContain(`| \`${reason}\` |`);
   });
   it('lists every KEYGATE_ environment variable the code reads', () => {
-    const src = ['src/config/load-config.ts', 'src/cli/serve-command.ts', 'src/cli/keys-command.ts']
+    const src = ['src/config/load-config.ts', 'src/config/redis-settings.ts', 'src/cli/serve-command.ts', 'src/cli/keys-command.ts']
       .map((f) => readFileSync(new URL(`../${f}`, import.meta.url), 'utf8'))
       .join('\n');
     const names = new Set([...src.matchAll(/KEYGATE_[A-Z_]+/g)].map((m) => m[0]));

@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { readRedisSettings } from '../config/redis-settings.js';
 import { generateKeyMaterial, parseKeyRecord, publicView, type KeyRecord } from '../store/key-record.js';
 import { createRedisStore } from '../store/redis-store.js';
 import type { Store } from '../store/types.js';
@@ -12,15 +13,16 @@ const HELP = `Usage: keygate keys <create|list|show|revoke|delete> [options]
   revoke <apiKey> [--reason text]
   delete <apiKey>
 
-Keys live in Redis (KEYGATE_REDIS_URL). Every change is published so running
+Keys live in Redis (KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS +
+KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is published so running
 Keygate instances drop their cached copy at once. The secret is printed only
 by "create".
 `;
 
-const NO_REDIS = `keygate keys: KEYGATE_REDIS_URL is not set.
+const NO_REDIS = `keygate keys: no Redis is configured (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).
 In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
 edit it and restart Keygate. To manage keys with this command, run Keygate
-with KEYGATE_REDIS_URL.
+with Redis.
 `;
 
 function list(v: string | undefined): string[] {
@@ -46,11 +48,17 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
     out.write(HELP);
     return values.help ? 0 : 2;
   }
-  if (!env.KEYGATE_REDIS_URL) {
+  const problems: string[] = [];
+  const connection = readRedisSettings(env, problems);
+  if (problems.length > 0) {
+    process.stderr.write(`keygate keys: invalid Redis settings:\n  - ${problems.join('\n  - ')}\n`);
+    return 2;
+  }
+  if (!connection) {
     process.stderr.write(NO_REDIS);
     return 2;
   }
-  const store = createRedisStore({ url: env.KEYGATE_REDIS_URL, commandTimeoutMs: 5_000 }, { logger: pino({ level: 'silent' }) });
+  const store = createRedisStore({ connection, commandTimeoutMs: 5_000 }, { logger: pino({ level: 'silent' }) });
   try {
     await waitReady(store);
     return await run(action, apiKey, values, store, out);

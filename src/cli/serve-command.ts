@@ -3,7 +3,9 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
+import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
+import { serveWorkers } from './serve-workers.js';
 
 export function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -21,7 +23,7 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; pr
     problems.push(...err.problems);
   }
   const keysFile = env.KEYGATE_KEYS_FILE;
-  if (keysFile && !env.KEYGATE_REDIS_URL) {
+  if (keysFile && !readRedisSettings(env, [])) {
     try {
       loadKeysFile(keysFile);
     } catch (err) {
@@ -38,8 +40,9 @@ export function describeConfig(config: Config): Record<string, unknown> {
     port: config.port,
     adminPort: config.adminPort,
     upstream: config.upstream.origin,
-    store: config.redisUrl ? 'redis' : 'memory',
-    redis: config.redisUrl ? maskUrl(config.redisUrl) : undefined,
+    store: config.redis ? 'redis' : 'memory',
+    redis: describeRedis(config.redis),
+    workers: config.workers,
     keysFile: config.keysFile,
     configFile: config.configFile,
     routes: config.policy.routes.length,
@@ -49,16 +52,6 @@ export function describeConfig(config: Config): Record<string, unknown> {
     recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
     limits: config.limits,
   };
-}
-
-function maskUrl(raw: string): string {
-  try {
-    const u = new URL(raw);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '***';
-  }
 }
 
 export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -73,7 +66,8 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     return 1;
   }
   const logger = createLogger({ level: config.logLevel });
-  if (!config.redisUrl && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
+  if (config.workers > 1) return serveWorkers(config, logger);
+  if (!config.redis && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   const keygate = createKeygate(config, { logger });
   const { port, adminPort } = await keygate.listen();
   logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort } }, 'keygate started');

@@ -71,7 +71,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['kind'],
       registers: [registry],
     }),
-    redisUp: new Gauge({ name: 'keygate_redis_up', help: '1 when the Redis command connection is ready, 0 otherwise (absent in memory mode)', registers: [registry] }),
+    redisUp: new Gauge({ name: 'keygate_redis_up', help: '1 when the Redis command connection is ready, 0 otherwise (absent in memory mode)', aggregator: 'min', registers: [registry] }),
     invalidations: new Counter({
       name: 'keygate_key_invalidations_total',
       help: 'Key change notifications received (pub/sub or local)',
