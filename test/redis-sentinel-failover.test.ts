@@ -107,14 +107,23 @@ describe('Redis Sentinel failover during traffic', () => {
     await until('sentinel promotes the replica', async () => (await redis.currentMasterPort()) !== oldMaster, 20_000);
     const promotedAfterMs = Date.now() - t0;
     // Keep the load on until 1.5 s pass without a single 503.
-    await until(
-      'traffic healthy again',
-      async () => {
-        const recent = load.samples.filter((s) => s.at > Date.now() - 1_500);
-        return Date.now() - t0 > 2_000 && recent.length > 20 && recent.every((s) => s.status === 200);
-      },
-      30_000,
-    );
+    try {
+      await until(
+        'traffic healthy again',
+        async () => {
+          const recent = load.samples.filter((s) => s.at > Date.now() - 1_500);
+          return Date.now() - t0 > 2_000 && recent.length > 20 && recent.every((s) => s.status === 200);
+        },
+        30_000,
+      );
+    } catch (err) {
+      await load.stop();
+      const recent = load.samples.filter((s) => s.at > Date.now() - 3_000);
+      const tally = recent.reduce<Record<string, number>>((acc, s) => ((acc[`${s.status}/${s.code ?? ''}`] = (acc[`${s.status}/${s.code ?? ''}`] ?? 0) + 1), acc), {});
+      console.log(`not healthy after ${scenario}: last 3 s ${JSON.stringify(tally)}; master now ${await redis.currentMasterPort()}`);
+      for (const g of gates) console.log(g.logs.filter((l) => !l.includes('"msg":"request"')).slice(-15).join(''));
+      throw err;
+    }
     await load.stop();
     const samples = load.samples;
     const after503 = samples.filter((s) => s.at >= t0 && s.status === 503);
@@ -156,7 +165,16 @@ describe('Redis Sentinel failover during traffic', () => {
     for (const g of gates) expect((await call(g, token(revokeKey, SECRET))).status).toBe(200);
     await run('node', ['bin/keygate.js', 'keys', 'revoke', revokeKey], { env: { ...process.env, KEYGATE_REDIS_URL: '', ...sentinelEnv() } });
     const cliDone = Date.now();
-    for (const g of gates) await expect.poll(async () => (await call(g, token(revokeKey, SECRET))).status, { timeout: 1_000, interval: 20 }).toBe(404);
+    for (const [i, g] of gates.entries()) {
+      try {
+        await expect.poll(async () => (await call(g, token(revokeKey, SECRET))).status, { timeout: 1_000, interval: 20 }).toBe(404);
+      } catch (err) {
+        const store = g.keygate.store as unknown as { client: { status: string } };
+        console.log(`instance ${i} still accepts ${revokeKey}; master ${await redis.currentMasterPort()}; client ${store.client.status}`);
+        console.log(g.logs.filter((l) => !l.includes('"msg":"request"')).slice(-20).join(''));
+        throw err;
+      }
+    }
     console.log(`revocation after "${r.report.scenario}" reached both instances ${Date.now() - cliDone} ms after the CLI returned`);
   }
 

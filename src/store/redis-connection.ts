@@ -52,9 +52,11 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
         name: conn.masterName,
         role: 'master',
         ...(conn.password !== undefined && { password: conn.password }),
-        // Subscribe to +switch-master on the sentinels, so a failover is
-        // noticed at once rather than when the old master stops answering.
-        failoverDetector: true,
+        // Not ioredis's failoverDetector: in 5.11 its +switch-master handler
+        // can abort a reconnect already under way and leave the client stuck
+        // for good (seen in test/redis-sentinel-failover.test.ts under load).
+        // watchSentinelFailover below does the same job safely.
+        failoverDetector: false,
         sentinelRetryStrategy: backoff,
         sentinelMaxConnections: 10,
       });
@@ -80,4 +82,27 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
       );
     }
   }
+}
+
+/**
+ * Sentinel mode: subscribes to +switch-master on every sentinel and calls
+ * `onSwitch` when our master changes. After a planned failover the old master
+ * keeps accepting writes until the sentinels demote it (seconds later), so a
+ * client must not wait for its connection to break: Keygate reconnects at
+ * once, or replays could slip through between the two masters.
+ * Returns a function that stops watching.
+ */
+export function watchSentinelFailover(conn: Extract<RedisConnection, { mode: 'sentinel' }>, onSwitch: () => void): () => void {
+  const watchers = conn.sentinels.map((s) => {
+    const w = new Redis({ host: s.host, port: s.port, retryStrategy: backoff, maxRetriesPerRequest: 0, autoResubscribe: true, connectTimeout: 2_000 });
+    w.on('error', () => {}); // a sentinel that is down is one of several; the data connections report real trouble
+    w.subscribe('+switch-master').catch(() => {});
+    w.on('message', (_channel: string, message: string) => {
+      if (message.split(' ')[0] === conn.masterName) onSwitch();
+    });
+    return w;
+  });
+  return () => {
+    for (const w of watchers) w.disconnect();
+  };
 }

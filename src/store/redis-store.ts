@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { RedisConnection } from '../config/redis-settings.js';
-import { createRedisClient, type RedisClient } from './redis-connection.js';
+import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { parseKeyRecord, serializeKeyRecord, type KeyRecord } from './key-record.js';
 import { StoreUnavailableError, type KeyChangeListener, type Store } from './types.js';
 
@@ -44,6 +44,14 @@ export function createRedisStore(
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
+  const stopWatching =
+    connection.mode === 'sentinel'
+      ? watchSentinelFailover(connection, () => {
+          deps.logger.info('sentinel reports a new master; reconnecting');
+          // Only a ready connection: one that is (re)connecting already asks the sentinels.
+          for (const c of [client, subscriber]) if (c.status === 'ready') c.disconnect(true);
+        })
+      : () => {};
   const listeners = new Set<KeyChangeListener>();
   const events = deps.events ?? {};
   const emit = (apiKey: string | null) => {
@@ -140,6 +148,7 @@ export function createRedisStore(
       }),
     async close() {
       listeners.clear();
+      stopWatching();
       await Promise.allSettled([client.quit(), subscriber.quit()]);
       client.disconnect();
       subscriber.disconnect();

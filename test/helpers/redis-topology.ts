@@ -1,4 +1,4 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -16,8 +16,8 @@ interface Proc {
 }
 
 function requireRedis(): void {
-  if (!redisServerAvailable()) {
-    throw new Error('redis-server is not on PATH: the Cluster and Sentinel tests need it (apt-get install -y redis-server, which also ships redis-cli).');
+  if (!redisServerAvailable() || spawnSync('redis-cli', ['--version'], { stdio: 'ignore' }).status !== 0) {
+    throw new Error('redis-server or redis-cli is not on PATH: the Cluster and Sentinel tests need both (apt-get install -y redis-server, which pulls in redis-tools).');
   }
 }
 
