@@ -37,12 +37,12 @@ export interface Keygate {
   close(): Promise<void>;
 }
 
-/** Builds the store a config asks for: Redis when KEYGATE_REDIS_URL is set, else the embedded memory store. */
+/** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
 export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
-  if (config.redisUrl) {
+  if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
     return createRedisStore(
-      { url: config.redisUrl, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretCipher && { cipher: config.secretCipher }) },
+      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretCipher && { cipher: config.secretCipher }) },
       {
         logger: deps.logger,
         events: {

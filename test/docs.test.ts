@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ERRORS, REASONS } from '../src/errors.js';
+import { envNamesInCode } from './helpers/deploy.js';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
 
@@ -12,10 +13,6 @@ describe('README documents the error catalogue', () => {
     expect(readme).toContain(`| \`${reason}\` |`);
   });
   it('lists every KEYGATE_ environment variable the code reads', () => {
-    const src = ['src/config/load-config.ts', 'src/cli/serve-command.ts', 'src/cli/keys-command.ts']
-      .map((f) => readFileSync(new URL(`../${f}`, import.meta.url), 'utf8'))
-      .join('\n');
-    const names = new Set([...src.matchAll(/KEYGATE_[A-Z_]+/g)].map((m) => m[0]));
-    for (const name of names) expect(readme, name).toContain(name);
+    for (const name of envNamesInCode()) expect(readme, name).toContain(`\`${name}\``);
   });
 });

@@ -1,6 +1,6 @@
-import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { createDemoUpstream } from './demo-upstream.js';
 import { serveCommand } from './serve-command.js';
 
 const DEMO_KEYS = fileURLToPath(new URL('../../examples/demo-keys.yaml', import.meta.url));
@@ -10,10 +10,7 @@ const DEMO_KEYS = fileURLToPath(new URL('../../examples/demo-keys.yaml', import.
  * Keygate in front of it on the embedded store with the demo key.
  */
 export async function demoCommand(argv: string[]): Promise<number> {
-  const upstream = createServer((req, res) => {
-    res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ upstream: 'demo', method: req.method, path: req.url, apiKeyId: req.headers['x-api-key-id'] ?? null, accounts: [{ id: 'acc_1', name: 'Demo account' }] }));
-  });
+  const upstream = createDemoUpstream();
   const port = Number(process.env.KEYGATE_DEMO_UPSTREAM_PORT ?? 0);
   await new Promise<void>((resolve) => upstream.listen(port, '127.0.0.1', resolve));
   const address = upstream.address() as AddressInfo;

@@ -1,6 +1,7 @@
 import { userInfo, hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
+import { readRedisSettings } from '../config/redis-settings.js';
 import { loadSecretCipher } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
 import type { Store } from '../store/types.js';
@@ -19,15 +20,17 @@ const HELP = `Usage: keygate keys <action> [options]
   import <file> [--replace]
   reencrypt                                   re-seal every secret with KEYGATE_SECRET_ENCRYPTION_KEY
 
-Keys live in Redis (KEYGATE_REDIS_URL). Every change is published so running
-Keygate instances drop their cached copy at once, and is audited (stderr and
-the Redis stream keygate:audit). Secrets are printed only by create and rotate.
+Keys live in Redis (KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS +
+KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is
+published so running Keygate instances drop their cached copy at once, and is
+audited (stderr and the Redis stream keygate:audit). Secrets are printed only
+by create and rotate.
 `;
 
-const NO_REDIS = `keygate keys: KEYGATE_REDIS_URL is not set.
+const NO_REDIS = `keygate keys: no Redis is configured (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).
 In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
 edit it (Keygate reloads it on change and on SIGHUP). To manage keys with
-this command, run Keygate with KEYGATE_REDIS_URL.
+this command, run Keygate with Redis.
 `;
 
 export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = process.env, out: NodeJS.WritableStream = process.stdout): Promise<number> {
@@ -56,17 +59,22 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
     out.write(HELP);
     return values.help ? 0 : 2;
   }
-  if (!env.KEYGATE_REDIS_URL) {
+  const problems: string[] = [];
+  const connection = readRedisSettings(env, problems);
+  if (problems.length > 0) {
+    process.stderr.write(`keygate keys: invalid Redis settings:\n  - ${problems.join('\n  - ')}\n`);
+    return 2;
+  }
+  if (!connection) {
     process.stderr.write(NO_REDIS);
     return 2;
   }
-  const problems: string[] = [];
   const cipher = loadSecretCipher(env, problems);
   if (problems.length > 0) {
     process.stderr.write(`keygate keys: ${problems.join('\n  ')}\n`);
     return 2;
   }
-  const store = createRedisStore({ url: env.KEYGATE_REDIS_URL, commandTimeoutMs: 5_000, ...(cipher && { cipher }) }, { logger: pino({ level: 'silent' }) });
+  const store = createRedisStore({ connection, commandTimeoutMs: 5_000, ...(cipher && { cipher }) }, { logger: pino({ level: 'silent' }) });
   const audit = pino({ name: 'keygate-audit', base: null }, pino.destination({ fd: 2, sync: true }));
   const ctx: KeyActionContext = {
     store,

@@ -2,11 +2,13 @@ import { keysCommand } from './keys-command.js';
 import { serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
 import { demoCommand } from './demo-command.js';
+import { demoUpstreamCommand } from './demo-upstream.js';
 
 const USAGE = `Usage: keygate <command>
 
   serve                         run the proxy (reads KEYGATE_* environment variables)
   demo                          run a demo upstream and Keygate with the demo key (quickstart)
+  demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
   token --key K --secret S [--recv-window N]   print a signed token
 
@@ -20,6 +22,8 @@ export async function main(argv: string[]): Promise<number> {
       return serveCommand(rest);
     case 'demo':
       return demoCommand(rest);
+    case 'demo-upstream':
+      return demoUpstreamCommand(rest);
     case 'keys':
       return keysCommand(rest);
     case 'token':

@@ -3,7 +3,9 @@ import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
+import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
+import { serveWorkers } from './serve-workers.js';
 
 export function packageVersion(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
@@ -21,7 +23,7 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; pr
     problems.push(...err.problems);
   }
   const keysFile = env.KEYGATE_KEYS_FILE;
-  if (keysFile && !env.KEYGATE_REDIS_URL) {
+  if (keysFile && !readRedisSettings(env, [])) {
     try {
       loadKeysFile(keysFile);
     } catch (err) {
@@ -38,10 +40,11 @@ export function describeConfig(config: Config): Record<string, unknown> {
     port: config.port,
     adminPort: config.adminPort,
     upstream: config.upstream.origin,
-    store: config.redisUrl ? 'redis' : 'memory',
-    redis: config.redisUrl ? maskUrl(config.redisUrl) : undefined,
+    store: config.redis ? 'redis' : 'memory',
+    redis: describeRedis(config.redis),
+    workers: config.workers,
     keysFile: config.keysFile,
-    secretsAtRest: config.redisUrl ? (config.secretCipher ? 'aes-256-gcm' : 'plain') : undefined,
+    secretsAtRest: config.redis ? (config.secretCipher ? 'aes-256-gcm' : 'plain') : undefined,
     configFile: config.configFile,
     routes: config.policy.routes.length,
     publicRoutes: config.policy.publicRoutes.length,
@@ -50,16 +53,6 @@ export function describeConfig(config: Config): Record<string, unknown> {
     recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
     limits: config.limits,
   };
-}
-
-function maskUrl(raw: string): string {
-  try {
-    const u = new URL(raw);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '***';
-  }
 }
 
 export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
@@ -74,8 +67,9 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     return 1;
   }
   const logger = createLogger({ level: config.logLevel });
-  if (!config.redisUrl && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
-  if (config.redisUrl && !config.secretCipher) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
+  if (config.workers > 1) return serveWorkers(config, logger);
+  if (!config.redis && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
+  if (config.redis && !config.secretCipher) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
   const { port, adminPort } = await keygate.listen();
   logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort } }, 'keygate started');
@@ -95,7 +89,7 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     process.on('SIGTERM', onTerm);
     process.on('SIGINT', onInt);
     process.on('SIGHUP', () => {
-      if (config.keysFile && !config.redisUrl) keygate.reloadKeys();
+      if (config.keysFile && !config.redis) keygate.reloadKeys();
       else logger.info('SIGHUP ignored: keys come from Redis, changes arrive by pub/sub');
     });
   });

@@ -1,7 +1,9 @@
 import type { BlockList } from 'node:net';
+import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseCidrList } from './cidr.js';
 import { readDataFile } from './read-data-file.js';
+import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { compileRoute, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
@@ -15,7 +17,12 @@ export interface Config {
   readonly adminHost: string;
   readonly adminPort: number;
   readonly upstream: URL;
+  /** Set only for a single Redis server (KEYGATE_REDIS_URL); see `redis` for every mode. */
   readonly redisUrl: string | undefined;
+  /** The Redis deployment (server, Sentinel or Cluster); undefined = embedded memory store. */
+  readonly redis: RedisConnection | undefined;
+  /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
+  readonly workers: number;
   readonly keysFile: string | undefined;
   /** Seals key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY); undefined = stored plain. */
   readonly secretCipher: SecretCipher | undefined;
@@ -96,8 +103,16 @@ export function loadConfig(env: Env): Config {
     }
   }
 
-  const redisUrl = env.KEYGATE_REDIS_URL || undefined;
-  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) problems.push('KEYGATE_REDIS_URL: must start with redis:// or rediss://');
+  const redis = readRedisSettings(env, problems);
+  const redisUrl = redis?.mode === 'standalone' ? redis.url : undefined;
+  let workers = 1;
+  const rawWorkers = env.KEYGATE_WORKERS;
+  if (rawWorkers === 'auto') workers = availableParallelism();
+  else if (rawWorkers && (!/^\d+$/.test(rawWorkers) || Number(rawWorkers) < 1 || Number(rawWorkers) > 256)) problems.push(`KEYGATE_WORKERS: "auto" or an integer between 1 and 256, got ${JSON.stringify(rawWorkers)}`);
+  else if (rawWorkers) workers = Number(rawWorkers);
+  if (workers > 1 && !redis) {
+    problems.push(`KEYGATE_WORKERS: ${workers} workers need Redis (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES); the embedded store's replay guard is per process, so a token could be replayed once per worker`);
+  }
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretCipher = loadSecretCipher(env, problems);
 
@@ -131,6 +146,8 @@ export function loadConfig(env: Env): Config {
     adminPort,
     upstream,
     redisUrl,
+    redis,
+    workers,
     keysFile,
     secretCipher,
     configFile,

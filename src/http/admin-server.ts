@@ -1,5 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import type { Metrics } from '../observe/metrics.js';
+import type { Registry, RegistryContentType } from 'prom-client';
 
 export interface Readiness {
   /** Resolves to undefined when ready, or a machine-readable reason. */
@@ -7,7 +7,7 @@ export interface Readiness {
 }
 
 /** The admin port: /metrics, /healthz, /readyz. Never served on the proxy port. */
-export function createAdminServer(deps: { metrics: Metrics; ready: Readiness }): Server {
+export function createAdminServer(deps: { metrics: { readonly registry: Pick<Registry<RegistryContentType>, 'metrics' | 'contentType'> }; ready: Readiness }): Server {
   return createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
     const json = (status: number, body: unknown) => {

@@ -19,7 +19,7 @@ export interface Forwarder {
 }
 
 class UpstreamTimeout extends Error {
-  readonly code = 'KEYGATE_UPSTREAM_TIMEOUT';
+  readonly code = 'UPSTREAM_TIMEOUT';
 }
 
 /**

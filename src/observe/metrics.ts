@@ -95,6 +95,8 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       name: 'keygate_redis_up',
       help: '1 when the Redis connection is ready, 0 otherwise (connection: command, subscriber; absent in memory mode)',
       labelNames: ['connection'],
+      // With KEYGATE_WORKERS > 1 the primary sums workers' registries: the lowest value is the honest one.
+      aggregator: 'min',
       registers: [registry],
     }),
     invalidations: new Counter({

@@ -1,11 +1,15 @@
-import { Redis, type RedisOptions } from 'ioredis';
 import type { Logger } from 'pino';
+import type { RedisConnection } from '../config/redis-settings.js';
+import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
 import { openExternal, SecretCipherError, type SecretCipher } from './secret-cipher.js';
 import { StoreUnavailableError, type KeyChangeListener, type Store } from './types.js';
 
 export interface RedisStoreOptions {
-  url: string;
+  /** A single server. Give either `url` or `connection`. */
+  url?: string;
+  /** A single server, a Sentinel-managed master or a Cluster. */
+  connection?: RedisConnection;
   /** Prefix of every Redis key and channel this store uses. */
   prefix?: string;
   /** A command that takes longer than this fails (→ 503), in ms. */
@@ -25,7 +29,7 @@ export interface RedisStoreEvents {
 }
 
 /**
- * Redis layout (every access is one key, so it also works on Redis Cluster):
+ * Redis layout (every command touches one key, so it also works on Redis Cluster):
  *   {prefix}key:<apiKey>          JSON key record
  *   {prefix}keys                  set of apiKeys (for listing)
  *   {prefix}nonce:<apiKey>:<n>    replay guard entry, SET NX PX
@@ -35,22 +39,24 @@ export interface RedisStoreEvents {
 export function createRedisStore(
   options: RedisStoreOptions,
   deps: { logger: Logger; events?: RedisStoreEvents },
-): Store & { client: Redis } {
+): Store & { client: RedisClient } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
-  const redisOptions: RedisOptions = {
-    // Fail closed and fast: no queueing while disconnected, bounded commands.
-    enableOfflineQueue: false,
-    commandTimeout: options.commandTimeoutMs ?? 500,
-    connectTimeout: options.connectTimeoutMs ?? 2_000,
-    maxRetriesPerRequest: 0,
-    autoResubscribe: true,
-    enableAutoPipelining: true,
-    lazyConnect: false,
-    retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
-  };
-  const client = new Redis(options.url, redisOptions);
-  const subscriber = new Redis(options.url, { ...redisOptions, enableAutoPipelining: false, enableOfflineQueue: true });
+  const connection = options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
+  if (!connection) throw new Error('createRedisStore: give url or connection');
+  // Fail closed and fast: no queueing while disconnected, bounded commands.
+  const clientOptions = { commandTimeoutMs: options.commandTimeoutMs ?? 500, connectTimeoutMs: options.connectTimeoutMs ?? 2_000 };
+  const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
+  // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
+  const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
+  const stopWatching =
+    connection.mode === 'sentinel'
+      ? watchSentinelFailover(connection, () => {
+          deps.logger.info('sentinel reports a new master; reconnecting');
+          // Only a ready connection: one that is (re)connecting already asks the sentinels.
+          for (const c of [client, subscriber]) if (c.status === 'ready') c.disconnect(true);
+        })
+      : () => {};
   const listeners = new Set<KeyChangeListener>();
   const events = deps.events ?? {};
   const emit = (apiKey: string | null) => {
@@ -162,6 +168,7 @@ export function createRedisStore(
     countKeys: () => run(() => client.scard(`${prefix}keys`)),
     async close() {
       listeners.clear();
+      stopWatching();
       await Promise.allSettled([client.quit(), subscriber.quit()]);
       client.disconnect();
       subscriber.disconnect();

@@ -1,0 +1,182 @@
+import cluster, { type Worker } from 'node:cluster';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from 'pino';
+import { AggregatorRegistry } from 'prom-client';
+import type { Config } from '../config/load-config.js';
+import { createKeygate } from '../create-keygate.js';
+import { createAdminServer } from '../http/admin-server.js';
+
+/** IPC between the primary and its workers (besides prom-client's own metrics messages). */
+type Message =
+  | { type: 'keygate:listening'; port: number }
+  | { type: 'keygate:readyz'; id: number; reason?: string };
+
+const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('keygate:');
+
+/**
+ * KEYGATE_WORKERS > 1: the primary forks that many workers (node:cluster).
+ * Workers serve the proxy port (the primary hands out connections) and share
+ * state only through Redis. The primary serves the admin port: /metrics sums
+ * every worker's registry, /readyz asks every worker.
+ */
+export function serveWorkers(config: Config, logger: Logger): Promise<number> {
+  return cluster.isPrimary ? runPrimary(config, logger) : runWorker(config, logger);
+}
+
+/** Resolves with the signal's name on the first SIGTERM/SIGINT; later ones are ignored (we are already draining). */
+function firstSignal(onEach?: (signal: string) => void): Promise<string> {
+  return new Promise((resolve) => {
+    let first = true;
+    const handle = (signal: string) => {
+      onEach?.(signal);
+      if (first) resolve(signal);
+      first = false;
+    };
+    process.on('SIGTERM', () => handle('SIGTERM'));
+    process.on('SIGINT', () => handle('SIGINT'));
+  });
+}
+
+async function runWorker(config: Config, logger: Logger): Promise<number> {
+  const keygate = createKeygate(config, { logger });
+  new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
+  AggregatorRegistry.setRegistries([keygate.metrics.registry]);
+  process.on('message', (m: unknown) => {
+    if (!isMessage(m) || m.type !== 'keygate:readyz') return;
+    keygate.store.ping().then(
+      () => process.send?.({ type: 'keygate:readyz', id: m.id }),
+      () => process.send?.({ type: 'keygate:readyz', id: m.id, reason: 'store_unavailable' }),
+    );
+  });
+  const stopped = Promise.race([
+    firstSignal(),
+    // The primary is gone (killed hard): stop rather than serve unsupervised.
+    new Promise<string>((resolve) => process.once('disconnect', () => resolve('primary disconnected'))),
+  ]);
+  let port: number;
+  try {
+    port = await new Promise<number>((resolve, reject) => {
+      keygate.proxy.once('error', reject);
+      keygate.proxy.listen(config.port, config.host, () => resolve((keygate.proxy.address() as AddressInfo).port));
+    });
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'worker cannot listen');
+    await keygate.close().catch(() => {});
+    logger.flush();
+    process.disconnect?.();
+    return 1;
+  }
+  process.send?.({ type: 'keygate:listening', port });
+  const reason = await stopped;
+  logger.info({ reason, deadlineMs: config.limits.shutdownTimeoutMs }, 'worker shutting down: draining in-flight requests');
+  await keygate.close().catch((err: Error) => logger.error({ err: err.message }, 'error during shutdown'));
+  logger.info('worker stopped');
+  logger.flush();
+  // Closing the IPC channel lets the worker exit once its work is done.
+  if (process.connected) process.disconnect?.();
+  return 0;
+}
+
+async function runPrimary(config: Config, logger: Logger): Promise<number> {
+  const aggregator = new AggregatorRegistry();
+  let stopping = false;
+  let proxyPort = config.port;
+  const restarts: number[] = [];
+  let giveUp: (reason: string) => void = () => {};
+  const gaveUp = new Promise<string>((resolve) => (giveUp = resolve));
+
+  const fork = (): Promise<Worker> =>
+    new Promise((resolve, reject) => {
+      const worker = cluster.fork();
+      const onExit = (code: number | null, signal: string | null) => reject(new Error(`worker ${worker.process.pid} exited before listening (code ${code}, signal ${signal})`));
+      worker.once('exit', onExit);
+      worker.on('message', (m: unknown) => {
+        if (isMessage(m) && m.type === 'keygate:listening') {
+          proxyPort = m.port;
+          worker.off('exit', onExit);
+          worker.once('exit', (code, signal) => onWorkerExit(worker, code, signal));
+          resolve(worker);
+        }
+      });
+    });
+
+  const onWorkerExit = (worker: Worker, code: number | null, signal: string | null) => {
+    if (stopping) return;
+    logger.error({ workerPid: worker.process.pid, code, signal }, 'worker died; starting a replacement');
+    const now = Date.now();
+    restarts.push(now);
+    while (restarts.length > 0 && restarts[0]! < now - 60_000) restarts.shift();
+    if (restarts.length > 5) return giveUp('more than 5 worker restarts within 60 s');
+    fork().catch((err: Error) => giveUp(err.message));
+  };
+
+  const live = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
+  const stopAll = async (): Promise<boolean> => {
+    stopping = true;
+    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
+    const exits = workers.map((w) => new Promise<boolean>((resolve) => (w.isDead() ? resolve(w.process.exitCode === 0) : w.once('exit', (code) => resolve(code === 0)))));
+    for (const w of workers) w.process.kill('SIGTERM');
+    const hardStop = setTimeout(() => {
+      for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
+    }, config.limits.shutdownTimeoutMs + 5_000);
+    const results = await Promise.all(exits);
+    clearTimeout(hardStop);
+    return results.every(Boolean);
+  };
+
+  let nextId = 0;
+  const askWorkers = async (): Promise<string | undefined> => {
+    if (stopping) return 'shutting_down';
+    const workers = live();
+    if (workers.length < config.workers) return 'worker_missing';
+    const answers = await Promise.all(
+      workers.map(
+        (w) =>
+          new Promise<string | undefined>((resolve) => {
+            const id = nextId++;
+            const timer = setTimeout(() => done('worker_unresponsive'), 2_000);
+            const onMessage = (m: unknown) => {
+              if (isMessage(m) && m.type === 'keygate:readyz' && m.id === id) done(m.reason);
+            };
+            const done = (reason: string | undefined) => {
+              clearTimeout(timer);
+              w.off('message', onMessage);
+              resolve(reason);
+            };
+            w.on('message', onMessage);
+            w.send({ type: 'keygate:readyz', id });
+          }),
+      ),
+    );
+    return answers.find((a) => a !== undefined);
+  };
+
+  const signals = firstSignal((signal) => logger.info({ signal }, 'signal received'));
+  try {
+    await Promise.all(Array.from({ length: config.workers }, fork));
+  } catch (err) {
+    logger.error({ err: (err as Error).message }, 'a worker failed to start; stopping');
+    await stopAll();
+    logger.flush();
+    return 1;
+  }
+  const admin = createAdminServer({
+    metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
+    ready: askWorkers,
+  });
+  const adminPort = await new Promise<number>((resolve, reject) => {
+    admin.once('error', reject);
+    admin.listen(config.adminPort, config.adminHost, () => resolve((admin.address() as AddressInfo).port));
+  });
+  logger.info({ workers: live().map((w) => w.process.pid), port: proxyPort, adminPort }, 'keygate started');
+
+  const reason = await Promise.race([signals, gaveUp]);
+  const failed = !['SIGTERM', 'SIGINT'].includes(reason);
+  logger.info({ reason, deadlineMs: config.limits.shutdownTimeoutMs }, 'shutting down: workers drain in-flight requests');
+  const clean = await stopAll();
+  admin.closeAllConnections();
+  await new Promise<void>((resolve) => admin.close(() => resolve()));
+  logger.info({ clean }, 'keygate stopped');
+  logger.flush();
+  return failed || !clean ? 1 : 0;
+}

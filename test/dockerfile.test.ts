@@ -1,0 +1,177 @@
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load-config.js';
+import { copyArgs, dockerignored, execForm, parseDockerfile, type Stage } from './helpers/dockerfile.js';
+import { bearer, send } from './helpers/http.js';
+import { freePort } from './helpers/redis-server.js';
+import { token } from './helpers/tokens.js';
+
+const run = promisify(execFile);
+const root = new URL('..', import.meta.url).pathname;
+const read = (p: string) => readFileSync(join(root, p), 'utf8');
+const dockerfile = parseDockerfile(read('Dockerfile'));
+const ignore = read('.dockerignore').split('\n');
+const runtime = dockerfile.stages.at(-1)!;
+const build = dockerfile.stages[0]!;
+const all = (stage: Stage, keyword: string) => stage.instructions.filter((i) => i.keyword === keyword);
+const last = (stage: Stage, keyword: string) => all(stage, keyword).at(-1);
+const defaults = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' });
+
+/** Every file in the repo under `p` (a file or a directory), relative to the repo root. */
+function filesUnder(p: string): string[] {
+  const abs = join(root, p);
+  if (!statSync(abs).isDirectory()) return [p];
+  return readdirSync(abs, { recursive: true, withFileTypes: true })
+    .filter((d) => d.isFile())
+    .map((d) => relative(root, join(d.parentPath, d.name)));
+}
+
+describe('Dockerfile', () => {
+  it('is multi-stage: a build stage with dev dependencies, then a runtime stage with production ones only', () => {
+    expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
+    expect(build.name).toBe('build');
+    expect(all(build, 'RUN').some((r) => /\bnpm ci\b/.test(r.args) && !r.args.includes('--omit=dev'))).toBe(true);
+    const install = all(runtime, 'RUN').find((r) => /\bnpm ci\b/.test(r.args));
+    expect(install?.args).toMatch(/npm ci --omit=dev --ignore-scripts/);
+    // The runtime stage gets compiled output from the build stage, never sources or tests.
+    const copies = all(runtime, 'COPY').map((c) => copyArgs(c.args));
+    const fromBuild = copies.filter((c) => c.flags.get('from') === 'build');
+    expect(fromBuild.flatMap((c) => c.sources)).toEqual([`${last(build, 'WORKDIR')!.args}/${JSON.parse(read('tsconfig.build.json')).compilerOptions.outDir}`]);
+    for (const c of copies.filter((c) => !c.flags.has('from'))) {
+      for (const s of c.sources) expect(s, 'runtime stage copies no sources or tests').not.toMatch(/^(src|test|tsconfig)/);
+    }
+  });
+
+  it('uses an LTS Node base that satisfies package.json engines', () => {
+    const engines = JSON.parse(read('package.json')).engines.node as string;
+    const minMajor = Number(/(\d+)/.exec(engines)![1]);
+    for (const stage of dockerfile.stages) {
+      const m = /^node:(\d+)-[a-z]+-slim$/.exec(stage.from);
+      expect(m, stage.from).not.toBeNull();
+      const major = Number(m![1]);
+      expect(major % 2, 'even majors are the LTS lines').toBe(0);
+      expect(major).toBeGreaterThanOrEqual(minMajor);
+    }
+  });
+
+  it('runs as a non-root numeric user, with NODE_ENV=production', () => {
+    const user = last(runtime, 'USER')!.args;
+    expect(user).toMatch(/^\d+(:\d+)?$/);
+    expect(Number(user.split(':')[0])).toBeGreaterThan(0);
+    // Nothing runs as root after USER.
+    const userAt = runtime.instructions.indexOf(last(runtime, 'USER')!);
+    expect(runtime.instructions.slice(userAt).filter((i) => i.keyword === 'RUN' || i.keyword === 'USER')).toHaveLength(1);
+    expect(all(runtime, 'ENV').map((e) => e.args)).toContain('NODE_ENV=production');
+  });
+
+  it('exposes the default proxy and admin ports the config reads', () => {
+    expect(all(runtime, 'EXPOSE').flatMap((e) => e.args.split(/\s+/)).map(Number).sort()).toEqual([defaults.port, defaults.adminPort].sort());
+  });
+
+  it('copies only files that exist and that .dockerignore lets into the build context', () => {
+    for (const stage of dockerfile.stages) {
+      for (const c of all(stage, 'COPY').map((i) => copyArgs(i.args)).filter((c) => !c.flags.has('from'))) {
+        for (const source of c.sources) {
+          expect(existsSync(join(root, source)), source).toBe(true);
+          for (const f of filesUnder(source)) expect(dockerignored(ignore, f), `${f} is in the build context`).toBe(false);
+        }
+      }
+    }
+    // …and the context leaves out what the image must not hold.
+    for (const p of ['node_modules/typescript/package.json', 'test/docs.test.ts', '.git/HEAD', 'dist/index.js', 'README.md', 'deploy/prometheus/prometheus.yml']) {
+      expect(dockerignored(ignore, p), p).toBe(true);
+    }
+  });
+
+  it('ships every file the code loads relative to itself', () => {
+    // e.g. new URL('../../config/routes.yaml', import.meta.url) from dist/<dir>/file.js
+    const loaded = new Set<string>();
+    for (const f of filesUnder('src').filter((f) => f.endsWith('.ts'))) {
+      for (const m of read(f).matchAll(/new URL\('\.\.\/\.\.\/([^']+)', import\.meta\.url\)/g)) loaded.add(m[1]!);
+    }
+    expect([...loaded].sort()).toEqual(['config/routes.yaml', 'examples/demo-keys.yaml', 'package.json']);
+    const shipped = all(runtime, 'COPY')
+      .map((i) => copyArgs(i.args))
+      .filter((c) => !c.flags.has('from'))
+      .flatMap((c) => c.sources.flatMap(filesUnder));
+    for (const f of loaded) expect(shipped, f).toContain(f);
+  });
+
+  it('starts "keygate serve" through a keygate on PATH', () => {
+    expect(execForm(last(runtime, 'ENTRYPOINT')!.args)).toEqual(['keygate']);
+    expect(execForm(last(runtime, 'CMD')!.args)).toEqual(['serve']);
+    expect(all(runtime, 'RUN').map((r) => r.args)).toContain(`ln -s ${last(runtime, 'WORKDIR')!.args}/bin/keygate.js /usr/local/bin/keygate`);
+    expect(read('src/cli/main.ts')).toContain("case 'serve':");
+  });
+});
+
+/**
+ * The runtime stage rebuilt on this machine without Docker: the files its
+ * COPY lines name, its own `npm ci --omit=dev --ignore-scripts` (from the npm
+ * cache when possible), then the HEALTHCHECK and a real request through it.
+ */
+describe('the runtime stage, assembled without Docker', () => {
+  let app: string;
+  const procs: ChildProcess[] = [];
+
+  beforeAll(async () => {
+    app = mkdtempSync(join(tmpdir(), 'keygate-image-'));
+    const workdir = last(runtime, 'WORKDIR')!.args;
+    for (const c of all(runtime, 'COPY').map((i) => copyArgs(i.args))) {
+      for (const source of c.sources) {
+        const from = c.flags.get('from') === 'build' ? join(root, source.replace(`${last(build, 'WORKDIR')!.args}/`, '')) : join(root, source);
+        const dest = c.dest.endsWith('/') ? join(app, c.dest.replace(/^\.\//, ''), source.split('/').pop()!) : join(app, c.dest.replace(/^\.\//, '').replace(`${workdir}/`, ''));
+        mkdirSync(dirname(dest), { recursive: true });
+        cpSync(from, dest, { recursive: true });
+      }
+    }
+    const install = /npm ci[^&]*/.exec(all(runtime, 'RUN').find((r) => /\bnpm ci\b/.test(r.args))!.args)![0].trim().split(/\s+/);
+    await run('npm', [...install.slice(1), '--prefer-offline'], { cwd: app, env: { ...process.env, NODE_ENV: 'production' }, timeout: 120_000 });
+  }, 150_000);
+  afterAll(() => {
+    for (const p of procs) p.kill('SIGKILL');
+    if (app) rmSync(app, { recursive: true, force: true });
+  });
+
+  const start = (args: string[], env: Record<string, string>) => {
+    const p = spawn('node', [join(app, 'bin/keygate.js'), ...args], { cwd: app, env: { PATH: process.env.PATH!, NODE_ENV: 'production', ...env }, stdio: 'ignore' });
+    procs.push(p);
+    return p;
+  };
+  const healthcheck = async (adminPort: number) => {
+    const hc = last(runtime, 'HEALTHCHECK')!.args;
+    const argv = execForm(hc.replace(/^(--\S+\s+)*CMD\s+/, ''));
+    expect(argv[0], 'HEALTHCHECK uses node (the slim image has no curl)').toBe('node');
+    return run(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH!, KEYGATE_ADMIN_PORT: String(adminPort) }, timeout: 5_000 }).then(
+      () => 0,
+      (e: { code: number }) => e.code,
+    );
+  };
+
+  it('holds production dependencies only', () => {
+    const dev = Object.keys(JSON.parse(read('package.json')).devDependencies as Record<string, string>);
+    for (const d of dev) expect(existsSync(join(app, 'node_modules', d)), d).toBe(false);
+    for (const d of Object.keys(JSON.parse(read('package.json')).dependencies as Record<string, string>)) expect(existsSync(join(app, 'node_modules', d)), d).toBe(true);
+  });
+
+  it('serves: the HEALTHCHECK passes, and a signed request reaches the demo upstream', async () => {
+    const [upstreamPort, port, adminPort] = [await freePort(), await freePort(), await freePort()];
+    start(['demo-upstream', '--host', '127.0.0.1', '--port', String(upstreamPort)], {});
+    start(['serve'], {
+      KEYGATE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
+      KEYGATE_KEYS_FILE: join(app, 'examples/demo-keys.yaml'),
+      KEYGATE_PORT: String(port),
+      KEYGATE_ADMIN_PORT: String(adminPort),
+      KEYGATE_HOST: '127.0.0.1',
+    });
+    expect(await healthcheck(await freePort()), 'nothing listening: unhealthy').not.toBe(0);
+    await expect.poll(() => healthcheck(adminPort), { timeout: 15_000, interval: 200 }).toBe(0);
+    const r = await send(`http://127.0.0.1:${port}`, '/api/v3/viewer/accounts', { headers: bearer(token('demo-key', 'demo-secret-0123456789abcdef')) });
+    expect(r.status).toBe(200);
+    expect(r.json()).toMatchObject({ upstream: 'demo', apiKeyId: 'demo' });
+  });
+});

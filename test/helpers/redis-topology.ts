@@ -1,0 +1,241 @@
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Redis } from 'ioredis';
+import { freePort, redisServerAvailable } from './redis-server.js';
+
+const run = promisify(execFile);
+
+/** Real redis-server processes started by a test: a Cluster, or a master + replica + sentinel. */
+interface Proc {
+  readonly port: number;
+  kill(): Promise<void>;
+}
+
+function requireRedis(): void {
+  if (!redisServerAvailable() || spawnSync('redis-cli', ['--version'], { stdio: 'ignore' }).status !== 0) {
+    throw new Error('redis-server or redis-cli is not on PATH: the Cluster and Sentinel tests need both (apt-get install -y redis-server, which pulls in redis-tools).');
+  }
+}
+
+function spawnRedis(port: number, args: string[]): Proc {
+  const proc: ChildProcess = spawn('redis-server', args, { stdio: 'ignore' });
+  return {
+    port,
+    kill: async () => {
+      if (proc.exitCode !== null || proc.signalCode !== null) return;
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
+
+export function client(port: number, password?: string): Redis {
+  const c = new Redis({ host: '127.0.0.1', port, ...(password && { password }), lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+  c.on('error', () => {});
+  return c;
+}
+
+/** Polls `check` until it returns true (errors count as false). */
+export async function until(what: string, check: () => Promise<boolean>, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+}
+
+async function answers(port: number, password: string | undefined, command: string[], expect: (reply: unknown) => boolean): Promise<boolean> {
+  const c = client(port, password);
+  try {
+    await c.connect();
+    return expect(await c.call(command[0]!, ...command.slice(1)));
+  } finally {
+    c.disconnect();
+  }
+}
+
+/** A port p such that p + 10000 (the cluster bus port) is free too. */
+async function clusterPort(taken: Set<number>): Promise<number> {
+  for (;;) {
+    const p = await freePort();
+    if (p >= 55_000 || taken.has(p) || taken.has(p + 10_000)) continue;
+    const bus = await new Promise<boolean>((resolve) => {
+      const s = createServer();
+      s.once('error', () => resolve(false));
+      s.listen(p + 10_000, '127.0.0.1', () => s.close(() => resolve(true)));
+    });
+    if (bus) {
+      taken.add(p).add(p + 10_000);
+      return p;
+    }
+  }
+}
+
+export interface TestCluster {
+  /** "127.0.0.1:p1,127.0.0.1:p2,..." for KEYGATE_REDIS_CLUSTER_NODES */
+  readonly nodes: string;
+  readonly ports: readonly number[];
+  readonly password: string | undefined;
+  stop(): Promise<void>;
+}
+
+/** N masters (no replicas), slots spread by redis-cli --cluster create. */
+export async function startRedisCluster(options: { masters?: number; password?: string } = {}): Promise<TestCluster> {
+  requireRedis();
+  const n = options.masters ?? 3;
+  const password = options.password;
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-cluster-'));
+  const taken = new Set<number>();
+  const ports: number[] = [];
+  for (let i = 0; i < n; i++) ports.push(await clusterPort(taken));
+  const auth = password ? ['--requirepass', password, '--masterauth', password] : [];
+  const procs = ports.map((port) =>
+    spawnRedis(port, ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth]),
+  );
+  const stop = async () => {
+    await Promise.all(procs.map((p) => p.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    for (const port of ports) await until(`cluster node ${port}`, () => answers(port, password, ['PING'], (r) => r === 'PONG'), 5_000);
+    await run('redis-cli', [...(password ? ['-a', password, '--no-auth-warning'] : []), '--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-yes'], { timeout: 30_000 });
+    for (const port of ports) {
+      await until(`cluster_state:ok on ${port}`, () => answers(port, password, ['CLUSTER', 'INFO'], (r) => String(r).includes('cluster_state:ok')), 15_000);
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), ports, password, stop };
+}
+
+export interface TestSentinel {
+  /** "127.0.0.1:port" for KEYGATE_REDIS_SENTINELS */
+  readonly sentinels: string;
+  readonly masterName: string;
+  readonly password: string | undefined;
+  readonly masterPort: number;
+  readonly replicaPort: number;
+  readonly sentinelPort: number;
+  /** Port of the node the sentinel currently calls master. */
+  currentMasterPort(): Promise<number>;
+  /** SIGKILL the current master process. */
+  killMaster(): Promise<void>;
+  /** Asks the sentinel for a failover now (the master stays alive and becomes a replica). */
+  forceFailover(): Promise<void>;
+  /** Waits until every write made so far on the master has reached the replica. */
+  waitReplicated(): Promise<void>;
+  /** Waits until the sentinel sees one healthy replica of the current master, in sync. */
+  waitHealthy(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** One master, one replica and one sentinel (quorum 1), failover after 1 s of silence. */
+export async function startRedisSentinel(options: { password?: string; masterName?: string } = {}): Promise<TestSentinel> {
+  requireRedis();
+  const password = options.password;
+  const masterName = options.masterName ?? 'keygate-master';
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-sentinel-'));
+  const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()] as [number, number, number];
+  const auth = password ? ['--requirepass', password, '--masterauth', password] : [];
+  const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth];
+  const byPort = new Map<number, Proc>();
+  byPort.set(masterPort, spawnRedis(masterPort, ['--port', String(masterPort), ...common]));
+  byPort.set(replicaPort, spawnRedis(replicaPort, ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(masterPort), ...common]));
+  const conf = join(dir, 'sentinel.conf');
+  writeFileSync(
+    conf,
+    [
+      `port ${sentinelPort}`,
+      'bind 127.0.0.1',
+      `dir ${dir}`,
+      `sentinel monitor ${masterName} 127.0.0.1 ${masterPort} 1`,
+      `sentinel down-after-milliseconds ${masterName} 1000`,
+      `sentinel failover-timeout ${masterName} 10000`,
+      `sentinel parallel-syncs ${masterName} 1`,
+      ...(password ? [`sentinel auth-pass ${masterName} ${password}`] : []),
+      '',
+    ].join('\n'),
+  );
+  const sentinel = spawnRedis(sentinelPort, [conf, '--sentinel']);
+  const stop = async () => {
+    await Promise.all([...byPort.values(), sentinel].map((p) => p.kill()));
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const currentMasterPort = async () => {
+    const c = client(sentinelPort);
+    try {
+      await c.connect();
+      const [, port] = (await c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName)) as [string, string];
+      return Number(port);
+    } finally {
+      c.disconnect();
+    }
+  };
+  const waitReplicated = async () => {
+    const c = client(await currentMasterPort(), password);
+    try {
+      await c.connect();
+      await c.set('keygate-test:replication-probe', String(Date.now()));
+      const acked = (await c.call('WAIT', '1', '5000')) as number;
+      if (acked < 1) throw new Error('replica did not acknowledge within 5 s');
+    } finally {
+      c.disconnect();
+    }
+  };
+  const waitHealthy = async () => {
+    let master = 0;
+    await until('sentinel answers', async () => (master = await currentMasterPort()) > 0, 5_000);
+    const replica = master === masterPort ? replicaPort : masterPort;
+    await until(`replica ${replica} in sync with master ${master}`, () => answers(replica, password, ['INFO', 'replication'], (r) => String(r).includes('master_link_status:up') && String(r).includes(`master_port:${master}`)), 15_000);
+    await until('sentinel sees one healthy replica', () =>
+      answers(sentinelPort, undefined, ['SENTINEL', 'REPLICAS', masterName], (r) => {
+        const healthy = (r as unknown[][]).filter((fields) => {
+          const f = new Map<string, string>();
+          for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
+          return f.get('port') === String(replica) && !f.get('flags')?.includes('down') && f.get('master-link-status') === 'ok';
+        });
+        return healthy.length === 1;
+      }),
+    );
+  };
+  try {
+    await waitHealthy();
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    sentinels: `127.0.0.1:${sentinelPort}`,
+    masterName,
+    password,
+    masterPort,
+    replicaPort,
+    sentinelPort,
+    currentMasterPort,
+    waitReplicated,
+    waitHealthy,
+    killMaster: async () => byPort.get(await currentMasterPort())!.kill(),
+    forceFailover: async () => {
+      const c = client(sentinelPort);
+      try {
+        await c.connect();
+        await c.call('SENTINEL', 'FAILOVER', masterName);
+      } finally {
+        c.disconnect();
+      }
+    },
+    stop,
+  };
+}
