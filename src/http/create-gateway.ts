@@ -5,7 +5,7 @@ import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config } from '../config/load-config.js';
 import { findRoute } from '../config/routes.js';
-import type { Denial, ErrorCode, Reason } from '../errors.js';
+import { errorBody, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { OK, type Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
@@ -17,6 +17,7 @@ import type { Forwarder } from './forwarder.js';
 import { renderError } from './render.js';
 
 const API_PREFIX = '/api/v3/';
+const CONNECT_BODY = JSON.stringify(errorBody(40000));
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -54,11 +55,24 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // headersTimeout/requestTimeout are only enforced when this timer runs (Node's default: every 30 s).
+    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
     // Refuse ambiguous framing instead of guessing (CL+TE, bare LF, obs-fold...).
     insecureHTTPParser: false,
     joinDuplicateHeaders: false,
   });
-  server.on('request', (req, res) => void handle(req, res));
+  server.on('request', (req, res) => void handle(req, res, false));
+  // With this listener Node does not answer "100 Continue" on its own: only a
+  // request that is about to be forwarded is told to send its body.
+  server.on('checkContinue', (req, res) => void handle(req, res, true));
+  // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.
+  server.on('connect', (req: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    metrics.requests.inc({ code: '40000' });
+    metrics.rejections.inc({ code: '40000', reason: 'bad_target' });
+    logger.info({ method: req.method, code: 40000, reason: 'bad_target', status: 400 }, 'request');
+    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${CONNECT_BODY.length}\r\nConnection: close\r\n\r\n${CONNECT_BODY}`);
+  });
   server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
     if (!socket.writable) return socket.destroy();
     const status = err.code === 'HPE_HEADER_OVERFLOW' ? '431 Request Header Fields Too Large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
@@ -81,6 +95,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   }
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
+    // A refused request whose body has not all arrived: close rather than read the rest,
+    // so nothing after our answer is parsed from it.
+    if (!res.req.complete) res.setHeader('connection', 'close');
     log.code = decision.code;
     log.reason = decision.reason;
     metrics.requests.inc({ code: String(decision.code) });
@@ -88,7 +105,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     renderError(res, decision.code);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog) {
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, expectContinue: boolean) {
+    if (expectContinue) res.writeContinue();
     const sent = performance.now();
     forwarder.forward(req, res, (outcome) => {
       const seconds = (performance.now() - sent) / 1000;
@@ -103,7 +121,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     });
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
     const started = performance.now();
     metrics.inflight.inc();
     const requestId = requestIdOf(req.headers);
@@ -125,7 +143,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       if (!route) return refuse(res, log, { ok: false, code: 40400, reason: 'no_route' });
       log.route = route.pattern;
       mutateHeaders(req.headers, { keyId: undefined, peerIp: peer, peerTrusted }, requestId);
-      return forward(req, res, log);
+      return forward(req, res, log, expectContinue);
     }
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
@@ -149,7 +167,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (res.destroyed) return; // the client went away while we were checking
 
     mutateHeaders(req.headers, { keyId: decision.key.record.id, peerIp: peer, peerTrusted }, requestId);
-    forward(req, res, log);
+    forward(req, res, log, expectContinue);
   }
 
   function storeFailure(err: unknown): Denial {

@@ -37,11 +37,25 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     changeOrigin: false,
     ws: false,
     secure: true,
+    // Send req.url exactly as checked: without these, http-proxy re-parses the
+    // path with url.parse (which rewrites ' to %27) and joins it to the target path.
+    toProxy: true,
+    prependPath: false,
   });
+  // http-proxy's deleteLength pass sets Content-Length: 0 on a DELETE/OPTIONS
+  // without one, yet still streams a chunked body after it: the body would
+  // reach the upstream as a second, unauthenticated request. Framing is left
+  // to Node's HTTP client instead.
+  const passes = proxy as unknown as { webPasses: Array<{ name: string }> };
+  passes.webPasses = passes.webPasses.filter((pass) => pass.name !== 'deleteLength');
   const pending = new WeakMap<IncomingMessage, ForwardDone>();
 
-  proxy.on('proxyReq', (proxyReq) => {
+  proxy.on('proxyReq', (proxyReq, _req, res) => {
     proxyReq.setTimeout(options.timeoutMs, () => proxyReq.destroy(new UpstreamTimeout('upstream timeout')));
+    // The client went away (mid-body or mid-response): drop the upstream
+    // exchange too, so its socket is not held until the upstream finishes.
+    if (res.destroyed) proxyReq.destroy();
+    else res.once('close', () => res.writableFinished || proxyReq.destroy());
   });
   proxy.on('proxyRes', (proxyRes, req, res) => {
     const done = pending.get(req);
