@@ -146,6 +146,6 @@ export const headerNames = (rawHeaders: readonly string[]) => rawHeaders.filter(
 export function firstBody(text: string): unknown {
   const start = text.indexOf('\r\n\r\n');
   const m = /content-length: (\d+)/i.exec(text);
-  if (start === -1 || !m) return undefined;
+  if (start === -1 || !m || m[1] === '0') return undefined;
   return JSON.parse(text.slice(start + 4, start + 4 + Number(m[1])));
 }
