@@ -125,6 +125,36 @@ describe('adversarial: headers', () => {
     expect(f.upstream.arrived[0]!.headers['x-request-id']).not.toContain('%0d');
   });
 
+  it('the client’s Connection: close is honoured after a forwarded request', async () => {
+    const r = await exchange(f.gate.port, req(`${f.auth()}Connection: close\r\n`), { quietMs: 3_000 });
+    expect(r.statuses).toEqual([200]);
+    expect(r.closed).toBe(true);
+    expect(r.ms).toBeLessThan(2_000);
+  });
+
+  it('upstream hop-by-hop response headers do not reach the client; repeated headers stay repeated', async () => {
+    f.upstream.handler = (_req, res) => {
+      res.writeHead(200, [
+        ['Connection', 'keep-alive, X-Internal'],
+        ['Keep-Alive', 'timeout=999'],
+        ['X-Internal', 'secret'],
+        ['Proxy-Connection', 'keep-alive'],
+        ['Set-Cookie', 'a=1'],
+        ['Set-Cookie', 'b=2'],
+        ['X-Upstream', 'yes'],
+        ['Content-Length', '2'],
+      ]);
+      res.end('ok');
+    };
+    const r = await exchange(f.gate.port, req(f.auth()));
+    expect(r.statuses).toEqual([200]);
+    const head = r.text.slice(0, r.text.indexOf('\r\n\r\n'));
+    expect(head).not.toMatch(/timeout=999|X-Internal|Proxy-Connection/i);
+    expect(head.match(/^Set-Cookie: /gim)).toHaveLength(2);
+    expect(head).toMatch(/^X-Upstream: yes$/m);
+    expect(r.text.endsWith('\r\n\r\nok')).toBe(true);
+  });
+
   describe('oversized headers (KEYGATE_MAX_HEADER_BYTES, default 16384)', () => {
     it.each([
       ['one 17 kB header', (a: string) => `${a}X-Big: ${'a'.repeat(17_000)}\r\n`],

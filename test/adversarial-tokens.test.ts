@@ -5,6 +5,7 @@ import { startRedis, type TestRedis } from './helpers/redis-server.js';
 import { b64url, claims, HS256, nowNonce, sign, token } from './helpers/tokens.js';
 import { exchange, firstBody } from './helpers/wire.js';
 
+const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 const ok = { type: 'OpenAPIV2', sub: 'good' };
 const payload = (extra: Record<string, unknown> = {}) => ({ ...ok, nonce: nowNonce(), ...extra });
 const withHeader = (header: unknown, extra: Record<string, unknown> = {}) => sign(header, payload(extra), SECRET);
@@ -46,6 +47,11 @@ const CASES: Case[] = [
   ['empty signature', () => `${parts()[0]}.${parts()[1]}.`, 401, 40106],
   ['truncated signature', () => `${parts()[0]}.${parts()[1]}.${parts()[2].slice(0, 42)}`, 401, 40106],
   ['signature with one flipped character', () => { const [h, p, s] = parts(); return raw(h, p, (s[0] === 'A' ? 'B' : 'A') + s.slice(1)); }, 401, 40106],
+  ['signature with a non-canonical last character (same bytes, other spelling)', () => {
+    const [h, p, s] = parts();
+    const i = B64.indexOf(s[42]!);
+    return raw(h, p, s.slice(0, 42) + B64[(i & ~3) | ((i + 1) & 3)]);
+  }, 401, 40106],
   ['signature in standard base64 (+/)', () => { const [h, p, s] = parts(); return raw(h, p, s.replaceAll('-', '+').replaceAll('_', '/')); }, 401, 40106],
   ['padding "=" on the payload', () => { const [h, p, s] = parts(); return raw(h, `${p}=`, s); }, 401, 40106],
   ['empty header segment', () => { const [, p, s] = parts(); return raw('', p, s); }, 401, 40106],

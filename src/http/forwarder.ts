@@ -3,6 +3,7 @@ import { Agent as HttpsAgent } from 'node:https';
 import httpProxy from 'http-proxy';
 import type { Logger } from 'pino';
 import type { ErrorCode } from '../errors.js';
+import { copyResponseHead } from './response-head.js';
 
 export interface ForwarderOptions {
   readonly upstream: URL;
@@ -41,6 +42,8 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     // path with url.parse (which rewrites ' to %27) and joins it to the target path.
     toProxy: true,
     prependPath: false,
+    // We write the status and headers ourselves, without the upstream's hop-by-hop headers.
+    selfHandleResponse: true,
   });
   // http-proxy's deleteLength pass sets Content-Length: 0 on a DELETE/OPTIONS
   // without one, yet still streams a chunked body after it: the body would
@@ -65,6 +68,9 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     // only honest signal left to the client is a cut connection.
     proxyRes.on('error', () => res.destroy());
     proxyRes.on('aborted', () => res.destroy());
+    if (res.destroyed || res.headersSent) return void proxyRes.destroy();
+    copyResponseHead(proxyRes, res);
+    proxyRes.pipe(res);
   });
 
   return {
