@@ -120,7 +120,10 @@ describe('adversarial: Redis faults', () => {
     const busy = blocker
       .eval("local s=redis.call('TIME'); while true do local t=redis.call('TIME'); if (t[1]-s[1])*1000000+(t[2]-s[2]) > 1500000 then break end end return 1", 0)
       .catch(() => 0);
-    await settle(50);
+    // Wait until Redis is really stuck in the script (a probe PING times out).
+    const probe = new Redis(redis.url, { commandTimeout: 100, maxRetriesPerRequest: 0 });
+    await expect.poll(() => probe.ping().then(() => 'answering', () => 'blocked'), { timeout: 1_000, interval: 10 }).toBe('blocked');
+    probe.disconnect();
     const replies = await burst(10);
     expect(replies.map((r) => r.reply?.status)).toEqual(Array(10).fill(503));
     const s = stats(replies.map((r) => r.ms));

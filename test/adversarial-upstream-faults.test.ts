@@ -122,7 +122,7 @@ describe('adversarial: upstream faults', () => {
       }
       res.end('second');
     };
-    const r = await exchange(f.gate.port, [get(), 900, get()], { quietMs: 1_500 });
+    const r = await exchange(f.gate.port, [get(), 900, get()], { quietMs: 3_000 });
     expect(r.statuses).toEqual([504, 200]);
     expect(r.text.endsWith('second')).toBe(true);
   });

@@ -66,6 +66,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   // request that is about to be forwarded is told to send its body.
   server.on('checkContinue', (req, res) => void handle(req, res, true));
   // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.
+  // There is deliberately no 'upgrade' listener: without one, Node 20 passes an Upgrade request to
+  // 'request' like any other, so it is authenticated and forwarded as plain HTTP (Upgrade is hop-by-hop).
   server.on('connect', (req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
     metrics.requests.inc({ code: '40000' });
