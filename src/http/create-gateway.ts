@@ -5,7 +5,7 @@ import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config } from '../config/load-config.js';
 import { findRoute } from '../config/routes.js';
-import { ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
+import { ERRORS, errorBody, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
@@ -23,6 +23,7 @@ export const TIME_PATH = '/api/v3/time';
 export const SERVER_TIME_HEADER = 'x-server-time';
 
 const REQUEST_LINE_REDACT = ['authorization', 'token', 'secret', 'apiSecret'];
+const CONNECT_BODY = JSON.stringify(errorBody(40000));
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -60,6 +61,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     headersTimeout: limits.headersTimeoutMs,
     requestTimeout: limits.requestTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
+    // headersTimeout/requestTimeout are only enforced when this timer runs (Node's default: every 30 s).
+    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
     // Refuse ambiguous framing instead of guessing (CL+TE, bare LF, obs-fold...).
     insecureHTTPParser: false,
     joinDuplicateHeaders: false,
@@ -67,7 +70,20 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   // Request lines are built from a fixed allow-list of fields (RequestLog), so
   // flat redaction paths suffice; the logger's wildcard paths cost ~7 µs a line.
   const requestLogger = logger.child({}, { redact: { paths: REQUEST_LINE_REDACT, censor: '[redacted]' } });
-  server.on('request', (req, res) => void handle(req, res));
+  server.on('request', (req, res) => void handle(req, res, false));
+  // With this listener Node does not answer "100 Continue" on its own: only a
+  // request that is about to be forwarded is told to send its body.
+  server.on('checkContinue', (req, res) => void handle(req, res, true));
+  // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.
+  // There is deliberately no 'upgrade' listener: without one, Node 20 passes an Upgrade request to
+  // 'request' like any other, so it is authenticated and forwarded as plain HTTP (Upgrade is hop-by-hop).
+  server.on('connect', (req: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    metrics.requests.inc({ code: '40000' });
+    metrics.rejections.inc({ code: '40000', reason: 'bad_target' });
+    requestLogger.info({ method: req.method, code: 40000, reason: 'bad_target', status: 400 }, 'request');
+    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${CONNECT_BODY.length}\r\nConnection: close\r\n\r\n${CONNECT_BODY}`);
+  });
   server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
     // A reset or a socket already answering another request: nothing can be said on it.
     if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent) return socket.destroy();
@@ -95,6 +111,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   }
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
+    // A refused request whose body has not all arrived: close rather than read the rest,
+    // so nothing after our answer is parsed from it.
+    if (!res.req.complete) res.setHeader('connection', 'close');
     log.code = decision.code;
     log.reason = decision.reason;
     metrics.requests.inc({ code: String(decision.code) });
@@ -115,7 +134,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     res.end(body);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog) {
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, expectContinue: boolean) {
+    if (expectContinue) res.writeContinue();
     const sent = performance.now();
     forwarder.forward(req, res, (outcome) => {
       const seconds = (performance.now() - sent) / 1000;
@@ -131,7 +151,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     });
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  async function handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
     const started = performance.now();
     metrics.inflight.inc();
     const requestId = requestIdOf(req.headers);
@@ -154,7 +174,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       if (!route) return refuse(res, log, { ok: false, code: 40400, reason: 'no_route' });
       log.route = route.pattern;
       mutateHeaders(req.headers, { keyId: undefined, peerIp: peer, peerTrusted }, requestId);
-      return forward(req, res, log);
+      return forward(req, res, log, expectContinue);
     }
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
@@ -180,7 +200,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (res.destroyed) return; // the client went away while we were checking
 
     mutateHeaders(req.headers, { keyId: decision.key.record.id, peerIp: peer, peerTrusted }, requestId);
-    forward(req, res, log);
+    forward(req, res, log, expectContinue);
   }
 
   function storeFailure(err: unknown): Denial {

@@ -3,6 +3,7 @@ import { Agent as HttpsAgent } from 'node:https';
 import httpProxy from 'http-proxy';
 import type { Logger } from 'pino';
 import type { ErrorCode } from '../errors.js';
+import { copyResponseHead } from './response-head.js';
 
 export interface ForwarderOptions {
   readonly upstream: URL;
@@ -37,11 +38,27 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     changeOrigin: false,
     ws: false,
     secure: true,
+    // Send req.url exactly as checked: without these, http-proxy re-parses the
+    // path with url.parse (which rewrites ' to %27) and joins it to the target path.
+    toProxy: true,
+    prependPath: false,
+    // We write the status and headers ourselves, without the upstream's hop-by-hop headers.
+    selfHandleResponse: true,
   });
+  // http-proxy's deleteLength pass sets Content-Length: 0 on a DELETE/OPTIONS
+  // without one, yet still streams a chunked body after it: the body would
+  // reach the upstream as a second, unauthenticated request. Framing is left
+  // to Node's HTTP client instead.
+  const passes = proxy as unknown as { webPasses: Array<{ name: string }> };
+  passes.webPasses = passes.webPasses.filter((pass) => pass.name !== 'deleteLength');
   const pending = new WeakMap<IncomingMessage, ForwardDone>();
 
-  proxy.on('proxyReq', (proxyReq) => {
+  proxy.on('proxyReq', (proxyReq, _req, res) => {
     proxyReq.setTimeout(options.timeoutMs, () => proxyReq.destroy(new UpstreamTimeout('upstream timeout')));
+    // The client went away (mid-body or mid-response): drop the upstream
+    // exchange too, so its socket is not held until the upstream finishes.
+    if (res.destroyed) proxyReq.destroy();
+    else res.once('close', () => res.writableFinished || proxyReq.destroy());
   });
   proxy.on('proxyRes', (proxyRes, req, res) => {
     const done = pending.get(req);
@@ -51,6 +68,9 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     // only honest signal left to the client is a cut connection.
     proxyRes.on('error', () => res.destroy());
     proxyRes.on('aborted', () => res.destroy());
+    if (res.destroyed || res.headersSent) return void proxyRes.destroy();
+    copyResponseHead(proxyRes, res);
+    proxyRes.pipe(res);
   });
 
   return {

@@ -19,6 +19,9 @@ export interface DecodeOptions {
 }
 
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
+// The 43rd character of a 32-byte signature carries 4 bits; the 2 spare bits must be zero,
+// or four spellings of one signature would all verify.
+const CANONICAL_LAST = /[AEIMQUYcgkosw048]$/;
 const NONCE = /^\d{1,20}$/;
 const RECV_WINDOW = /^[1-9]\d{0,5}$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -46,7 +49,7 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
   const p = token.slice(first + 1, second);
   const s = token.slice(second + 1);
   // An HS256 signature is 32 bytes: 43 base64url characters.
-  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s)) return deny(40106, 'malformed');
+  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s) || !CANONICAL_LAST.test(s)) return deny(40106, 'malformed');
 
   const header = parseJsonObject(h);
   const payload = parseJsonObject(p);

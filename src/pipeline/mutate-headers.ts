@@ -2,7 +2,10 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { randomUUID } from 'node:crypto';
 
 export const KEY_ID_HEADER = 'x-api-key-id';
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'trailer', 'upgrade'];
+// `expect` too: Keygate answers 100-continue itself, only once a request is authorised.
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'expect'];
+// Header names as a lenient server may fold them: "_", "." and other token punctuation read as "-".
+const folded = (name: string) => name.replace(/[^a-z0-9]/g, '-');
 const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip'];
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -25,7 +28,7 @@ export function requestIdOf(headers: IncomingHttpHeaders): string {
  * claim an identity or to make a hop drop our header, then injects ours:
  *   - hop-by-hop headers and every header named in Connection
  *   - Authorization (the upstream never sees the token)
- *   - every X-Api-Key-* header in any case or with "_" for "-"
+ *   - every X-Api-Key-* header in any case or with "_" (or other punctuation) for "-"
  *   - Forwarded / X-Forwarded-* / X-Real-IP unless the peer is a trusted proxy
  * then sets X-Api-Key-Id, X-Forwarded-For/-Proto/-Host and X-Request-Id.
  */
@@ -37,15 +40,15 @@ export function mutateHeaders(headers: IncomingHttpHeaders, ctx: HeaderContext, 
   for (const name of HOP_BY_HOP) delete headers[name];
   delete headers.authorization;
   for (const name of Object.keys(headers)) {
-    if (name.replaceAll('_', '-').startsWith('x-api-key')) delete headers[name];
+    if (folded(name).startsWith('x-api-key')) delete headers[name];
   }
   const priorFor = ctx.peerTrusted ? headers['x-forwarded-for'] : undefined;
   const priorProto = ctx.peerTrusted ? headers['x-forwarded-proto'] : undefined;
   const priorHost = ctx.peerTrusted ? headers['x-forwarded-host'] : undefined;
   if (!ctx.peerTrusted) for (const name of FORWARDING) delete headers[name];
   for (const name of Object.keys(headers)) {
-    // Underscore spellings of forwarding headers are dropped too: some servers fold "_" into "-".
-    if (name.includes('_') && FORWARDING.includes(name.replaceAll('_', '-'))) delete headers[name];
+    // Underscore (and other) spellings of forwarding headers are dropped too: some servers fold "_" into "-".
+    if (FORWARDING.includes(folded(name))) delete headers[name];
   }
 
   if (ctx.keyId !== undefined) headers[KEY_ID_HEADER] = ctx.keyId;

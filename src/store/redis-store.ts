@@ -84,14 +84,25 @@ export function createRedisStore(
     if (ch === channel) emit(message === '*' ? null : message);
   });
 
-  async function run<T>(fn: () => Promise<T>): Promise<T> {
+  // ioredis starts a command's timer only when the command is written, and with
+  // auto-pipelining a command waits while the previous batch is in flight (so a
+  // frozen Redis answered in 2x the timeout). On the request path (bounded: true)
+  // the deadline starts at the call, so no lookup outlives the timeout.
+  const deadlineMs = options.commandTimeoutMs ?? 500;
+  async function run<T>(fn: () => Promise<T>, bounded = false): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      if (bounded) timer = setTimeout(() => reject(new Error(`Command timed out after ${deadlineMs} ms (deadline)`)), deadlineMs);
+    });
     try {
-      return await fn();
+      return await Promise.race([fn(), deadline]);
     } catch (err) {
       if (err instanceof StoreUnavailableError) throw err;
       const message = (err as Error).message ?? String(err);
       events.onCommandError?.(/timed out/i.test(message) ? 'timeout' : 'error');
       throw new StoreUnavailableError(`redis: ${message}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
     }
   }
 
@@ -125,7 +136,7 @@ export function createRedisStore(
   return {
     kind: 'redis',
     client,
-    getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey)))),
+    getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey))), true),
     listKeys: () =>
       run(async () => {
         const names = await client.smembers(`${prefix}keys`);
@@ -152,7 +163,7 @@ export function createRedisStore(
         return n > 0;
       }),
     recordNonce: (apiKey, nonce, ttlMs) =>
-      run(async () => (await client.set(`${prefix}nonce:${apiKey}:${nonce}`, '1', 'PX', ttlMs, 'NX')) === 'OK'),
+      run(async () => (await client.set(`${prefix}nonce:${apiKey}:${nonce}`, '1', 'PX', ttlMs, 'NX')) === 'OK', true),
     appendAudit: (entry) =>
       run(async () => {
         await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
@@ -164,8 +175,8 @@ export function createRedisStore(
     ping: () =>
       run(async () => {
         await client.ping();
-      }),
-    countKeys: () => run(() => client.scard(`${prefix}keys`)),
+      }, true),
+    countKeys: () => run(() => client.scard(`${prefix}keys`), true),
     async close() {
       listeners.clear();
       stopWatching();
