@@ -93,8 +93,20 @@ function currentRssMb(pid) {
   }
 }
 
+/** CPU time (user + system) a process has used so far, in µs (/proc/<pid>/stat, clock ticks). */
+function cpuUs(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    // fields[11] = utime, fields[12] = stime (fields 14 and 15 of stat(5), counted after the comm field)
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+  } catch {
+    return undefined;
+  }
+}
+const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+
 /** Sum over a process and its direct children (KEYGATE_WORKERS > 1 runs workers). */
-function treeRssMb(pid, fn) {
+function treeSum(pid, fn) {
   let total = fn(pid) ?? 0;
   try {
     for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) total += fn(Number(c)) ?? 0;
@@ -210,10 +222,12 @@ async function main() {
     for (const t of order) {
       const tokens = mintTokens(budget);
       const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
+      const cpuBefore = treeSum(t.pid, cpuUs);
       const r = runWrk(t.url, tokens, DURATION);
+      r.cpuUsPerRequest = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
       if (t === kgRedis && round === 0) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
       results[t.name].push(r);
-      process.stdout.write(`round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}\n`);
+      process.stdout.write(`round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us cpu ${r.cpuUsPerRequest.toFixed(1)} us/req non2xx ${r.non2xx}\n`);
     }
   }
   const summary = {};
@@ -223,15 +237,17 @@ async function main() {
       rps: Math.round(median(rs.map((r) => r.rps))),
       p50Us: median(rs.map((r) => r.p50Us)),
       p99Us: median(rs.map((r) => r.p99Us)),
+      cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUsPerRequest)) * 10) / 10,
       non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
       errors: rs.reduce((a, r) => a + r.errors, 0),
       tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
-      peakRssMb: Math.round(treeRssMb(t.pid, peakRssMb) * 10) / 10,
+      peakRssMb: Math.round(treeSum(t.pid, peakRssMb) * 10) / 10,
     };
   }
   const bareS = summary['bare-http-proxy'];
   const ratio = (name) => ({
     throughputVsBare: round3(summary[name].rps / bareS.rps),
+    cpuPerRequestVsBare: round3(summary[name].cpuUsPerRequest / bareS.cpuUsPerRequest),
     addedP50Ms: round3((summary[name].p50Us - bareS.p50Us) / 1000),
     addedP99Ms: round3((summary[name].p99Us - bareS.p99Us) / 1000),
   });
@@ -244,8 +260,18 @@ async function main() {
   }
   const rejection = {};
   for (const t of [kgRedis, kgMemory]) {
+    const cpuBefore = treeSum(t.pid, cpuUs);
     const r = runWrk(t.url, mintTokens(budget, { replay: 0, bad: 1 }), DURATION);
-    rejection[t.name] = { rps: Math.round(r.rps), p50Us: r.p50Us, p99Us: r.p99Us, non2xxShare: round3(r.non2xx / r.requests), vsForward: round3(r.rps / summary[t.name].rps) };
+    const cpu = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
+    rejection[t.name] = {
+      rps: Math.round(r.rps),
+      p50Us: r.p50Us,
+      p99Us: r.p99Us,
+      non2xxShare: round3(r.non2xx / r.requests),
+      vsForward: round3(r.rps / summary[t.name].rps),
+      cpuUsPerRequest: Math.round(cpu * 10) / 10,
+      cpuVsForward: round3(cpu / summary[t.name].cpuUsPerRequest),
+    };
   }
 
   // --- scenario 3: KEYGATE_WORKERS=2 -----------------------------------------
