@@ -11,7 +11,7 @@
 // carries a fresh nonce.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -57,22 +57,25 @@ function freePort() {
   });
 }
 
-/** Starts a child and waits until `ready(stdoutSoFar)` is true. */
+/**
+ * Starts a child and waits until `ready(outputSoFar)` is true. Output goes to
+ * a file, never to a pipe: this process blocks in spawnSync(wrk) during a run,
+ * and an undrained pipe would make Keygate's async logger buffer every line
+ * in memory (which a production log shipper does not do).
+ */
 async function start(name, cmd, argv, env, ready) {
-  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logFile = join(dir, `${name}.log`);
+  const fd = openSync(logFile, 'w');
+  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
   children.push(child);
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (c) => {
-    if (out.length < 100_000) out += c;
-  });
-  child.stderr.on('data', (c) => (err += c));
+  const output = () => readFileSync(logFile, 'utf8');
   const deadline = Date.now() + 15_000;
-  while (!ready(out)) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${name} did not start: ${err || out}`);
+  while (!ready(output())) {
+    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${name} did not start: ${output().slice(0, 2000)}`);
     await sleep(20);
   }
-  child.output = () => out;
+  child.output = output;
   return child;
 }
 
