@@ -4,7 +4,7 @@ import pino from 'pino';
 import { readRedisSettings } from '../config/redis-settings.js';
 import { loadSecretCipher } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
-import type { Store } from '../store/types.js';
+import { waitStoreReady } from '../store/wait-ready.js';
 import { runKeyAction, type KeyActionContext } from './keys-actions.js';
 
 const HELP = `Usage: keygate keys <action> [options]
@@ -86,7 +86,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
     encrypted: cipher !== undefined,
   };
   try {
-    await waitReady(store);
+    await waitStoreReady(store, 5_000, 50);
     return await runKeyAction(action, arg, values, ctx);
   } finally {
     await store.close();
@@ -98,17 +98,5 @@ function safeUser(): string {
     return userInfo().username;
   } catch {
     return 'unknown';
-  }
-}
-
-async function waitReady(store: Store): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  for (;;) {
-    try {
-      return await store.ping();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 50));
-    }
   }
 }

@@ -97,7 +97,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     renderRawError(socket, code);
   });
 
-  function finish(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number) {
+  function finish(res: ServerResponse, log: RequestLog, started: number) {
     res.once('close', () => {
       metrics.inflight.dec();
       const durationMs = performance.now() - started;
@@ -107,7 +107,6 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       if (log.code !== undefined && log.code !== OK && log.status >= 500) requestLogger.warn(line, 'request');
       else requestLogger.info(line, 'request');
     });
-    void req;
   }
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
@@ -158,7 +157,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const peer = normalizeIp(req.socket.remoteAddress ?? '');
     const log: RequestLog = { requestId, method: req.method, route: undefined, clientIp: peer };
     res.setHeader('x-request-id', requestId);
-    finish(req, res, log, started);
+    finish(res, log, started);
 
     const target = checkTarget(req.method, req.url);
     if (!target.ok) {
@@ -179,8 +178,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
     log.clientIp = ip;
-    // The listed route pattern (never the raw path or query), also on refusals.
-    log.route = findRoute(policy.routes, method, target.path)?.pattern;
+    // Matched once: the pattern (never the raw path or query) is logged, also on refusals.
+    const route = findRoute(policy.routes, method, target.path);
+    log.route = route?.pattern;
     let decision;
     try {
       decision = await deps.authenticate(req.rawHeaders);
@@ -189,7 +189,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     }
     if (decision.ok) {
       log.keyId = decision.key.record.id;
-      const authz = authorize(decision.key, { method, path: target.path, clientIp: ip }, policy);
+      const authz = authorize(decision.key, ip, route, policy.unlistedRoutes);
       if (authz.ok) log.route = authz.route;
       decision = authz.ok ? decision : authz;
     }

@@ -1,25 +1,25 @@
 import { ipAllowed } from '../config/cidr.js';
 import type { Policy } from '../config/load-config.js';
-import { findRoute } from '../config/routes.js';
+import type { RouteRule } from '../config/routes.js';
 import { deny, type Denial } from '../errors.js';
 import type { PreparedKey } from '../store/key-cache.js';
 
 /**
  * Authorization for an authenticated key (all failures 403 10403):
  * the caller's IP must be on the key's allow-list when it has one, the route
- * must be listed (unless unlistedRoutes is "allow"), and the key must hold
- * every scope the route requires.
+ * (matched once by the gateway) must be listed unless unlistedRoutes is
+ * "allow", and the key must hold every scope the route requires.
  */
 export function authorize(
   key: PreparedKey,
-  request: { method: string; path: string; clientIp: string | undefined },
-  policy: Policy,
+  clientIp: string | undefined,
+  route: RouteRule | undefined,
+  unlistedRoutes: Policy['unlistedRoutes'],
 ): { ok: true; route: string } | Denial {
-  if (key.allowList && (request.clientIp === undefined || !ipAllowed(key.allowList, request.clientIp))) {
+  if (key.allowList && (clientIp === undefined || !ipAllowed(key.allowList, clientIp))) {
     return deny(10403, 'ip_denied');
   }
-  const route = findRoute(policy.routes, request.method, request.path);
-  if (!route) return policy.unlistedRoutes === 'allow' ? { ok: true, route: 'unlisted' } : deny(10403, 'route_not_listed');
+  if (!route) return unlistedRoutes === 'allow' ? { ok: true, route: 'unlisted' } : deny(10403, 'route_not_listed');
   for (const scope of route.scopes) if (!key.scopes.has(scope)) return deny(10403, 'scope_denied');
   return { ok: true, route: route.pattern };
 }

@@ -8,6 +8,7 @@ import { parseKeyRecord, type KeyRecord } from '../../src/store/key-record.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
 import type { Store } from '../../src/store/types.js';
 import { systemClock } from '../../src/clock.js';
+import { waitStoreReady } from '../../src/store/wait-ready.js';
 
 export interface RunningKeygate {
   readonly url: string;
@@ -81,15 +82,4 @@ export async function startKeygate(options: {
   };
 }
 
-/** Waits until the Redis-backed store answers (connection is asynchronous). */
-export async function waitStoreReady(store: Store, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      return await store.ping();
-    } catch (err) {
-      if (Date.now() > deadline) throw err;
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
-}
+export { waitStoreReady } from '../../src/store/wait-ready.js';
