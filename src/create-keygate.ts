@@ -29,6 +29,8 @@ export interface Keygate {
   readonly admin: Server;
   readonly store: Store;
   readonly metrics: Metrics;
+  /** What /readyz answers: undefined when ready, otherwise the reason (store_unavailable, no_keys, shutting_down). */
+  ready(): Promise<string | undefined>;
   /** Embedded mode: re-reads KEYGATE_KEYS_FILE (what SIGHUP does). Returns false if the file was rejected. */
   reloadKeys(): boolean;
   /** Binds both ports; resolves with the actual ports (0 in config = any free port). */
@@ -100,7 +102,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   );
   const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder });
   let closing = false;
-  const admin = createAdminServer({ metrics, ready: createReadiness({ store, closing: () => closing }) });
+  const ready = createReadiness({ store, closing: () => closing });
+  const admin = createAdminServer({ metrics, ready });
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');
@@ -120,6 +123,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     admin,
     store,
     metrics,
+    ready,
     reloadKeys: () => watcher?.reload('reload requested') ?? false,
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);

@@ -43,8 +43,9 @@ async function runWorker(config: Config, logger: Logger): Promise<number> {
   AggregatorRegistry.setRegistries([keygate.metrics.registry]);
   process.on('message', (m: unknown) => {
     if (!isMessage(m) || m.type !== 'keygate:readyz') return;
-    keygate.store.ping().then(
-      () => process.send?.({ type: 'keygate:readyz', id: m.id }),
+    // The same readiness as a single process: store answers, keys loaded, not draining.
+    keygate.ready().then(
+      (reason) => process.send?.({ type: 'keygate:readyz', id: m.id, ...(reason !== undefined && { reason }) }),
       () => process.send?.({ type: 'keygate:readyz', id: m.id, reason: 'store_unavailable' }),
     );
   });

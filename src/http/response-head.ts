@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 // Hop-by-hop response headers: they describe the upstream connection, not the response.
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te']);
+const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te']);
 
 /**
  * Copies the upstream's status and end-to-end headers onto the client
@@ -13,9 +13,14 @@ const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'tra
 export function copyResponseHead(upstream: IncomingMessage, res: ServerResponse): void {
   res.statusCode = upstream.statusCode ?? 502;
   if (upstream.statusMessage) res.statusMessage = upstream.statusMessage;
-  const dropped = new Set(HOP_BY_HOP);
+  // Headers the upstream names in Connection are hop-by-hop too; copy the set only then.
   const connection = upstream.headers.connection;
-  if (typeof connection === 'string') for (const name of connection.split(',')) dropped.add(name.trim().toLowerCase());
+  let dropped = HOP_BY_HOP;
+  if (typeof connection === 'string') {
+    const named = new Set(HOP_BY_HOP);
+    for (const name of connection.split(',')) named.add(name.trim().toLowerCase());
+    dropped = named;
+  }
   const grouped = new Map<string, { name: string; values: string[] }>();
   const raw = upstream.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
