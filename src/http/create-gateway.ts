@@ -5,7 +5,7 @@ import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config } from '../config/load-config.js';
 import { findRoute } from '../config/routes.js';
-import { ERRORS, errorBody, type Denial, type ErrorCode, type Reason } from '../errors.js';
+import { ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
@@ -23,7 +23,6 @@ export const TIME_PATH = '/api/v3/time';
 export const SERVER_TIME_HEADER = 'x-server-time';
 
 const REQUEST_LINE_REDACT = ['authorization', 'token', 'secret', 'apiSecret'];
-const CONNECT_BODY = JSON.stringify(errorBody(40000));
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -79,23 +78,24 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   // 'request' like any other, so it is authenticated and forwarded as plain HTTP (Upgrade is hop-by-hop).
   server.on('connect', (req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    metrics.requests.inc({ code: '40000' });
-    metrics.rejections.inc({ code: '40000', reason: 'bad_target' });
-    requestLogger.info({ method: req.method, code: 40000, reason: 'bad_target', status: 400 }, 'request');
-    socket.end(`HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\nContent-Length: ${CONNECT_BODY.length}\r\nConnection: close\r\n\r\n${CONNECT_BODY}`);
+    refuseRaw(socket, 40000, 'bad_target', { method: req.method, clientIp: normalizeIp(socket.remoteAddress ?? '') });
   });
   server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
     // A reset or a socket already answering another request: nothing can be said on it.
     if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent) return socket.destroy();
     const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 43100 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 40800 : 40000;
     const reason: Reason = code === 43100 ? 'headers_too_large' : code === 40800 ? 'request_timeout' : 'bad_request';
+    // The parser's error code, never its raw bytes.
+    refuseRaw(socket, code, reason, { clientIp: normalizeIp(socket.remoteAddress ?? ''), parserError: err.code });
+  });
+
+  /** Refusals with no ServerResponse (CONNECT, parser errors): same metrics and one log line, written to the socket. */
+  function refuseRaw(socket: Socket, code: ErrorCode, reason: Reason, fields: Record<string, unknown>) {
     metrics.requests.inc({ code: String(code) });
     metrics.rejections.inc({ code: String(code), reason });
-    // The same one line per request as below; the parser's error code, never its raw bytes.
-    const line = { clientIp: normalizeIp(socket.remoteAddress ?? ''), code, reason, status: ERRORS[code].status, parserError: err.code };
-    requestLogger.info(line, 'request');
+    requestLogger.info({ ...fields, code, reason, status: ERRORS[code].status }, 'request');
     renderRawError(socket, code);
-  });
+  }
 
   function finish(res: ServerResponse, log: RequestLog, started: number) {
     res.once('close', () => {

@@ -1,14 +1,9 @@
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ERRORS, type ErrorCode } from '../errors.js';
+import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js';
 
 // Bodies are fixed per code: build them once.
-const BODIES = new Map<ErrorCode, Buffer>(
-  (Object.keys(ERRORS) as unknown as ErrorCode[]).map((c) => {
-    const code = Number(c) as ErrorCode;
-    return [code, Buffer.from(JSON.stringify({ code, message: ERRORS[code].message }))];
-  }),
-);
+const BODIES = new Map<ErrorCode, Buffer>(ERROR_CODES.map((code) => [code, Buffer.from(JSON.stringify(errorBody(code)))]));
 
 /**
  * For requests Node's parser refused (no ServerResponse exists): writes the
