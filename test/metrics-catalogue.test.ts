@@ -66,6 +66,7 @@ describe('each rejection reason belongs to one code, in the code and in the READ
   const uses = [
     ...[...src.matchAll(/deny\((\d{5}), '([a-z_]+)'\)/g)],
     ...[...src.matchAll(/code: (\d{5}), reason: '([a-z_]+)'/g)],
+    ...[...src.matchAll(/refuseRaw\(socket, (\d{5}), '([a-z_]+)'/g)],
   ].map(([, code, reason]) => [reason as string, Number(code)] as const);
 
   it('finds the deny() calls it checks', () => {
