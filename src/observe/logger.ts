@@ -25,9 +25,33 @@ export const REDACT_PATHS = [
  */
 export const LOG_BUFFER_MAX_BYTES = 16 * 1024 * 1024;
 
-export function boundedDestination(options: { fd?: number; maxBytes?: number; onFirstDrop?: () => void } = {}): DestinationStream {
+/**
+ * Lines are written in batches: once this many bytes are pending, or every
+ * LOG_FLUSH_INTERVAL_MS, whichever comes first, and at exit (pino flushes its
+ * destination on process exit). One write per line cost a syscall and a
+ * thread-pool round trip per request.
+ */
+export const LOG_BATCH_BYTES = 8 * 1024;
+export const LOG_FLUSH_INTERVAL_MS = 100;
+
+export interface DestinationOptions {
+  readonly fd?: number;
+  readonly maxBytes?: number;
+  /** 0 writes each line as soon as possible. */
+  readonly batchBytes?: number;
+  readonly flushIntervalMs?: number;
+  readonly onFirstDrop?: () => void;
+}
+
+export function boundedDestination(options: DestinationOptions = {}): DestinationStream {
   const maxBytes = options.maxBytes ?? LOG_BUFFER_MAX_BYTES;
-  const dest = pino.destination({ fd: options.fd ?? 1, sync: false, maxLength: maxBytes });
+  const dest = pino.destination({
+    fd: options.fd ?? 1,
+    sync: false,
+    maxLength: maxBytes,
+    minLength: options.batchBytes ?? LOG_BATCH_BYTES,
+    periodicFlush: options.flushIntervalMs ?? LOG_FLUSH_INTERVAL_MS,
+  });
   let warned = false;
   dest.on('drop', () => {
     if (warned) return;
@@ -47,4 +71,15 @@ export function createLogger(options: { level: string }, destination?: Destinati
     },
     destination ?? boundedDestination(),
   );
+}
+
+const REQUEST_LINE_REDACT = ['authorization', 'token', 'secret', 'apiSecret'];
+
+/**
+ * The logger for the one line per request. Those lines are built from a fixed
+ * allow-list of fields (see create-gateway.ts), so flat redaction paths
+ * suffice; the wildcard paths above cost about 7 µs a line.
+ */
+export function createRequestLogger(logger: Logger): Logger {
+  return logger.child({}, { redact: { paths: REQUEST_LINE_REDACT, censor: '[redacted]' } });
 }
