@@ -13,23 +13,29 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'pr
 export function copyResponseHead(upstream: IncomingMessage, res: ServerResponse): void {
   res.statusCode = upstream.statusCode ?? 502;
   if (upstream.statusMessage) res.statusMessage = upstream.statusMessage;
-  // Headers the upstream names in Connection are hop-by-hop too; copy the set only then.
-  const connection = upstream.headers.connection;
-  let dropped = HOP_BY_HOP;
-  if (typeof connection === 'string') {
-    const named = new Set(HOP_BY_HOP);
-    for (const name of connection.split(',')) named.add(name.trim().toLowerCase());
-    dropped = named;
-  }
-  const grouped = new Map<string, { name: string; values: string[] }>();
+  const dropped = hopByHop(upstream.headers.connection);
+  // The first occurrence of a name replaces anything set so far (X-Request-Id); repeats are appended.
+  const seen = new Set<string>();
   const raw = upstream.rawHeaders;
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
     const lower = name.toLowerCase();
     if (dropped.has(lower)) continue;
-    const entry = grouped.get(lower) ?? { name, values: [] };
-    entry.values.push(raw[i + 1] as string);
-    grouped.set(lower, entry);
+    if (seen.has(lower)) res.appendHeader(name, raw[i + 1] as string);
+    else {
+      seen.add(lower);
+      res.setHeader(name, raw[i + 1] as string);
+    }
   }
-  for (const { name, values } of grouped.values()) res.setHeader(name, values.length === 1 ? (values[0] as string) : values);
+}
+
+/** The fixed hop-by-hop set, plus any other header the upstream names in Connection (copied only then). */
+function hopByHop(connection: string | undefined): ReadonlySet<string> {
+  if (connection === undefined) return HOP_BY_HOP;
+  let named: Set<string> | undefined;
+  for (const token of connection.split(',')) {
+    const name = token.trim().toLowerCase();
+    if (!HOP_BY_HOP.has(name)) (named ??= new Set(HOP_BY_HOP)).add(name);
+  }
+  return named ?? HOP_BY_HOP;
 }

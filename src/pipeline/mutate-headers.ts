@@ -5,8 +5,11 @@ export const KEY_ID_HEADER = 'x-api-key-id';
 // `expect` too: Keygate answers 100-continue itself, only once a request is authorised.
 const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'te', 'trailer', 'upgrade', 'expect'];
 // Header names as a lenient server may fold them: "_", "." and other token punctuation read as "-".
-const folded = (name: string) => name.replace(/[^a-z0-9]/g, '-');
-const FORWARDING = ['forwarded', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip'];
+// Node lower-cases names, so most are already plain and need no folding.
+const PLAIN_NAME = /^[a-z0-9-]*$/;
+const folded = (name: string) => (PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-'));
+const FORWARDING: ReadonlySet<string> = new Set(['forwarded', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip']);
+const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'authorization']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface HeaderContext {
@@ -37,18 +40,19 @@ export function mutateHeaders(headers: IncomingHttpHeaders, ctx: HeaderContext, 
   if (typeof connection === 'string') {
     for (const name of connection.split(',')) delete headers[name.trim().toLowerCase()];
   }
-  for (const name of HOP_BY_HOP) delete headers[name];
-  delete headers.authorization;
-  for (const name of Object.keys(headers)) {
-    if (folded(name).startsWith('x-api-key')) delete headers[name];
-  }
+  // Read before the sweep below removes them: only a trusted proxy's values are extended.
   const priorFor = ctx.peerTrusted ? headers['x-forwarded-for'] : undefined;
   const priorProto = ctx.peerTrusted ? headers['x-forwarded-proto'] : undefined;
   const priorHost = ctx.peerTrusted ? headers['x-forwarded-host'] : undefined;
-  if (!ctx.peerTrusted) for (const name of FORWARDING) delete headers[name];
+  // One pass: hop-by-hop and Authorization, every X-Api-Key-* and every forwarding header in any
+  // spelling ("_" and other punctuation for "-": some servers fold them). Ours are set afresh below.
   for (const name of Object.keys(headers)) {
-    // Underscore (and other) spellings of forwarding headers are dropped too: some servers fold "_" into "-".
-    if (FORWARDING.includes(folded(name))) delete headers[name];
+    if (ALWAYS_DROPPED.has(name)) {
+      delete headers[name];
+      continue;
+    }
+    const canonical = folded(name);
+    if (FORWARDING.has(canonical) || canonical.startsWith('x-api-key')) delete headers[name];
   }
 
   if (ctx.keyId !== undefined) headers[KEY_ID_HEADER] = ctx.keyId;
