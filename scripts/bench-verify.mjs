@@ -7,14 +7,21 @@
 // It measures the levers named in README "Performance": jose with a cached
 // CryptoKey (what Keygate does) versus jose re-importing raw bytes, bare
 // WebCrypto, and node:crypto HMAC (not used: Keygate verifies with jose);
-// the structural pre-checks; one log line; and a whole authenticate() call.
+// the structural pre-checks; one log line; the request header sweep and the
+// response head copy; and a whole authenticate() call. Each figure is the
+// wall time of one call, calls made one after another (so an async call's
+// thread-pool round trip is in it).
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { openSync } from 'node:fs';
+import { IncomingMessage, ServerResponse } from 'node:http';
+import { Socket } from 'node:net';
 import { compactVerify } from 'jose';
-import pino from 'pino';
 import { systemClock } from '../dist/clock.js';
-import { createLogger } from '../dist/observe/logger.js';
+import { copyResponseHead } from '../dist/http/response-head.js';
+import { boundedDestination, createLogger, createRequestLogger } from '../dist/observe/logger.js';
 import { createAuthenticator } from '../dist/pipeline/authenticate.js';
 import { decodeToken } from '../dist/pipeline/decode-token.js';
+import { mutateHeaders } from '../dist/pipeline/mutate-headers.js';
 import { createKeyCache } from '../dist/store/key-cache.js';
 import { parseKeyRecord } from '../dist/store/key-record.js';
 import { createMemoryStore } from '../dist/store/memory-store.js';
@@ -35,8 +42,16 @@ const keys = createKeyCache({ ttlMs: 60_000, negativeTtlMs: 1_000, maxEntries: 1
 const auth = createAuthenticator({ maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 }, { keys, store, clock });
 const cryptoKey = (await keys.get('k')).verifyKeys[0].key;
 const rawKey = new TextEncoder().encode(SECRET);
-const logger = createLogger({ level: 'info' }, pino.destination({ dest: '/dev/null', sync: false }));
+// Keygate's own destination (batched writes), pointed at /dev/null.
+const logger = createRequestLogger(createLogger({ level: 'info' }, boundedDestination({ fd: openSync('/dev/null', 'w') })));
 const decodeOptions = { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 };
+
+// An upstream response head as the bench upstream sends it, and a request to answer.
+const upstreamRes = new IncomingMessage(new Socket());
+upstreamRes.statusCode = 200;
+upstreamRes.rawHeaders = ['Content-Type', 'application/json', 'Content-Length', '28', 'Date', 'Sun, 22 Nov 2026 09:00:00 GMT', 'Connection', 'keep-alive', 'Keep-Alive', 'timeout=60'];
+upstreamRes.headers = { 'content-type': 'application/json', 'content-length': '28', date: 'Sun, 22 Nov 2026 09:00:00 GMT', connection: 'keep-alive', 'keep-alive': 'timeout=60' };
+const clientReq = new IncomingMessage(new Socket());
 
 const variants = {
   'jose, cached CryptoKey (used)': (t) => compactVerify(t, cryptoKey, { algorithms: ['HS256'] }),
@@ -50,8 +65,15 @@ const variants = {
     return timingSafeEqual(createHmac('sha256', SECRET).update(t.slice(0, d)).digest(), Buffer.from(t.slice(d + 1), 'base64url'));
   },
   'decodeToken pre-checks': (t) => decodeToken(t, decodeOptions),
-  'one pino request line': () =>
+  'one request log line (pino)': () =>
     logger.info({ requestId: 'f7c1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'k', code: 'ok', status: 200, authMs: 0.05, upstreamMs: 0.4, durationMs: 0.6 }, 'request'),
+  'mutateHeaders (request header sweep)': () =>
+    mutateHeaders({ host: '127.0.0.1:8080', 'user-agent': 'wrk', accept: '*/*', authorization: 'Bearer x', 'x-request-id': 'r1', connection: 'keep-alive' }, { keyId: 'bench', peerIp: '127.0.0.1', peerTrusted: false }, 'r1'),
+  'copyResponseHead (with a new ServerResponse)': () => {
+    const res = new ServerResponse(clientReq);
+    res.setHeader('x-request-id', 'r1');
+    copyResponseHead(upstreamRes, res);
+  },
   'authenticate() end to end (memory store)': (t) => auth(['Authorization', `Bearer ${t}`]),
 };
 

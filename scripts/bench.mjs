@@ -9,14 +9,30 @@
 // round, so that drift on a shared machine affects all of them alike. Load
 // comes from wrk (a separate process) with pre-minted tokens: every request
 // carries a fresh nonce.
-import { spawn, spawnSync } from 'node:child_process';
-import { createHmac } from 'node:crypto';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import {
+  PATH,
+  createChildren,
+  cpuUs,
+  currentRssMb,
+  freePort,
+  jsonPort,
+  keygateEnv,
+  median,
+  mintTokens as mintTokensIn,
+  peakRssMb,
+  round3,
+  runMain,
+  sleep,
+  startRedisWithKey,
+  treeSum,
+  writeResult,
+} from './bench/lib.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -33,9 +49,6 @@ const DURATION = Number(args.duration ?? (args.short ? 2 : 10));
 const ROUNDS = Number(args.rounds ?? (args.short ? 1 : 3));
 const CONNECTIONS = Number(args.connections);
 const THREADS = 2;
-const API_KEY = 'bench-key';
-const SECRET = 'bench-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 
 if (spawnSync('wrk', ['--version']).error) {
   console.error('bench: wrk is not on PATH (apt-get install -y wrk); .ci/run installs it');
@@ -43,104 +56,9 @@ if (spawnSync('wrk', ['--version']).error) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-'));
-const children = [];
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/**
- * Starts a child and waits until `ready(outputSoFar)` is true. Output goes to
- * a file, never to a pipe: this process blocks in spawnSync(wrk) during a run,
- * and an undrained pipe would make Keygate's async logger buffer every line
- * in memory (which a production log shipper does not do).
- */
-async function start(name, cmd, argv, env, ready) {
-  const logFile = join(dir, `${name}.log`);
-  const fd = openSync(logFile, 'w');
-  const child = spawn(cmd, argv, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  children.push(child);
-  const output = () => readFileSync(logFile, 'utf8');
-  const deadline = Date.now() + 15_000;
-  while (!ready(output())) {
-    if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${name} did not start: ${output().slice(0, 2000)}`);
-    await sleep(20);
-  }
-  child.output = output;
-  return child;
-}
-
-function peakRssMb(pid) {
-  try {
-    const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-    return Number(/VmHWM:\s+(\d+)/.exec(status)[1]) / 1024;
-  } catch {
-    return undefined;
-  }
-}
-
-function currentRssMb(pid) {
-  try {
-    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
-  } catch {
-    return undefined;
-  }
-}
-
-/** CPU time (user + system) a process has used so far, in µs (/proc/<pid>/stat, clock ticks). */
-function cpuUs(pid) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    // fields[11] = utime, fields[12] = stime (fields 14 and 15 of stat(5), counted after the comm field)
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
-  } catch {
-    return undefined;
-  }
-}
-const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
-
-/** Sum over a process and its direct children (KEYGATE_WORKERS > 1 runs workers). */
-function treeSum(pid, fn) {
-  let total = fn(pid) ?? 0;
-  try {
-    for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) total += fn(Number(c)) ?? 0;
-  } catch {
-    // no children file: single process
-  }
-  return total;
-}
-
-const HEADER = Buffer.from('{"alg":"HS256","typ":"JWT"}').toString('base64url');
-function mint(nonce, secret = SECRET) {
-  const payload = Buffer.from(JSON.stringify({ type: 'OpenAPIV2', sub: API_KEY, nonce: nonce.toString() })).toString('base64url');
-  const sig = createHmac('sha256', secret).update(`${HEADER}.${payload}`).digest('base64url');
-  return `${HEADER}.${payload}.${sig}`;
-}
-
-/** Writes `count` tokens, each with a fresh nonce; `mix` sets the share of replays and bad signatures. */
-function mintTokens(count, mix = { replay: 0, bad: 0 }) {
-  const file = join(dir, `tokens-${Date.now()}.txt`);
-  const lines = new Array(count);
-  let nonce = BigInt(Date.now()) * 1_000_000n;
-  let last = mint(nonce);
-  for (let i = 0; i < count; i++) {
-    const r = (i * 7919) % 100; // deterministic spread
-    if (r < mix.replay * 100 && i > 0) lines[i] = last;
-    else if (r < (mix.replay + mix.bad) * 100) lines[i] = mint(++nonce, 'wrong-secret-0123456789abcdef');
-    else lines[i] = last = mint(++nonce);
-  }
-  writeFileSync(file, `${lines.join('\n')}\n`);
-  return file;
-}
+const children = createChildren(dir, root);
+const start = children.start;
+const mintTokens = (count, mix) => mintTokensIn(dir, count, mix);
 
 function runWrk(url, tokensFile, seconds) {
   const r = spawnSync('wrk', [`-t${THREADS}`, `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', join(root, 'scripts/bench/load.lua'), url], {
@@ -159,28 +77,10 @@ async function redisInfoMemory(port) {
   return Number(/used_memory:(\d+)/.exec(r.stdout)?.[1] ?? NaN);
 }
 
-const median = (xs) => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
-
 async function main() {
   const startedAt = new Date().toISOString();
   // --- infrastructure -------------------------------------------------------
-  const redisPort = await freePort();
-  await start('redis', 'redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {}, () =>
-    spawnSync('redis-cli', ['-p', String(redisPort), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG',
-  );
-  const redisUrl = `redis://127.0.0.1:${redisPort}`;
-  const keysFile = join(dir, 'keys.yaml');
-  writeFileSync(keysFile, `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench, scopes: [accounts:read] }\n`);
-  const imp = spawnSync('node', ['bin/keygate.js', 'keys', 'import', keysFile], { cwd: root, env: { ...process.env, KEYGATE_REDIS_URL: redisUrl }, encoding: 'utf8' });
-  if (imp.status !== 0) throw new Error(`key import failed: ${imp.stderr}`);
-
-  const jsonPort = (out) => {
-    const m = /\{"port":(\d+)\}/.exec(out);
-    return m ? Number(m[1]) : undefined;
-  };
+  const { port: redisPort, url: redisUrl, keysFile } = await startRedisWithKey(children, dir, root);
   const upstream = await start('upstream', 'node', ['scripts/bench/upstream.mjs'], {}, (o) => jsonPort(o) !== undefined);
   const upstreamUrl = `http://127.0.0.1:${jsonPort(upstream.output())}`;
   const bare = await start('bare-proxy', 'node', ['scripts/bench/bare-proxy.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
@@ -188,17 +88,7 @@ async function main() {
 
   async function keygate(name, env) {
     const port = await freePort();
-    const adminPort = await freePort();
-    const child = await start(name, 'node', ['bin/keygate.js', 'serve'], {
-      KEYGATE_UPSTREAM: upstreamUrl,
-      KEYGATE_PORT: String(port),
-      KEYGATE_ADMIN_PORT: String(adminPort),
-      KEYGATE_HOST: '127.0.0.1',
-      KEYGATE_LOG_LEVEL: 'info',
-      KEYGATE_REDIS_URL: '',
-      KEYGATE_KEYS_FILE: '',
-      ...env,
-    }, (o) => o.includes('keygate started'));
+    const child = await start(name, 'node', ['bin/keygate.js', 'serve'], keygateEnv(upstreamUrl, port, await freePort(), env), (o) => o.includes('keygate started'));
     return { name, child, url: `http://127.0.0.1:${port}`, pid: child.pid };
   }
   const kgRedis = await keygate('keygate-redis', { KEYGATE_REDIS_URL: redisUrl });
@@ -319,21 +209,10 @@ async function main() {
     redisNonceBytesPerRequest: Math.round(nonceBytesPerRequest),
     ...(million && { million }),
   };
-  mkdirSync(dirname(args.out), { recursive: true });
-  writeFileSync(args.out, `${JSON.stringify(result, null, 2)}\n`);
   console.log(JSON.stringify({ ratios: result.ratios, pureRejection: rejection, workers, redisNonceBytesPerRequest: result.redisNonceBytesPerRequest }, null, 2));
-  console.log(`wrote ${args.out}`);
+  writeResult(args.out, result);
 }
 
-function round3(x) {
-  return Math.round(x * 1000) / 1000;
-}
-
-main()
-  .catch((err) => {
-    console.error(err);
-    process.exitCode = 1;
-  })
-  .finally(() => {
-    for (const c of children) c.kill('SIGTERM');
-  });
+runMain(main, () => {
+  children.killAll();
+});

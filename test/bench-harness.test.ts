@@ -33,4 +33,19 @@ describe('benchmark harness (short mode)', () => {
     }
     expect(r.redisNonceBytesPerRequest).toBeGreaterThan(0);
   });
+
+  it('A/B: builds the baseline revision in a worktree and measures both builds side by side', { timeout: 180_000 }, async () => {
+    const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-ab-test-')), 'ab.json');
+    await run('node', ['scripts/bench-ab.mjs', '--baseline', 'HEAD', '--rate', '300', '--duration', '1', '--rounds', '1', '--stores', 'embedded', '--public', '--out', out], {
+      timeout: 170_000,
+      maxBuffer: 10_000_000,
+    });
+    const r = JSON.parse(readFileSync(out, 'utf8'));
+    expect(r.builds.baseline).toMatch(/^HEAD \([0-9a-f]{7,}\)$/);
+    for (const name of ['bare-http-proxy', 'current:embedded', 'baseline:embedded', 'current:public']) expect(r.targets[name].cpuUsPerRequest, name).toBeGreaterThan(0);
+    expect(r.comparison.embedded.cpuCurrentVsBaseline).toBeGreaterThan(0);
+    // The worktree is removed afterwards.
+    const { stdout } = await run('git', ['worktree', 'list', '--porcelain']);
+    expect(stdout).not.toContain('keygate-bench-ab-');
+  });
 });
