@@ -12,7 +12,7 @@ import { startWireUpstream, type WireUpstream } from './helpers/wire.js';
 const TOTAL = Number(process.env.KEYGATE_ABORTS ?? 10_000);
 const CONCURRENCY = 64;
 const WARM_UP = 3_000;
-/** Tolerances: a leak of even a few hundred bytes per aborted request would exceed the RSS one. */
+/** Tolerances: a leak of about 3.4 kB per aborted request (32 MiB / 10,000) would exceed the RSS one in both rounds. */
 const FD_SLACK = 4;
 const UPSTREAM_SOCKET_SLACK = 2;
 const RSS_SLACK_BYTES = 32 * 1024 * 1024;
@@ -82,7 +82,7 @@ async function run(port: number, n: number): Promise<Record<Kind, number>> {
 }
 
 /**
- * 10,000 clients that abort mid-body, mid-headers or mid-response, against
+ * Two rounds of 10,000 clients that abort mid-body, mid-headers or mid-response, against
  * Keygate as a child process: its open sockets (fds), the upstream agent's
  * sockets, in-flight requests and RSS must come back to the baseline.
  */
@@ -118,7 +118,7 @@ describe('adversarial: aborted requests do not leak', () => {
     await upstream?.close();
   });
 
-  it(`${TOTAL} aborted requests: sockets, in-flight requests and RSS return to baseline`, async () => {
+  it(`2 × ${TOTAL} aborted requests: sockets, in-flight requests and RSS return to baseline`, async () => {
     // Idle: one request served, nothing in flight. Sockets must come back to this.
     const first = await exchange(gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`, { quietMs: 3_000 });
     expect(first.statuses).toEqual([200]);
@@ -131,32 +131,44 @@ describe('adversarial: aborted requests do not leak', () => {
     const base = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
     expect(base.fds, 'the warm-up itself leaked sockets').toBeLessThanOrEqual(idle.fds + FD_SLACK + base.upstream);
 
-    const started = performance.now();
-    const counts = await run(gate.port, TOTAL);
-    const elapsedMs = Math.round(performance.now() - started);
-    const peak = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
+    /** Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there. */
+    const sample = async () => ({ fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss(), inflight: await gate.metric('keygate_inflight_requests') });
+    const settled = (s: Awaited<ReturnType<typeof sample>>) => s.fds <= idle.fds + FD_SLACK + s.upstream && s.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK && s.inflight === 0;
+    /** One round of TOTAL aborts, then wait (up to 10 s; no upstream timeout is involved, it is 30 s) for everything to drain. */
+    const round = async () => {
+      const started = performance.now();
+      const counts = await run(gate.port, TOTAL);
+      const elapsedMs = Math.round(performance.now() - started);
+      const peak = { fds: gate.fds(), rss: gate.rss() };
+      const deadline = performance.now() + 10_000;
+      let after = await sample();
+      while (performance.now() < deadline && !settled(after)) {
+        await settle(200);
+        after = await sample();
+      }
+      return { counts, elapsedMs, peak, after };
+    };
+    const one = await round();
+    const two = await round();
 
-    // Everything must drain on its own (no upstream timeout involved: it is 30 s by default).
-    const deadline = performance.now() + 10_000;
-    let after = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss(), inflight: await gate.metric('keygate_inflight_requests') };
-    // Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there.
-    const settled = () => after.fds <= idle.fds + FD_SLACK + after.upstream && after.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK && after.inflight === 0;
-    while (performance.now() < deadline && !settled()) {
-      await settle(200);
-      after = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss(), inflight: await gate.metric('keygate_inflight_requests') };
-    }
     const mb = (b: number) => Math.round((b / 1024 / 1024) * 10) / 10;
     // eslint-disable-next-line no-console
     console.log(
-      `[aborts] ${TOTAL} aborted requests ${JSON.stringify(counts)} in ${elapsedMs} ms; ` +
-        `fds idle ${idle.fds}, baseline ${base.fds} → right after ${peak.fds} → ${after.fds}; upstream sockets ${base.upstream} → right after ${peak.upstream} → ${after.upstream}; ` +
-        `RSS ${mb(base.rss)} MB → right after ${mb(peak.rss)} MB → ${mb(after.rss)} MB; in-flight ${after.inflight}; ` +
+      `[aborts] 2 × ${TOTAL} aborted requests ${JSON.stringify(one.counts)} in ${one.elapsedMs} + ${two.elapsedMs} ms; ` +
+        `fds idle ${idle.fds}, baseline ${base.fds} → ${one.after.fds} → ${two.after.fds}; upstream sockets ${base.upstream} → ${one.after.upstream} → ${two.after.upstream}; ` +
+        `RSS baseline ${mb(base.rss)} MB → after round 1 ${mb(one.after.rss)} MB → after round 2 ${mb(two.after.rss)} MB; in-flight ${two.after.inflight}; ` +
         `requests reaching the upstream: ${upstream.arrived.length} (incomplete: ${upstream.arrived.filter((a) => !a.complete).length})`,
     );
-    expect(after.inflight).toBe(0);
-    expect(after.fds).toBeLessThanOrEqual(idle.fds + FD_SLACK + after.upstream);
-    expect(after.upstream).toBeLessThanOrEqual(idle.upstream + UPSTREAM_SOCKET_SLACK);
-    expect(after.rss - base.rss).toBeLessThan(RSS_SLACK_BYTES);
+    for (const { after } of [one, two]) {
+      expect(after.inflight).toBe(0);
+      expect(after.fds).toBeLessThanOrEqual(idle.fds + FD_SLACK + after.upstream);
+      expect(after.upstream).toBeLessThanOrEqual(idle.upstream + UPSTREAM_SOCKET_SLACK);
+    }
+    // A leak grows RSS in every round by about the same amount. The heap settling
+    // into its working size under load (seen up to 40 MB in one round on a busy CI
+    // machine) happens once. So the smaller of the two rounds' growths is the signal.
+    const growth = Math.min(one.after.rss - base.rss, two.after.rss - one.after.rss);
+    expect(growth, `RSS grew in both rounds: ${mb(one.after.rss - base.rss)} MB, then ${mb(two.after.rss - one.after.rss)} MB`).toBeLessThan(RSS_SLACK_BYTES);
     // Only authenticated requests ever reached the upstream.
     expect(upstream.arrived.every((a) => a.headers['x-api-key-id'] === 'key-good')).toBe(true);
     // And Keygate still serves.
