@@ -131,22 +131,21 @@ describe('adversarial: aborted requests do not leak', () => {
     const base = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
     expect(base.fds, 'the warm-up itself leaked sockets').toBeLessThanOrEqual(idle.fds + FD_SLACK + base.upstream);
 
-    /** Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there. */
     const sample = async () => ({ fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss(), inflight: await gate.metric('keygate_inflight_requests') });
+    // Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there.
     const settled = (s: Awaited<ReturnType<typeof sample>>) => s.fds <= idle.fds + FD_SLACK + s.upstream && s.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK && s.inflight === 0;
     /** One round of TOTAL aborts, then wait (up to 10 s; no upstream timeout is involved, it is 30 s) for everything to drain. */
     const round = async () => {
       const started = performance.now();
       const counts = await run(gate.port, TOTAL);
       const elapsedMs = Math.round(performance.now() - started);
-      const peak = { fds: gate.fds(), rss: gate.rss() };
       const deadline = performance.now() + 10_000;
       let after = await sample();
       while (performance.now() < deadline && !settled(after)) {
         await settle(200);
         after = await sample();
       }
-      return { counts, elapsedMs, peak, after };
+      return { counts, elapsedMs, after };
     };
     const one = await round();
     const two = await round();
