@@ -97,7 +97,14 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     { keys, store, clock },
   );
   const forwarder = createForwarder(
-    { upstream: config.upstream, timeoutMs: config.limits.upstreamTimeoutMs, maxSockets: config.limits.upstreamMaxSockets },
+    {
+      upstream: config.upstream,
+      timeoutMs: config.limits.upstreamTimeoutMs,
+      maxSockets: config.limits.upstreamMaxSockets,
+      queueTimeoutMs: config.limits.upstreamQueueTimeoutMs,
+      minBodyBytesPerSecond: config.limits.minBodyBytesPerSecond,
+      bodyRateGraceMs: config.limits.bodyRateGraceMs,
+    },
     { logger },
   );
   const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder });
@@ -148,7 +155,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       proxy.closeAllConnections();
       admin.closeAllConnections();
       await new Promise<void>((resolve) => admin.close(() => resolve()));
-      forwarder.close();
+      await forwarder.close();
       watcher?.close();
       keys.close();
       unsubscribe();

@@ -7,9 +7,9 @@ const BODIES = new Map<ErrorCode, Buffer>(ERROR_CODES.map((code) => [code, Buffe
 
 /**
  * For requests Node's parser refused (no ServerResponse exists): writes the
- * catalogue's status and body straight to the socket and closes it.
+ * catalogue's status and body straight to the socket and closes it. Returns the status.
  */
-export function renderRawError(socket: Duplex, code: ErrorCode): void {
+export function renderRawError(socket: Duplex, code: ErrorCode): number {
   const body = BODIES.get(code) as Buffer;
   const status = ERRORS[code].status;
   const head =
@@ -19,6 +19,7 @@ export function renderRawError(socket: Duplex, code: ErrorCode): void {
     'Cache-Control: no-store\r\n' +
     'Connection: close\r\n\r\n';
   socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+  return status;
 }
 
 /** The only place an error becomes an HTTP response. */

@@ -20,5 +20,5 @@ export async function verifySignature(token: string, keys: readonly VerifyKey[],
       // try the next secret, if any
     }
   }
-  return deny(40106, 'bad_signature');
+  return deny('bad_signature');
 }
