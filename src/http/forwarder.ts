@@ -198,7 +198,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
         return;
       }
       deps.logger.debug({ err: err.message, errCode: err.code }, 'upstream error');
-      this.settle({ reason: err.code === 'UND_ERR_HEADERS_TIMEOUT' || err.code === 'UND_ERR_CONNECT_TIMEOUT' ? 'upstream_timeout' : 'upstream_error' });
+      this.settle({ reason: upstreamFailure(err) });
     }
   }
 
@@ -226,3 +226,12 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
 }
 
 function noop() {}
+
+/** undici's error → the reason Keygate answers with: too slow (504), spoke broken HTTP (502), or refused/reset (502). */
+function upstreamFailure(err: Error & { code?: string }): Reason {
+  const code = err.code ?? '';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return 'upstream_timeout';
+  // llhttp refused the response, or undici refused an unrequested 101 / a stray 100.
+  if (err.name === 'HTTPParserError' || code.startsWith('HPE_') || (code === 'UND_ERR_SOCKET' && /^bad (upgrade|response)$/.test(err.message))) return 'upstream_bad_response';
+  return 'upstream_error';
+}
