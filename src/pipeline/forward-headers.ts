@@ -118,7 +118,6 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
     }
   }
   if (hosts > 1) return deny('ambiguous_header');
-  if (body === 0) body = 'none';
 
   let named: Set<string> | undefined;
   if (connection !== undefined) {
