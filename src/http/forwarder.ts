@@ -85,6 +85,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     private resumeFn: (() => void) | undefined;
     private rateFrom = 0;
     private rateBytes = 0;
+    private held: Buffer | undefined;
 
     constructor(
       private readonly req: IncomingMessage,
@@ -180,13 +181,28 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     }
 
     onData(chunk: Buffer): boolean {
-      if (this.res.write(chunk)) return true;
+      // The latest chunk is held until the end of this tick: a response whose body arrives
+      // with its end leaves in one write (res.end(chunk)) instead of two; a streamed body is
+      // never delayed past the tick its bytes arrived in.
+      if (this.held !== undefined) this.res.write(this.held);
+      else queueMicrotask(this.flush);
+      this.held = chunk;
+      if (!this.res.writableNeedDrain) return true;
       this.res.once('drain', this.resumeFn as () => void);
       return false;
     }
 
+    private readonly flush = () => {
+      const held = this.held;
+      this.held = undefined;
+      if (held !== undefined && !this.res.writableEnded) this.res.write(held);
+    };
+
     onComplete() {
-      this.res.end();
+      const held = this.held;
+      this.held = undefined;
+      if (held === undefined) this.res.end();
+      else this.res.end(held);
     }
 
     onError(err: Error & { code?: string }) {

@@ -12,7 +12,8 @@ export interface Metrics {
   readonly rejections: Counter<'code' | 'reason'>;
   readonly authSeconds: Histogram<'outcome'>;
   readonly upstreamSeconds: Histogram<'status_class'>;
-  readonly inflight: Gauge;
+  /** Requests being handled now: a plain number on the request path, read by the gauge at scrape time. */
+  readonly inflight: InFlight;
   readonly keyCache: Counter<'event'>;
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
@@ -26,6 +27,12 @@ interface Incrementable {
 }
 interface Observable {
   observe(value: number): void;
+}
+
+export interface InFlight {
+  inc(): void;
+  dec(): void;
+  readonly value: number;
 }
 
 export interface BoundMetrics {
@@ -90,6 +97,22 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  let live = 0;
+  const inflight: InFlight = {
+    inc: () => void live++,
+    dec: () => void live--,
+    get value() {
+      return live;
+    },
+  };
+  new Gauge({
+    name: 'keygate_inflight_requests',
+    help: 'Requests being handled now',
+    registers: [registry],
+    collect() {
+      this.set(live);
+    },
+  });
   const bound: BoundMetrics = {
     requests: new Map([OK, TIME, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
     rejections: Object.fromEntries(
@@ -105,7 +128,7 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
     rejections,
     authSeconds,
     upstreamSeconds,
-    inflight: new Gauge({ name: 'keygate_inflight_requests', help: 'Requests being handled now', registers: [registry] }),
+    inflight,
     keyCache: new Counter({
       name: 'keygate_key_cache_events_total',
       help: 'Key cache lookups and evictions (event: hit, miss, evict_change, evict_flush, evict_size)',
