@@ -68,6 +68,7 @@ export const REASONS = Object.freeze({
   upstream_error: reason(50200, 'upstream refused or reset the connection'),
   upstream_bad_response: reason(50200, 'upstream answered with an invalid status line, status or header'),
   upstream_busy: reason(50300, 'no upstream connection became free within the queue timeout'),
+  overloaded: reason(50300, 'more requests in progress than KEYGATE_MAX_IN_FLIGHT: shed before any token work'),
   upstream_timeout: reason(50400, 'upstream did not answer within the timeout'),
 } as const);
 

@@ -55,6 +55,8 @@ export interface Limits {
   readonly requestTimeoutMs: number;
   readonly keepAliveTimeoutMs: number;
   readonly maxHeaderBytes: number;
+  /** Requests in progress per process beyond which a new one is shed at once (503 overloaded). */
+  readonly maxInFlight: number;
   /** More header fields than this: 431 too_many_headers. */
   readonly maxHeaderCount: number;
   /** Longest wait for a free upstream connection before 503 upstream_busy. */
@@ -138,6 +140,7 @@ export function loadConfig(env: Env): Config {
     keepAliveTimeoutMs: int('KEYGATE_KEEP_ALIVE_TIMEOUT_MS', 5_000, 1, 600_000),
     maxHeaderBytes: int('KEYGATE_MAX_HEADER_BYTES', 16_384, 1024, 1_048_576),
     maxHeaderCount: int('KEYGATE_MAX_HEADER_COUNT', 100, 8, 1_000),
+    maxInFlight: int('KEYGATE_MAX_IN_FLIGHT', 1_024, 1, 1_000_000),
     upstreamQueueTimeoutMs: int('KEYGATE_UPSTREAM_QUEUE_TIMEOUT_MS', 2_000, 1, 600_000),
     minBodyBytesPerSecond: int('KEYGATE_MIN_BODY_BYTES_PER_SECOND', 1_024, 0, 1_073_741_824),
     bodyRateGraceMs: int('KEYGATE_BODY_RATE_GRACE_MS', 2_000, 1, 600_000),

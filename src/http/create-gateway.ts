@@ -121,6 +121,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
 
   function begin(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {
     const started = performance.now();
+    // Admission control, before any other work: past the bound a request is shed at once
+    // with an honest reason, and the requests already admitted keep the CPU they need.
+    const shed = metrics.inflight.value >= limits.maxInFlight;
     metrics.inflight.inc();
     const log: RequestLog = { requestId: requestIdOf(req.headers['x-request-id']), method: req.method, route: undefined, clientIp: undefined };
     // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
@@ -132,6 +135,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       record(log);
     });
     try {
+      if (shed) return refuse(res, log, deny('overloaded'));
       handle(req, res, log, started, expectContinue);
     } catch (err) {
       internalError(res, log, err);
