@@ -119,7 +119,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const listenOn = (server: Server, port: number, host: string) =>
     new Promise<number>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      // A deep accept queue: a burst of thousands of connections waits to be accepted instead
+      // of having its SYNs dropped and retried seconds later (the kernel caps it at somaxconn).
+      server.listen({ port, host, backlog: 4_096 }, () => {
         server.off('error', reject);
         resolve((server.address() as AddressInfo).port);
       });
