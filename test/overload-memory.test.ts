@@ -83,8 +83,13 @@ describe('overload: memory', () => {
     // eslint-disable-next-line no-console
     console.log(`[overload-memory] RSS after each round ${rss.map((b) => (b / MB).toFixed(1)).join(' → ')} MB, peak ${(peak / MB).toFixed(1)} MB`);
     expect(peak).toBeLessThan(300 * MB);
-    // No growth across rounds: the third round ends within 24 MB of the first.
-    expect((rss[ROUNDS - 1] as number) - (rss[0] as number)).toBeLessThan(24 * MB);
+    // No growth across rounds. RSS moves by up to ~15 MB between rounds as the heap settles,
+    // but a leak grows it in every round: the smaller round-to-round growth stays under 12 MB
+    // (a leak of 8 kB per connection adds 12 MB in each round), and
+    // the last round ends within 40 MB of the first.
+    const growth = rss.slice(1).map((b, i) => b - (rss[i] as number));
+    expect(Math.min(...growth)).toBeLessThan(12 * MB);
+    expect((rss[ROUNDS - 1] as number) - (rss[0] as number)).toBeLessThan(40 * MB);
     expect(await gate.metric('keygate_inflight_requests')).toBe(0);
   });
 });
