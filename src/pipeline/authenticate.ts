@@ -39,7 +39,7 @@ export function createAuthenticator(options: DecodeOptions, deps: { keys: KeyCac
     if (key.record.state !== 'active') return deny('revoked');
     if (nowMs >= key.expiresAtMs) return deny('expired_key');
 
-    const signature = await verifySignature(credentials.token, key.verifyKeys, nowMs);
+    const signature = verifySignature(credentials.token, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
 
     const first = await deps.store.recordNonce(key.record.apiKey, claims.nonce, timing.nonceTtlMs);
