@@ -44,3 +44,6 @@ export KEYGATE_CONTAINERS_CACHE
 export CONTAINERS_CONF="$KEYGATE_CONTAINERS_CACHE/conf/containers.conf"
 export CONTAINERS_STORAGE_CONF="$KEYGATE_CONTAINERS_CACHE/conf/storage.conf"
 export CONTAINERS_REGISTRIES_CONF="$KEYGATE_CONTAINERS_CACHE/conf/registries.conf"
+
+# Full image names, as Docker resolves short ones (node:… is docker.io/library/node:…).
+qualify() { case "$1" in *.*/* | *:*/* | localhost/*) echo "$1" ;; */*) echo "docker.io/$1" ;; *) echo "docker.io/library/$1" ;; esac; }

@@ -14,8 +14,6 @@ root=$(cd "$here/../.." && pwd)
 # shellcheck source=env.sh
 source "$here/env.sh"
 eval "$(node "$here/names.mjs")"
-# Full names, as Docker resolves short ones (node:… is docker.io/library/node:…).
-qualify() { case "$1" in *.*/* | *:*/* | localhost/*) echo "$1" ;; */*) echo "docker.io/$1" ;; *) echo "docker.io/library/$1" ;; esac; }
 BUILD_IMAGE=$(qualify "$BUILD_IMAGE"); RUNTIME_IMAGE=$(qualify "$RUNTIME_IMAGE")
 REDIS_IMAGE=$(qualify "$REDIS_IMAGE"); PROMETHEUS_IMAGE=$(qualify "$PROMETHEUS_IMAGE")
 
