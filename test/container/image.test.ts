@@ -180,6 +180,17 @@ describe('a container from the image, with a read-only root filesystem and no ca
     expect(r.stdout.trim()).toBe('unhealthy');
   });
 
+  it("runs the Kubernetes manifest's documented preStop fallback for clusters without the kubelet sleep action", async () => {
+    const manifest = readFileSync(join(root, 'deploy/kubernetes/base/deployment.yaml'), 'utf8');
+    const fallback = JSON.parse(/^\s*#\s*exec: \{command: (\[.*\])\}\s*$/m.exec(manifest)![1]!) as string[];
+    const seconds = (manifest.match(/^\s*sleep:\s*\n\s*seconds: (\d+)$/m) ?? [])[1];
+    expect(fallback.join(' ')).toContain(`${Number(seconds) * 1000}`);
+    const started = Date.now();
+    const r = await podman(['exec', name, ...fallback], 30_000);
+    expect(r.code, r.stderr).toBe(0);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(Number(seconds) * 1000 - 100);
+  });
+
   it(`on SIGTERM finishes the in-flight request and exits 0 within KEYGATE_SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs} ms)`, async () => {
     upstream.handler = (_req, res) => setTimeout(() => res.end('{"slow":"done"}'), 1_500);
     const seen = upstream.received.length;
