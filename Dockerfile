@@ -10,8 +10,8 @@
 # To move to newer bytes, resolve the tag and paste its digest, e.g.
 #   docker buildx imagetools inspect node:20-bookworm-slim   (the "Digest:" line)
 # and change both lines together: the two Node majors must stay equal (a test checks).
-# Podman 4.x refuses a reference holding both a tag and a digest: there, pass
-# --build-arg BUILD_IMAGE=node@sha256:… (and RUNTIME_IMAGE likewise).
+# The container tests (scripts/container-tests.sh) build this file unchanged on local
+# stand-ins, passing the tags only: a stand-in cannot have the real image's digest.
 ARG BUILD_IMAGE=node:20-bookworm-slim@sha256:2cf067cfed83d5ea958367df9f966191a942351a2df77d6f0193e162b5febfc0
 ARG RUNTIME_IMAGE=gcr.io/distroless/nodejs20-debian12:nonroot@sha256:2cd820156cf039c8b54ae2d2a97e424b6729070714de8707a6b79f20d56f6a9a
 

@@ -62,6 +62,6 @@ for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.1; done
 export DOCKER_HOST="unix://$sock"
 export KEYGATE_CT_IMAGE="$keygate_image" KEYGATE_CT_RUNTIME_BASE="$runtime_image" KEYGATE_CT_COMPOSE_PROJECT=keygate-ct
 status=0
-npx vitest run --config vitest.containers.config.ts || status=$?
+npx vitest run --config vitest.containers.config.ts "$@" || status=$?
 echo "[container-tests $(date +%T)] finished in $(($(date +%s) - started)) s, exit $status"
 exit "$status"
