@@ -7,7 +7,7 @@
 # Cached by content: every image carries a label with a hash of its inputs (these
 # scripts, the Node and npm versions); an image whose label matches is not rebuilt.
 # Debian package updates alone do not invalidate the cache: delete the cache
-# directory (see env.sh) to rebuild from scratch.
+# directory with reset.sh to rebuild from scratch.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
