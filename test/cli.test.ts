@@ -1,4 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jwtVerify, decodeProtectedHeader } from 'jose';
@@ -44,6 +45,11 @@ describe('keygate CLI', () => {
     expect(JSON.parse((await cli(['keys', 'show', created.apiKey], env)).stdout)).toMatchObject({ state: 'revoked', revokeReason: 'rotated' });
     await cli(['keys', 'delete', created.apiKey], env);
     await expect(cli(['keys', 'show', created.apiKey], env)).rejects.toMatchObject({ code: 1 });
+  });
+
+  it.each([['--version'], ['version']])('%s prints the package version and exits 0', async (arg) => {
+    const { stdout } = await cli([arg]);
+    expect(stdout).toBe(`keygate ${(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version}\n`);
   });
 
   it('keys create refuses a bad CIDR', async () => {

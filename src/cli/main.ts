@@ -1,5 +1,5 @@
 import { keysCommand } from './keys-command.js';
-import { serveCommand } from './serve-command.js';
+import { packageVersion, serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
 import { demoCommand } from './demo-command.js';
 import { demoUpstreamCommand } from './demo-upstream.js';
@@ -11,6 +11,7 @@ const USAGE = `Usage: keygate <command>
   demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
   token --key K --secret S [--recv-window N]   print a signed token
+  --version                     print the version
 
 Run "keygate <command> --help" for the options of one command.
 `;
@@ -28,6 +29,11 @@ export async function main(argv: string[]): Promise<number> {
       return keysCommand(rest);
     case 'token':
       return tokenCommand(rest);
+    case '--version':
+    case 'version':
+      // The container tests and operators ask an image which build it holds.
+      process.stdout.write(`keygate ${packageVersion()}\n`);
+      return 0;
     case undefined:
     case '-h':
     case '--help':
