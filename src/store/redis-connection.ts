@@ -5,8 +5,8 @@ import type { RedisConnection } from '../config/redis-settings.js';
 export type RedisClient = Redis | Cluster;
 
 export interface RedisClientOptions {
-  /** A command that takes longer than this fails, in ms. */
-  commandTimeoutMs: number;
+  /** A command that takes longer than this fails, in ms; undefined = no per-command timer (the caller bounds it). */
+  commandTimeoutMs: number | undefined;
   /** Time allowed to establish a connection, in ms. */
   connectTimeoutMs: number;
   /**
@@ -31,7 +31,7 @@ const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 500);
 export function createRedisClient(conn: RedisConnection, options: RedisClientOptions): RedisClient {
   const base: RedisOptions = {
     enableOfflineQueue: options.subscriber,
-    commandTimeout: options.commandTimeoutMs,
+    ...(options.commandTimeoutMs !== undefined && { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: options.connectTimeoutMs,
     maxRetriesPerRequest: 0,
     autoResubscribe: true,

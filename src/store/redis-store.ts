@@ -45,8 +45,9 @@ export function createRedisStore(
   const connection = options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
   if (!connection) throw new Error('createRedisStore: give url or connection');
   // Fail closed and fast: no queueing while disconnected, bounded commands.
-  // ioredis's own per-command timer is only a backstop behind run()'s deadline (see below).
-  const clientOptions = { commandTimeoutMs: Math.max(4 * (options.commandTimeoutMs ?? 500), 2_000), connectTimeoutMs: options.connectTimeoutMs ?? 2_000 };
+  // No ioredis per-command timer: every command goes through run(), whose deadline governs
+  // (see below); a second timer per command would only cost CPU on the request path.
+  const clientOptions = { commandTimeoutMs: undefined, connectTimeoutMs: options.connectTimeoutMs ?? 2_000 };
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
@@ -87,7 +88,7 @@ export function createRedisStore(
 
   // The deadline starts at the call: ioredis starts its own timer only when a command is
   // written, and with auto-pipelining a command waits while the previous batch is in flight
-  // (a frozen Redis answered in 2x the timeout). ioredis's timer stays as a backstop only.
+  // (a frozen Redis answered in 2x the timeout).
   //
   // An expired deadline is honoured only after the event loop has read what already arrived:
   // the rejection is deferred to setImmediate, which runs after the poll phase. A reply Redis
