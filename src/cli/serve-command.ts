@@ -89,8 +89,9 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     process.on('SIGTERM', onTerm);
     process.on('SIGINT', onInt);
     process.on('SIGHUP', () => {
+      keygate.reloadPolicy();
       if (config.keysFile && !config.redis) keygate.reloadKeys();
-      else logger.info('SIGHUP ignored: keys come from Redis, changes arrive by pub/sub');
+      else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
     });
   });
   logger.info('keygate stopped');
