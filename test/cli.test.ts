@@ -72,6 +72,23 @@ describe('keygate CLI', () => {
     }
   });
 
+  it('serve masks a Redis password given as ?password= in its startup log', async () => {
+    const child = spawn('node', ['bin/keygate.js', 'serve'], {
+      env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: `${redis.url}/0?password=qs-s3cr3t-value&db=0` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
+    const code = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await code;
+    const started = JSON.parse(out.split('\n').find((l) => l.includes('keygate started'))!) as { config: { redis: string } };
+    expect(started.config.redis).toMatch(/\?password=\*\*\*&db=0$/);
+    expect(out).not.toContain('qs-s3cr3t-value');
+  });
+
   it('serve drains and exits 0 on SIGTERM', async () => {
     const child = spawn('node', ['bin/keygate.js', 'serve'], {
       env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: '' },

@@ -65,6 +65,9 @@ export function readRedisSettings(env: Env, problems: string[]): RedisConnection
   return undefined;
 }
 
+/** Query parameters of a Redis URL that hold a credential (password, sentinelPassword, …). */
+const SECRET_PARAM = /pass|secret|token/i;
+
 /** For logs: never includes a password. */
 export function describeRedis(conn: RedisConnection | undefined): string | undefined {
   if (!conn) return undefined;
@@ -74,6 +77,8 @@ export function describeRedis(conn: RedisConnection | undefined): string | undef
       try {
         const u = new URL(conn.url);
         if (u.password) u.password = '***';
+        // ioredis turns every query parameter into a connection option, so ?password= authenticates too.
+        for (const name of [...u.searchParams.keys()]) if (SECRET_PARAM.test(name)) u.searchParams.set(name, '***');
         return u.toString();
       } catch {
         return '***';
