@@ -8,6 +8,18 @@ const run = promisify(execFile);
 const cli = (args: string[], env: Record<string, string> = {}) =>
   run('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env } });
 
+/** The CLI with `input` on its stdin (then closed). */
+const cliWithStdin = (args: string[], env: Record<string, string>, input: string) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdin.end(input);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+
 describe('keygate CLI', () => {
   let redis: TestRedis;
   beforeAll(async () => {
@@ -23,6 +35,31 @@ describe('keygate CLI', () => {
     expect(payload).toMatchObject({ type: 'OpenAPIV2', sub: 'k1', recv_window: '10' });
     expect(payload.nonce).toMatch(/^\d{19}$/);
     expect(Number(BigInt(payload.nonce as string) / 1_000_000n) - Date.now()).toBeLessThan(5_000);
+  });
+
+  it.each<[string, string[], Record<string, string>, string | undefined]>([
+    ['KEYGATE_API_SECRET', ['token', '--key', 'k1'], { KEYGATE_API_SECRET: 's3cret-0123456789abcdef' }, undefined],
+    ['--secret-stdin', ['token', '--key', 'k1', '--secret-stdin'], { KEYGATE_API_SECRET: 'not-this-one-0123456789' }, 's3cret-0123456789abcdef\n'],
+    ['--secret-stdin without a newline', ['token', '--key', 'k1', '--secret-stdin'], {}, 's3cret-0123456789abcdef'],
+  ])('token takes the secret from %s, off the command line', async (_name, args, env, input) => {
+    const { code, stdout } = await cliWithStdin(args, { KEYGATE_API_SECRET: '', ...env }, input ?? '');
+    expect(code).toBe(0);
+    const { payload } = await jwtVerify(stdout.trim(), new TextEncoder().encode('s3cret-0123456789abcdef'), { algorithms: ['HS256'] });
+    expect(payload.sub).toBe('k1');
+  });
+
+  it.each([
+    ['an empty stdin', ['token', '--key', 'k1', '--secret-stdin'], /a key and a secret are required/],
+    ['both --secret and --secret-stdin', ['token', '--key', 'k1', '--secret', 'x', '--secret-stdin'], /not both/],
+  ])('token refuses %s', async (_name, args, message) => {
+    const err = await cliWithStdin(args, { KEYGATE_API_SECRET: '' }, '');
+    expect(err.code).toBe(2);
+    expect(err.stderr).toMatch(message);
+  });
+
+  it('token --help says where the secret can come from', async () => {
+    const { stdout } = await cli(['token', '--help']);
+    for (const s of ['KEYGATE_API_SECRET', '--secret-stdin', 'visible to every local user']) expect(stdout).toContain(s);
   });
 
   it('keys create --json prints the secret once; list and show never do', async () => {

@@ -10,7 +10,7 @@ const USAGE = `Usage: keygate <command>
   demo                          run a demo upstream and Keygate with the demo key (quickstart)
   demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
-  token --key K --secret S [--recv-window N]   print a signed token
+  token --key K [--secret-stdin] [--recv-window N]   print a signed token (secret from KEYGATE_API_SECRET or stdin)
 
 Run "keygate <command> --help" for the options of one command.
 `;
