@@ -112,7 +112,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder, policy: policy.policy });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
-  const admin = createAdminServer({ metrics, ready });
+  const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');

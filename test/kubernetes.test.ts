@@ -183,6 +183,9 @@ describe('the example overlay matches what the code reads', () => {
     const config = loadConfig(withRealEncryptionKey(keygateEnv()));
     expect(portNumber(keygate, 'http')).toBe(config.port);
     expect(portNumber(keygate, 'admin')).toBe(config.adminPort);
+    // Keygate's default is loopback; probes and Prometheus come in on the Pod IP.
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:1' }).adminHost).toBe('127.0.0.1');
+    expect(config.adminHost).toBe('0.0.0.0');
     const svc = find('Service', 'keygate') as Manifest & { spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> } };
     expect(matches(svc.spec.selector, pod.metadata.labels)).toBe(true);
     expect(svc.spec.ports.map((p) => portNumber(keygate, p.targetPort))).toEqual([config.port]);

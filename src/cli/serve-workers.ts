@@ -167,7 +167,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     logger.flush();
     return 1;
   }
-  const admin = createAdminServer({
+  const admin = createAdminServer({ limits: config.limits }, {
     metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
     ready: askWorkers,
   });

@@ -142,7 +142,8 @@ export function loadConfig(env: Env): Config {
   return deepFreeze({
     host: env.KEYGATE_HOST || '0.0.0.0',
     port,
-    adminHost: env.KEYGATE_ADMIN_HOST || '0.0.0.0',
+    // Loopback unless asked: /metrics and /readyz describe the deployment and need no audience beyond the host.
+    adminHost: env.KEYGATE_ADMIN_HOST || '127.0.0.1',
     adminPort,
     upstream,
     redisUrl,
