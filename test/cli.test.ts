@@ -1,4 +1,8 @@
 import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jwtVerify, decodeProtectedHeader } from 'jose';
@@ -124,6 +128,48 @@ describe('keygate CLI', () => {
     const started = JSON.parse(out.split('\n').find((l) => l.includes('keygate started'))!) as { config: { redis: string } };
     expect(started.config.redis).toMatch(/\?password=\*\*\*&db=0$/);
     expect(out).not.toContain('qs-s3cr3t-value');
+  });
+
+  it('check-config exits 0 for a valid setup, binding nothing and contacting no Redis', async () => {
+    // The proxy port is taken and the Redis URL answers nobody: serve would fail, check-config does not try.
+    const busy = createServer().listen(0, '127.0.0.1');
+    await new Promise((r) => busy.once('listening', r));
+    try {
+      const port = String((busy.address() as AddressInfo).port);
+      const started = Date.now();
+      const { stdout } = await cli(['check-config'], { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_HOST: '127.0.0.1', KEYGATE_PORT: port, KEYGATE_REDIS_URL: 'redis://:hidden-pw@127.0.0.1:1?password=hidden-pw' });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(stdout).toContain('configuration is valid');
+      expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ port: Number(port), store: 'redis', routes: 1 });
+      expect(stdout).not.toContain('hidden-pw');
+    } finally {
+      busy.close();
+    }
+  });
+
+  it('check-config counts the keys of a valid keys file', async () => {
+    const { stdout } = await cli(['check-config'], { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_REDIS_URL: '', KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml' });
+    expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ store: 'memory', keys: 1 });
+  });
+
+  it('check-config exits 1 listing every problem of the environment, the policy file and the keys file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-check-'));
+    writeFileSync(join(dir, 'routes.yaml'), 'routes:\n  - { method: GET, path: /api/v3/a, scope: [x] }\n');
+    writeFileSync(join(dir, 'keys.yaml'), 'keys:\n  - { apiKey: k, apiSecret: short-s3cret }\n');
+    const err = (await cli(['check-config'], {
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+      KEYGATE_PORT: 'eighty',
+      KEYGATE_REDIS_URL: '',
+      KEYGATE_SECRET_ENCRYPTION_KEY_FILE: join(dir, 'missing'),
+      KEYGATE_CONFIG: join(dir, 'routes.yaml'),
+      KEYGATE_KEYS_FILE: join(dir, 'keys.yaml'),
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(err.code).toBe(1);
+    expect(err.stderr).toMatch(/^keygate check-config: 4 problems:/);
+    for (const needle of ['KEYGATE_PORT:', 'KEYGATE_SECRET_ENCRYPTION_KEY_FILE: cannot read', 'routes[0].scope: unknown setting', 'KEYGATE_KEYS_FILE: ', 'keys[0].apiSecret: must be at least 16 bytes']) {
+      expect(err.stderr).toContain(needle);
+    }
+    expect(err.stderr).not.toContain('short-s3cret');
   });
 
   it('serve drains and exits 0 on SIGTERM', async () => {

@@ -1,3 +1,4 @@
+import { checkConfigCommand } from './check-config-command.js';
 import { keysCommand } from './keys-command.js';
 import { serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
@@ -11,6 +12,7 @@ const USAGE = `Usage: keygate <command>
   demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
   token --key K [--secret-stdin] [--recv-window N]   print a signed token (secret from KEYGATE_API_SECRET or stdin)
+  check-config                  validate the environment, policy file and keys file; start nothing; exit 0 or 1
 
 Run "keygate <command> --help" for the options of one command.
 `;
@@ -28,6 +30,8 @@ export async function main(argv: string[]): Promise<number> {
       return keysCommand(rest);
     case 'token':
       return tokenCommand(rest);
+    case 'check-config':
+      return checkConfigCommand(rest);
     case undefined:
     case '-h':
     case '--help':
