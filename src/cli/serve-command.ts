@@ -5,7 +5,7 @@ import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
 import { serveWorkers } from './serve-workers.js';
-import { packageVersion } from '../package-version.js';
+import { packageVersion } from '../observe/package-version.js';
 
 export { packageVersion };
 

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ERROR_CODES, type Reason } from '../errors.js';
-import { packageVersion } from '../package-version.js';
+import { packageVersion } from './package-version.js';
 import { REASON_CODE } from './reason-codes.js';
 
 /** Outcome label for a forwarded request in keygate_requests_total{code}. */
