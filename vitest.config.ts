@@ -1,8 +1,10 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // The container tier builds and runs images: scripts/container-tests.sh (vitest.containers.config.ts).
+    exclude: [...configDefaults.exclude, 'test/container/**'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',

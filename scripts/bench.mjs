@@ -4,13 +4,19 @@
 //   npm run bench                      full run (3 rounds x 10 s per target)
 //   npm run bench -- --short           a few seconds per target (CI)
 //   npm run bench -- --million         add a 1,000,000-request RSS run
+//   --connections 10,50                 the connection counts swept (default both)
+//   --targets a,b --forward-only        only these targets (and the bare hop), forwarded traffic only
+//
+// Headline: CPU time per request of each target (all its threads and child
+// processes, from /proc), with req/s and p50/p99 beside it and every ratio
+// taken against the bare http-proxy hop measured in the same run.
 //
 // Everything runs on loopback. Targets are measured alternately, round by
 // round, so that drift on a shared machine affects all of them alike. Load
 // comes from wrk (a separate process) with pre-minted tokens: every request
 // carries a fresh nonce.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,6 +39,7 @@ import {
   treeSum,
   writeResult,
 } from './bench/lib.mjs';
+import { nginxArgs, nginxAvailable } from './bench/nginx.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -40,14 +47,17 @@ const { values: args } = parseArgs({
     short: { type: 'boolean' },
     duration: { type: 'string' },
     rounds: { type: 'string' },
-    connections: { type: 'string', default: '50' },
+    connections: { type: 'string', default: '10,50' },
     million: { type: 'boolean' },
+    targets: { type: 'string' },
+    'forward-only': { type: 'boolean' },
     out: { type: 'string', default: join(root, 'bench-results', 'latest.json') },
   },
 });
 const DURATION = Number(args.duration ?? (args.short ? 2 : 10));
 const ROUNDS = Number(args.rounds ?? (args.short ? 1 : 3));
-const CONNECTIONS = Number(args.connections);
+const CONNECTION_SWEEP = args.connections.split(',').map(Number);
+const PUBLIC_PATH = '/public/bench';
 const THREADS = 2;
 
 if (spawnSync('wrk', ['--version']).error) {
@@ -60,9 +70,9 @@ const children = createChildren(dir, root);
 const start = children.start;
 const mintTokens = (count, mix) => mintTokensIn(dir, count, mix);
 
-function runWrk(url, tokensFile, seconds) {
-  const r = spawnSync('wrk', [`-t${THREADS}`, `-c${CONNECTIONS}`, `-d${seconds}s`, '--latency', '-s', join(root, 'scripts/bench/load.lua'), url], {
-    env: { ...process.env, TOKENS_FILE: tokensFile ?? '', WRK_THREADS: String(THREADS), BENCH_PATH: PATH },
+function runWrk(url, tokensFile, seconds, { connections = CONNECTION_SWEEP.at(-1), path = PATH } = {}) {
+  const r = spawnSync('wrk', [`-t${THREADS}`, `-c${connections}`, `-d${seconds}s`, '--latency', '-s', join(root, 'scripts/bench/load.lua'), url], {
+    env: { ...process.env, TOKENS_FILE: tokensFile ?? '', WRK_THREADS: String(THREADS), BENCH_PATH: path },
     encoding: 'utf8',
     maxBuffer: 10_000_000,
   });
@@ -85,6 +95,7 @@ async function main() {
   const upstreamUrl = `http://127.0.0.1:${jsonPort(upstream.output())}`;
   const bare = await start('bare-proxy', 'node', ['scripts/bench/bare-proxy.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
   const barePort = jsonPort(bare.output());
+  const bareUndici = await start('bare-undici', 'node', ['scripts/bench/bare-undici.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
 
   async function keygate(name, env) {
     const port = await freePort();
@@ -93,57 +104,87 @@ async function main() {
   }
   const kgRedis = await keygate('keygate-redis', { KEYGATE_REDIS_URL: redisUrl });
   const kgMemory = await keygate('keygate-embedded', { KEYGATE_KEYS_FILE: keysFile });
+  const policy = join(dir, 'public-policy.yaml');
+  writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`);
+  const kgPublic = { ...(await keygate('keygate-public', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy })), path: PUBLIC_PATH, noTokens: true };
 
   const targets = [
-    { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid },
-    { name: 'bare-http-proxy', url: `http://127.0.0.1:${barePort}`, pid: bare.pid },
+    { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid, noTokens: true },
+    { name: 'bare-http-proxy', url: `http://127.0.0.1:${barePort}`, pid: bare.pid, noTokens: true },
+    { name: 'bare-undici', url: `http://127.0.0.1:${jsonPort(bareUndici.output())}`, pid: bareUndici.pid, noTokens: true },
+    kgPublic,
     kgRedis,
     kgMemory,
   ];
-  if (spawnSync('nginx', ['-v']).error) console.log('nginx not on PATH: the nginx baseline is not measured');
+  if (nginxAvailable()) {
+    const port = await freePort();
+    const nginx = await start('nginx', 'nginx', nginxArgs(dir, port, upstreamUrl), {}, () => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${port}/`]).status === 0);
+    targets.splice(1, 0, { name: 'nginx', url: `http://127.0.0.1:${port}`, pid: nginx.pid, noTokens: true });
+  } else console.log('nginx not on PATH: the nginx reference is not measured (apt-get install -y nginx)');
+  if (args.targets) {
+    const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
+    for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i].name)) targets.splice(i, 1);
+  }
+  const bareIndex = targets.findIndex((t) => t.name === 'bare-http-proxy');
 
   // --- warm-up and token budget ---------------------------------------------
-  const warm = runWrk(targets[1].url, mintTokens(20_000), 1);
+  const warm = runWrk(targets[bareIndex].url, mintTokens(20_000), 1);
   const budget = Math.ceil(Math.max(warm.rps, 2_000) * 2 * DURATION);
-  for (const t of targets.slice(2)) runWrk(t.url, mintTokens(Math.ceil(warm.rps * 2)), 1);
+  for (const t of targets) runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(warm.rps * 2)), 1, { path: t.path });
 
-  // --- scenario 1: forwarded traffic, alternating targets -------------------
-  const results = Object.fromEntries(targets.map((t) => [t.name, []]));
+  // --- scenario 1: forwarded traffic at each connection count, alternating targets
+  const sweep = {};
   let nonceBytesPerRequest;
-  for (let round = 0; round < ROUNDS; round++) {
-    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
-    for (const t of order) {
-      const tokens = mintTokens(budget);
-      const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
-      const cpuBefore = treeSum(t.pid, cpuUs);
-      const r = runWrk(t.url, tokens, DURATION);
-      r.cpuUsPerRequest = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
-      if (t === kgRedis && round === 0) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
-      results[t.name].push(r);
-      process.stdout.write(`round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us cpu ${r.cpuUsPerRequest.toFixed(1)} us/req non2xx ${r.non2xx}\n`);
+  for (const connections of CONNECTION_SWEEP) {
+    const results = Object.fromEntries(targets.map((t) => [t.name, []]));
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+      for (const t of order) {
+        const tokens = t.noTokens ? undefined : mintTokens(budget);
+        const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
+        const cpuBefore = treeSum(t.pid, cpuUs);
+        const r = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
+        r.cpuUsPerRequest = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
+        if (t === kgRedis && nonceBytesPerRequest === undefined) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
+        results[t.name].push(r);
+        process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}\n`);
+      }
     }
+    const summary = {};
+    for (const t of targets) {
+      const rs = results[t.name];
+      summary[t.name] = {
+        cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUsPerRequest)) * 10) / 10,
+        rps: Math.round(median(rs.map((r) => r.rps))),
+        p50Us: median(rs.map((r) => r.p50Us)),
+        p99Us: median(rs.map((r) => r.p99Us)),
+        non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
+        errors: rs.reduce((a, r) => a + r.errors, 0),
+        tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
+        peakRssMb: Math.round(treeSum(t.pid, peakRssMb) * 10) / 10,
+      };
+    }
+    const bareS = summary['bare-http-proxy'];
+    for (const t of targets) {
+      const s = summary[t.name];
+      s.vsBare = {
+        cpuPerRequest: round3(s.cpuUsPerRequest / bareS.cpuUsPerRequest),
+        throughput: round3(s.rps / bareS.rps),
+        addedP50Ms: round3((s.p50Us - bareS.p50Us) / 1000),
+        addedP99Ms: round3((s.p99Us - bareS.p99Us) / 1000),
+      };
+    }
+    sweep[connections] = summary;
   }
-  const summary = {};
-  for (const t of targets) {
-    const rs = results[t.name];
-    summary[t.name] = {
-      rps: Math.round(median(rs.map((r) => r.rps))),
-      p50Us: median(rs.map((r) => r.p50Us)),
-      p99Us: median(rs.map((r) => r.p99Us)),
-      cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUsPerRequest)) * 10) / 10,
-      non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
-      errors: rs.reduce((a, r) => a + r.errors, 0),
-      tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
-      peakRssMb: Math.round(treeSum(t.pid, peakRssMb) * 10) / 10,
-    };
-  }
-  const bareS = summary['bare-http-proxy'];
+  const headline = sweep[CONNECTION_SWEEP.at(-1)];
+  const summary = headline;
   const ratio = (name) => ({
-    throughputVsBare: round3(summary[name].rps / bareS.rps),
-    cpuPerRequestVsBare: round3(summary[name].cpuUsPerRequest / bareS.cpuUsPerRequest),
-    addedP50Ms: round3((summary[name].p50Us - bareS.p50Us) / 1000),
-    addedP99Ms: round3((summary[name].p99Us - bareS.p99Us) / 1000),
+    cpuPerRequestVsBare: headline[name].vsBare.cpuPerRequest,
+    throughputVsBare: headline[name].vsBare.throughput,
+    addedP99MsByConnections: Object.fromEntries(CONNECTION_SWEEP.map((c) => [c, sweep[c][name].vsBare.addedP99Ms])),
   });
+  printTable(sweep);
+  if (args['forward-only']) return writeResult(args.out, { forwardByConnections: sweep });
 
   // --- scenario 2: mixed (10% replays, 10% bad signatures) and pure rejections
   const mixed = {};
@@ -200,9 +241,10 @@ async function main() {
   const result = {
     startedAt,
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },
-    settings: { durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTIONS, wrkThreads: THREADS, keygateLogLevel: 'info' },
-    forward: summary,
-    ratios: { 'keygate-redis': ratio('keygate-redis'), 'keygate-embedded': ratio('keygate-embedded') },
+    settings: { durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTION_SWEEP, wrkThreads: THREADS, keygateLogLevel: 'info' },
+    forward: headline,
+    forwardByConnections: sweep,
+    ratios: { 'keygate-redis': ratio('keygate-redis'), 'keygate-embedded': ratio('keygate-embedded'), 'keygate-public': ratio('keygate-public') },
     mixed10pctReplay10pctBad: mixed,
     pureRejection: rejection,
     workers,
@@ -211,6 +253,18 @@ async function main() {
   };
   console.log(JSON.stringify({ ratios: result.ratios, pureRejection: rejection, workers, redisNonceBytesPerRequest: result.redisNonceBytesPerRequest }, null, 2));
   writeResult(args.out, result);
+}
+
+/** The headline: CPU per request first, then req/s and latency, each against the bare http-proxy hop. */
+function printTable(sweep) {
+  for (const [connections, summary] of Object.entries(sweep)) {
+    console.log(`\n${connections} connections (median of ${ROUNDS} round(s) x ${DURATION} s)`);
+    console.log('| Target | CPU per request | vs bare | req/s | vs bare | p50 | p99 | added p99 |');
+    console.log('|---|---|---|---|---|---|---|---|');
+    for (const [name, s] of Object.entries(summary)) {
+      console.log(`| ${name} | ${s.cpuUsPerRequest} µs | ${s.vsBare.cpuPerRequest}× | ${s.rps} | ${s.vsBare.throughput}× | ${(s.p50Us / 1000).toFixed(2)} ms | ${(s.p99Us / 1000).toFixed(2)} ms | ${s.vsBare.addedP99Ms} ms |`);
+    }
+  }
 }
 
 runMain(main, () => {

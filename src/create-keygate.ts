@@ -106,7 +106,14 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     { keys, store, clock },
   );
   const forwarder = createForwarder(
-    { upstream: config.upstream, timeoutMs: config.limits.upstreamTimeoutMs, maxSockets: config.limits.upstreamMaxSockets },
+    {
+      upstream: config.upstream,
+      timeoutMs: config.limits.upstreamTimeoutMs,
+      maxSockets: config.limits.upstreamMaxSockets,
+      queueTimeoutMs: config.limits.upstreamQueueTimeoutMs,
+      minBodyBytesPerSecond: config.limits.minBodyBytesPerSecond,
+      bodyRateGraceMs: config.limits.bodyRateGraceMs,
+    },
     { logger },
   );
   const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder, policy: policy.policy });
@@ -121,7 +128,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const listenOn = (server: Server, port: number, host: string) =>
     new Promise<number>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(port, host, () => {
+      // A deep accept queue: a burst of thousands of connections waits to be accepted instead
+      // of having its SYNs dropped and retried seconds later (the kernel caps it at somaxconn).
+      server.listen({ port, host, backlog: 4_096 }, () => {
         server.off('error', reject);
         resolve((server.address() as AddressInfo).port);
       });
@@ -158,7 +167,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       proxy.closeAllConnections();
       admin.closeAllConnections();
       await new Promise<void>((resolve) => admin.close(() => resolve()));
-      forwarder.close();
+      await forwarder.close();
       watcher?.close();
       policy.close();
       keys.close();

@@ -4,7 +4,8 @@
  * The first five entries are the contract from the service's authentication
  * document (status, code and message are fixed there). The rest are Keygate's
  * own answers for requests it cannot or will not forward. Only the HTTP layer
- * turns an entry into a response body; checks return a code and a reason.
+ * turns an entry into a response body; checks return a reason, and the reason
+ * carries its code (see REASONS), so no call site can pair them wrongly.
  */
 export const ERRORS = Object.freeze({
   40004: { status: 401, message: 'Unauthorized' },
@@ -15,9 +16,9 @@ export const ERRORS = Object.freeze({
   // Keygate's own codes (not part of the seed contract).
   40000: { status: 400, message: 'Bad request target' },
   40400: { status: 404, message: 'Not found' },
-  // Refused by Node's HTTP parser before a request object exists.
   40800: { status: 408, message: 'Request timeout' },
   43100: { status: 431, message: 'Request header fields too large' },
+  50000: { status: 500, message: 'Internal error' },
   50200: { status: 502, message: 'Bad gateway' },
   50300: { status: 503, message: 'Service unavailable' },
   50400: { status: 504, message: 'Gateway timeout' },
@@ -27,37 +28,48 @@ export type ErrorCode = keyof typeof ERRORS;
 
 export const ERROR_CODES = Object.freeze(Object.keys(ERRORS).map(Number) as ErrorCode[]);
 
+const reason = <C extends ErrorCode>(code: C, description: string) => ({ code, description }) as const;
+
 /**
- * Operator-facing reasons. Clients only ever see the code; logs and the
- * `keygate_auth_rejections_total{reason}` metric carry the reason.
+ * Operator-facing reasons, each with the one code it is answered with.
+ * Clients only ever see the code; logs and the
+ * `keygate_auth_rejections_total{code,reason}` metric carry the reason.
  */
 export const REASONS = Object.freeze({
-  missing_header: 'Authorization header missing or empty',
-  bad_header_format: 'Authorization header is not exactly "Bearer <token>"',
-  duplicate_header: 'more than one Authorization header',
-  malformed: 'token is not a well-formed compact JWS with a JSON header and payload',
-  token_too_large: 'token longer than the configured maximum',
-  bad_header: 'JWT header is not alg HS256 / typ JWT',
-  bad_claims: 'payload claims missing, of the wrong type or with the wrong value',
-  expired: 'exp claim is in the past or nbf in the future',
-  recv_window_too_large: 'recv_window above the configured maximum',
-  nonce_window: 'nonce outside recv_window of the server time',
-  bad_signature: 'HS256 signature does not verify with the key secret',
-  replay: 'nonce already used by this key inside its window',
-  unknown_key: 'sub names no key',
-  revoked: 'key is revoked',
-  expired_key: 'key passed its expiry time',
-  ip_denied: 'caller IP is not on the key allow-list',
-  scope_denied: 'key lacks a scope the route requires',
-  route_not_listed: 'route is not in the routes file and unlisted routes are denied',
-  store_unavailable: 'key or nonce store did not answer in time',
-  bad_target: 'request target is not a plain origin-form path',
-  no_route: 'path outside /api/v3/ that is not listed as public',
-  bad_request: 'HTTP parser refused the request line, a header or the message framing',
-  request_timeout: 'request headers or body not received within the configured timeout',
-  headers_too_large: 'request headers larger than the configured maximum',
-  upstream_error: 'upstream refused or reset the connection',
-  upstream_timeout: 'upstream did not answer within the timeout',
+  missing_header: reason(40004, 'Authorization header missing or empty'),
+  bad_header_format: reason(40107, 'Authorization header is not exactly "Bearer <token>"'),
+  duplicate_header: reason(40107, 'more than one Authorization header'),
+  malformed: reason(40106, 'token is not a well-formed compact JWS with a JSON header and payload'),
+  token_too_large: reason(40106, 'token longer than the configured maximum'),
+  bad_header: reason(40106, 'JWT header is not alg HS256 / typ JWT'),
+  bad_claims: reason(40106, 'payload claims missing, of the wrong type or with the wrong value'),
+  expired: reason(40106, 'exp claim is in the past or nbf in the future'),
+  recv_window_too_large: reason(40106, 'recv_window above the configured maximum'),
+  nonce_window: reason(40106, 'nonce outside recv_window of the server time'),
+  bad_signature: reason(40106, 'HS256 signature does not verify with the key secret'),
+  replay: reason(40106, 'nonce already used by this key inside its window'),
+  unknown_key: reason(10013, 'sub names no key'),
+  revoked: reason(10013, 'key is revoked'),
+  expired_key: reason(10013, 'key passed its expiry time'),
+  ip_denied: reason(10403, 'caller IP is not on the key allow-list'),
+  scope_denied: reason(10403, 'key lacks a scope the route requires'),
+  route_not_listed: reason(10403, 'route is not in the routes file and unlisted routes are denied'),
+  store_unavailable: reason(50300, 'key or nonce store did not answer in time'),
+  bad_target: reason(40000, 'request target is not a plain origin-form path'),
+  no_route: reason(40400, 'path outside /api/v3/ that is not listed as public'),
+  bad_request: reason(40000, 'HTTP parser refused the request line, a header or the message framing'),
+  ambiguous_header: reason(40000, 'a header that must appear once (Host) appears more than once'),
+  bad_framing: reason(40000, 'Transfer-Encoding other than a single "chunked"'),
+  request_timeout: reason(40800, 'request headers or body not received within the configured timeout'),
+  body_too_slow: reason(40800, 'request body arrived slower than the configured minimum rate'),
+  headers_too_large: reason(43100, 'request headers larger than the configured maximum'),
+  too_many_headers: reason(43100, 'more header fields than the configured maximum'),
+  internal_error: reason(50000, 'unexpected error inside Keygate (logged with its stack)'),
+  upstream_error: reason(50200, 'upstream refused or reset the connection'),
+  upstream_bad_response: reason(50200, 'upstream answered with an invalid status line, status or header'),
+  upstream_busy: reason(50300, 'no upstream connection became free within the queue timeout'),
+  overloaded: reason(50300, 'more requests in progress than KEYGATE_MAX_IN_FLIGHT: shed before any token work'),
+  upstream_timeout: reason(50400, 'upstream did not answer within the timeout'),
 } as const);
 
 export type Reason = keyof typeof REASONS;
@@ -69,8 +81,19 @@ export interface Denial {
   readonly reason: Reason;
 }
 
-export function deny(code: ErrorCode, reason: Reason): Denial {
-  return { ok: false, code, reason };
+// One frozen verdict per reason: denying allocates nothing.
+const DENIALS = Object.freeze(
+  Object.fromEntries(Object.entries(REASONS).map(([r, { code }]) => [r, Object.freeze({ ok: false, code, reason: r })])),
+) as Readonly<Record<Reason, Denial>>;
+
+/** The verdict for a reason; its code comes from the catalogue. */
+export function deny(reason: Reason): Denial {
+  return DENIALS[reason];
+}
+
+/** The code a reason is answered with. */
+export function codeOf(reason: Reason): ErrorCode {
+  return REASONS[reason].code;
 }
 
 export interface ErrorBody {

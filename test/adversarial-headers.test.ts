@@ -56,7 +56,7 @@ describe('adversarial: headers', () => {
     ['x-api_key.id', 'x-api_key.id: admin\r\n'],
     ['X-Api-Key-Id twice', 'X-Api-Key-Id: admin\r\nX-Api-Key-Id: admin2\r\n'],
     ['every spelling at once', 'X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nX-API-KEY-ID: admin\r\nx.api.key.id: admin\r\nx-api-key-id: admin\r\n'],
-    ['500 copies', 'X-Api-Key-Id: admin\r\n'.repeat(500)],
+    ['90 copies (just under the header count limit)', 'X-Api-Key-Id: admin\r\n'.repeat(90)],
     ['X-Api-Key-Id empty', 'X-Api-Key-Id:\r\n'],
     ['X-Api-Key-Scopes', 'X-Api-Key-Scopes: admin\r\n'],
     ['X-Api-Key', 'X-Api-Key: admin\r\n'],
@@ -107,14 +107,12 @@ describe('adversarial: headers', () => {
     expect(f.upstream.wire()).not.toMatch(/10\.0\.0\.|evil\.test|for=/);
   });
 
-  it('duplicate Host: the upstream gets exactly one, the same as X-Forwarded-Host', async () => {
+  it('duplicate Host: refused (400 40000 ambiguous_header) before authentication, nothing forwarded', async () => {
     const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: first.test\r\nHost: second.test\r\n${f.auth()}\r\n`);
-    expect(r.statuses).toEqual([200]);
+    expect(r.statuses).toEqual([400]);
+    expect(r.text).toContain('"code":40000');
     await settle();
-    const got = f.upstream.arrived[0]!;
-    expect(headerNames(got.rawHeaders).filter((n) => n.toLowerCase() === 'host')).toHaveLength(1);
-    expect(got.headers.host).toBe(got.headers['x-forwarded-host']);
-    expect(f.upstream.wire()).not.toContain('second.test');
+    expect(f.upstream.arrived).toHaveLength(0);
   });
 
   it('a client X-Request-Id with CRLF-looking text is replaced, not echoed', async () => {

@@ -1,5 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -85,6 +85,11 @@ describe('keygate CLI', () => {
     expect(JSON.parse((await cli(['keys', 'show', created.apiKey], env)).stdout)).toMatchObject({ state: 'revoked', revokeReason: 'rotated' });
     await cli(['keys', 'delete', created.apiKey], env);
     await expect(cli(['keys', 'show', created.apiKey], env)).rejects.toMatchObject({ code: 1 });
+  });
+
+  it.each([['--version'], ['version']])('%s prints the package version and exits 0', async (arg) => {
+    const { stdout } = await cli([arg]);
+    expect(stdout).toBe(`keygate ${(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version}\n`);
   });
 
   it('keys create refuses a bad CIDR', async () => {

@@ -31,30 +31,45 @@ function filesUnder(p: string): string[] {
 }
 
 describe('Dockerfile', () => {
-  it('is multi-stage: a build stage with dev dependencies, then a runtime stage with production ones only', () => {
-    expect(dockerfile.stages.length).toBeGreaterThanOrEqual(2);
-    expect(build.name).toBe('build');
+  const deps = dockerfile.stages.find((s) => s.name === 'deps')!;
+
+  it('is multi-stage: a build stage with dev dependencies, a deps stage with production ones, then the runtime stage', () => {
+    expect(dockerfile.stages.map((s) => s.name)).toEqual(['build', 'deps', 'runtime']);
     expect(all(build, 'RUN').some((r) => /\bnpm ci\b/.test(r.args) && !r.args.includes('--omit=dev'))).toBe(true);
-    const install = all(runtime, 'RUN').find((r) => /\bnpm ci\b/.test(r.args));
+    const install = all(deps, 'RUN').find((r) => /\bnpm ci\b/.test(r.args));
     expect(install?.args).toMatch(/npm ci --omit=dev --ignore-scripts/);
-    // The runtime stage gets compiled output from the build stage, never sources or tests.
+    // The runtime stage gets compiled output from the build stage, production modules from deps, never sources or tests.
     const copies = all(runtime, 'COPY').map((c) => copyArgs(c.args));
-    const fromBuild = copies.filter((c) => c.flags.get('from') === 'build');
-    expect(fromBuild.flatMap((c) => c.sources)).toEqual([`${last(build, 'WORKDIR')!.args}/${JSON.parse(read('tsconfig.build.json')).compilerOptions.outDir}`]);
+    expect(copies.filter((c) => c.flags.get('from') === 'build').flatMap((c) => c.sources)).toEqual([`${last(build, 'WORKDIR')!.args}/${JSON.parse(read('tsconfig.build.json')).compilerOptions.outDir}`]);
+    expect(copies.filter((c) => c.flags.get('from') === 'deps').flatMap((c) => c.sources)).toEqual([`${last(deps, 'WORKDIR')!.args}/node_modules`, '/links/']);
     for (const c of copies.filter((c) => !c.flags.has('from'))) {
       for (const s of c.sources) expect(s, 'runtime stage copies no sources or tests').not.toMatch(/^(src|test|tsconfig)/);
     }
   });
 
-  it('uses an LTS Node base that satisfies package.json engines', () => {
+  it('pins its bases by digest, with the tag in the same line; the Node major is the one the tests run on', () => {
+    // ARG <NAME>=<image>:<tag>@sha256:<digest>; the build and deps stages use BUILD_IMAGE, the runtime stage RUNTIME_IMAGE.
+    const image = (name: string) => {
+      const m = /^([^@\s]+):([^@:/\s]+)@sha256:([0-9a-f]{64})$/.exec(dockerfile.args.get(name) ?? '');
+      expect(m, `ARG ${name}=${dockerfile.args.get(name)}`).not.toBeNull();
+      return { repo: m![1]!, tag: m![2]! };
+    };
+    const buildImage = image('BUILD_IMAGE');
+    const runtimeImage = image('RUNTIME_IMAGE');
+    expect(dockerfile.stages.map((s) => s.from)).toEqual([dockerfile.args.get('BUILD_IMAGE'), dockerfile.args.get('BUILD_IMAGE'), dockerfile.args.get('RUNTIME_IMAGE')]);
+    // The header comment names both tags (what each digest is).
+    for (const i of [buildImage, runtimeImage]) expect(read('Dockerfile')).toMatch(new RegExp(`^#\\s+${`${i.repo}:${i.tag}`.replace(/[.]/g, '\\.')}\\s`, 'm'));
+    expect(buildImage.repo).toBe('node');
+    const buildMajor = Number(/^(\d+)-[a-z]+-slim$/.exec(buildImage.tag)![1]);
+    // Shell-less runtime: distroless Node on the same Debian release as the build stage.
+    const runtimeMajor = Number(/^gcr\.io\/distroless\/nodejs(\d+)-debian12$/.exec(runtimeImage.repo)![1]);
+    expect(buildImage.tag).toContain('bookworm');
+    expect(runtimeImage.tag).toBe('nonroot');
     const engines = JSON.parse(read('package.json')).engines.node as string;
-    const minMajor = Number(/(\d+)/.exec(engines)![1]);
-    for (const stage of dockerfile.stages) {
-      const m = /^node:(\d+)-[a-z]+-slim$/.exec(stage.from);
-      expect(m, stage.from).not.toBeNull();
-      const major = Number(m![1]);
+    for (const major of [buildMajor, runtimeMajor]) {
       expect(major % 2, 'even majors are the LTS lines').toBe(0);
-      expect(major).toBeGreaterThanOrEqual(minMajor);
+      expect(major).toBeGreaterThanOrEqual(Number(/(\d+)/.exec(engines)![1]));
+      expect(major, 'the Node major the test suite runs on').toBe(Number(process.versions.node.split('.')[0]));
     }
   });
 
@@ -101,10 +116,16 @@ describe('Dockerfile', () => {
     for (const f of loaded) expect(shipped, f).toContain(f);
   });
 
-  it('starts "keygate serve" through a keygate on PATH', () => {
+  it('starts "keygate serve" through a keygate on PATH, in a runtime stage that runs nothing (no shell)', () => {
     expect(execForm(last(runtime, 'ENTRYPOINT')!.args)).toEqual(['keygate']);
     expect(execForm(last(runtime, 'CMD')!.args)).toEqual(['serve']);
-    expect(all(runtime, 'RUN').map((r) => r.args)).toContain(`ln -s ${last(runtime, 'WORKDIR')!.args}/bin/keygate.js /usr/local/bin/keygate`);
+    expect(all(runtime, 'RUN')).toEqual([]);
+    // The link and /usr/bin/env (bin/keygate.js's #! line) are made in deps and copied to / with /links/.
+    const links = all(deps, 'RUN').find((r) => r.args.includes('/links/'))!.args;
+    expect(links).toContain(`ln -s ${last(runtime, 'WORKDIR')!.args}/bin/keygate.js /links/usr/local/bin/keygate`);
+    expect(links).toContain('cp /usr/bin/env /links/usr/bin/env');
+    expect(read('bin/keygate.js').split('\n')[0]).toBe('#!/usr/bin/env node');
+    expect(all(runtime, 'ENV').map((e) => e.args).find((e) => e.startsWith('PATH='))).toMatch(/^PATH=\/nodejs\/bin:\/usr\/local\/bin:/);
     expect(read('src/cli/main.ts')).toContain("case 'serve':");
   });
 });
@@ -122,6 +143,8 @@ describe('the runtime stage, assembled without Docker', () => {
     app = mkdtempSync(join(tmpdir(), 'keygate-image-'));
     const workdir = last(runtime, 'WORKDIR')!.args;
     for (const c of all(runtime, 'COPY').map((i) => copyArgs(i.args))) {
+      // node_modules: installed below with the deps stage's own command; /links/: checked above.
+      if (c.flags.get('from') === 'deps') continue;
       for (const source of c.sources) {
         const from = c.flags.get('from') === 'build' ? join(root, source.replace(`${last(build, 'WORKDIR')!.args}/`, '')) : join(root, source);
         const dest = c.dest.endsWith('/') ? join(app, c.dest.replace(/^\.\//, ''), source.split('/').pop()!) : join(app, c.dest.replace(/^\.\//, '').replace(`${workdir}/`, ''));
@@ -129,7 +152,8 @@ describe('the runtime stage, assembled without Docker', () => {
         cpSync(from, dest, { recursive: true });
       }
     }
-    const install = /npm ci[^&]*/.exec(all(runtime, 'RUN').find((r) => /\bnpm ci\b/.test(r.args))!.args)![0].trim().split(/\s+/);
+    const deps = dockerfile.stages.find((s) => s.name === 'deps')!;
+    const install = /npm ci[^&]*/.exec(all(deps, 'RUN').find((r) => /\bnpm ci\b/.test(r.args))!.args)![0].trim().split(/\s+/);
     await run('npm', [...install.slice(1), '--prefer-offline'], { cwd: app, env: { ...process.env, NODE_ENV: 'production' }, timeout: 120_000 });
   }, 150_000);
   afterAll(() => {
@@ -145,7 +169,7 @@ describe('the runtime stage, assembled without Docker', () => {
   const healthcheck = async (adminPort: number) => {
     const hc = last(runtime, 'HEALTHCHECK')!.args;
     const argv = execForm(hc.replace(/^(--\S+\s+)*CMD\s+/, ''));
-    expect(argv[0], 'HEALTHCHECK uses node (the slim image has no curl)').toBe('node');
+    expect(argv[0], 'HEALTHCHECK uses node (the runtime image has no shell and no curl)').toBe('node');
     return run(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH!, KEYGATE_ADMIN_PORT: String(adminPort) }, timeout: 5_000 }).then(
       () => 0,
       (e: { code: number }) => e.code,

@@ -57,7 +57,7 @@ type Container = {
   readinessProbe?: { httpGet: { path: string; port: string | number } };
   livenessProbe?: { httpGet: { path: string; port: string | number } };
   startupProbe?: { httpGet: { path: string; port: string | number } };
-  lifecycle?: { preStop?: { exec?: { command: string[] } } };
+  lifecycle?: { preStop?: { sleep?: { seconds: number }; exec?: { command: string[] } } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
   securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
 };
@@ -271,9 +271,11 @@ describe('the example overlay matches what the code reads', () => {
 
   it('gives the Pod time for preStop plus the drain deadline before SIGKILL', () => {
     const config = loadConfig(withRealEncryptionKey(keygateEnv()));
-    const preStop = keygate.lifecycle!.preStop!.exec!.command;
-    expect(preStop[0]).toBe('sleep');
-    expect(pod.spec.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(Number(preStop[1]) * 1000 + config.limits.shutdownTimeoutMs);
+    // The kubelet's own sleep: the image has no shell and no sleep binary (the exec fallback is run by test/container/image.test.ts).
+    const preStop = keygate.lifecycle!.preStop!;
+    expect(preStop.exec).toBeUndefined();
+    expect(preStop.sleep!.seconds).toBeGreaterThan(0);
+    expect(pod.spec.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(preStop.sleep!.seconds * 1000 + config.limits.shutdownTimeoutMs);
   });
 
   it('carries the standard app.kubernetes.io labels on every object and Pod, without touching selectors', () => {

@@ -121,10 +121,11 @@ describe('request log lines after a mixed run', () => {
 
 describe('logs on store errors', () => {
   const cases = [
-    { name: 'store unavailable (503)', error: () => new StoreUnavailableError('redis: Command timed out'), logged: undefined },
-    { name: 'unexpected store error (503, logged with its stack)', error: () => new Error('disk on fire'), logged: 'unexpected error during authentication' },
+    { name: 'store unavailable (503)', error: () => new StoreUnavailableError('redis: Command timed out'), logged: undefined, status: 503, code: 50300, reason: 'store_unavailable' },
+    // Not a store that did not answer: a fault inside Keygate. Still refused (fail closed), as 500 with its stack.
+    { name: 'unexpected store error (500, logged with its stack)', error: () => new Error('disk on fire'), logged: 'internal error while handling a request', status: 500, code: 50000, reason: 'internal_error' },
   ];
-  it.each(cases)('$name: answers 503 and logs no token or secret', async ({ error, logged }) => {
+  it.each(cases)('$name: is refused and logs no token or secret', async ({ error, logged, status, code, reason }) => {
     const upstream = await startUpstream();
     const inner = createMemoryStore({ keys: [makeKey({ apiKey: 'good', secret: SECRET })] }, { clock: systemClock() });
     const store = Object.create(inner) as typeof inner;
@@ -135,9 +136,10 @@ describe('logs on store errors', () => {
     try {
       const t = token('good', SECRET);
       const res = await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(t) });
-      expect(res.status).toBe(503);
+      expect(res.status).toBe(status);
+      expect(upstream.received).toHaveLength(0);
       const parsed = await waitFor(async () => gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>), (l) => l.some((x) => x.msg === 'request'));
-      expect(parsed.find((l) => l.msg === 'request')).toMatchObject({ code: 50300, reason: 'store_unavailable', status: 503, level: 40 });
+      expect(parsed.find((l) => l.msg === 'request')).toMatchObject({ code, reason, status, level: 40 });
       if (logged) expect(parsed.find((l) => l.msg === logged)).toMatchObject({ level: 50, err: { message: 'disk on fire' } });
       const all = gate.logs.join('');
       for (const part of t.split('.')) expect(all).not.toContain(part);

@@ -3,7 +3,6 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, REASONS } from '../src/errors.js';
 import { createMetrics, LABEL_VALUES } from '../src/observe/metrics.js';
-import { REASON_CODE } from '../src/observe/reason-codes.js';
 import { parseExposition, valueOf, type Family } from './helpers/exposition.js';
 import { makeKey, startKeygate, type RunningKeygate } from './helpers/keygate.js';
 import { send } from './helpers/http.js';
@@ -93,7 +92,7 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
 
   it('pre-creates one zero series per outcome code and per (code, reason) before any traffic', () => {
     for (const code of ['ok', 'time', ...ERROR_CODES.map(String)]) expect(valueOf(before, 'keygate_requests_total', { code }), code).toBe(0);
-    for (const [reason, code] of Object.entries(REASON_CODE)) {
+    for (const [reason, { code }] of Object.entries(REASONS)) {
       expect(valueOf(before, 'keygate_auth_rejections_total', { code: String(code), reason }), reason).toBe(0);
     }
   });
@@ -108,11 +107,11 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
   });
 
   it('counts every refusal in keygate_auth_rejections_total{code,reason}', () => {
-    for (const [reason, code] of Object.entries(REASON_CODE)) {
+    for (const [reason, { code }] of Object.entries(REASONS)) {
       expect(delta('keygate_auth_rejections_total', { code: String(code), reason }), `${code}/${reason}`).toBe(mixed.rejections[`${code}/${reason}`] ?? 0);
     }
     // No series outside the catalogue pairs.
-    expect(after.get('keygate_auth_rejections_total')!.samples).toHaveLength(Object.keys(REASON_CODE).length);
+    expect(after.get('keygate_auth_rejections_total')!.samples).toHaveLength(Object.keys(REASONS).length);
   });
 
   it('observes auth decisions and upstream responses in histograms with sub-millisecond buckets', () => {

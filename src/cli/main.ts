@@ -1,6 +1,6 @@
 import { checkConfigCommand } from './check-config-command.js';
 import { keysCommand } from './keys-command.js';
-import { serveCommand } from './serve-command.js';
+import { packageVersion, serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
 import { demoCommand } from './demo-command.js';
 import { demoUpstreamCommand } from './demo-upstream.js';
@@ -13,6 +13,7 @@ const USAGE = `Usage: keygate <command>
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
   token --key K [--secret-stdin] [--recv-window N]   print a signed token (secret from KEYGATE_API_SECRET or stdin)
   check-config                  validate the environment, policy file and keys file; start nothing; exit 0 or 1
+  --version                     print the version
 
 Run "keygate <command> --help" for the options of one command.
 `;
@@ -32,6 +33,11 @@ export async function main(argv: string[]): Promise<number> {
       return tokenCommand(rest);
     case 'check-config':
       return checkConfigCommand(rest);
+    case '--version':
+    case 'version':
+      // The container tests and operators ask an image which build it holds.
+      process.stdout.write(`keygate ${packageVersion()}\n`);
+      return 0;
     case undefined:
     case '-h':
     case '--help':

@@ -5,16 +5,16 @@ import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config, Policy } from '../config/load-config.js';
 import { findRoute } from '../config/routes.js';
-import { ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
+import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
-import type { Authenticator } from '../pipeline/authenticate.js';
+import type { Authenticated, Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../pipeline/client-ip.js';
-import { mutateHeaders, requestIdOf } from '../pipeline/mutate-headers.js';
+import { forwardHeaders, KEY_ID_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
-import type { Forwarder } from './forwarder.js';
+import type { ForwardOutcome, Forwarder } from './forwarder.js';
 import { renderError, renderRawError } from './render.js';
 
 const API_PREFIX = '/api/v3/';
@@ -33,7 +33,10 @@ export interface GatewayDeps {
   readonly policy: () => Policy;
 }
 
-/** Per-request facts for the one log line and the metrics. Never the token. */
+/**
+ * Per-request facts: the outcome, the one log line and the metrics, all
+ * written once when the response closes. Never the token.
+ */
 interface RequestLog {
   requestId: string;
   method: string | undefined;
@@ -51,12 +54,16 @@ interface RequestLog {
 
 /**
  * The proxy port. Every request walks the same steps:
- *   check target → (outside /api/v3/: public route or 404)
- *   → authenticate → authorize → mutate headers → forward.
+ *   header count → check target → (outside /api/v3/: public route or 404)
+ *   → upstream head (framing, identity headers) → authenticate → authorize → forward.
+ * Each step returns a verdict; a refusal is rendered by `refuse`. Anything
+ * thrown on the way is caught by one boundary (`internalError`: 500 50000),
+ * and the process keeps serving. The outcome is recorded once, in `record`.
  */
 export function createGateway(config: Config, deps: GatewayDeps): Server {
   const { logger, metrics, forwarder } = deps;
   const { limits } = config;
+  const bound = metrics.bound;
 
   const server = createServer({
     maxHeaderSize: limits.maxHeaderBytes,
@@ -69,55 +76,92 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     insecureHTTPParser: false,
     joinDuplicateHeaders: false,
   });
+  // Node keeps parsing past this many header fields (the framing still applies) but stops
+  // reporting them in req.headers. One more than the limit is kept, so a request at the
+  // limit is seen whole and one past it is refused (431) rather than half-read.
+  server.maxHeadersCount = limits.maxHeaderCount + 1;
   const requestLogger = createRequestLogger(logger);
-  server.on('request', (req, res) => void handle(req, res, false));
+  /** Sockets on which Keygate answered "Connection: close". */
+  const closing = new WeakSet<Socket>();
+  server.on('request', (req, res) => begin(req, res, false));
   // With this listener Node does not answer "100 Continue" on its own: only a
   // request that is about to be forwarded is told to send its body.
-  server.on('checkContinue', (req, res) => void handle(req, res, true));
+  server.on('checkContinue', (req, res) => begin(req, res, true));
   // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.
   // There is deliberately no 'upgrade' listener: without one, Node 20 passes an Upgrade request to
   // 'request' like any other, so it is authenticated and forwarded as plain HTTP (Upgrade is hop-by-hop).
   server.on('connect', (req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
-    refuseRaw(socket, 40000, 'bad_target', { method: req.method, clientIp: normalizeIp(socket.remoteAddress ?? '') });
+    refuseRaw(socket, 'bad_target', { method: req.method, clientIp: normalizeIp(socket.remoteAddress ?? '') });
   });
   server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
     // A reset or a socket already answering another request: nothing can be said on it.
     if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent) return socket.destroy();
-    const code: ErrorCode = err.code === 'HPE_HEADER_OVERFLOW' ? 43100 : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 40800 : 40000;
-    const reason: Reason = code === 43100 ? 'headers_too_large' : code === 40800 ? 'request_timeout' : 'bad_request';
+    const reason: Reason = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
     // The parser's error code, never its raw bytes.
-    refuseRaw(socket, code, reason, { clientIp: normalizeIp(socket.remoteAddress ?? ''), parserError: err.code });
+    refuseRaw(socket, reason, { clientIp: normalizeIp(socket.remoteAddress ?? ''), parserError: err.code });
   });
 
-  /** Refusals with no ServerResponse (CONNECT, parser errors): same metrics and one log line, written to the socket. */
-  function refuseRaw(socket: Socket, code: ErrorCode, reason: Reason, fields: Record<string, unknown>) {
-    metrics.requests.inc({ code: String(code) });
-    metrics.rejections.inc({ code: String(code), reason });
-    requestLogger.info({ ...fields, code, reason, status: ERRORS[code].status }, 'request');
-    renderRawError(socket, code);
+  /** Refusals with no ServerResponse (CONNECT, parser errors): same record, written to the socket. */
+  function refuseRaw(socket: Socket, reason: Reason, fields: Record<string, unknown>) {
+    const { code } = deny(reason);
+    const log = { ...fields, code, reason, status: renderRawError(socket, code) };
+    record(log as RequestLog);
   }
 
-  function finish(res: ServerResponse, log: RequestLog, started: number) {
-    // 'close' is emitted once per response. The log object becomes the line: no copy.
-    res.on('close', () => {
+  /** The one place an outcome becomes metrics and a log line. */
+  function record(log: RequestLog) {
+    bound.requests.get(String(log.code))?.inc();
+    if (log.reason !== undefined) bound.rejections[log.reason].inc();
+    if (log.upstreamMs !== undefined) {
+      const cls = log.code === OK ? statusClass(log.status ?? 0) : log.reason === 'upstream_timeout' ? 'timeout' : 'error';
+      bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
+    }
+    if (log.code !== undefined && log.code !== OK && log.code !== TIME && (log.status ?? 0) >= 500) requestLogger.warn(log, 'request');
+    else requestLogger.info(log, 'request');
+  }
+
+  function begin(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {
+    const started = performance.now();
+    // Admission control, before any other work: past the bound a request is shed at once
+    // with an honest reason, and the requests already admitted keep the CPU they need.
+    const shed = metrics.inflight.value >= limits.maxInFlight;
+    metrics.inflight.inc();
+    const log: RequestLog = { requestId: requestIdOf(req.headers['x-request-id']), method: req.method, route: undefined, clientIp: undefined };
+    // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
+    res.once('close', () => {
       metrics.inflight.dec();
-      log.status = res.statusCode;
+      if (log.status === undefined) log.status = res.statusCode;
       log.durationMs = round(performance.now() - started);
       if (!res.writableFinished) log.aborted = true;
-      if (log.code !== undefined && log.code !== OK && log.status >= 500) requestLogger.warn(log, 'request');
-      else requestLogger.info(log, 'request');
+      record(log);
     });
+    try {
+      if (shed) return refuse(res, log, deny('overloaded'));
+      handle(req, res, log, started, expectContinue);
+    } catch (err) {
+      internalError(res, log, err);
+    }
+  }
+
+  /** The error boundary: whatever threw, the client gets 500 50000 and the process serves on. */
+  function internalError(res: ServerResponse, log: RequestLog, err: unknown) {
+    logger.error({ err, requestId: log.requestId }, 'internal error while handling a request');
+    try {
+      refuse(res, log, deny('internal_error'));
+    } catch {
+      res.destroy();
+    }
   }
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
     // A refused request whose body has not all arrived: close rather than read the rest,
     // so nothing after our answer is parsed from it.
     if (!res.req.complete) res.setHeader('connection', 'close');
+    if (res.getHeader('connection') === 'close') closing.add(res.req.socket);
     log.code = decision.code;
     log.reason = decision.reason;
-    metrics.requests.inc({ code: String(decision.code) });
-    metrics.rejections.inc({ code: String(decision.code), reason: decision.reason });
+    res.setHeader('x-request-id', log.requestId);
     renderError(res, decision.code, decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : undefined);
   }
 
@@ -125,41 +169,36 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const now = deps.clock.nowNs().toString();
     log.code = TIME;
     log.route = TIME_PATH;
-    metrics.requests.inc({ code: TIME });
     const body = `{"serverTime":"${now}"}`;
-    res.setHeader('content-type', 'application/json');
-    res.setHeader('cache-control', 'no-store');
-    res.setHeader(SERVER_TIME_HEADER, now);
-    res.setHeader('content-length', Buffer.byteLength(body));
+    res.writeHead(200, ['content-type', 'application/json', 'cache-control', 'no-store', SERVER_TIME_HEADER, now, 'content-length', String(body.length), 'x-request-id', log.requestId]);
     res.end(body);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, expectContinue: boolean) {
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
-    forwarder.forward(req, res, (outcome) => {
-      const seconds = (performance.now() - sent) / 1000;
-      log.upstreamMs = round(seconds * 1000);
+    forwarder.forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId }, (outcome: ForwardOutcome) => {
+      log.upstreamMs = round(performance.now() - sent);
       if ('status' in outcome) {
         log.code = OK;
-        metrics.requests.inc({ code: OK });
-        metrics.upstreamSeconds.observe({ status_class: statusClass(outcome.status) }, seconds);
+        log.status = outcome.status;
       } else {
-        metrics.upstreamSeconds.observe({ status_class: outcome.code === 50400 ? 'timeout' : 'error' }, seconds);
-        refuse(res, log, { ok: false, code: outcome.code, reason: outcome.code === 50400 ? 'upstream_timeout' : 'upstream_error' });
+        refuse(res, log, deny(outcome.reason));
       }
     });
   }
 
-  async function handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): Promise<void> {
-    const started = performance.now();
-    metrics.inflight.inc();
-    const requestId = requestIdOf(req.headers);
+  function handle(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number, expectContinue: boolean): void {
+    // Node parses pipelined requests before the answer to an earlier one is written. Once
+    // Keygate has answered "Connection: close" on this socket, what follows is never served.
+    if (closing.has(req.socket)) return void res.destroy();
+    const raw = req.rawHeaders;
     const peer = normalizeIp(req.socket.remoteAddress ?? '');
-    const log: RequestLog = { requestId, method: req.method, route: undefined, clientIp: peer };
-    res.setHeader('x-request-id', requestId);
-    finish(res, log, started);
-
+    log.clientIp = peer;
+    if (raw.length > 2 * limits.maxHeaderCount) {
+      res.setHeader('connection', 'close');
+      return refuse(res, log, deny('too_many_headers'));
+    }
     const target = checkTarget(req.method, req.url);
     if (!target.ok) {
       res.setHeader('connection', 'close');
@@ -172,10 +211,11 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
 
     if (!target.path.startsWith(API_PREFIX)) {
       const route = findRoute(policy.publicRoutes, method, target.path);
-      if (!route) return refuse(res, log, { ok: false, code: 40400, reason: 'no_route' });
+      if (!route) return refuse(res, log, deny('no_route'));
       log.route = route.pattern;
-      mutateHeaders(req.headers, { keyId: undefined, peerIp: peer, peerTrusted }, requestId);
-      return forward(req, res, log, expectContinue);
+      const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
+      if (!head.ok) return refuse(res, log, head);
+      return forward(req, res, log, head, expectContinue);
     }
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
@@ -183,31 +223,45 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     // Matched once: the pattern (never the raw path or query) is logged, also on refusals.
     const route = findRoute(policy.routes, method, target.path);
     log.route = route?.pattern;
-    let decision;
-    try {
-      decision = await deps.authenticate(req.rawHeaders);
-    } catch (err) {
-      decision = storeFailure(err);
-    }
-    if (decision.ok) {
-      log.keyId = decision.key.record.id;
-      const authz = authorize(decision.key, ip, route, policy.unlistedRoutes);
-      if (authz.ok) log.route = authz.route;
-      decision = authz.ok ? decision : authz;
-    }
-    const authSeconds = (performance.now() - started) / 1000;
-    log.authMs = round(authSeconds * 1000);
-    metrics.authSeconds.observe({ outcome: decision.ok ? 'allow' : decision.code === 50300 ? 'error' : 'deny' }, authSeconds);
-    if (!decision.ok) return refuse(res, log, decision);
-    if (res.destroyed) return; // the client went away while we were checking
+    // Built before authentication: a request refused here burns no nonce.
+    const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
+    if (!head.ok) return refuse(res, log, head);
 
-    mutateHeaders(req.headers, { keyId: decision.key.record.id, peerIp: peer, peerTrusted }, requestId);
-    forward(req, res, log, expectContinue);
-  }
-
-  function storeFailure(err: unknown): Denial {
-    if (!(err instanceof StoreUnavailableError)) logger.error({ err }, 'unexpected error during authentication');
-    return { ok: false, code: 50300, reason: 'store_unavailable' };
+    const decided = (authn: Authenticated | Denial) => {
+      let decision: Denial | undefined;
+      if (authn.ok) {
+        log.keyId = authn.key.record.id;
+        const authz = authorize(authn.key, ip, route, policy.unlistedRoutes);
+        if (authz.ok) log.route = authz.route;
+        else decision = authz;
+      } else decision = authn;
+      const ms = performance.now() - started;
+      log.authMs = round(ms);
+      bound.authSeconds[decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'].observe(ms / 1000);
+      if (decision !== undefined) return refuse(res, log, decision);
+      // The client went away while we were checking, or an earlier answer closed its connection.
+      if (res.destroyed || closing.has(req.socket)) return void res.destroy();
+      head.headers.push(KEY_ID_HEADER, log.keyId as string);
+      forward(req, res, log, head, expectContinue);
+    };
+    deps.authenticate(raw).then(
+      (decision) => {
+        try {
+          decided(decision);
+        } catch (err) {
+          internalError(res, log, err);
+        }
+      },
+      (err: unknown) => {
+        try {
+          // Only a store that did not answer is 503; anything else is Keygate's own fault.
+          if (!(err instanceof StoreUnavailableError)) throw err;
+          decided(deny('store_unavailable'));
+        } catch (e) {
+          internalError(res, log, e);
+        }
+      },
+    );
   }
 
   return server;

@@ -24,9 +24,9 @@ export function statusHeaders(status: number): Readonly<Record<string, string>> 
 
 /**
  * For requests Node's parser refused (no ServerResponse exists): writes the
- * catalogue's status and body straight to the socket and closes it.
+ * catalogue's status and body straight to the socket and closes it. Returns the status.
  */
-export function renderRawError(socket: Duplex, code: ErrorCode): void {
+export function renderRawError(socket: Duplex, code: ErrorCode): number {
   const body = BODIES.get(code) as Buffer;
   const status = ERRORS[code].status;
   const head =
@@ -39,6 +39,7 @@ export function renderRawError(socket: Duplex, code: ErrorCode): void {
       .join('') +
     'Connection: close\r\n\r\n';
   socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
+  return status;
 }
 
 /** The only place an error becomes an HTTP response. */

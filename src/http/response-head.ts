@@ -1,41 +1,45 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
-
 // Hop-by-hop response headers: they describe the upstream connection, not the response.
 const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te']);
 
 /**
- * Copies the upstream's status and end-to-end headers onto the client
- * response. Connection management and framing are left to Node's server, so
- * the client's own `Connection: close` is honoured and the upstream's
- * keep-alive settings never leak to the client. Repeated headers (Set-Cookie)
- * stay repeated; names keep the upstream's spelling.
+ * The upstream's end-to-end response headers as a flat [name, value, …] list
+ * for `res.writeHead`: hop-by-hop headers and any header the upstream names in
+ * Connection are left out, so connection management and framing stay with
+ * Node's server (the client's own `Connection: close` is honoured and the
+ * upstream's keep-alive settings never leak). Repeated headers (Set-Cookie)
+ * stay repeated; names keep the upstream's spelling. X-Request-Id is added
+ * when the upstream did not send one.
  */
-export function copyResponseHead(upstream: IncomingMessage, res: ServerResponse): void {
-  res.statusCode = upstream.statusCode ?? 502;
-  if (upstream.statusMessage) res.statusMessage = upstream.statusMessage;
-  const dropped = hopByHop(upstream.headers.connection);
-  // The first occurrence of a name replaces anything set so far (X-Request-Id); repeats are appended.
-  const seen = new Set<string>();
-  const raw = upstream.rawHeaders;
+export function responseHead(raw: readonly Buffer[], requestId: string): string[] {
+  const out: string[] = [];
+  let connection: string | undefined;
+  let hasRequestId = false;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = raw[i] as string;
-    const lower = name.toLowerCase();
-    if (dropped.has(lower)) continue;
-    if (seen.has(lower)) res.appendHeader(name, raw[i + 1] as string);
-    else {
-      seen.add(lower);
-      res.setHeader(name, raw[i + 1] as string);
+    const name = (raw[i] as Buffer).toString('latin1');
+    const value = (raw[i + 1] as Buffer).toString('latin1');
+    // Only names up to 17 characters can be in the set or be X-Request-Id.
+    const lower = name.length <= 17 ? name.toLowerCase() : name;
+    if (HOP_BY_HOP.has(lower)) {
+      if (lower === 'connection') connection = connection === undefined ? value : `${connection},${value}`;
+      continue;
     }
+    if (lower === 'x-request-id') hasRequestId = true;
+    out.push(name, value);
   }
+  if (connection !== undefined) dropNamed(out, connection);
+  if (!hasRequestId) out.push('x-request-id', requestId);
+  return out;
 }
 
-/** The fixed hop-by-hop set, plus any other header the upstream names in Connection (copied only then). */
-function hopByHop(connection: string | undefined): ReadonlySet<string> {
-  if (connection === undefined) return HOP_BY_HOP;
-  let named: Set<string> | undefined;
-  for (const token of connection.split(',')) {
-    const name = token.trim().toLowerCase();
-    if (!HOP_BY_HOP.has(name)) (named ??= new Set(HOP_BY_HOP)).add(name);
+/** Removes, in place, every header the upstream named in Connection (other than the fixed hop-by-hop set, already gone). */
+function dropNamed(out: string[], connection: string): void {
+  const named = new Set<string>();
+  for (const token of connection.split(',')) named.add(token.trim().toLowerCase());
+  let w = 0;
+  for (let r = 0; r < out.length; r += 2) {
+    if (named.has((out[r] as string).toLowerCase())) continue;
+    out[w++] = out[r] as string;
+    out[w++] = out[r + 1] as string;
   }
-  return named ?? HOP_BY_HOP;
+  out.length = w;
 }

@@ -1,7 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { ERROR_CODES, type Reason } from '../errors.js';
+import { ERROR_CODES, REASONS, type Reason } from '../errors.js';
 import { packageVersion } from './package-version.js';
-import { REASON_CODE } from './reason-codes.js';
 
 /** Outcome label for a forwarded request in keygate_requests_total{code}. */
 export const OK = 'ok';
@@ -14,12 +13,36 @@ export interface Metrics {
   readonly rejections: Counter<'code' | 'reason'>;
   readonly authSeconds: Histogram<'outcome'>;
   readonly upstreamSeconds: Histogram<'status_class'>;
-  readonly inflight: Gauge;
+  /** Requests being handled now: a plain number on the request path, read by the gauge at scrape time. */
+  readonly inflight: InFlight;
   readonly keyCache: Counter<'event'>;
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
   readonly buildInfo: Gauge<'version' | 'node_version'>;
+  /** Children bound once per label value: the request path never looks a label set up. */
+  readonly bound: BoundMetrics;
+}
+
+interface Incrementable {
+  inc(value?: number): void;
+}
+interface Observable {
+  observe(value: number): void;
+}
+
+export interface InFlight {
+  inc(): void;
+  dec(): void;
+  readonly value: number;
+}
+
+export interface BoundMetrics {
+  /** keygate_requests_total by outcome code ("ok", "time" or an error code). */
+  readonly requests: ReadonlyMap<string, Incrementable>;
+  readonly rejections: Readonly<Record<Reason, Incrementable>>;
+  readonly authSeconds: Readonly<Record<(typeof LABEL_VALUES.authOutcome)[number], Observable>>;
+  readonly upstreamSeconds: ReadonlyMap<string, Observable>;
 }
 
 /** Every label value each Keygate metric can take (README "Metrics" lists the same). */
@@ -63,26 +86,53 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
   requests.inc({ code: OK }, 0);
   requests.inc({ code: TIME }, 0);
   for (const code of ERROR_CODES) requests.inc({ code: String(code) }, 0);
-  for (const [reason, code] of Object.entries(REASON_CODE) as Array<[Reason, number]>) rejections.inc({ code: String(code), reason }, 0);
+  for (const [reason, { code }] of Object.entries(REASONS)) rejections.inc({ code: String(code), reason }, 0);
+  const authSeconds = new Histogram({
+    name: 'keygate_auth_duration_seconds',
+    help: 'Time from request start to the authentication/authorization decision on /api/v3/ (outcome: allow, deny, error = store unavailable)',
+    labelNames: ['outcome'] as const,
+    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
+    registers: [registry],
+  });
+  const upstreamSeconds = new Histogram({
+    name: 'keygate_upstream_duration_seconds',
+    help: 'Time from forwarding to the upstream response headers (status_class: 1xx-5xx, error = 502, timeout = 504)',
+    labelNames: ['status_class'] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  let live = 0;
+  const inflight: InFlight = {
+    inc: () => void live++,
+    dec: () => void live--,
+    get value() {
+      return live;
+    },
+  };
+  new Gauge({
+    name: 'keygate_inflight_requests',
+    help: 'Requests being handled now',
+    registers: [registry],
+    collect() {
+      this.set(live);
+    },
+  });
+  const bound: BoundMetrics = {
+    requests: new Map([OK, TIME, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
+    rejections: Object.fromEntries(
+      Object.entries(REASONS).map(([reason, { code }]) => [reason, rejections.labels({ code: String(code), reason })]),
+    ) as Record<Reason, Incrementable>,
+    authSeconds: { allow: authSeconds.labels({ outcome: 'allow' }), deny: authSeconds.labels({ outcome: 'deny' }), error: authSeconds.labels({ outcome: 'error' }) },
+    upstreamSeconds: new Map(LABEL_VALUES.upstreamStatusClass.map((c) => [c, upstreamSeconds.labels({ status_class: c })])),
+  };
   const metrics: Metrics = {
+    bound,
     registry,
     requests,
     rejections,
-    authSeconds: new Histogram({
-      name: 'keygate_auth_duration_seconds',
-      help: 'Time from request start to the authentication/authorization decision on /api/v3/ (outcome: allow, deny, error = store unavailable)',
-      labelNames: ['outcome'],
-      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
-      registers: [registry],
-    }),
-    upstreamSeconds: new Histogram({
-      name: 'keygate_upstream_duration_seconds',
-      help: 'Time from forwarding to the upstream response headers (status_class: 1xx-5xx, error = 502, timeout = 504)',
-      labelNames: ['status_class'],
-      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-      registers: [registry],
-    }),
-    inflight: new Gauge({ name: 'keygate_inflight_requests', help: 'Requests being handled now', registers: [registry] }),
+    authSeconds,
+    upstreamSeconds,
+    inflight,
     keyCache: new Counter({
       name: 'keygate_key_cache_events_total',
       help: 'Key cache lookups and evictions (event: hit, miss, evict_change, evict_flush, evict_size)',

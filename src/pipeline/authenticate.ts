@@ -34,16 +34,16 @@ export function createAuthenticator(options: DecodeOptions, deps: { keys: KeyCac
     if (!timing.ok) return timing;
 
     const key = await deps.keys.get(claims.sub);
-    if (!key) return deny(10013, 'unknown_key');
+    if (!key) return deny('unknown_key');
     const nowMs = deps.clock.nowMs();
-    if (key.record.state !== 'active') return deny(10013, 'revoked');
-    if (nowMs >= key.expiresAtMs) return deny(10013, 'expired_key');
+    if (key.record.state !== 'active') return deny('revoked');
+    if (nowMs >= key.expiresAtMs) return deny('expired_key');
 
-    const signature = await verifySignature(credentials.token, key.verifyKeys, nowMs);
+    const signature = verifySignature(credentials.token, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
 
     const first = await deps.store.recordNonce(key.record.apiKey, claims.nonce, timing.nonceTtlMs);
-    if (!first) return deny(40106, 'replay');
+    if (!first) return deny('replay');
     return { ok: true, key };
   };
 }

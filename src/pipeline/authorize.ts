@@ -17,9 +17,9 @@ export function authorize(
   unlistedRoutes: Policy['unlistedRoutes'],
 ): { ok: true; route: string } | Denial {
   if (key.allowList && (clientIp === undefined || !ipAllowed(key.allowList, clientIp))) {
-    return deny(10403, 'ip_denied');
+    return deny('ip_denied');
   }
-  if (!route) return unlistedRoutes === 'allow' ? { ok: true, route: 'unlisted' } : deny(10403, 'route_not_listed');
-  for (const scope of route.scopes) if (!key.scopes.has(scope)) return deny(10403, 'scope_denied');
+  if (!route) return unlistedRoutes === 'allow' ? { ok: true, route: 'unlisted' } : deny('route_not_listed');
+  for (const scope of route.scopes) if (!key.scopes.has(scope)) return deny('scope_denied');
   return { ok: true, route: route.pattern };
 }

@@ -23,21 +23,21 @@ const METHOD = /^[A-Z]{1,16}$/;
  * upstream gets, byte for byte.
  */
 export function checkTarget(method: string | undefined, url: string | undefined): Target | Denial {
-  if (!method || !METHOD.test(method) || method === 'CONNECT' || method === 'TRACE') return deny(40000, 'bad_target');
-  if (!url || url.length > 8192 || url.charCodeAt(0) !== 47 /* / */) return deny(40000, 'bad_target');
+  if (!method || !METHOD.test(method) || method === 'CONNECT' || method === 'TRACE') return deny('bad_target');
+  if (!url || url.length > 8192 || url.charCodeAt(0) !== 47 /* / */) return deny('bad_target');
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : url.slice(q);
-  if (!PATH_CHARS.test(path) || !QUERY_CHARS.test(query.slice(1))) return deny(40000, 'bad_target');
-  if (path.includes('//')) return deny(40000, 'bad_target');
+  if (!PATH_CHARS.test(path) || !QUERY_CHARS.test(query.slice(1))) return deny('bad_target');
+  if (path.includes('//')) return deny('bad_target');
   for (const seg of path.split('/')) {
-    if (seg === '.' || seg === '..') return deny(40000, 'bad_target');
+    if (seg === '.' || seg === '..') return deny('bad_target');
   }
   if (path.includes('%')) {
     // Every '%' must start a valid escape, and no escape may hide structure.
     const stripped = path.replace(PCT, (_m, hex: string) => (REFUSED_ESCAPES.test(hex) ? '\u0000' : ''));
-    if (stripped.includes('%') || stripped.includes('\u0000')) return deny(40000, 'bad_target');
+    if (stripped.includes('%') || stripped.includes('\u0000')) return deny('bad_target');
   }
-  if (query.includes('%') && query.replace(PCT, '').includes('%')) return deny(40000, 'bad_target');
+  if (query.includes('%') && query.replace(PCT, '').includes('%')) return deny('bad_target');
   return { ok: true, path, query };
 }

@@ -18,10 +18,10 @@ export const NONCE_TTL_MARGIN_MS = 1_000;
 export function checkTime(claims: Claims, nowNs: bigint): Timing | Denial {
   const windowNs = BigInt(claims.recvWindowSeconds) * 1_000_000_000n;
   const diff = claims.nonceNs - nowNs;
-  if (diff >= windowNs || -diff >= windowNs) return deny(40106, 'nonce_window');
+  if (diff >= windowNs || -diff >= windowNs) return deny('nonce_window');
   const nowSeconds = Number(nowNs / 1_000_000n) / 1000;
-  if (claims.exp !== undefined && nowSeconds >= claims.exp) return deny(40106, 'expired');
-  if (claims.nbf !== undefined && nowSeconds < claims.nbf) return deny(40106, 'expired');
+  if (claims.exp !== undefined && nowSeconds >= claims.exp) return deny('expired');
+  if (claims.nbf !== undefined && nowSeconds < claims.nbf) return deny('expired');
   // The nonce stays acceptable until now reaches nonce + window.
   const nonceTtlMs = Number((claims.nonceNs + windowNs - nowNs) / 1_000_000n) + NONCE_TTL_MARGIN_MS;
   return { ok: true, nonceTtlMs };

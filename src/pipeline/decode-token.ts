@@ -41,35 +41,35 @@ function parseJsonObject(segment: string): Record<string, unknown> | undefined {
  * requires, of the types it requires. Every failure here is 40106.
  */
 export function decodeToken(token: string, options: DecodeOptions): Claims | Denial {
-  if (token.length > options.maxTokenBytes) return deny(40106, 'token_too_large');
+  if (token.length > options.maxTokenBytes) return deny('token_too_large');
   const first = token.indexOf('.');
   const second = token.indexOf('.', first + 1);
-  if (first <= 0 || second <= first + 1 || token.indexOf('.', second + 1) !== -1) return deny(40106, 'malformed');
+  if (first <= 0 || second <= first + 1 || token.indexOf('.', second + 1) !== -1) return deny('malformed');
   const h = token.slice(0, first);
   const p = token.slice(first + 1, second);
   const s = token.slice(second + 1);
   // An HS256 signature is 32 bytes: 43 base64url characters.
-  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s) || !CANONICAL_LAST.test(s)) return deny(40106, 'malformed');
+  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s) || !CANONICAL_LAST.test(s)) return deny('malformed');
 
   const header = parseJsonObject(h);
   const payload = parseJsonObject(p);
-  if (!header || !payload) return deny(40106, 'malformed');
+  if (!header || !payload) return deny('malformed');
   if (header.alg !== 'HS256' || header.typ !== 'JWT' || header.crit !== undefined || header.b64 !== undefined) {
-    return deny(40106, 'bad_header');
+    return deny('bad_header');
   }
 
   const { type, sub, nonce, recv_window: recvWindow, exp, nbf } = payload;
-  if (type !== 'OpenAPIV2') return deny(40106, 'bad_claims');
-  if (typeof sub !== 'string' || sub.length === 0 || sub.length > 256) return deny(40106, 'bad_claims');
-  if (typeof nonce !== 'string' || !NONCE.test(nonce)) return deny(40106, 'bad_claims');
+  if (type !== 'OpenAPIV2') return deny('bad_claims');
+  if (typeof sub !== 'string' || sub.length === 0 || sub.length > 256) return deny('bad_claims');
+  if (typeof nonce !== 'string' || !NONCE.test(nonce)) return deny('bad_claims');
   let recvWindowSeconds = options.defaultRecvWindowSeconds;
   if (recvWindow !== undefined) {
-    if (typeof recvWindow !== 'string' || !RECV_WINDOW.test(recvWindow)) return deny(40106, 'bad_claims');
+    if (typeof recvWindow !== 'string' || !RECV_WINDOW.test(recvWindow)) return deny('bad_claims');
     recvWindowSeconds = Number(recvWindow);
-    if (recvWindowSeconds > options.maxRecvWindowSeconds) return deny(40106, 'recv_window_too_large');
+    if (recvWindowSeconds > options.maxRecvWindowSeconds) return deny('recv_window_too_large');
   }
-  if (exp !== undefined && (typeof exp !== 'number' || !Number.isFinite(exp))) return deny(40106, 'bad_claims');
-  if (nbf !== undefined && (typeof nbf !== 'number' || !Number.isFinite(nbf))) return deny(40106, 'bad_claims');
+  if (exp !== undefined && (typeof exp !== 'number' || !Number.isFinite(exp))) return deny('bad_claims');
+  if (nbf !== undefined && (typeof nbf !== 'number' || !Number.isFinite(nbf))) return deny('bad_claims');
   const nonceNs = BigInt(nonce);
   return { ok: true, sub, nonce: nonceNs.toString(), nonceNs, recvWindowSeconds, exp, nbf };
 }

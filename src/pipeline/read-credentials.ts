@@ -20,11 +20,11 @@ export function readCredentials(rawHeaders: readonly string[]): Credentials | De
       value = rawHeaders[i + 1];
     }
   }
-  if (count > 1) return deny(40107, 'duplicate_header');
-  if (value === undefined || value === '') return deny(40004, 'missing_header');
+  if (count > 1) return deny('duplicate_header');
+  if (value === undefined || value === '') return deny('missing_header');
   // Exactly "Bearer", one space, then a token without whitespace.
-  if (!value.startsWith('Bearer ')) return deny(40107, 'bad_header_format');
+  if (!value.startsWith('Bearer ')) return deny('bad_header_format');
   const token = value.slice(7);
-  if (token.length === 0 || /\s/.test(token)) return deny(40107, 'bad_header_format');
+  if (token.length === 0 || /\s/.test(token)) return deny('bad_header_format');
   return { ok: true, token };
 }

@@ -1,12 +1,13 @@
+import { createSecretKey, type KeyObject } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import type { Clock } from '../clock.js';
 import { parseCidrList } from '../config/cidr.js';
 import type { KeyRecord } from './key-record.js';
 import type { Store } from './types.js';
 
-/** A secret imported once as a CryptoKey; previous (rotated) secrets carry their deadline. */
+/** A secret imported once as a node:crypto KeyObject; previous (rotated) secrets carry their deadline. */
 export interface VerifyKey {
-  readonly key: CryptoKey;
+  readonly key: KeyObject;
   /** Epoch ms after which this secret no longer verifies (Infinity for the current secret). */
   readonly validUntilMs: number;
 }
@@ -48,14 +49,19 @@ interface Entry {
   expiresAt: number;
 }
 
-function importSecret(secret: string): Promise<CryptoKey> {
-  return crypto.subtle.importKey('raw', new TextEncoder().encode(secret), { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
+/**
+ * The secret's UTF-8 bytes, as the contract says (never Base64-decoded). Made
+ * into a KeyObject once per secret, so the hot path does not copy the secret
+ * into a new HMAC key for every request.
+ */
+function importSecret(secret: string): KeyObject {
+  return createSecretKey(Buffer.from(secret, 'utf8'));
 }
 
-export async function prepareKey(record: KeyRecord): Promise<PreparedKey> {
-  const verifyKeys: VerifyKey[] = [{ key: await importSecret(record.secret), validUntilMs: Infinity }];
+export function prepareKey(record: KeyRecord): PreparedKey {
+  const verifyKeys: VerifyKey[] = [{ key: importSecret(record.secret), validUntilMs: Infinity }];
   for (const p of record.previousSecrets ?? []) {
-    verifyKeys.push({ key: await importSecret(p.secret), validUntilMs: Date.parse(p.validUntil) });
+    verifyKeys.push({ key: importSecret(p.secret), validUntilMs: Date.parse(p.validUntil) });
   }
   return {
     record,
@@ -95,7 +101,7 @@ export function createKeyCache(
   async function load(apiKey: string): Promise<PreparedKey | null> {
     const startGeneration = generation;
     const record = await deps.store.getKey(apiKey);
-    const value = record ? await prepareKey(record) : null;
+    const value = record ? prepareKey(record) : null;
     if (generation === startGeneration) {
       if (entries.size >= options.maxEntries) {
         const oldest = entries.keys().next();

@@ -45,7 +45,8 @@ export function createRedisStore(
   const connection = options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
   if (!connection) throw new Error('createRedisStore: give url or connection');
   // Fail closed and fast: no queueing while disconnected, bounded commands.
-  const clientOptions = { commandTimeoutMs: options.commandTimeoutMs ?? 500, connectTimeoutMs: options.connectTimeoutMs ?? 2_000 };
+  // ioredis's own per-command timer is only a backstop behind run()'s deadline (see below).
+  const clientOptions = { commandTimeoutMs: Math.max(4 * (options.commandTimeoutMs ?? 500), 2_000), connectTimeoutMs: options.connectTimeoutMs ?? 2_000 };
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
@@ -84,26 +85,41 @@ export function createRedisStore(
     if (ch === channel) emit(message === '*' ? null : message);
   });
 
-  // ioredis starts a command's timer only when the command is written, and with
-  // auto-pipelining a command waits while the previous batch is in flight (so a
-  // frozen Redis answered in 2x the timeout). On the request path (bounded: true)
-  // the deadline starts at the call, so no lookup outlives the timeout.
+  // The deadline starts at the call: ioredis starts its own timer only when a command is
+  // written, and with auto-pipelining a command waits while the previous batch is in flight
+  // (a frozen Redis answered in 2x the timeout). ioredis's timer stays as a backstop only.
+  //
+  // An expired deadline is honoured only after the event loop has read what already arrived:
+  // the rejection is deferred to setImmediate, which runs after the poll phase. A reply Redis
+  // sent in time is therefore used even when Keygate itself was too busy to read it on time
+  // (a saturated loop must never be reported as "Redis down"); a Redis that did not answer
+  // still fails within the deadline plus one loop turn.
   const deadlineMs = options.commandTimeoutMs ?? 500;
-  async function run<T>(fn: () => Promise<T>, bounded = false): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<never>((_, reject) => {
-      if (bounded) timer = setTimeout(() => reject(new Error(`Command timed out after ${deadlineMs} ms (deadline)`)), deadlineMs);
+  function run<T>(fn: () => Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      const fail = (err: unknown) => {
+        if (settled) return;
+        settled = true;
+        if (err instanceof StoreUnavailableError) return reject(err);
+        const message = (err as Error).message ?? String(err);
+        events.onCommandError?.(/timed out/i.test(message) ? 'timeout' : 'error');
+        reject(new StoreUnavailableError(`redis: ${message}`, { cause: err }));
+      };
+      const timer = setTimeout(() => setImmediate(() => fail(new Error(`Command timed out after ${deadlineMs} ms (deadline)`))), deadlineMs);
+      fn().then(
+        (value) => {
+          clearTimeout(timer);
+          if (settled) return;
+          settled = true;
+          resolve(value);
+        },
+        (err: unknown) => {
+          clearTimeout(timer);
+          fail(err);
+        },
+      );
     });
-    try {
-      return await Promise.race([fn(), deadline]);
-    } catch (err) {
-      if (err instanceof StoreUnavailableError) throw err;
-      const message = (err as Error).message ?? String(err);
-      events.onCommandError?.(/timed out/i.test(message) ? 'timeout' : 'error');
-      throw new StoreUnavailableError(`redis: ${message}`, { cause: err });
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   const keyOf = (apiKey: string) => `${prefix}key:${apiKey}`;
@@ -136,7 +152,7 @@ export function createRedisStore(
   return {
     kind: 'redis',
     client,
-    getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey))), true),
+    getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey)))),
     listKeys: () =>
       run(async () => {
         const names = await client.smembers(`${prefix}keys`);
@@ -163,7 +179,7 @@ export function createRedisStore(
         return n > 0;
       }),
     recordNonce: (apiKey, nonce, ttlMs) =>
-      run(async () => (await client.set(`${prefix}nonce:${apiKey}:${nonce}`, '1', 'PX', ttlMs, 'NX')) === 'OK', true),
+      run(() => client.set(`${prefix}nonce:${apiKey}:${nonce}`, '1', 'PX', ttlMs, 'NX').then((ok) => ok === 'OK')),
     appendAudit: (entry) =>
       run(async () => {
         await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
@@ -175,8 +191,8 @@ export function createRedisStore(
     ping: () =>
       run(async () => {
         await client.ping();
-      }, true),
-    countKeys: () => run(() => client.scard(`${prefix}keys`), true),
+      }),
+    countKeys: () => run(() => client.scard(`${prefix}keys`)),
     async close() {
       listeners.clear();
       stopWatching();

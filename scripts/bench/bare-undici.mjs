@@ -1,0 +1,43 @@
+// Reference: the smallest undici forwarding hop (Pool.dispatch, head and body
+// relayed, no checks, no auth). Shows what the forwarding engine alone costs.
+import { createServer } from 'node:http';
+import { Pool } from 'undici';
+
+const pool = new Pool(process.env.UPSTREAM, { connections: 256, pipelining: 1 });
+const server = createServer((req, res) => {
+  const headers = [];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const n = req.rawHeaders[i].toLowerCase();
+    if (n !== 'connection' && n !== 'keep-alive') headers.push(req.rawHeaders[i], req.rawHeaders[i + 1]);
+  }
+  pool.dispatch(
+    { method: req.method, path: req.url, headers, body: null },
+    {
+      onConnect() {},
+      onHeaders(status, raw) {
+        const head = [];
+        for (let i = 0; i < raw.length; i += 2) {
+          const n = raw[i].toString('latin1');
+          if (n.toLowerCase() !== 'connection' && n.toLowerCase() !== 'keep-alive') head.push(n, raw[i + 1].toString('latin1'));
+        }
+        res.writeHead(status, head);
+        return true;
+      },
+      onData(chunk) {
+        return res.write(chunk);
+      },
+      onComplete() {
+        res.end();
+      },
+      onError() {
+        if (!res.headersSent) res.statusCode = 502;
+        res.end();
+      },
+    },
+  );
+});
+server.keepAliveTimeout = 5_000;
+server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
+  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+});
+process.on('SIGTERM', () => process.exit(0));
