@@ -9,8 +9,9 @@ const BODIES = new Map<ErrorCode, Buffer>(ERROR_CODES.map((code) => [code, Buffe
  * Headers HTTP requires or expects for a status, whatever the code:
  *  - 401 must carry a challenge (RFC 9110 §15.5.2); the scheme clients must use is Bearer.
  *  - 503 says when to come back (RFC 9110 §10.2.3): Keygate answers 503 when its store
- *    did not answer within KEYGATE_REDIS_TIMEOUT_MS, and reconnects every 0.5 s at most,
- *    so one second is an honest hint, short enough not to stall a well-behaved client.
+ *    did not answer within KEYGATE_REDIS_TIMEOUT_MS (it reconnects every 0.5 s at most) or
+ *    while it sheds load past KEYGATE_MAX_IN_FLIGHT, so one second is an honest hint,
+ *    short enough not to stall a well-behaved client.
  */
 const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
   401: { 'www-authenticate': 'Bearer' },
