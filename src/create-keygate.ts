@@ -12,6 +12,7 @@ import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileWatcher, type KeysFileWatcher } from './store/keys-file-watcher.js';
 import { loadKeysFile } from './store/keys-file.js';
+import { createPolicySource } from './store/policy-file-watcher.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
 import type { Store } from './store/types.js';
@@ -33,6 +34,8 @@ export interface Keygate {
   ready(): Promise<string | undefined>;
   /** Embedded mode: re-reads KEYGATE_KEYS_FILE (what SIGHUP does). Returns false if the file was rejected. */
   reloadKeys(): boolean;
+  /** Re-reads the policy file (KEYGATE_CONFIG; SIGHUP does this too). Returns false if the file was rejected. */
+  reloadPolicy(): boolean;
   /** Binds both ports; resolves with the actual ports (0 in config = any free port). */
   listen(): Promise<{ port: number; adminPort: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
@@ -88,11 +91,17 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     const memory = store;
     watcher = createKeysFileWatcher({ file: config.keysFile }, { logger, apply: (records) => memory.replaceAll(records) });
   }
+  const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
   const authenticate = createAuthenticator(
     {
       maxTokenBytes: config.limits.maxTokenBytes,
-      defaultRecvWindowSeconds: config.policy.defaultRecvWindowSeconds,
-      maxRecvWindowSeconds: config.policy.maxRecvWindowSeconds,
+      // Getters, so a reloaded policy's recv_window limits apply from the next token on.
+      get defaultRecvWindowSeconds() {
+        return policy.policy().defaultRecvWindowSeconds;
+      },
+      get maxRecvWindowSeconds() {
+        return policy.policy().maxRecvWindowSeconds;
+      },
     },
     { keys, store, clock },
   );
@@ -107,10 +116,10 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     },
     { logger },
   );
-  const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder });
+  const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder, policy: policy.policy });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
-  const admin = createAdminServer({ metrics, ready });
+  const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');
@@ -134,6 +143,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     ready,
     reloadKeys: () => watcher?.reload('reload requested') ?? false,
+    reloadPolicy: () => policy.reload('reload requested'),
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
@@ -159,6 +169,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       await new Promise<void>((resolve) => admin.close(() => resolve()));
       await forwarder.close();
       watcher?.close();
+      policy.close();
       keys.close();
       unsubscribe();
       await store.close();

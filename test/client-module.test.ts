@@ -63,7 +63,8 @@ describe('API clients against a running Keygate', () => {
   });
 
   it('the CLI token passes (curl example)', async () => {
-    const { stdout } = await run('node', ['bin/keygate.js', 'token', '--key', 'client', '--secret', SECRET]);
+    // As the README shows it: the secret in KEYGATE_API_SECRET, off the command line.
+    const { stdout } = await run('node', ['bin/keygate.js', 'token', '--key', 'client'], { env: { ...process.env, KEYGATE_API_SECRET: SECRET } });
     expect((await send(gate.url, PATH, { headers: bearer(stdout.trim()) })).status).toBe(200);
   });
 

@@ -56,7 +56,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
       },
       close: () => inner.close(),
     };
-    const server = createGateway(config, { logger, clock, metrics, authenticate, forwarder });
+    const server = createGateway(config, { logger, clock, metrics, authenticate, forwarder, policy: () => config.policy });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     url = (server.address() as AddressInfo).port;
     close = async () => {

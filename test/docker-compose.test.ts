@@ -179,6 +179,11 @@ describe('docker-compose.yml', () => {
     });
   });
 
+  it('opens the admin port beyond loopback (Keygate binds it to 127.0.0.1 by default), since Prometheus scrapes it over the network', () => {
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://x:1' }).adminHost).toBe('127.0.0.1');
+    expect(loadConfig(svc.keygate!.environment!).adminHost).toBe('0.0.0.0');
+  });
+
   it('the README walks through compose up, key creation and a 200', () => {
     const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
     const section = readme.slice(readme.indexOf('## Deploying'));

@@ -184,3 +184,44 @@ describe('forwarding: upstream failures', () => {
     }
   });
 });
+
+// README "Header mutation": only X-Forwarded-For/-Proto/-Host carry a trusted proxy's values on;
+// Forwarded, X-Forwarded-Port and X-Real-IP are dropped from every peer, trusted or not.
+describe.each([
+  ['a trusted proxy', '127.0.0.1/32', { 'x-forwarded-for': '203.0.113.7, 127.0.0.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'api.example.com' }],
+  ['an untrusted peer', '10.0.0.0/8', { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1' }],
+])('forwarding headers from %s', (_name, cidr, expected) => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  beforeAll(async () => {
+    upstream = await startUpstream();
+    gate = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'good', secret: SECRET })],
+      env: { KEYGATE_CONFIG: policyFile(`routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`) },
+    });
+  });
+  afterAll(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+
+  it('keeps or replaces X-Forwarded-For/-Proto/-Host, and always drops Forwarded, X-Forwarded-Port and X-Real-IP', async () => {
+    const res = await send(gate.url, PATH, {
+      headers: {
+        ...bearer(token('good', SECRET)),
+        host: '127.0.0.1',
+        forwarded: 'for=203.0.113.7;proto=https',
+        'x-forwarded-for': '203.0.113.7',
+        'x-forwarded-proto': 'https',
+        'x-forwarded-host': 'api.example.com',
+        'x-forwarded-port': '443',
+        'x-real-ip': '203.0.113.7',
+      },
+    });
+    expect(res.status).toBe(200);
+    const got = upstream.received.at(-1)!.headers;
+    expect({ 'x-forwarded-for': got['x-forwarded-for'], 'x-forwarded-proto': got['x-forwarded-proto'], 'x-forwarded-host': got['x-forwarded-host'] }).toEqual(expected);
+    for (const dropped of ['forwarded', 'x-forwarded-port', 'x-real-ip']) expect(got[dropped], dropped).toBeUndefined();
+  });
+});

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { lstatSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -99,6 +99,24 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     writeFileSync(broken, 'keys:\n  - { apiKey: fine-key, apiSecret: fine-secret-0123456789 }\n  - { apiKey: x }\n');
     await expect(cli('import', broken)).rejects.toMatchObject({ code: 2 });
     expect(await cli('list', '--json')).not.toContain('fine-key'); // all or nothing
+  });
+
+  it.each([
+    ['a new file', (_dir: string, out: string) => out],
+    ['an existing world-readable file', (_dir: string, out: string) => (writeFileSync(out, 'old\n', { mode: 0o644 }), out)],
+    ['a symlink to another file', (dir: string, out: string) => (writeFileSync(join(dir, 'victim'), 'untouched\n', { mode: 0o644 }), symlinkSync(join(dir, 'victim'), out), out)],
+  ])('export --with-secrets --out into %s leaves a regular 0600 file and follows no link', async (name, prepare) => {
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-export-mode-'));
+    const out = prepare(dir, join(dir, 'keys.yaml'));
+    await cli('export', '--with-secrets', '--out', out);
+    const st = lstatSync(out);
+    expect(st.isFile()).toBe(true);
+    expect(st.mode & 0o777).toBe(0o600);
+    expect(readFileSync(out, 'utf8')).toContain('imported-secret-0123456789');
+    if (name.includes('symlink')) {
+      expect(readFileSync(join(dir, 'victim'), 'utf8')).toBe('untouched\n');
+      expect(statSync(join(dir, 'victim')).mode & 0o777).toBe(0o644);
+    }
   });
 
   it('re-seals every secret with a new encryption key', async () => {

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
@@ -15,7 +16,7 @@ import { envNamesInCode, flag, repoRoot } from './helpers/deploy.js';
 import { parseDockerfile } from './helpers/dockerfile.js';
 import { send } from './helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from './helpers/keygate.js';
-import { kustomization, patchFiles, podContainers, readManifests, render, type Manifest } from './helpers/kustomize.js';
+import { KUBECTL_MISSING, kustomization, patchFiles, podContainers, readManifests, render, type Manifest } from './helpers/kustomize.js';
 
 const k8s = join(repoRoot, 'deploy/kubernetes');
 const base = join(k8s, 'base');
@@ -29,6 +30,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'v1/ServiceAccount': ServiceAccount,
   'apps/v1/Deployment': Deployment,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
+  'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
 };
 
@@ -100,9 +102,26 @@ describe('Kubernetes manifests', () => {
     expect(() => validateManifest(d)).toThrow();
   });
 
-  it('uses only kustomization fields the renderer implements, and the overlay builds on the base', () => {
+  it('renders with the real kubectl kustomize, and the overlay builds on the base', () => {
     expect(kustomization(overlay).resources).toContain('../../base');
-    expect(() => kustomization(base)).not.toThrow();
+    // Every object of the base comes out of the overlay too (kubectl kustomize resolved ../../base).
+    const key = (m: Manifest) => `${m.kind}/${m.metadata.name}`;
+    const fromOverlay = new Set(render(overlay).map(key));
+    for (const m of render(base)) expect(fromOverlay.has(key(m)), key(m)).toBe(true);
+    // A broken kustomization is an error, never a partial render.
+    const broken = mkdtempSync(join(tmpdir(), 'keygate-kustomize-'));
+    writeFileSync(join(broken, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n');
+    expect(() => render(broken)).toThrow(/kubectl kustomize .* failed/);
+  });
+
+  it('fails, naming what to install, when kubectl is missing (never skips)', () => {
+    const path = process.env.PATH;
+    process.env.PATH = mkdtempSync(join(tmpdir(), 'keygate-empty-path-'));
+    try {
+      expect(() => render(base)).toThrow(KUBECTL_MISSING);
+    } finally {
+      process.env.PATH = path;
+    }
   });
 });
 
@@ -183,6 +202,9 @@ describe('the example overlay matches what the code reads', () => {
     const config = loadConfig(withRealEncryptionKey(keygateEnv()));
     expect(portNumber(keygate, 'http')).toBe(config.port);
     expect(portNumber(keygate, 'admin')).toBe(config.adminPort);
+    // Keygate's default is loopback; probes and Prometheus come in on the Pod IP.
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:1' }).adminHost).toBe('127.0.0.1');
+    expect(config.adminHost).toBe('0.0.0.0');
     const svc = find('Service', 'keygate') as Manifest & { spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> } };
     expect(matches(svc.spec.selector, pod.metadata.labels)).toBe(true);
     expect(svc.spec.ports.map((p) => portNumber(keygate, p.targetPort))).toEqual([config.port]);
@@ -254,6 +276,39 @@ describe('the example overlay matches what the code reads', () => {
     expect(preStop.exec).toBeUndefined();
     expect(preStop.sleep!.seconds).toBeGreaterThan(0);
     expect(pod.spec.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(preStop.sleep!.seconds * 1000 + config.limits.shutdownTimeoutMs);
+  });
+
+  it('carries the standard app.kubernetes.io labels on every object and Pod, without touching selectors', () => {
+    const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
+    const standard = { 'app.kubernetes.io/name': 'keygate', 'app.kubernetes.io/part-of': 'keygate', 'app.kubernetes.io/managed-by': 'kustomize', 'app.kubernetes.io/instance': 'keygate-example' };
+    for (const o of objects) expect(o.metadata.labels, `${o.kind}/${o.metadata.name}`).toMatchObject(standard);
+    // The base's objects also say which Keygate release they belong to (the overlay's Secret is the operator's).
+    const fromBase = new Set(render(base).map((m) => `${m.kind}/${m.metadata.name}`));
+    for (const o of objects.filter((m) => fromBase.has(`${m.kind}/${m.metadata.name}`))) expect(o.metadata.labels!['app.kubernetes.io/version'], `${o.kind}/${o.metadata.name}`).toBe(version);
+    expect(pod.metadata.labels).toMatchObject({ ...standard, 'app.kubernetes.io/version': version, 'app.kubernetes.io/component': 'auth-proxy' });
+    // The version label is the image that runs.
+    for (const c of podContainers(deployment)) expect(String(c.image).split(':').at(-1)).toBe(version);
+    // A Deployment's selector is immutable: it stays the one label it always had.
+    expect((deployment.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'keygate' });
+  });
+
+  it('admits only the proxy port from anywhere and the admin port from the monitoring namespace (NetworkPolicy)', () => {
+    const config = loadConfig(withRealEncryptionKey(keygateEnv()));
+    type Peer = { namespaceSelector?: { matchLabels: Record<string, string> }; podSelector?: unknown; ipBlock?: unknown };
+    type Rule = { from?: Peer[]; ports: Array<{ port: string | number; protocol: string }> };
+    const policy = find('NetworkPolicy', 'keygate') as Manifest & { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: Rule[] } };
+    expect(matches(policy.spec.podSelector.matchLabels, pod.metadata.labels)).toBe(true);
+    expect(policy.spec.policyTypes).toContain('Ingress');
+    const admitted = policy.spec.ingress.map((r) => ({ ports: r.ports.map((p) => portNumber(keygate, p.port)), from: r.from }));
+    expect(admitted).toEqual([
+      { ports: [config.port], from: undefined },
+      { ports: [config.adminPort], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] },
+    ]);
+    for (const r of policy.spec.ingress) for (const p of r.ports) expect(p.protocol).toBe('TCP');
+    // What the client Service sends to is admitted; the upstream's port is not.
+    const svc = find('Service', 'keygate') as Manifest & { spec: { ports: Array<{ targetPort: string }> } };
+    for (const p of svc.spec.ports) expect(admitted[0]!.ports).toContain(portNumber(keygate, p.targetPort));
+    expect(admitted.flatMap((a) => a.ports)).not.toContain(Number(config.upstream.port));
   });
 
   it('keeps a replica up through voluntary disruptions', () => {

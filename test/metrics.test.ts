@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, REASONS } from '../src/errors.js';
@@ -28,6 +29,7 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_redis_errors_total: ['kind'],
   keygate_redis_up: ['connection'],
   keygate_key_invalidations_total: ['scope'],
+  keygate_build_info: ['version', 'node_version'],
 };
 
 /** Every value a Keygate label may take: fixed sets, never request data. */
@@ -40,13 +42,15 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   kind: new Set(LABEL_VALUES.redisErrorKind),
   connection: new Set(LABEL_VALUES.redisConnection),
   scope: new Set(LABEL_VALUES.invalidationScope),
+  version: new Set([(JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version]),
+  node_version: new Set([process.version]),
 };
 
 const seriesIds = (families: Map<string, Family>) =>
   new Set([...families.values()].filter((f) => f.name in OWN_LABELS).flatMap((f) => f.samples.map((s) => `${s.name}${JSON.stringify(s.labels)}`)));
 
 /** promtool lints prom-client's own default gauges; these three lines are the only ones tolerated. */
-const PROM_CLIENT_LINT = /^keygate_nodejs_active_(handles|requests|resources)_total non-counter metrics should not have "_total" suffix$/;
+const PROM_CLIENT_LINT = /^nodejs_active_(handles|requests|resources)_total non-counter metrics should not have "_total" suffix$/;
 
 describe('/metrics after a mixed run of good and bad requests (Redis store)', () => {
   let redis: TestRedis;
@@ -133,10 +137,20 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
     expect(valueOf(after, 'keygate_inflight_requests')).toBe(0);
   });
 
-  it('includes Node default process metrics under the keygate_ prefix', () => {
-    for (const name of ['keygate_process_cpu_seconds_total', 'keygate_process_resident_memory_bytes', 'keygate_process_start_time_seconds', 'keygate_nodejs_heap_size_used_bytes', 'keygate_nodejs_eventloop_lag_p99_seconds', 'keygate_nodejs_gc_duration_seconds']) {
+  it('includes Node default process metrics under their standard names, and only Keygate\'s own under keygate_', () => {
+    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_gc_duration_seconds', 'nodejs_version_info']) {
       expect(after.has(name), name).toBe(true);
     }
+    const prefixed = [...after.keys()].filter((n) => n.startsWith('keygate_'));
+    expect(new Set(prefixed)).toEqual(new Set(Object.keys(OWN_LABELS)));
+    for (const n of after.keys()) expect(n, n).toMatch(/^(keygate|process|nodejs)_/);
+  });
+
+  it('keygate_build_info is 1, labelled with the package and Node.js versions', () => {
+    const { version } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    expect(valueOf(after, 'keygate_build_info', { version, node_version: process.version })).toBe(1);
+    expect(after.get('keygate_build_info')!.samples).toHaveLength(1);
+    expect(text).toMatch(new RegExp(`^keygate_build_info\\{version="${version.replace(/\./g, '\\.')}",node_version="${process.version.replace(/\./g, '\\.')}"\\} 1$`, 'm'));
   });
 
   it('every Keygate label takes a value from a fixed set: no key, path, IP or token', () => {
@@ -169,7 +183,7 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
     // Keygate's own families must lint clean.
     const ownOnly = text
       .split('\n')
-      .filter((l) => !/^(# (HELP|TYPE) )?keygate_(process|nodejs)_/.test(l))
+      .filter((l) => !/^(# (HELP|TYPE) )?(process|nodejs)_/.test(l))
       .join('\n');
     const own = runPromtool(['check', 'metrics'], ownOnly);
     expect(own.output.trim()).toBe('');

@@ -78,8 +78,9 @@ describe('dashboard and alert rules match the real /metrics', () => {
   });
 
   it.each(exprSources)('%s: every metric, label and label value in %s exists in a scrape', (_where, expr) => {
-    const refs = [...expr.matchAll(/\b(keygate_[a-zA-Z0-9_]+)(\{[^}]*\})?/g)];
-    expect(refs.length, 'expression uses no keygate_ metric').toBeGreaterThan(0);
+    // Keygate's own metrics, and the process_*/nodejs_* defaults it exports under their standard names.
+    const refs = [...expr.matchAll(/\b((?:keygate|process|nodejs)_[a-zA-Z0-9_]+)(\{[^}]*\})?/g)];
+    expect(refs.length, 'expression uses no Keygate metric').toBeGreaterThan(0);
     const labelsSeen = new Set<string>(TARGET_LABELS);
     for (const [, name, matchers] of refs) {
       expect(names.has(name as string), `${name} is not in /metrics`).toBe(true);
@@ -106,6 +107,9 @@ describe('dashboard and alert rules match the real /metrics', () => {
     expect(all).toMatch(/keygate_key_cache_events_total\{[^}]*event="hit"[^}]*\}.*\/.*keygate_key_cache_events_total\{[^}]*event=~"hit\|miss"/);
     expect(all).toContain('keygate_redis_up{');
     expect(all).toContain('keygate_redis_errors_total{');
+    // Node's defaults under their standard names, and which builds are running.
+    for (const m of ['process_cpu_seconds_total{', 'process_resident_memory_bytes{', 'nodejs_eventloop_lag_p99_seconds{', 'count by (version, node_version) (keygate_build_info{']) expect(all).toContain(m);
+    expect(all).not.toMatch(/keygate_(process|nodejs)_/);
   });
 
   it('alerts cover 5xx rate, Redis down, replay and signature-failure spikes and p99 auth latency, each with a firing unit test', () => {

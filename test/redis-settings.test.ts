@@ -43,6 +43,18 @@ describe('Redis settings', () => {
     if (needles.length > 1) expect(problems.length).toBeGreaterThanOrEqual(needles.length);
   });
 
+  it.each([
+    ['userinfo password', 'redis://u:s3cr3t-pw@r:1', 'redis://u:***@r:1'],
+    ['?password= (ioredis reads it as the password)', 'redis://r:1/0?password=s3cr3t-pw', 'redis://r:1/0?password=***'],
+    ['?password= next to other options', 'rediss://r:1?db=2&password=s3cr3t-pw&family=6', 'rediss://r:1?db=2&password=***&family=6'],
+    ['?sentinelPassword= in any case', 'redis://r:1?SentinelPassword=s3cr3t-pw', 'redis://r:1?SentinelPassword=***'],
+    ['both forms at once', 'redis://:s3cr3t-pw@r:1?password=s3cr3t-pw', 'redis://:***@r:1?password=***'],
+  ])('masks a %s', (_name, url, shown) => {
+    const text = describeRedis({ mode: 'standalone', url })!;
+    expect(text).toBe(shown);
+    expect(text).not.toContain('s3cr3t');
+  });
+
   it('never shows a password in the description', () => {
     expect(describeRedis({ mode: 'standalone', url: 'redis://u:secret@r:1' })).not.toContain('secret');
     expect(describeRedis({ mode: 'sentinel', sentinels: [{ host: 's', port: 1 }], masterName: 'm', password: 'secret' })).toBe('sentinel m via s:1');

@@ -122,6 +122,8 @@ describe('KEYGATE_WORKERS', () => {
       expect(metrics).toContain(`keygate_requests_total{code="ok"} ${ok}`);
       expect(metrics).toContain('keygate_auth_rejections_total{code="40106",reason="replay"} 4');
       expect(metrics).toContain('keygate_redis_up 1');
+      // Every worker reports the same build: the primary keeps 1, not the sum.
+      expect(metrics).toMatch(/^keygate_build_info\{version="[^"]+",node_version="v[^"]+"\} 1$/m);
       expect((await send(admin, '/readyz')).json()).toEqual({ status: 'ready' });
       expect((await send(admin, '/healthz')).status).toBe(200);
 

@@ -1,4 +1,6 @@
-import { writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { toExternal, type KeyRecord } from '../store/key-record.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
@@ -24,13 +26,32 @@ export async function exportKeys(v: KeyActionValues, ctx: KeyActionContext): Pro
   const json = v.json || v.out?.endsWith('.json');
   const text = json ? `${JSON.stringify(doc, null, 2)}\n` : `# keygate keys export${v['with-secrets'] ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc)}`;
   if (v.out) {
-    writeFileSync(v.out, text, { mode: 0o600 });
+    writePrivateFile(v.out, text);
     ctx.err.write(`exported ${keys.length} keys to ${v.out}${v['with-secrets'] ? ' with secrets' : ''}\n`);
   } else {
     ctx.out.write(text);
   }
   ctx.audit({ at: new Date(ctx.now()).toISOString(), actor: ctx.actor, action: v['with-secrets'] ? 'export-with-secrets' : 'export', apiKey: '*', id: '*', detail: `${keys.length} keys` });
   return 0;
+}
+
+/**
+ * Writes `text` to `path` as a new 0600 file, whatever was there before. A
+ * plain write keeps an existing file's mode (e.g. 0644) and follows a
+ * symlink, so secrets could land world-readable or in a file someone else
+ * planted the link to. Instead: a fresh file, created exclusively with mode
+ * 0600 beside the target, then renamed over it. rename replaces a symlink
+ * itself, never its target, and readers never see half a file.
+ */
+export function writePrivateFile(path: string, text: string): void {
+  const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString('hex')}.tmp`);
+  try {
+    writeFileSync(tmp, text, { mode: 0o600, flag: 'wx' });
+    renameSync(tmp, path);
+  } catch (err) {
+    rmSync(tmp, { force: true });
+    throw err;
+  }
 }
 
 /** Import a keys file: everything is validated before anything is written. Existing keys are kept unless --replace. */

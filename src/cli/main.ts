@@ -1,3 +1,4 @@
+import { checkConfigCommand } from './check-config-command.js';
 import { keysCommand } from './keys-command.js';
 import { packageVersion, serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
@@ -10,7 +11,8 @@ const USAGE = `Usage: keygate <command>
   demo                          run a demo upstream and Keygate with the demo key (quickstart)
   demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
-  token --key K --secret S [--recv-window N]   print a signed token
+  token --key K [--secret-stdin] [--recv-window N]   print a signed token (secret from KEYGATE_API_SECRET or stdin)
+  check-config                  validate the environment, policy file and keys file; start nothing; exit 0 or 1
   --version                     print the version
 
 Run "keygate <command> --help" for the options of one command.
@@ -29,6 +31,8 @@ export async function main(argv: string[]): Promise<number> {
       return keysCommand(rest);
     case 'token':
       return tokenCommand(rest);
+    case 'check-config':
+      return checkConfigCommand(rest);
     case '--version':
     case 'version':
       // The container tests and operators ask an image which build it holds.

@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
@@ -6,11 +5,9 @@ import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
 import { serveWorkers } from './serve-workers.js';
+import { packageVersion } from '../observe/package-version.js';
 
-export function packageVersion(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
-  return pkg.version;
-}
+export { packageVersion };
 
 /** Loads config and (in embedded mode) the keys file; returns every problem at once. */
 export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; problems: string[] } {
@@ -89,8 +86,9 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     process.on('SIGTERM', onTerm);
     process.on('SIGINT', onInt);
     process.on('SIGHUP', () => {
+      keygate.reloadPolicy();
       if (config.keysFile && !config.redis) keygate.reloadKeys();
-      else logger.info('SIGHUP ignored: keys come from Redis, changes arrive by pub/sub');
+      else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
     });
   });
   logger.info('keygate stopped');

@@ -39,6 +39,8 @@ function firstSignal(onEach?: (signal: string) => void): Promise<string> {
 
 async function runWorker(config: Config, logger: Logger): Promise<number> {
   const keygate = createKeygate(config, { logger });
+  // Workers always use Redis, so SIGHUP (forwarded by the primary) has only the policy file to reload.
+  process.on('SIGHUP', () => keygate.reloadPolicy());
   new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
   AggregatorRegistry.setRegistries([keygate.metrics.registry]);
   process.on('message', (m: unknown) => {
@@ -153,6 +155,10 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
   };
 
   const signals = firstSignal((signal) => logger.info({ signal }, 'signal received'));
+  // Each worker reloads its own policy; the primary only passes the signal on (and is not stopped by it).
+  process.on('SIGHUP', () => {
+    for (const w of live()) w.process.kill('SIGHUP');
+  });
   try {
     await Promise.all(Array.from({ length: config.workers }, fork));
   } catch (err) {
@@ -161,7 +167,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     logger.flush();
     return 1;
   }
-  const admin = createAdminServer({
+  const admin = createAdminServer({ limits: config.limits }, {
     metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
     ready: askWorkers,
   });

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { parseCidrList } from './cidr.js';
 import { readDataFile } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
+import { withSchemaProblems } from './schema.js';
 import { compileRoute, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
@@ -156,7 +157,8 @@ export function loadConfig(env: Env): Config {
   return deepFreeze({
     host: env.KEYGATE_HOST || '0.0.0.0',
     port,
-    adminHost: env.KEYGATE_ADMIN_HOST || '0.0.0.0',
+    // Loopback unless asked: /metrics and /readyz describe the deployment and need no audience beyond the host.
+    adminHost: env.KEYGATE_ADMIN_HOST || '127.0.0.1',
     adminPort,
     upstream,
     redisUrl,
@@ -171,60 +173,76 @@ export function loadConfig(env: Env): Config {
   });
 }
 
+/**
+ * Reads and checks the policy file: first against its published schema
+ * (config/schema/policy.schema.json), then what a schema cannot check (path
+ * segments, CIDRs, limits against each other). Every problem is appended to
+ * `problems`, each once.
+ */
 export function loadPolicy(file: string, problems: string[]): Policy {
+  const found: string[] = [];
   let data: unknown;
+  let readable = true;
   try {
     data = readDataFile(file);
   } catch (err) {
-    problems.push(`KEYGATE_CONFIG: cannot read ${file}: ${(err as Error).message}`);
+    found.push(`KEYGATE_CONFIG: cannot read ${file}: ${(err as Error).message}`);
     data = {};
+    readable = false;
   }
   const o = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
-  const known = ['routes', 'public', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'defaultRecvWindowSeconds'];
-  for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${file}: unknown setting ${JSON.stringify(k)}`);
+  // Unknown settings are the schema's to report (additionalProperties: false).
 
   const compileList = (value: unknown, name: string): RouteRule[] => {
     if (value === undefined) return [];
     if (!Array.isArray(value)) {
-      problems.push(`${file}: ${name} must be a list`);
+      found.push(`${file}: ${name} must be a list`);
       return [];
     }
-    return value.flatMap((r, i) => compileRoute(r, `${file}: ${name}[${i}]`, problems) ?? []);
+    return value.flatMap((r, i) => compileRoute(r, `${file}: ${name}[${i}]`, found) ?? []);
   };
+  const pathAt = (list: unknown, i: number) => (Array.isArray(list) ? (list[i] as { path?: unknown } | null)?.path : undefined);
   const routes = compileList(o.routes, 'routes');
-  for (const r of routes) if (!r.pattern.startsWith('/api/v3/')) problems.push(`${file}: route ${r.pattern} must start with /api/v3/`);
+  (Array.isArray(o.routes) ? o.routes : []).forEach((_r, i) => {
+    const p = pathAt(o.routes, i);
+    if (typeof p === 'string' && p.startsWith('/') && !p.startsWith('/api/v3/')) found.push(`${file}: routes[${i}].path: route ${p} must start with /api/v3/`);
+  });
   const publicRoutes = compileList(o.public, 'public');
-  for (const r of publicRoutes) {
-    if (r.pattern.startsWith('/api/v3/') || r.pattern === '/api/v3') problems.push(`${file}: public route ${r.pattern} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
-  }
+  (Array.isArray(o.public) ? o.public : []).forEach((_r, i) => {
+    const p = pathAt(o.public, i);
+    if (typeof p === 'string' && (p.startsWith('/api/v3/') || p === '/api/v3')) {
+      found.push(`${file}: public[${i}].path: public route ${p} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
+    }
+  });
 
   const unlisted = o.unlistedRoutes ?? 'deny';
-  if (unlisted !== 'deny' && unlisted !== 'allow') problems.push(`${file}: unlistedRoutes must be "deny" or "allow"`);
+  if (unlisted !== 'deny' && unlisted !== 'allow') found.push(`${file}: unlistedRoutes must be "deny" or "allow"`);
 
   const proxies = o.trustedProxies ?? [];
   let trustedProxyCidrs: string[] = [];
   let trustedProxies: BlockList | null = null;
   if (!Array.isArray(proxies) || proxies.some((p) => typeof p !== 'string')) {
-    problems.push(`${file}: trustedProxies must be a list of CIDRs`);
+    found.push(`${file}: trustedProxies must be a list of CIDRs`);
   } else if (proxies.length > 0) {
     trustedProxyCidrs = proxies as string[];
     const parsed = parseCidrList(trustedProxyCidrs, `${file}: trustedProxies`);
-    problems.push(...parsed.errors);
+    found.push(...parsed.errors);
     trustedProxies = parsed.list;
   }
 
   const seconds = (name: string, def: number): number => {
     const v = o[name] ?? def;
     if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 3600) {
-      problems.push(`${file}: ${name} must be an integer number of seconds between 1 and 3600`);
+      found.push(`${file}: ${name} must be an integer number of seconds between 1 and 3600`);
       return def;
     }
     return v;
   };
   const defaultRecvWindowSeconds = seconds('defaultRecvWindowSeconds', 30);
   const maxRecvWindowSeconds = seconds('maxRecvWindowSeconds', 60);
-  if (defaultRecvWindowSeconds > maxRecvWindowSeconds) problems.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
+  if (defaultRecvWindowSeconds > maxRecvWindowSeconds) found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
 
+  problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));
   return {
     routes,
     publicRoutes,

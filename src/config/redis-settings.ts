@@ -1,3 +1,5 @@
+import { readSecretEnv } from './secret-env.js';
+
 /** Where Keygate's Redis lives: one server, a Sentinel-managed master, or a Cluster. */
 export type RedisConnection =
   | { readonly mode: 'standalone'; readonly url: string }
@@ -36,11 +38,11 @@ export function parseHostPortList(name: string, raw: string, problems: string[])
  * KEYGATE_REDIS_CLUSTER_NODES may be set; none means the embedded store.
  */
 export function readRedisSettings(env: Env, problems: string[]): RedisConnection | undefined {
-  const url = env.KEYGATE_REDIS_URL || undefined;
+  const url = readSecretEnv(env, 'KEYGATE_REDIS_URL', 'KEYGATE_REDIS_URL_FILE', problems);
   const sentinels = env.KEYGATE_REDIS_SENTINELS || undefined;
   const masterName = env.KEYGATE_REDIS_SENTINEL_NAME || undefined;
   const clusterNodes = env.KEYGATE_REDIS_CLUSTER_NODES || undefined;
-  const password = env.KEYGATE_REDIS_PASSWORD || undefined;
+  const password = readSecretEnv(env, 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_PASSWORD_FILE', problems);
 
   const chosen = [url && 'KEYGATE_REDIS_URL', sentinels && 'KEYGATE_REDIS_SENTINELS', clusterNodes && 'KEYGATE_REDIS_CLUSTER_NODES'].filter(Boolean);
   if (chosen.length > 1) problems.push(`${chosen.join(', ')}: set only one of them (one Redis deployment per Keygate)`);
@@ -65,6 +67,9 @@ export function readRedisSettings(env: Env, problems: string[]): RedisConnection
   return undefined;
 }
 
+/** Query parameters of a Redis URL that hold a credential (password, sentinelPassword, …). */
+const SECRET_PARAM = /pass|secret|token/i;
+
 /** For logs: never includes a password. */
 export function describeRedis(conn: RedisConnection | undefined): string | undefined {
   if (!conn) return undefined;
@@ -74,6 +79,8 @@ export function describeRedis(conn: RedisConnection | undefined): string | undef
       try {
         const u = new URL(conn.url);
         if (u.password) u.password = '***';
+        // ioredis turns every query parameter into a connection option, so ?password= authenticates too.
+        for (const name of [...u.searchParams.keys()]) if (SECRET_PARAM.test(name)) u.searchParams.set(name, '***');
         return u.toString();
       } catch {
         return '***';

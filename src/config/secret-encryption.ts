@@ -1,3 +1,4 @@
+import { readSecretEnv } from './secret-env.js';
 import { createSecretCipher, parseEncryptionKey, type SecretCipher } from '../store/secret-cipher.js';
 
 /**
@@ -6,8 +7,12 @@ import { createSecretCipher, parseEncryptionKey, type SecretCipher } from '../st
  * (until `keygate keys reencrypt`). Problems are appended to `problems`.
  */
 export function loadSecretCipher(env: Readonly<Record<string, string | undefined>>, problems: string[]): SecretCipher | undefined {
-  const current = parseEncryptionKey(env.KEYGATE_SECRET_ENCRYPTION_KEY, 'KEYGATE_SECRET_ENCRYPTION_KEY', problems);
-  const previous = parseEncryptionKey(env.KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS, 'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS', problems);
+  const current = parseEncryptionKey(readSecretEnv(env, 'KEYGATE_SECRET_ENCRYPTION_KEY', 'KEYGATE_SECRET_ENCRYPTION_KEY_FILE', problems), 'KEYGATE_SECRET_ENCRYPTION_KEY', problems);
+  const previous = parseEncryptionKey(
+    readSecretEnv(env, 'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS', 'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS_FILE', problems),
+    'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS',
+    problems,
+  );
   if (previous && !current) problems.push('KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS: set only together with KEYGATE_SECRET_ENCRYPTION_KEY');
   if (!current) return undefined;
   return createSecretCipher({ current, previous: previous ? [previous] : [] });

@@ -1,14 +1,23 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry, RegistryContentType } from 'prom-client';
+import type { Limits } from '../config/load-config.js';
+import { serverTimeouts } from './server-timeouts.js';
 
 export interface Readiness {
   /** Resolves to undefined when ready, or a machine-readable reason. */
   (): Promise<string | undefined>;
 }
 
-/** The admin port: /metrics, /healthz, /readyz. Never served on the proxy port. */
-export function createAdminServer(deps: { metrics: { readonly registry: Pick<Registry<RegistryContentType>, 'metrics' | 'contentType'> }; ready: Readiness }): Server {
-  return createServer((req, res) => {
+/**
+ * The admin port: /metrics, /healthz, /readyz. Never served on the proxy port.
+ * It gets the proxy port's slow-client limits: bound to loopback by default,
+ * but where it is opened to Prometheus, a slowloris there must not pile up sockets.
+ */
+export function createAdminServer(
+  options: { limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'> },
+  deps: { metrics: { readonly registry: Pick<Registry<RegistryContentType>, 'metrics' | 'contentType'> }; ready: Readiness },
+): Server {
+  return createServer(serverTimeouts(options.limits), (req, res) => {
     const path = (req.url ?? '').split('?')[0];
     const json = (status: number, body: unknown) => {
       res.statusCode = status;

@@ -3,7 +3,7 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
-import type { Config } from '../config/load-config.js';
+import type { Config, Policy } from '../config/load-config.js';
 import { findRoute } from '../config/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
@@ -29,6 +29,8 @@ export interface GatewayDeps {
   readonly metrics: Metrics;
   readonly authenticate: Authenticator;
   readonly forwarder: Forwarder;
+  /** The policy in force (it reloads without a restart): read once per request. */
+  readonly policy: () => Policy;
 }
 
 /**
@@ -60,7 +62,7 @@ interface RequestLog {
  */
 export function createGateway(config: Config, deps: GatewayDeps): Server {
   const { logger, metrics, forwarder } = deps;
-  const { policy, limits } = config;
+  const { limits } = config;
   const bound = metrics.bound;
 
   const server = createServer({
@@ -203,6 +205,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       return refuse(res, log, target);
     }
     const method = req.method as string;
+    const policy = deps.policy();
     if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD')) return serveTime(res, log);
     const peerTrusted = policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 

@@ -6,6 +6,24 @@ import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js';
 const BODIES = new Map<ErrorCode, Buffer>(ERROR_CODES.map((code) => [code, Buffer.from(JSON.stringify(errorBody(code)))]));
 
 /**
+ * Headers HTTP requires or expects for a status, whatever the code:
+ *  - 401 must carry a challenge (RFC 9110 §15.5.2); the scheme clients must use is Bearer.
+ *  - 503 says when to come back (RFC 9110 §10.2.3): Keygate answers 503 when its store
+ *    did not answer within KEYGATE_REDIS_TIMEOUT_MS (it reconnects every 0.5 s at most) or
+ *    while it sheds load past KEYGATE_MAX_IN_FLIGHT, so one second is an honest hint,
+ *    short enough not to stall a well-behaved client.
+ */
+const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
+  401: { 'www-authenticate': 'Bearer' },
+  503: { 'retry-after': '1' },
+};
+const NO_HEADERS: Readonly<Record<string, string>> = {};
+
+export function statusHeaders(status: number): Readonly<Record<string, string>> {
+  return STATUS_HEADERS[status] ?? NO_HEADERS;
+}
+
+/**
  * For requests Node's parser refused (no ServerResponse exists): writes the
  * catalogue's status and body straight to the socket and closes it. Returns the status.
  */
@@ -17,6 +35,9 @@ export function renderRawError(socket: Duplex, code: ErrorCode): number {
     'Content-Type: application/json\r\n' +
     `Content-Length: ${body.length}\r\n` +
     'Cache-Control: no-store\r\n' +
+    Object.entries(statusHeaders(status))
+      .map(([k, v]) => `${k}: ${v}\r\n`)
+      .join('') +
     'Connection: close\r\n\r\n';
   socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
   return status;
@@ -33,6 +54,7 @@ export function renderError(res: ServerResponse, code: ErrorCode, extraHeaders?:
   res.setHeader('content-type', 'application/json');
   res.setHeader('content-length', body.length);
   res.setHeader('cache-control', 'no-store');
+  for (const [k, v] of Object.entries(statusHeaders(res.statusCode))) res.setHeader(k, v);
   if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
   res.end(body);
 }

@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ERROR_CODES, REASONS, type Reason } from '../errors.js';
+import { packageVersion } from './package-version.js';
 
 /** Outcome label for a forwarded request in keygate_requests_total{code}. */
 export const OK = 'ok';
@@ -18,6 +19,7 @@ export interface Metrics {
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
+  readonly buildInfo: Gauge<'version' | 'node_version'>;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
 }
@@ -61,11 +63,13 @@ export function statusClass(status: number): string {
 /**
  * One Registry per Keygate instance (no global state). Every label takes a
  * value from a fixed set: codes, reasons, outcomes, status classes. Never a
- * key, a path or an IP.
+ * key, a path or an IP. prom-client's default process metrics keep their
+ * standard names (process_*, nodejs_*) so existing Node dashboards find them;
+ * Keygate's own are keygate_*.
  */
-export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metrics {
+export function createMetrics(options: { defaultMetrics?: boolean; version?: string } = {}): Metrics {
   const registry = new Registry();
-  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'keygate_' });
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const requests = new Counter({
     name: 'keygate_requests_total',
     help: 'Requests by outcome code: "ok" for forwarded, otherwise the error code answered',
@@ -155,7 +159,17 @@ export function createMetrics(options: { defaultMetrics?: boolean } = {}): Metri
       labelNames: ['scope'],
       registers: [registry],
     }),
+    buildInfo: new Gauge({
+      name: 'keygate_build_info',
+      help: 'Always 1; the running Keygate version and Node.js version as labels',
+      labelNames: ['version', 'node_version'],
+      // With KEYGATE_WORKERS > 1 every worker reports the same series: keep 1, not the sum.
+      aggregator: 'max',
+      registers: [registry],
+    }),
   };
+  // The usual *_build_info convention: 1, with the build in labels, so it can be joined onto any series.
+  metrics.buildInfo.set({ version: options.version ?? packageVersion(), node_version: process.version }, 1);
   for (const event of LABEL_VALUES.keyCacheEvent) metrics.keyCache.inc({ event }, 0);
   for (const kind of LABEL_VALUES.redisErrorKind) metrics.redisErrors.inc({ kind }, 0);
   for (const scope of LABEL_VALUES.invalidationScope) metrics.invalidations.inc({ scope }, 0);

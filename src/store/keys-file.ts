@@ -1,4 +1,5 @@
 import { readDataFile } from '../config/read-data-file.js';
+import { withSchemaProblems } from '../config/schema.js';
 import { parseKeyRecord, type KeyRecord } from './key-record.js';
 
 export class KeysFileError extends Error {
@@ -22,7 +23,7 @@ export class KeysFileError extends Error {
 export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
   const problems: string[] = [];
   const list = (data as { keys?: unknown } | null)?.keys;
-  if (!Array.isArray(list)) throw new KeysFileError([`${file}: expected a top-level "keys" list`]);
+  if (!Array.isArray(list)) throw new KeysFileError([`${file}: keys: expected a top-level "keys" list`]);
   const out: KeyRecord[] = [];
   const seenKeys = new Set<string>();
   const seenIds = new Set<string>();
@@ -40,6 +41,7 @@ export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
   return out;
 }
 
+/** Reads a keys file and checks it against config/schema/keys.schema.json and the record rules; lists every problem at once. */
 export function loadKeysFile(file: string): KeyRecord[] {
   let data: unknown;
   try {
@@ -47,5 +49,15 @@ export function loadKeysFile(file: string): KeyRecord[] {
   } catch (err) {
     throw new KeysFileError([`${file}: ${(err as Error).message}`]);
   }
-  return parseKeysDocument(data, file);
+  let records: KeyRecord[] = [];
+  let found: readonly string[] = [];
+  try {
+    records = parseKeysDocument(data, file);
+  } catch (err) {
+    if (!(err instanceof KeysFileError)) throw err;
+    found = err.problems;
+  }
+  const problems = withSchemaProblems('keys', data, file, found);
+  if (problems.length > 0) throw new KeysFileError(problems);
+  return records;
 }

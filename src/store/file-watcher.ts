@@ -1,0 +1,146 @@
+import { createHash } from 'node:crypto';
+import { lstatSync, readFileSync, readlinkSync, realpathSync, watch, type FSWatcher } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import type { Logger } from 'pino';
+
+export interface FileReloader {
+  /** Reads the file now; on success applies it, otherwise logs every problem and keeps the last good value. */
+  reload(cause: string): boolean;
+  close(): void;
+}
+
+export interface FileReloaderOptions {
+  file: string;
+  /** How log lines name the file, e.g. "keys file". */
+  what: string;
+  /** How log lines name what is kept when the file is rejected, e.g. "set". */
+  kept: string;
+  debounceMs?: number;
+}
+
+export interface FileReloaderDeps<T> {
+  logger: Logger;
+  /** Reads and validates the file; throws (ideally with a `problems` list) when it is broken. */
+  load(file: string): T;
+  /** Swaps the new value in, in one synchronous step. */
+  apply(value: T): void;
+  /** Fields for the "loaded" log line: counts, never secrets. */
+  describe(value: T): Record<string, unknown>;
+}
+
+/** Most symlink hops followed when collecting the folders to watch (the kernel's own limit is 40). */
+const MAX_HOPS = 16;
+
+/**
+ * Reloads a config file when it changes and when asked (SIGHUP). One
+ * implementation for every file Keygate reloads (keys file, policy file).
+ *
+ * The file is rarely a plain file in practice:
+ *  - editors save by writing a temp file and renaming it over the old one;
+ *  - the path may be a symlink into another folder, edited there;
+ *  - a Kubernetes ConfigMap or Secret volume is `name -> ..data/name`, with
+ *    `..data -> ..<timestamp>/`: an update writes a new timestamped folder and
+ *    renames a new `..data` link into place, so no event ever names the file.
+ * So every folder on the way from the path to the real file is watched
+ * (re-armed after each change, as the real folder moves), any event there
+ * triggers a check, and the check reloads only when the resolved file's
+ * content differs from what was last loaded. A broken file is logged and the
+ * last good value stays in force.
+ */
+export function createFileReloader<T>(options: FileReloaderOptions, deps: FileReloaderDeps<T>): FileReloader {
+  const { file, what } = options;
+  const watchers = new Map<string, FSWatcher>();
+  let timer: NodeJS.Timeout | undefined;
+  let closed = false;
+  let seen = fingerprint(file);
+
+  const reload = (cause: string): boolean => {
+    seen = fingerprint(file);
+    try {
+      const value = deps.load(file);
+      deps.apply(value);
+      deps.logger.info({ file, ...deps.describe(value), cause }, `${what} loaded`);
+      return true;
+    } catch (err) {
+      const problems = (err as { problems?: unknown }).problems;
+      deps.logger.error({ file, cause, problems: Array.isArray(problems) ? problems : [(err as Error).message] }, `${what} rejected; keeping the last good ${options.kept}`);
+      return false;
+    } finally {
+      arm();
+    }
+  };
+
+  const check = () => {
+    if (closed) return;
+    arm();
+    if (fingerprint(file) !== seen) reload('file changed');
+  };
+
+  const schedule = () => {
+    clearTimeout(timer);
+    timer = setTimeout(check, options.debounceMs ?? 100);
+  };
+
+  /** Watches exactly the folders the path resolves through right now. */
+  function arm() {
+    if (closed) return;
+    const wanted = foldersOf(file);
+    for (const [dir, w] of watchers) {
+      if (!wanted.has(dir)) {
+        w.close();
+        watchers.delete(dir);
+      }
+    }
+    for (const dir of wanted) {
+      if (watchers.has(dir)) continue;
+      try {
+        const w = watch(dir, schedule);
+        // A watched folder can vanish (Kubernetes deletes the old timestamped one): drop it; the next check re-arms.
+        w.on('error', () => {
+          w.close();
+          if (watchers.get(dir) === w) watchers.delete(dir);
+        });
+        watchers.set(dir, w);
+      } catch (err) {
+        deps.logger.warn({ file, dir, err: (err as Error).message }, `cannot watch the ${what}'s folder; SIGHUP still reloads`);
+      }
+    }
+  }
+
+  arm();
+  return {
+    reload,
+    close() {
+      closed = true;
+      clearTimeout(timer);
+      for (const w of watchers.values()) w.close();
+      watchers.clear();
+    },
+  };
+}
+
+/** The folder of the path, of every symlink hop, and of the real file. */
+function foldersOf(file: string): Set<string> {
+  const dirs = new Set<string>([dirname(resolve(file))]);
+  let p = resolve(file);
+  try {
+    for (let hop = 0; hop < MAX_HOPS && lstatSync(p).isSymbolicLink(); hop++) {
+      p = resolve(dirname(p), readlinkSync(p));
+      dirs.add(dirname(p));
+    }
+    dirs.add(dirname(realpathSync(file)));
+  } catch {
+    // Missing for a moment (mid-rename) or a dangling link: the path's own folder still sees it come back.
+  }
+  return dirs;
+}
+
+/** Which file the path resolves to, and its content: a change to either means a reload. */
+function fingerprint(file: string): string {
+  try {
+    const real = realpathSync(file);
+    return `${real}\0${createHash('sha256').update(readFileSync(real)).digest('hex')}`;
+  } catch (err) {
+    return `error\0${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+  }
+}
