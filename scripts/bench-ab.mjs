@@ -179,6 +179,7 @@ async function main() {
     startedAt: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },
     builds: Object.fromEntries(builds.map((b) => [b.name, b.label])),
+    baselineWorktree: join(dir, 'baseline'),
     settings: { ratePerSecond: RATE, durationSeconds: DURATION, rounds: ROUNDS, stores: STORES, saturate: Boolean(args.saturate), publicRoute: Boolean(args.public) },
     targets: summary,
     comparison,

@@ -129,7 +129,9 @@ async function main() {
 
   // --- warm-up and token budget ---------------------------------------------
   const warm = runWrk(targets[bareIndex].url, mintTokens(20_000), 1);
-  const budget = Math.ceil(Math.max(warm.rps, 2_000) * 2 * DURATION);
+  // Keygate can outrun the bare hop measured here: leave room so tokens never run out (a wrapped
+  // token file would replay tokens and turn forwarded traffic into refusals).
+  const budget = Math.ceil(Math.max(warm.rps, 5_000) * 4 * DURATION);
   for (const t of targets) runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(warm.rps * 2)), 1, { path: t.path });
 
   // --- scenario 1: forwarded traffic at each connection count, alternating targets

@@ -47,7 +47,9 @@ describe('adversarial: Keygate owns the request path', () => {
       const auth = path === '/status' ? '' : f.auth();
       const framing = chunked ? `Transfer-Encoding: chunked\r\n\r\n${hex(SMUGGLED)}\r\n${SMUGGLED}\r\n0\r\n\r\n` : `Content-Length: ${Buffer.byteLength(SMUGGLED)}\r\n\r\n${SMUGGLED}`;
       const r = await exchange(f.gate.port, `${method} ${path} HTTP/1.1\r\nHost: x\r\n${auth}Connection: ${connection}\r\n${framing}`);
-      await settle(100);
+      // Until the body has fully arrived upstream (a loaded machine may take a while), then a little more.
+      for (let waited = 0; waited < 3_000 && !f.upstream.arrived[0]?.complete; waited += 20) await settle(20);
+      await settle(50);
       expect(r.statuses).toEqual([200]);
       expect(f.upstream.arrived.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
       expectFramedOnce(f.upstream.wire(), SMUGGLED);
