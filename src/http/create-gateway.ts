@@ -117,8 +117,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       const cls = log.code === OK ? statusClass(log.status ?? 0) : log.reason === 'upstream_timeout' ? 'timeout' : 'error';
       bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
     }
-    if (log.code !== undefined && log.code !== OK && log.code !== TIME && (log.status ?? 0) >= 500) requestLogger.warn(log, 'request');
-    else requestLogger.info(log, 'request');
+    requestLogger(log, log.code !== undefined && log.code !== OK && log.code !== TIME && (log.status ?? 0) >= 500);
   }
 
   function begin(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {

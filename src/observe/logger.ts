@@ -73,13 +73,56 @@ export function createLogger(options: { level: string }, destination?: Destinati
   );
 }
 
-const REQUEST_LINE_REDACT = ['authorization', 'token', 'secret', 'apiSecret'];
+/** The only fields a request line may carry (see create-gateway.ts); anything else is left out. */
+export const REQUEST_LINE_FIELDS = Object.freeze([
+  'requestId',
+  'method',
+  'route',
+  'clientIp',
+  'keyId',
+  'code',
+  'reason',
+  'status',
+  'authMs',
+  'upstreamMs',
+  'durationMs',
+  'aborted',
+  'parserError',
+] as const);
+const ALLOWED: ReadonlySet<string> = new Set(REQUEST_LINE_FIELDS);
+
+export interface RequestLogger {
+  /** Writes one request line at `info`, or at `warn` when Keygate itself failed the request. */
+  (line: object, warn: boolean): void;
+}
 
 /**
- * The logger for the one line per request. Those lines are built from a fixed
- * allow-list of fields (see create-gateway.ts), so flat redaction paths
- * suffice; the wildcard paths above cost about 7 µs a line.
+ * The one line per request, written straight to the logger's destination in
+ * exactly the format pino writes (level, time, the logger's bindings, the
+ * fields, msg), with the logger's level respected. Its fields come from a
+ * fixed allow-list of strings, numbers and booleans, so a fixed serializer
+ * does what pino's generic one and its redaction would, at a fraction of the
+ * cost: pino's path cost about 7 µs of CPU per forwarded request in the
+ * benchmark. Strings go through JSON.stringify, so nothing a client sent can
+ * break out of its field.
  */
-export function createRequestLogger(logger: Logger): Logger {
-  return logger.child({}, { redact: { paths: REQUEST_LINE_REDACT, censor: '[redacted]' } });
+export function createRequestLogger(logger: Logger): RequestLogger {
+  const stream = (logger as unknown as Record<symbol, { write(s: string): void }>)[pino.symbols.streamSym] as { write(s: string): void };
+  const time = (logger as unknown as Record<symbol, () => string>)[pino.symbols.timeSym] as () => string;
+  const bindings = (logger as unknown as Record<symbol, string>)[pino.symbols.chindingsSym] as string;
+  const info = logger.levels.values.info as number;
+  const warnLevel = logger.levels.values.warn as number;
+  return (line, warn) => {
+    const level = warn ? warnLevel : info;
+    if (level < logger.levelVal) return;
+    let out = `{"level":${level}${time()}${bindings}`;
+    for (const key in line) {
+      if (!ALLOWED.has(key)) continue;
+      const value = (line as Record<string, unknown>)[key];
+      if (typeof value === 'string') out += `,"${key}":${JSON.stringify(value)}`;
+      else if (typeof value === 'number') out += `,"${key}":${Number.isFinite(value) ? value : null}`;
+      else if (typeof value === 'boolean') out += `,"${key}":${value}`;
+    }
+    stream.write(`${out},"msg":"request"}\n`);
+  };
 }
