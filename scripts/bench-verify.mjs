@@ -73,7 +73,7 @@ const variants = {
     return crypto.subtle.verify('HMAC', cryptoKey, Buffer.from(t.slice(d + 1), 'base64url'), Buffer.from(t.slice(0, d)));
   },
   'decodeToken pre-checks': (t) => decodeToken(t, decodeOptions),
-  'one request log line (pino)': () =>
+  'one request line (fixed serializer, used)': () =>
     requestLog({ requestId: 'f7c1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'k', code: 'ok', status: 200, authMs: 0.05, upstreamMs: 0.4, durationMs: 0.6 }, false),
   'the same line through pino (before)': () =>
     pinoLogger.info({ requestId: 'f7c1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'k', code: 'ok', status: 200, authMs: 0.05, upstreamMs: 0.4, durationMs: 0.6 }, 'request'),
