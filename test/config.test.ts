@@ -21,7 +21,7 @@ describe('config', () => {
     expect(c.policy.unlistedRoutes).toBe('deny');
     expect(c.policy.trustedProxies).toBeNull();
     expect(c.policy.maxRecvWindowSeconds).toBe(60);
-    expect(c.policy.routes.map((r) => [r.pattern, r.scopes])).toEqual([['/api/v3/viewer/accounts', ['accounts:read']]]);
+    expect(c.policy.routes.rules.map((r) => [r.pattern, r.scopes])).toEqual([['/api/v3/viewer/accounts', ['accounts:read']]]);
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.limits)).toBe(true);
   });

@@ -2,9 +2,11 @@ import type { BlockList } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseCidrList } from './cidr.js';
-import { readDataFile } from './read-data-file.js';
+import { readDataFileWithLines } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
-import { compileRoute, type RouteRule } from './routes.js';
+import { OVERRIDE_NAMES } from '../pipeline/check-override.js';
+import { compileRouteTable, type RouteTable } from './route-trie.js';
+import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
 
@@ -34,8 +36,14 @@ export interface Config {
 
 /** From the routes/policy file (KEYGATE_CONFIG). */
 export interface Policy {
-  readonly routes: readonly RouteRule[];
-  readonly publicRoutes: readonly RouteRule[];
+  /** The /api/v3/ routes, compiled once (src/config/route-trie.ts). */
+  readonly routes: RouteTable;
+  /** Paths outside /api/v3/ forwarded without authentication, same matcher. */
+  readonly publicRoutes: RouteTable;
+  /** How paths are compared with patterns (caseSensitiveRoutes, trailingSlash). */
+  readonly matching: RouteMatching;
+  /** Override headers (lower-case) and `_method` the upstream may honour; any other is refused. */
+  readonly methodOverride: ReadonlySet<string>;
   /** What to do with an authenticated request to an /api/v3/ route the file does not list. */
   readonly unlistedRoutes: 'deny' | 'allow';
   readonly trustedProxies: BlockList | null;
@@ -159,15 +167,17 @@ export function loadConfig(env: Env): Config {
 
 export function loadPolicy(file: string, problems: string[]): Policy {
   let data: unknown;
+  let lineOf: (at: ReadonlyArray<string | number>) => number | undefined = () => undefined;
   try {
-    data = readDataFile(file);
+    ({ data, lineOf } = readDataFileWithLines(file));
   } catch (err) {
     problems.push(`KEYGATE_CONFIG: cannot read ${file}: ${(err as Error).message}`);
     data = {};
   }
   const o = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
-  const known = ['routes', 'public', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'defaultRecvWindowSeconds'];
+  const known = ['routes', 'public', 'unlistedRoutes', 'caseSensitiveRoutes', 'trailingSlash', 'methodOverride', 'trustedProxies', 'maxRecvWindowSeconds', 'defaultRecvWindowSeconds'];
   for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${file}: unknown setting ${JSON.stringify(k)}`);
+  const matching = parseMatching(o, file, problems);
 
   const compileList = (value: unknown, name: string): RouteRule[] => {
     if (value === undefined) return [];
@@ -175,13 +185,29 @@ export function loadPolicy(file: string, problems: string[]): Policy {
       problems.push(`${file}: ${name} must be a list`);
       return [];
     }
-    return value.flatMap((r, i) => compileRoute(r, `${file}: ${name}[${i}]`, problems) ?? []);
+    return value.flatMap((r, i) => {
+      const line = lineOf([name, i]);
+      return compileRoute(r, `${file}: ${name}[${i}]${line === undefined ? '' : ` (line ${line})`}`, problems) ?? [];
+    });
   };
-  const routes = compileList(o.routes, 'routes');
-  for (const r of routes) if (!r.pattern.startsWith('/api/v3/')) problems.push(`${file}: route ${r.pattern} must start with /api/v3/`);
-  const publicRoutes = compileList(o.public, 'public');
-  for (const r of publicRoutes) {
-    if (r.pattern.startsWith('/api/v3/') || r.pattern === '/api/v3') problems.push(`${file}: public route ${r.pattern} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
+  const routeRules = compileList(o.routes, 'routes');
+  for (const r of routeRules) if (!r.pattern.startsWith('/api/v3/')) problems.push(`${r.where}: route ${r.pattern} must start with /api/v3/`);
+  const publicRules = compileList(o.public, 'public');
+  for (const r of publicRules) {
+    // Read the way the upstream will: with case-insensitive matching "/API/v3/x" is under /api/v3/ too.
+    if (isUnderPrefix(r.pattern, '/api/v3/', matching) || isUnderPrefix(r.pattern, '/api/v3/', { ...matching, trailingSlash: 'ignore' })) {
+      problems.push(`${r.where}: public route ${r.pattern} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
+    }
+  }
+  const routes = compileRouteTable(routeRules, matching, problems);
+  const publicRoutes = compileRouteTable(publicRules, matching, problems);
+
+  const overrides = o.methodOverride ?? [];
+  const methodOverride = new Set<string>();
+  if (!Array.isArray(overrides) || overrides.some((n) => typeof n !== 'string' || !OVERRIDE_NAMES.includes(n.toLowerCase()))) {
+    problems.push(`${file}: methodOverride must be a list of names among ${OVERRIDE_NAMES.join(', ')}`);
+  } else {
+    for (const n of overrides as string[]) methodOverride.add(n.toLowerCase());
   }
 
   const unlisted = o.unlistedRoutes ?? 'deny';
@@ -214,6 +240,8 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   return {
     routes,
     publicRoutes,
+    matching,
+    methodOverride,
     unlistedRoutes: unlisted === 'allow' ? 'allow' : 'deny',
     trustedProxies,
     trustedProxyCidrs,

@@ -4,12 +4,13 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config } from '../config/load-config.js';
-import { findRoute } from '../config/routes.js';
+import { findRoute, isUnderPrefix } from '../config/routes.js';
 import { ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
+import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../pipeline/client-ip.js';
 import { mutateHeaders, requestIdOf } from '../pipeline/mutate-headers.js';
@@ -167,19 +168,22 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD')) return serveTime(res, log);
     const peerTrusted = policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
-    if (!target.path.startsWith(API_PREFIX)) {
-      const route = findRoute(policy.publicRoutes, method, target.path);
-      if (!route) return refuse(res, log, { ok: false, code: 40400, reason: 'no_route' });
-      log.route = route.pattern;
+    // Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
+    // method overrides): the pattern (never the raw path or query) is logged, also on refusals.
+    const methods = checkOverride(method, req.headers, target.query, policy.methodOverride);
+    if (!methods.ok) return refuse(res, log, methods);
+    const api = isUnderPrefix(target.path, API_PREFIX, policy.matching);
+    const route = findRoute(api ? policy.routes : policy.publicRoutes, methods.methods, target.path);
+    log.route = route?.pattern;
+
+    if (!api) {
+      if (!route || route.partial) return refuse(res, log, { ok: false, code: 40400, reason: 'no_route' });
       mutateHeaders(req.headers, { keyId: undefined, peerIp: peer, peerTrusted }, requestId);
       return forward(req, res, log, expectContinue);
     }
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
     log.clientIp = ip;
-    // Matched once: the pattern (never the raw path or query) is logged, also on refusals.
-    const route = findRoute(policy.routes, method, target.path);
-    log.route = route?.pattern;
     let decision;
     try {
       decision = await deps.authenticate(req.rawHeaders);

@@ -9,7 +9,8 @@ const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-autho
 const PLAIN_NAME = /^[a-z0-9-]*$/;
 const folded = (name: string) => (PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-'));
 const FORWARDING: ReadonlySet<string> = new Set(['forwarded', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip']);
-const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'authorization']);
+// x-original-url / x-rewrite-url: some frameworks (IIS, Symfony, Zend) route on them instead of the path we authorized.
+const ALWAYS_DROPPED: ReadonlySet<string> = new Set([...HOP_BY_HOP, 'authorization', 'x-original-url', 'x-rewrite-url']);
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 export interface HeaderContext {
@@ -31,6 +32,7 @@ export function requestIdOf(headers: IncomingHttpHeaders): string {
  * claim an identity or to make a hop drop our header, then injects ours:
  *   - hop-by-hop headers and every header named in Connection
  *   - Authorization (the upstream never sees the token)
+ *   - X-Original-URL / X-Rewrite-URL (a router that honours them would run another route than the one authorized)
  *   - every X-Api-Key-* header in any case or with "_" (or other punctuation) for "-"
  *   - Forwarded / X-Forwarded-* / X-Real-IP unless the peer is a trusted proxy
  * then sets X-Api-Key-Id, X-Forwarded-For/-Proto/-Host and X-Request-Id.
@@ -52,7 +54,7 @@ export function mutateHeaders(headers: IncomingHttpHeaders, ctx: HeaderContext, 
       continue;
     }
     const canonical = folded(name);
-    if (FORWARDING.has(canonical) || canonical.startsWith('x-api-key')) delete headers[name];
+    if (FORWARDING.has(canonical) || ALWAYS_DROPPED.has(canonical) || canonical.startsWith('x-api-key')) delete headers[name];
   }
 
   if (ctx.keyId !== undefined) headers[KEY_ID_HEADER] = ctx.keyId;
