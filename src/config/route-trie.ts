@@ -91,7 +91,8 @@ export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMa
     const list = shape[shape.length - 1]?.kind === 'wild' ? node.wild : node.end;
     for (const other of list) {
       if (sameMethods(rules[other] as RouteRule, rule)) {
-        problems.push(`${(rules[other] as RouteRule).where} and ${rule.where} are the same route under ${describe(matching)}: ${show(rules[other] as RouteRule)} and ${show(rule)}`);
+        const first = rules[other] as RouteRule;
+        problems.push(`${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${show(first)} and ${show(rule)}`);
       }
     }
     list.push(index);
@@ -260,12 +261,18 @@ function orderProblem(a: RouteRule, sa: Shape, b: RouteRule, sb: Shape): string 
     const ra = rank(sa, i);
     const rb = rank(sb, i);
     if (ra > rb) return undefined;
-    if (rb > ra) return `${b.where} (${show(b)}) is more specific than ${a.where} (${show(a)}) and some paths match both: list it first, so that every router picks the same route`;
+    if (rb > ra) return `${b.where} (${show(b)}) is more specific than ${after(b, a)} (${show(a)}) and some paths match both: list it first, so that every router picks the same route`;
     if (ra === 1) break; // both `*`: the same from here on
   }
   // Same shape, methods overlapping only through HEAD: an explicit HEAD route listed after a GET one.
-  if (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD')) return `${b.where} (${show(b)}) lists HEAD for a path ${a.where} (${show(a)}) serves with GET: list the HEAD route first`;
+  if (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD')) return `${b.where} (${show(b)}) lists HEAD for a path ${after(b, a)} (${show(a)}) serves with GET: list the HEAD route first`;
   return undefined;
+}
+
+/** `second.where` without the file name when `first` already said it ("p.yaml: routes[0] (line 2) and routes[1] (line 4)"). */
+function after(first: RouteRule, second: RouteRule): string {
+  const cut = first.where.lastIndexOf(': ') + 2;
+  return cut > 1 && second.where.startsWith(first.where.slice(0, cut)) ? second.where.slice(cut) : second.where;
 }
 
 function describe(m: RouteMatching): string {
