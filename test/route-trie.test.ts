@@ -80,8 +80,18 @@ describe('route table: matching rules', () => {
     expect(tables.get(matching)?.match(method, path)?.pattern).toBe(expected);
   });
 
-  it('returns the route with its scopes', () => {
-    expect(table(POLICY).t.match('GET', '/API/v3/admin/USERS/')?.scopes).toEqual(['admin']);
+  // Folding never weakens: a spelling an exact (case-sensitive, strict) router would route elsewhere needs both routes' scopes.
+  const scopes: Array<[string, RouteMatching, string, string, string[] | undefined]> = [
+    ['canonical spelling: its own scopes', DEFAULT_MATCHING, 'GET', '/api/v3/admin/users', ['admin']],
+    ['other case: also the catch-all an exact router runs', DEFAULT_MATCHING, 'GET', '/api/v3/ADMIN/Users', ['admin', 'read']],
+    ['trailing slash: also the catch-all', DEFAULT_MATCHING, 'GET', '/api/v3/admin/users/', ['admin', 'read']],
+    ['no exact route at all: the folded one', DEFAULT_MATCHING, 'POST', '/api/v3/Items/new/', ['items:create']],
+    ['exact matching: one reading', STRICT, 'GET', '/api/v3/admin/users', ['admin']],
+    ['exact matching, other case: the catch-all only', STRICT, 'GET', '/api/v3/ADMIN/Users', ['read']],
+    ['no route', DEFAULT_MATCHING, 'PUT', '/api/v3/Admin/users/', undefined],
+  ];
+  it.each(scopes)('scopes: %s', (_name, matching, method, path, expected) => {
+    expect(table(POLICY, matching).t.match(method, path)?.scopes).toEqual(expected);
   });
 
   it('root and public-style routes', () => {

@@ -1,4 +1,4 @@
-import type { RouteMatching, RouteRule } from './routes.js';
+import type { RouteMatch, RouteMatching, RouteRule } from './routes.js';
 
 /**
  * A policy's routes compiled once, at load, into a deterministic automaton
@@ -23,7 +23,40 @@ export interface RouteTable {
   readonly matching: RouteMatching;
   /** Number of compiled states (reported at load; bounded by MAX_STATES). */
   readonly states: number;
-  /** The first listed route for this method and path, HEAD falling back to GET. */
+  /**
+   * The first listed route for this method and path, HEAD falling back to GET.
+   * With case folded or the trailing slash ignored, the path is also read
+   * exactly (as a case-sensitive, strict router would); when the two readings
+   * reach different routes, the answer carries both routes' scopes, so the
+   * folding defaults are never weaker than an upstream that does not fold.
+   */
+  match(method: string, path: string): RouteMatch | undefined;
+}
+
+const EXACT: RouteMatching = Object.freeze({ caseSensitive: true, trailingSlash: 'strict' });
+
+export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMatching, problems: string[]): RouteTable {
+  const found = new Set<string>();
+  const folded = compileAutomaton(rules, matching, found);
+  const exact = matching.caseSensitive && matching.trailingSlash === 'strict' ? folded : compileAutomaton(rules, EXACT, new Set());
+  problems.push(...found);
+  return {
+    rules,
+    matching,
+    states: folded.states + (exact === folded ? 0 : exact.states),
+    match(method: string, path: string): RouteMatch | undefined {
+      const a = folded.match(method, path);
+      if (exact === folded) return a;
+      const b = exact.match(method, path);
+      // b without a cannot happen (folding only merges paths); a without b: a spelling of a listed route.
+      if (!b || a === b || !a) return a ?? b;
+      return { pattern: a.pattern, scopes: a.scopes.concat(b.scopes.filter((x) => !a.scopes.includes(x))) };
+    },
+  };
+}
+
+interface Automaton {
+  readonly states: number;
   match(method: string, path: string): RouteRule | undefined;
 }
 
@@ -61,7 +94,7 @@ const pos = (node: TrieNode, kind: number) => node.id * 3 + kind;
 
 type Shape = Array<{ kind: 'lit'; value: string } | { kind: 'param' } | { kind: 'wild' }>;
 
-export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMatching, problems: string[]): RouteTable {
+function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, problems: Set<string>): Automaton {
   const canon = canonicalizer(matching);
   const nodes: TrieNode[] = [];
   const newNode = (depth: number): TrieNode => {
@@ -92,7 +125,7 @@ export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMa
     for (const other of list) {
       if (sameMethods(rules[other] as RouteRule, rule)) {
         const first = rules[other] as RouteRule;
-        problems.push(`${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${show(first)} and ${show(rule)}`);
+        problems.add(`${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${show(first)} and ${show(rule)}`);
       }
     }
     list.push(index);
@@ -170,18 +203,16 @@ export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMa
     if (accepted.length > 0) state.accept = acceptFor(rules, accepted, overlaps);
   }
   if (tooBig) {
-    problems.push(`routes: the policy compiles to more than ${MAX_STATES} matching states; simplify overlapping :param and * routes`);
+    problems.add(`routes: the policy compiles to more than ${MAX_STATES} matching states; simplify overlapping :param and * routes`);
   }
   for (const key of overlaps) {
     const [a, b] = key.split(',').map(Number) as [number, number];
     const problem = orderProblem(rules[a] as RouteRule, shapes[a] as Shape, rules[b] as RouteRule, shapes[b] as Shape);
-    if (problem) problems.push(problem);
+    if (problem) problems.add(problem);
   }
 
   const lower = !matching.caseSensitive;
   return {
-    rules,
-    matching,
     states: states.size,
     match(method: string, path: string): RouteRule | undefined {
       if (path.charCodeAt(0) !== 47 /* / */) return undefined;
