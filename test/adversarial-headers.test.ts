@@ -84,6 +84,36 @@ describe('adversarial: headers', () => {
     expect(f.upstream.wire()).not.toContain('admin');
   });
 
+  it.each([
+    ['X-Original-URL', 'X-Original-URL: /api/v3/admin/users\r\n'],
+    ['X-Rewrite-URL', 'X-Rewrite-URL: /api/v3/admin/users\r\n'],
+    ['x_original_url (underscore spelling)', 'x_original_url: /api/v3/admin/users\r\n'],
+    ['both, in odd case', 'x-ORIGINAL-url: /api/v3/admin/users\r\nX-REWRITE-URL: /api/v3/admin/users\r\n'],
+  ])('client-sent %s never reaches the upstream (routers that honour it would run another route)', async (_name, extra) => {
+    const r = await exchange(f.gate.port, req(`${f.auth()}${extra}`));
+    expect(r.statuses).toEqual([200]);
+    await settle();
+    expect(f.upstream.arrived.map((a) => a.url)).toEqual([PATH]);
+    expect(f.upstream.wire()).not.toContain('/api/v3/admin/users');
+  });
+
+  // Not allowed by the adversarial policy (no methodOverride): refused before authentication, 400 40000.
+  it.each([
+    ['X-HTTP-Method-Override', 'POST', '/api/v3/items/7', 'X-HTTP-Method-Override: DELETE\r\n'],
+    ['X-HTTP-Method', 'POST', '/api/v3/items/7', 'X-HTTP-Method: DELETE\r\n'],
+    ['X-Method-Override', 'POST', '/api/v3/items/7', 'X-Method-Override: DELETE\r\n'],
+    ['X_HTTP_METHOD_OVERRIDE', 'POST', '/api/v3/items/7', 'X_HTTP_METHOD_OVERRIDE: DELETE\r\n'],
+    ['_method in the query', 'POST', '/api/v3/items/7?_method=DELETE', ''],
+    ['%5Fmethod in the query', 'POST', '/api/v3/items/7?%5Fmethod=DELETE', ''],
+    ['on a public route', 'POST', '/status', 'X-HTTP-Method-Override: DELETE\r\n'],
+  ])('method override by %s → 400 40000, nothing forwarded', async (_name, method, path, extra) => {
+    const r = await exchange(f.gate.port, req(`${f.auth()}Content-Length: 0\r\n${extra}`, path, method));
+    expect(r.statuses).toEqual([400]);
+    expect(firstBody(r.text)).toMatchObject({ code: 40000 });
+    await settle();
+    expectNothingForwarded(f.upstream);
+  });
+
   it('on a public route, spoofed identity headers are dropped and none is injected', async () => {
     const r = await exchange(f.gate.port, req('X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nAuthorization: Bearer x.y.z\r\nConnection: X-Api-Key-Id\r\n', '/status'));
     expect(r.statuses).toEqual([200]);

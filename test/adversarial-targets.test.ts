@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { expectNothingForwarded, settle, startFixture, type Fixture } from './helpers/adversarial.js';
+import { expectNothingForwarded, OTHER_SECRET, settle, startFixture, type Fixture } from './helpers/adversarial.js';
+import { token } from './helpers/tokens.js';
 import { exchange, firstBody } from './helpers/wire.js';
 
 /**
@@ -66,13 +67,16 @@ describe('adversarial: request targets', () => {
     ['byte 0xff', Buffer.concat([Buffer.from('/api/v3/'), Buffer.from([0xff])]), 400, undefined],
     ['overlong UTF-8 for "/" (C0 AF)', Buffer.concat([Buffer.from('/api/v3/viewer'), Buffer.from([0xc0, 0xaf]), Buffer.from('accounts')]), 400, undefined],
     ['tab in the target', '/api/v3/viewer/acc\tounts', 400, undefined],
-    ['/API/v3/', '/API/v3/viewer/accounts', 404, 40400],
-    ['/api/V3/', '/api/V3/viewer/accounts', 404, 40400],
-    ['/Api/v3/', '/Api/v3/viewer/accounts', 404, 40400],
-    ['/api/v3 without the slash', '/api/v3', 404, 40400],
+    // Routers fold case and ignore a trailing slash, so these are /api/v3/ paths, authenticated: none is listed here.
+    ['/api/v3 without the slash', '/api/v3', 403, 10403],
+    ['/API/V3 without the slash', '/API/V3', 403, 10403],
+    ['/API/v3/ unlisted', '/API/v3/admin', 403, 10403],
     ['/api/v2/', '/api/v2/viewer/accounts', 404, 40400],
-    ['trailing slash on a listed route', '/api/v3/viewer/accounts/', 403, 10403],
-    ['route case differs', '/api/v3/Viewer/accounts', 403, 10403],
+    ['two trailing slashes', '/api/v3/viewer/accounts//', 400, 40000],
+    ['extra segment on a listed route', '/api/v3/viewer/accounts/x', 403, 10403],
+    ['HEAD-only route path with POST', '/api/v3/files', 403, 10403],
+    ['path over 4096 bytes', `/api/v3/files/${'a/'.repeat(10)}${'b'.repeat(4100)}`, 400, 40000],
+    ['more than 64 segments', `/api/v3/files/${'a/'.repeat(70)}b`, 400, 40000],
     ['encoded "?" does not end the path', '/api/v3/viewer/accounts%3fx=1', 403, 10403],
   ];
   it.each(refused)('%s: %s → %s, nothing forwarded', async (_name, target, status, code) => {
@@ -94,6 +98,27 @@ describe('adversarial: request targets', () => {
     const r = await exchange(f.gate.port, line(method, target));
     expect(r.statuses).toEqual([400]);
     expect(r.closed).toBe(true);
+    await settle();
+    expectNothingForwarded(f.upstream);
+  });
+
+  // The same route as the upstream's router reads it (case folded, a trailing slash ignored): authorized as that
+  // route, and forwarded unchanged, so the upstream runs the handler whose scopes were checked.
+  const sameRoute = ['/API/v3/viewer/accounts', '/api/V3/viewer/accounts', '/Api/v3/Viewer/ACCOUNTS', '/api/v3/viewer/accounts/', '/API/V3/VIEWER/ACCOUNTS/?x=1'];
+  it.each(sameRoute)('%s is the listed route: forwarded byte for byte', async (target) => {
+    const r = await exchange(f.gate.port, line('GET', target));
+    expect(r.statuses).toEqual([200]);
+    await settle();
+    expect(f.upstream.arrived.map((a) => a.url)).toEqual([target]);
+    expect(f.upstream.wire().startsWith(`GET ${target} HTTP/1.1\r\n`)).toBe(true);
+  });
+
+  it('a key without the route\'s scope is refused on every spelling of it', async () => {
+    for (const target of sameRoute) {
+      const raw = `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('narrow', OTHER_SECRET)}\r\n\r\n`;
+      const r = await exchange(f.gate.port, Buffer.from(raw));
+      expect(r.statuses, target).toEqual([403]);
+    }
     await settle();
     expectNothingForwarded(f.upstream);
   });

@@ -10,6 +10,8 @@ describe('checkTarget: only plain origin-form targets pass', () => {
     ['GET', '/healthz', '/healthz', ''],
     ['GET', '/', '/', ''],
     ['GET', '/api/v3/x?a=b?c', '/api/v3/x', '?a=b?c'],
+    ['GET', `/${'a'.repeat(4095)}`, `/${'a'.repeat(4095)}`, ''],
+    ['GET', `${'/a'.repeat(64)}?${'x'.repeat(3000)}`, '/a'.repeat(64), `?${'x'.repeat(3000)}`],
   ];
   it.each(accepted)('%s %s passes', (method, url, path, query) => {
     expect(checkTarget(method, url)).toEqual({ ok: true, path, query });
@@ -53,5 +55,17 @@ describe('checkTarget: only plain origin-form targets pass', () => {
   ];
   it.each(refused)('%s %s is refused (%s)', (method, url) => {
     expect(checkTarget(method, url)).toEqual({ ok: false, code: 40000, reason: 'bad_target' });
+  });
+
+  // Bounds checked before any route is matched (MAX_PATH_BYTES, MAX_PATH_SEGMENTS).
+  const bounded: Array<[string, string, string]> = [
+    ['4,097-byte path', `/${'a'.repeat(4096)}`, 'path_too_long'],
+    ['65 segments', '/a'.repeat(65), 'too_many_segments'],
+    ['65 segments, the last empty', `${'/a'.repeat(64)}/`, 'too_many_segments'],
+    ["the issue's 8 KB target of 4,000 segments", `/api/v3/${'x/'.repeat(4000)}`, 'path_too_long'],
+    ['2,000 one-letter segments (4,000 bytes)', '/x'.repeat(2000), 'too_many_segments'],
+  ];
+  it.each(bounded)('%s: 400 40000 %s', (_name, url, reason) => {
+    expect(checkTarget('GET', url)).toEqual({ ok: false, code: 40000, reason });
   });
 });

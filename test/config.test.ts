@@ -21,7 +21,7 @@ describe('config', () => {
     expect(c.policy.unlistedRoutes).toBe('deny');
     expect(c.policy.trustedProxies).toBeNull();
     expect(c.policy.maxRecvWindowSeconds).toBe(60);
-    expect(c.policy.routes.map((r) => [r.pattern, r.scopes])).toEqual([['/api/v3/viewer/accounts', ['accounts:read']]]);
+    expect(c.policy.routes.rules.map((r) => [r.pattern, r.scopes])).toEqual([['/api/v3/viewer/accounts', ['accounts:read']]]);
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.limits)).toBe(true);
   });
@@ -38,6 +38,56 @@ describe('config', () => {
         expect(problems).toContain(needle);
       }
     }
+  });
+
+  it('route matching and method override: safe defaults, explicit settings', () => {
+    const d = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).policy;
+    expect(d.matching).toEqual({ caseSensitive: false, trailingSlash: 'ignore' });
+    expect([...d.methodOverride]).toEqual([]);
+    const policy = file('p.yaml', 'routes: []\ncaseSensitiveRoutes: true\ntrailingSlash: strict\nmethodOverride: [X-HTTP-Method-Override, _method]\n');
+    const c = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy;
+    expect(c.matching).toEqual({ caseSensitive: true, trailingSlash: 'strict' });
+    expect([...c.methodOverride]).toEqual(['x-http-method-override', '_method']);
+  });
+
+  // [policy text, problem expected]
+  const refusedPolicies: Array<[string, string, string]> = [
+    ['caseSensitiveRoutes not a boolean', 'caseSensitiveRoutes: "no"\n', 'caseSensitiveRoutes must be true or false'],
+    ['trailingSlash unknown', 'trailingSlash: redirect\n', 'trailingSlash must be "ignore" or "strict"'],
+    ['methodOverride unknown name', 'methodOverride: [X-Override]\n', 'methodOverride must be a list of names among x-http-method-override'],
+    ['methodOverride not a list', 'methodOverride: true\n', 'methodOverride must be a list'],
+    [
+      'two routes the same under the default matching, both lines named',
+      'routes:\n  - { method: GET, path: /api/v3/Items/:id, scopes: [a] }\n  # a comment\n  - { method: GET, path: /api/v3/items/:key/, scopes: [b] }\n',
+      'p.yaml: routes[0] (line 2) and routes[1] (line 4) are the same route under caseSensitiveRoutes: false, trailingSlash: ignore',
+    ],
+    [
+      'catch-all before a specific route, both lines named',
+      'routes:\n  - method: [GET, HEAD]\n    path: /api/v3/*\n    scopes: [read]\n  - { method: GET, path: /api/v3/admin/users, scopes: [admin] }\n',
+      'p.yaml: routes[1] (line 5) (GET /api/v3/admin/users) is more specific than routes[0] (line 2) (GET,HEAD /api/v3/*)',
+    ],
+    ['public route under /API/v3/ when case is folded', 'public:\n  - { method: GET, path: /API/v3/admin }\n', 'public route /API/v3/admin may not be under /api/v3/'],
+    ['public route /api/v3', 'trailingSlash: strict\npublic:\n  - { method: GET, path: /api/v3 }\n', 'public route /api/v3 may not be under /api/v3/'],
+    ['route longer than a request may be', `routes:\n  - { method: GET, path: /api/v3${'/a'.repeat(63)}, scopes: [] }\n`, 'longer than requests may be (4096 bytes, 64 segments)'],
+  ];
+  it.each(refusedPolicies)('refuses a policy: %s', (_name, text, problem) => {
+    const policy = file('p.yaml', text);
+    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(ConfigError);
+    try {
+      loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy });
+    } catch (err) {
+      expect((err as ConfigError).problems.join('\n')).toContain(problem);
+    }
+  });
+
+  it('names lines in a JSON policy too', () => {
+    const policy = file('p.json', '{"routes": [\n {"method": "GET", "path": "/api/v3/a", "scopes": []},\n {"method": "GET", "path": "/api/v3/A", "scopes": []}\n]}\n');
+    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(/routes\[0\] \(line 2\) and .*routes\[1\] \(line 3\) are the same route/);
+  });
+
+  it('a public route under /API/v3/ is fine when routes are case-sensitive', () => {
+    const policy = file('p.yaml', 'caseSensitiveRoutes: true\npublic:\n  - { method: GET, path: /API/v3/admin }\n');
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy.publicRoutes.rules).toHaveLength(1);
   });
 
   it('validates keys files, listing every problem', () => {

@@ -69,10 +69,15 @@ const CASES: Case[] = [
   { name: 'caller IP on the allow-list', headers: ok('local'), status: 200 },
   { name: 'allow-list in IPv4-mapped IPv6 form', headers: ok('mapped'), status: 200 },
   { name: 'route not in the routes file', path: '/api/v3/admin/users', headers: ok('good'), status: 403, code: 10403 },
-  { name: 'route matched case-sensitively', path: '/api/v3/Viewer/accounts', headers: ok('good'), status: 403, code: 10403 },
+  { name: 'route in another case is the listed route (caseSensitiveRoutes: false)', path: '/api/v3/Viewer/accounts', headers: ok('good'), status: 200 },
+  { name: 'route with a trailing slash is the listed route (trailingSlash: ignore)', path: '/api/v3/viewer/accounts/', headers: ok('good'), status: 200 },
+  { name: 'another spelling of the route still needs its scope', path: '/API/V3/VIEWER/ACCOUNTS/', headers: ok('noscope'), status: 403, code: 10403 },
+  { name: 'upper-case /API/v3/, not listed: authenticated, then 10403', path: '/API/v3/admin/users', headers: ok('good'), status: 403, code: 10403 },
   // Keygate's own
   { name: 'path outside /api/v3/', path: '/internal/admin', headers: ok('good'), status: 404, code: 40400, message: 'Not found' },
-  { name: 'upper-case /API/v3/', path: '/API/v3/viewer/accounts', headers: ok('good'), status: 404, code: 40400 },
+  { name: 'upper-case /API/v3/ without a token: authenticated like /api/v3/', path: '/API/v3/viewer/accounts', headers: () => ({}), status: 401, code: 40004 },
+  { name: 'path of 65 segments', path: `/api/v3${'/a'.repeat(63)}`, headers: ok('good'), status: 400, code: 40000 },
+  { name: 'method-override header not allowed by the policy', headers: () => ({ ...ok('good')(), 'x-http-method-override': 'DELETE' }), status: 400, code: 40000 },
   { name: 'encoded dot-dot', path: '/api/v3/%2e%2e/admin', headers: ok('good'), status: 400, code: 40000, message: 'Bad request target' },
 ];
 

@@ -2,10 +2,12 @@ import type { BlockList } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseCidrList } from './cidr.js';
-import { readDataFile } from './read-data-file.js';
+import { readDataFileWithLines } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';
-import { compileRoute, type RouteRule } from './routes.js';
+import { OVERRIDE_NAMES } from '../pipeline/check-override.js';
+import { compileRouteTable, type RouteTable } from './route-trie.js';
+import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
 
@@ -35,8 +37,14 @@ export interface Config {
 
 /** From the routes/policy file (KEYGATE_CONFIG). */
 export interface Policy {
-  readonly routes: readonly RouteRule[];
-  readonly publicRoutes: readonly RouteRule[];
+  /** The /api/v3/ routes, compiled once (src/config/route-trie.ts). */
+  readonly routes: RouteTable;
+  /** Paths outside /api/v3/ forwarded without authentication, same matcher. */
+  readonly publicRoutes: RouteTable;
+  /** How paths are compared with patterns (caseSensitiveRoutes, trailingSlash). */
+  readonly matching: RouteMatching;
+  /** Override headers (lower-case) and `_method` the upstream may honour; any other is refused. */
+  readonly methodOverride: ReadonlySet<string>;
   /** What to do with an authenticated request to an /api/v3/ route the file does not list. */
   readonly unlistedRoutes: 'deny' | 'allow';
   readonly trustedProxies: BlockList | null;
@@ -183,8 +191,9 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   const found: string[] = [];
   let data: unknown;
   let readable = true;
+  let lineOf: (at: ReadonlyArray<string | number>) => number | undefined = () => undefined;
   try {
-    data = readDataFile(file);
+    ({ data, lineOf } = readDataFileWithLines(file));
   } catch (err) {
     found.push(`KEYGATE_CONFIG: cannot read ${file}: ${(err as Error).message}`);
     data = {};
@@ -192,28 +201,41 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   }
   const o = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
   // Unknown settings are the schema's to report (additionalProperties: false).
+  const matching = parseMatching(o, file, found);
 
-  const compileList = (value: unknown, name: string): RouteRule[] => {
+  const compileList = (value: unknown, name: string): Array<RouteRule & { at: string }> => {
     if (value === undefined) return [];
     if (!Array.isArray(value)) {
       found.push(`${file}: ${name} must be a list`);
       return [];
     }
-    return value.flatMap((r, i) => compileRoute(r, `${file}: ${name}[${i}]`, found) ?? []);
+    return value.flatMap((r, i) => {
+      // Field problems name the entry as the schema does; the rule remembers its line too, so that
+      // two routes that collide are reported with both lines.
+      const rule = compileRoute(r, `${file}: ${name}[${i}]`, found);
+      const line = lineOf([name, i]);
+      return rule ? [{ ...rule, at: `${name}[${i}]`, where: `${rule.where}${line === undefined ? '' : ` (line ${line})`}` }] : [];
+    });
   };
-  const pathAt = (list: unknown, i: number) => (Array.isArray(list) ? (list[i] as { path?: unknown } | null)?.path : undefined);
-  const routes = compileList(o.routes, 'routes');
-  (Array.isArray(o.routes) ? o.routes : []).forEach((_r, i) => {
-    const p = pathAt(o.routes, i);
-    if (typeof p === 'string' && p.startsWith('/') && !p.startsWith('/api/v3/')) found.push(`${file}: routes[${i}].path: route ${p} must start with /api/v3/`);
-  });
-  const publicRoutes = compileList(o.public, 'public');
-  (Array.isArray(o.public) ? o.public : []).forEach((_r, i) => {
-    const p = pathAt(o.public, i);
-    if (typeof p === 'string' && (p.startsWith('/api/v3/') || p === '/api/v3')) {
-      found.push(`${file}: public[${i}].path: public route ${p} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
+  const routeRules = compileList(o.routes, 'routes');
+  for (const r of routeRules) if (!r.pattern.startsWith('/api/v3/')) found.push(`${file}: ${r.at}.path: route ${r.pattern} must start with /api/v3/`);
+  const publicRules = compileList(o.public, 'public');
+  for (const r of publicRules) {
+    // Read the way the upstream will: with case-insensitive matching "/API/v3/x" is under /api/v3/ too.
+    if (isUnderPrefix(r.pattern, '/api/v3/', matching) || isUnderPrefix(r.pattern, '/api/v3/', { ...matching, trailingSlash: 'ignore' })) {
+      found.push(`${file}: ${r.at}.path: public route ${r.pattern} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
     }
-  });
+  }
+  const routes = compileRouteTable(routeRules, matching, found);
+  const publicRoutes = compileRouteTable(publicRules, matching, found);
+
+  const overrides = o.methodOverride ?? [];
+  const methodOverride = new Set<string>();
+  if (!Array.isArray(overrides) || overrides.some((n) => typeof n !== 'string' || !OVERRIDE_NAMES.includes(n.toLowerCase()))) {
+    found.push(`${file}: methodOverride must be a list of names among ${OVERRIDE_NAMES.join(', ')}`);
+  } else {
+    for (const n of overrides as string[]) methodOverride.add(n.toLowerCase());
+  }
 
   const unlisted = o.unlistedRoutes ?? 'deny';
   if (unlisted !== 'deny' && unlisted !== 'allow') found.push(`${file}: unlistedRoutes must be "deny" or "allow"`);
@@ -246,6 +268,8 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   return {
     routes,
     publicRoutes,
+    matching,
+    methodOverride,
     unlistedRoutes: unlisted === 'allow' ? 'allow' : 'deny',
     trustedProxies,
     trustedProxyCidrs,

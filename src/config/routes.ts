@@ -1,16 +1,45 @@
+import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../pipeline/check-target.js';
+import type { RouteTable } from './route-trie.js';
+
 /**
  * Route patterns: `METHOD /path/with/:param/segments` with an optional final
- * `*` that matches the rest. Matching is exact and case-sensitive on the raw
- * (already vetted) path, first match wins.
+ * `*` that matches the rest (one or more segments, the last may be empty).
+ * A rule is data; src/config/route-trie.ts compiles a list of them into the
+ * table requests are matched against.
  */
 export interface RouteRule {
   readonly methods: ReadonlySet<string> | '*';
   readonly pattern: string;
   readonly scopes: readonly string[];
-  match(path: string): boolean;
+  /** Where the rule was written ("file: routes[3] (line 12)"), for load-time messages. */
+  readonly where: string;
 }
 
+/** What authorization needs from a match: the pattern (logged and counted, never the raw path) and the scopes. */
+export interface RouteMatch {
+  readonly pattern: string;
+  readonly scopes: readonly string[];
+  /** Set when a method override is allowed and only one of the two methods has a route. */
+  readonly partial?: true;
+}
+
+/**
+ * How a request path is compared with the patterns. The defaults are the
+ * reading the common routers use (Express, Fastify with its usual options,
+ * Spring, Django, Rails, ASP.NET...), so that Keygate never authorizes a path
+ * as one route while the upstream runs another.
+ */
+export interface RouteMatching {
+  /** false: `/API/V3/Items` is `/api/v3/items`. */
+  readonly caseSensitive: boolean;
+  /** ignore: `/a/b/` is `/a/b`. strict: they are two routes. */
+  readonly trailingSlash: 'ignore' | 'strict';
+}
+
+export const DEFAULT_MATCHING: RouteMatching = Object.freeze({ caseSensitive: false, trailingSlash: 'ignore' });
+
 const METHOD = /^[A-Z]{1,16}$/;
+const PARAM = /^:[A-Za-z_][A-Za-z0-9_]*$/;
 const LITERAL_SEGMENT = /^[A-Za-z0-9\-._~%!$&'()+,=@:]+$/;
 
 export function compileRoute(input: unknown, where: string, errors: string[]): RouteRule | undefined {
@@ -29,46 +58,64 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
     methods = new Set(list as string[]);
   }
   const path = o.path;
-  let segments: string[] = [];
   if (typeof path !== 'string' || !path.startsWith('/')) {
     errors.push(`${where}.path: must be a string starting with "/"`);
   } else {
-    segments = path.split('/').slice(1);
+    const segments = path.split('/').slice(1);
     segments.forEach((seg, i) => {
       const last = i === segments.length - 1;
-      const ok = (seg === '*' && last) || (/^:[A-Za-z_][A-Za-z0-9_]*$/.test(seg)) || (LITERAL_SEGMENT.test(seg) && seg !== '.' && seg !== '..') || (seg === '' && last);
+      const ok = (seg === '*' && last) || PARAM.test(seg) || (LITERAL_SEGMENT.test(seg) && seg !== '.' && seg !== '..') || (seg === '' && last);
       if (!ok) errors.push(`${where}.path: bad segment ${JSON.stringify(seg)} (use literals, :param, or a final *)`);
     });
+    // A pattern no request can reach (step 1 refuses longer paths) is a mistake, not a route.
+    if (path.length > MAX_PATH_BYTES || segments.length > MAX_PATH_SEGMENTS) {
+      errors.push(`${where}.path: longer than requests may be (${MAX_PATH_BYTES} bytes, ${MAX_PATH_SEGMENTS} segments)`);
+    }
   }
   const scopes = o.scopes ?? [];
   if (!Array.isArray(scopes) || scopes.some((s) => typeof s !== 'string' || s.length === 0)) {
     errors.push(`${where}.scopes: must be a list of non-empty strings`);
   }
   if (errors.length > before) return undefined;
-  const pattern = path as string;
-  const wildcard = segments[segments.length - 1] === '*';
-  const fixed = wildcard ? segments.slice(0, -1) : segments;
-  return {
-    methods,
-    pattern,
-    scopes: [...(scopes as string[])],
-    match(p: string): boolean {
-      const parts = p.split('/');
-      parts.shift();
-      if (wildcard ? parts.length <= fixed.length : parts.length !== fixed.length) return false;
-      for (let i = 0; i < fixed.length; i++) {
-        const seg = fixed[i] as string;
-        const got = parts[i] as string;
-        if (seg.startsWith(':') ? got.length === 0 : seg !== got) return false;
-      }
-      return true;
-    },
-  };
+  return { methods, pattern: path as string, scopes: [...(scopes as string[])], where };
 }
 
-export function findRoute(rules: readonly RouteRule[], method: string, path: string): RouteRule | undefined {
-  for (const r of rules) {
-    if ((r.methods === '*' || r.methods.has(method)) && r.match(path)) return r;
+/** Reads `caseSensitiveRoutes` and `trailingSlash` from the policy file (both optional, safe defaults). */
+export function parseMatching(o: Record<string, unknown>, file: string, problems: string[]): RouteMatching {
+  const cs = o.caseSensitiveRoutes ?? DEFAULT_MATCHING.caseSensitive;
+  if (typeof cs !== 'boolean') problems.push(`${file}: caseSensitiveRoutes must be true or false`);
+  const ts = o.trailingSlash ?? DEFAULT_MATCHING.trailingSlash;
+  if (ts !== 'ignore' && ts !== 'strict') problems.push(`${file}: trailingSlash must be "ignore" or "strict"`);
+  return { caseSensitive: cs === true, trailingSlash: ts === 'strict' ? 'strict' : 'ignore' };
+}
+
+/**
+ * Is the path under `prefix` ("/api/v3/") the way the upstream reads it? With
+ * case-insensitive matching `/API/V3/x` is, and with the trailing slash
+ * ignored so is `/api/v3` itself: such a path must be authenticated, never
+ * looked up among the public routes.
+ */
+export function isUnderPrefix(path: string, prefix: string, matching: RouteMatching): boolean {
+  const head = matching.caseSensitive ? path.slice(0, prefix.length) : path.slice(0, prefix.length).toLowerCase();
+  if (head === prefix) return true;
+  return matching.trailingSlash === 'ignore' && head === prefix.slice(0, -1) && path.length === prefix.length - 1;
+}
+
+/**
+ * The route a request is authorized against. `methods` is the request method,
+ * and second, the method an allowed override header or `_method` asks for
+ * (src/pipeline/check-override.ts): then both must be authorized, so the
+ * scopes of both routes are required.
+ */
+export function findRoute(table: RouteTable, methods: readonly string[], path: string): RouteMatch | undefined {
+  const first = table.match(methods[0] as string, path);
+  if (methods.length === 1) return first;
+  const second = table.match(methods[1] as string, path);
+  if (!first || !second) {
+    const found = first ?? second;
+    return found && { pattern: found.pattern, scopes: found.scopes, partial: true };
   }
-  return undefined;
+  if (first === second) return first;
+  // The upstream runs the overridden method's handler: log that pattern, require both routes' scopes.
+  return { pattern: second.pattern, scopes: [...new Set([...first.scopes, ...second.scopes])] };
 }

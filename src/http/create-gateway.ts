@@ -4,12 +4,13 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
 import type { Config, Policy } from '../config/load-config.js';
-import { findRoute } from '../config/routes.js';
+import { findRoute, isUnderPrefix } from '../config/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticated, Authenticator } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
+import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../pipeline/client-ip.js';
 import { forwardHeaders, KEY_ID_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
@@ -208,23 +209,24 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD')) return serveTime(res, log);
     const peerTrusted = policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
-    if (!target.path.startsWith(API_PREFIX)) {
-      const route = findRoute(policy.publicRoutes, method, target.path);
-      if (!route) return refuse(res, log, deny('no_route'));
-      log.route = route.pattern;
-      const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
-      if (!head.ok) return refuse(res, log, head);
+    // Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
+    // method overrides): the pattern (never the raw path or query) is logged, also on refusals.
+    const methods = checkOverride(method, req.headers, target.query, policy.methodOverride);
+    if (!methods.ok) return refuse(res, log, methods);
+    const api = isUnderPrefix(target.path, API_PREFIX, policy.matching);
+    const route = findRoute(api ? policy.routes : policy.publicRoutes, methods.methods, target.path);
+    log.route = route?.pattern;
+    // Built before authentication: a request refused here burns no nonce.
+    const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
+    if (!head.ok) return refuse(res, log, head);
+
+    if (!api) {
+      if (!route || route.partial) return refuse(res, log, deny('no_route'));
       return forward(req, res, log, head, expectContinue);
     }
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
     log.clientIp = ip;
-    // Matched once: the pattern (never the raw path or query) is logged, also on refusals.
-    const route = findRoute(policy.routes, method, target.path);
-    log.route = route?.pattern;
-    // Built before authentication: a request refused here burns no nonce.
-    const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
-    if (!head.ok) return refuse(res, log, head);
 
     const decided = (authn: Authenticated | Denial) => {
       let decision: Denial | undefined;

@@ -16,6 +16,13 @@ const PCT = /%([0-9A-Fa-f]{2})/g;
 // and every unreserved character, which has one canonical (unescaped) spelling.
 const REFUSED_ESCAPES = /^(2[fF]|5[cC]|[01][0-9a-fA-F]|7[fF]|2[eE]|[46][1-9a-fA-F]|[57][0-9aA]|3[0-9]|2[dD]|5[fF]|7[eE])$/;
 const METHOD = /^[A-Z]{1,16}$/;
+/**
+ * Bounds on the path, checked before anything else looks at it: the route
+ * table walks a path once per segment, and these keep even that walk (and
+ * this step's own scans) small. Longer paths are refused, never truncated.
+ */
+export const MAX_PATH_BYTES = 4096;
+export const MAX_PATH_SEGMENTS = 64;
 
 /**
  * Step 1 of every request: accept only a plain origin-form target whose path
@@ -28,6 +35,11 @@ export function checkTarget(method: string | undefined, url: string | undefined)
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   const query = q === -1 ? '' : url.slice(q);
+  if (path.length > MAX_PATH_BYTES) return deny('path_too_long');
+  let slashes = 0;
+  for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) {
+    if (++slashes > MAX_PATH_SEGMENTS) return deny('too_many_segments');
+  }
   if (!PATH_CHARS.test(path) || !QUERY_CHARS.test(query.slice(1))) return deny('bad_target');
   if (path.includes('//')) return deny('bad_target');
   for (const seg of path.split('/')) {

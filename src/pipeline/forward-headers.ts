@@ -133,7 +133,8 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
     const lower = name.toLowerCase();
     if (DROPPED.has(lower) || named?.has(lower)) continue;
     const canonical = folded(lower);
-    if (FORWARDING.has(canonical) || canonical.startsWith('x-api-key')) continue;
+    // Folded spellings too ("x_original_url", "content_length"): a lenient server reads them as the real names.
+    if (FORWARDING.has(canonical) || DROPPED.has(canonical) || canonical.startsWith('x-api-key')) continue;
     out.push(name, raw[i + 1] as string);
   }
 

@@ -30,7 +30,7 @@ export function createPolicySource(options: { file: string; initial: Policy; deb
       apply: (policy) => {
         current = policy;
       },
-      describe: (p) => ({ routes: p.routes.length, publicRoutes: p.publicRoutes.length, unlistedRoutes: p.unlistedRoutes }),
+      describe: (p) => ({ routes: p.routes.rules.length, publicRoutes: p.publicRoutes.rules.length, unlistedRoutes: p.unlistedRoutes }),
     },
   );
   return { policy: () => current, reload: (cause) => reloader.reload(cause), close: () => reloader.close() };

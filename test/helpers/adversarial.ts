@@ -14,6 +14,8 @@ export const PATH = '/api/v3/viewer/accounts';
 export const KEYS: KeyRecord[] = [
   makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read', 'items:write'] }),
   makeKey({ apiKey: 'other', secret: OTHER_SECRET, id: 'key-other', scopes: ['accounts:read', 'items:write'] }),
+  // Lacks accounts:read: every spelling of /api/v3/viewer/accounts must refuse it.
+  makeKey({ apiKey: 'narrow', secret: OTHER_SECRET, id: 'key-narrow', scopes: ['items:write'] }),
 ];
 
 export interface Fixture {
