@@ -15,6 +15,7 @@ export const ERRORS = Object.freeze({
   10013: { status: 404, message: 'Resource not found' },
   // Keygate's own codes (not part of the seed contract).
   40000: { status: 400, message: 'Bad request target' },
+  40300: { status: 403, message: 'Forbidden' },
   40400: { status: 404, message: 'Not found' },
   40800: { status: 408, message: 'Request timeout' },
   43100: { status: 431, message: 'Request header fields too large' },
@@ -56,6 +57,8 @@ export const REASONS = Object.freeze({
   route_not_listed: reason(10403, 'route is not in the routes file and unlisted routes are denied'),
   store_unavailable: reason(50300, 'key or nonce store did not answer in time'),
   bad_target: reason(40000, 'request target is not a plain origin-form path'),
+  untrusted_peer: reason(40300, 'forward-auth check from a peer that is not in trustedProxies'),
+  bad_check: reason(40000, 'forward-auth check that does not describe exactly one original request'),
   no_route: reason(40400, 'path outside /api/v3/ that is not listed as public'),
   bad_request: reason(40000, 'HTTP parser refused the request line, a header or the message framing'),
   ambiguous_header: reason(40000, 'a header that must appear once (Host) appears more than once'),

@@ -171,10 +171,10 @@ describe('the example overlay matches what the code reads', () => {
 
   it('runs the upstream on 127.0.0.1 at the port Keygate forwards to, with no port exposed', () => {
     const config = loadConfig(withRealEncryptionKey(keygateEnv()));
-    expect(['127.0.0.1', 'localhost']).toContain(config.upstream.hostname);
+    expect(['127.0.0.1', 'localhost']).toContain(config.upstream!.hostname);
     expect(upstream.args![0]).toBe('demo-upstream');
     expect(flag(upstream.args!, '--host')).toBe('127.0.0.1');
-    expect(flag(upstream.args!, '--port')).toBe(config.upstream.port);
+    expect(flag(upstream.args!, '--port')).toBe(config.upstream!.port);
     expect(upstream.ports).toBeUndefined();
     expect(keygate.args).toEqual(['serve']);
   });
