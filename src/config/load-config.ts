@@ -109,7 +109,7 @@ export function loadConfig(env: Env): Config {
   if (forwardAuthPathPrefix !== undefined) {
     if (mode !== 'forward-auth') problems.push('KEYGATE_FORWARD_AUTH_PATH_PREFIX: only used with KEYGATE_MODE=forward-auth');
     // A plain path without a trailing slash: Envoy puts it right before the original path, which starts with "/".
-    else if (!/^(\/[A-Za-z0-9\-._~]+)+$/.test(forwardAuthPathPrefix)) problems.push(`KEYGATE_FORWARD_AUTH_PATH_PREFIX: a path such as /keygate-check (segments of letters, digits, "-._~", no trailing "/"), got ${JSON.stringify(forwardAuthPathPrefix)}`);
+    else if (!/^(\/[A-Za-z0-9\-._~]+)+$/.test(forwardAuthPathPrefix) || /\/\.\.?(\/|$)/.test(forwardAuthPathPrefix)) problems.push(`KEYGATE_FORWARD_AUTH_PATH_PREFIX: a path such as /keygate-check (segments of letters, digits, "-._~", no "." or ".." segment, no trailing "/"), got ${JSON.stringify(forwardAuthPathPrefix)}`);
   }
 
   const redis = readRedisSettings(env, problems);
