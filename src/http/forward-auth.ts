@@ -4,7 +4,7 @@ import { KEY_ID_HEADER } from '../pipeline/forward-headers.js';
 import { renderError } from './render.js';
 
 /** On every forward-auth refusal: the catalogue code, for proxies that drop the body (nginx). */
-export const KEYGATE_CODE_HEADER = 'x-keygate-code';
+export const CODE_HEADER = 'x-keygate-code';
 /**
  * Sent by the asking proxy (the shipped nginx config): answer every refusal with this status
  * (401 or 403), because nginx's auth_request turns any other status into a bare 500.
@@ -103,7 +103,7 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
     },
 
     refusing(res, code) {
-      res.setHeader(KEYGATE_CODE_HEADER, String(code));
+      res.setHeader(CODE_HEADER, String(code));
       const asked = res.req.headers[REFUSAL_STATUS_HEADER];
       return asked === '401' || asked === '403' ? Number(asked) : undefined;
     },
@@ -117,7 +117,7 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
 
     render(res, code, requestId) {
       res.setHeader('x-request-id', requestId);
-      res.setHeader(KEYGATE_CODE_HEADER, String(code));
+      res.setHeader(CODE_HEADER, String(code));
       renderError(res, code);
     },
   };
