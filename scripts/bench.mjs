@@ -136,14 +136,8 @@ async function main() {
 
   // --- warm-up and token budget ---------------------------------------------
   const warm = runWrk(targets[bareIndex].url, mintTokens(20_000), 1);
-  // The budget follows the fastest token-carrying target once warm (a cold first run undercounts,
-  // and a target faster than the budget would wrap and replay its own tokens).
-  let peakRps = warm.rps;
-  for (const t of targets) {
-    const r = runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(Math.max(warm.rps, 5_000) * 2)), 1, { path: t.path });
-    if (!t.noTokens) peakRps = Math.max(peakRps, r.rps);
-  }
-  const budget = Math.ceil(Math.max(peakRps, 2_000) * 2 * DURATION);
+  const budget = Math.ceil(Math.max(warm.rps, 2_000) * 2 * DURATION);
+  for (const t of targets) runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(warm.rps * 2)), 1, { path: t.path });
 
   // --- scenario 1: forwarded traffic at each connection count, alternating targets
   const sweep = {};
