@@ -39,7 +39,7 @@ import {
   treeSum,
   writeResult,
 } from './bench/lib.mjs';
-import { nginxArgs, nginxAvailable } from './bench/nginx.mjs';
+import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -120,6 +120,13 @@ async function main() {
     const port = await freePort();
     const nginx = await start('nginx', 'nginx', nginxArgs(dir, port, upstreamUrl), {}, () => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${port}/`]).status === 0);
     targets.splice(1, 0, { name: 'nginx', url: `http://127.0.0.1:${port}`, pid: nginx.pid, noTokens: true });
+    // Forward-auth: the shipped nginx config asking Keygate (Redis store, as keygate-redis); CPU is nginx's plus Keygate's.
+    const faPolicy = join(dir, 'forward-auth-policy.yaml');
+    writeFileSync(faPolicy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ntrustedProxies: [127.0.0.1/32]\n`);
+    const kgFa = await keygate('keygate-forward-auth', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: faPolicy });
+    const faPort = await freePort();
+    const faNginx = await start('nginx-forward-auth', 'nginx', forwardAuthNginxArgs(dir, root, faPort, kgFa.url, upstreamUrl), {}, () => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${faPort}/`]).status === 0);
+    targets.push({ name: 'nginx+forward-auth', url: `http://127.0.0.1:${faPort}`, pid: faNginx.pid, pids: [faNginx.pid, kgFa.pid] });
   } else console.log('nginx not on PATH: the nginx reference is not measured (apt-get install -y nginx)');
   if (args.targets) {
     const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
@@ -144,9 +151,9 @@ async function main() {
       for (const t of order) {
         const tokens = t.noTokens ? undefined : mintTokens(budget);
         const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
-        const cpuBefore = treeSum(t.pid, cpuUs);
+        const cpuBefore = targetSum(t, cpuUs);
         const r = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
-        r.cpuUsPerRequest = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
+        r.cpuUsPerRequest = (targetSum(t, cpuUs) - cpuBefore) / r.requests;
         if (t === kgRedis && nonceBytesPerRequest === undefined) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
         results[t.name].push(r);
         process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}\n`);
@@ -163,7 +170,7 @@ async function main() {
         non2xx: rs.reduce((a, r) => a + r.non2xx, 0),
         errors: rs.reduce((a, r) => a + r.errors, 0),
         tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
-        peakRssMb: Math.round(treeSum(t.pid, peakRssMb) * 10) / 10,
+        peakRssMb: Math.round(targetSum(t, peakRssMb) * 10) / 10,
       };
     }
     const bareS = summary['bare-http-proxy'];
@@ -255,6 +262,11 @@ async function main() {
   };
   console.log(JSON.stringify({ ratios: result.ratios, pureRejection: rejection, workers, redisNonceBytesPerRequest: result.redisNonceBytesPerRequest }, null, 2));
   writeResult(args.out, result);
+}
+
+/** A target's processes: one tree, or several (nginx + Keygate in forward-auth) summed. */
+function targetSum(t, measure) {
+  return (t.pids ?? [t.pid]).reduce((sum, pid) => sum + treeSum(pid, measure), 0);
 }
 
 /** The headline: CPU per request first, then req/s and latency, each against the bare http-proxy hop. */

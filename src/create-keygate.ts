@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/load-config.js';
 import { createAdminServer } from './http/admin-server.js';
+import { createForwardAuth } from './http/forward-auth.js';
 import { createForwarder } from './http/forwarder.js';
 import { createGateway } from './http/create-gateway.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
@@ -105,7 +106,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     },
     { keys, store, clock },
   );
-  const forwarder = createForwarder(
+  // Forward-auth mode never proxies: no forwarder, no upstream connections.
+  const forwarder = config.upstream && createForwarder(
     {
       upstream: config.upstream,
       timeoutMs: config.limits.upstreamTimeoutMs,
@@ -116,7 +118,14 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     },
     { logger },
   );
-  const proxy = createGateway(config, { logger, clock, metrics, authenticate, forwarder, policy: policy.policy });
+  const proxy = createGateway(config, {
+    logger,
+    clock,
+    metrics,
+    authenticate,
+    policy: policy.policy,
+    ...(forwarder ? { forwarder } : { forwardAuth: createForwardAuth({ pathPrefix: config.forwardAuthPathPrefix }) }),
+  });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
   const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
@@ -167,7 +176,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       proxy.closeAllConnections();
       admin.closeAllConnections();
       await new Promise<void>((resolve) => admin.close(() => resolve()));
-      await forwarder.close();
+      await forwarder?.close();
       watcher?.close();
       policy.close();
       keys.close();

@@ -15,6 +15,7 @@ export const ERRORS = Object.freeze({
   10013: { status: 404, message: 'Resource not found' },
   // Keygate's own codes (not part of the seed contract).
   40000: { status: 400, message: 'Bad request target' },
+  40300: { status: 403, message: 'Forbidden' },
   40400: { status: 404, message: 'Not found' },
   40800: { status: 408, message: 'Request timeout' },
   43100: { status: 431, message: 'Request header fields too large' },
@@ -59,6 +60,8 @@ export const REASONS = Object.freeze({
   path_too_long: reason(40000, 'request path longer than MAX_PATH_BYTES'),
   too_many_segments: reason(40000, 'request path has more than MAX_PATH_SEGMENTS segments'),
   method_override: reason(40000, 'method-override header or _method parameter the policy does not allow, or an unusable one'),
+  untrusted_peer: reason(40300, 'forward-auth check from a peer that is not in trustedProxies'),
+  bad_check: reason(40000, 'forward-auth check that does not describe exactly one original request'),
   no_route: reason(40400, 'path outside /api/v3/ that is not listed as public'),
   bad_request: reason(40000, 'HTTP parser refused the request line, a header or the message framing'),
   ambiguous_header: reason(40000, 'a header that must appear once (Host) appears more than once'),

@@ -46,7 +46,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
       return real(raw);
     };
     const inner = createForwarder(
-      { upstream: config.upstream, timeoutMs: 2_000, maxSockets: 8, queueTimeoutMs: 1_000, minBodyBytesPerSecond: 0, bodyRateGraceMs: 1_000 },
+      { upstream: config.upstream!, timeoutMs: 2_000, maxSockets: 8, queueTimeoutMs: 1_000, minBodyBytesPerSecond: 0, bodyRateGraceMs: 1_000 },
       { logger },
     );
     forwarder = {

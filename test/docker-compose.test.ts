@@ -98,12 +98,12 @@ describe('docker-compose.yml', () => {
 
   it('points Keygate at the upstream and Redis services, on the ports they listen on', () => {
     const config = loadConfig(svc.keygate!.environment!);
-    const upstream = svc[config.upstream.hostname];
-    expect(upstream, `service ${config.upstream.hostname}`).toBeDefined();
+    const upstream = svc[config.upstream!.hostname];
+    expect(upstream, `service ${config.upstream!.hostname}`).toBeDefined();
     expect(upstream!.command![0]).toBe('demo-upstream');
-    expect(flag(upstream!.command!, '--port')).toBe(config.upstream.port);
+    expect(flag(upstream!.command!, '--port')).toBe(config.upstream!.port);
     expect(flag(upstream!.command!, '--host')).toBe('0.0.0.0');
-    expect(upstream!.expose).toContain(config.upstream.port);
+    expect(upstream!.expose).toContain(config.upstream!.port);
     expect(readFileSync(join(repoRoot, 'src/cli/main.ts'), 'utf8')).toContain("case 'demo-upstream':");
 
     const redisUrl = new URL(config.redisUrl!);

@@ -5,6 +5,7 @@ import { dirname, join, relative } from 'node:path';
 import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
+import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Secret } from 'kubernetes-models/v1/Secret';
@@ -29,6 +30,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'v1/Service': Service,
   'v1/ServiceAccount': ServiceAccount,
   'apps/v1/Deployment': Deployment,
+  'networking.k8s.io/v1/Ingress': Ingress,
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
   'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
@@ -190,10 +192,10 @@ describe('the example overlay matches what the code reads', () => {
 
   it('runs the upstream on 127.0.0.1 at the port Keygate forwards to, with no port exposed', () => {
     const config = loadConfig(withRealEncryptionKey(keygateEnv()));
-    expect(['127.0.0.1', 'localhost']).toContain(config.upstream.hostname);
+    expect(['127.0.0.1', 'localhost']).toContain(config.upstream!.hostname);
     expect(upstream.args![0]).toBe('demo-upstream');
     expect(flag(upstream.args!, '--host')).toBe('127.0.0.1');
-    expect(flag(upstream.args!, '--port')).toBe(config.upstream.port);
+    expect(flag(upstream.args!, '--port')).toBe(config.upstream!.port);
     expect(upstream.ports).toBeUndefined();
     expect(keygate.args).toEqual(['serve']);
   });
@@ -308,7 +310,7 @@ describe('the example overlay matches what the code reads', () => {
     // What the client Service sends to is admitted; the upstream's port is not.
     const svc = find('Service', 'keygate') as Manifest & { spec: { ports: Array<{ targetPort: string }> } };
     for (const p of svc.spec.ports) expect(admitted[0]!.ports).toContain(portNumber(keygate, p.targetPort));
-    expect(admitted.flatMap((a) => a.ports)).not.toContain(Number(config.upstream.port));
+    expect(admitted.flatMap((a) => a.ports)).not.toContain(Number(config.upstream!.port));
   });
 
   it('keeps a replica up through voluntary disruptions', () => {

@@ -2,7 +2,7 @@
 // upstream (one worker, access log buffered to a file), started only when
 // nginx is on PATH.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export function nginxAvailable() {
@@ -37,4 +37,21 @@ http {
   const file = join(prefix, 'nginx.conf');
   writeFileSync(file, conf);
   return ['-p', prefix, '-c', file];
+}
+
+/**
+ * The shipped deploy/nginx/forward-auth.conf with only its placeholders filled in (nginx in front,
+ * Keygate in forward-auth mode as its auth endpoint). Returns the argv to run it in the foreground.
+ */
+export function forwardAuthNginxArgs(dir, root, port, keygateUrl, upstreamUrl) {
+  const prefix = join(dir, 'nginx-forward-auth');
+  mkdirSync(join(prefix, 'tmp'), { recursive: true });
+  chmodSync(prefix, 0o755);
+  const conf = readFileSync(join(root, 'deploy/nginx/forward-auth.conf'), 'utf8')
+    .replaceAll('__LISTEN__', `127.0.0.1:${port}`)
+    .replaceAll('__KEYGATE__', new URL(keygateUrl).host)
+    .replaceAll('__UPSTREAM__', new URL(upstreamUrl).host);
+  const file = join(prefix, 'nginx.conf');
+  writeFileSync(file, conf);
+  return ['-p', prefix, '-c', file, '-e', 'stderr', '-g', 'daemon off;'];
 }

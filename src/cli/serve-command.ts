@@ -36,7 +36,9 @@ export function describeConfig(config: Config): Record<string, unknown> {
   return {
     port: config.port,
     adminPort: config.adminPort,
-    upstream: config.upstream.origin,
+    mode: config.mode,
+    upstream: config.upstream?.origin,
+    ...(config.forwardAuthPathPrefix && { forwardAuthPathPrefix: config.forwardAuthPathPrefix }),
     store: config.redis ? 'redis' : 'memory',
     redis: describeRedis(config.redis),
     workers: config.workers,

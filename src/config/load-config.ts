@@ -19,7 +19,12 @@ export interface Config {
   readonly port: number;
   readonly adminHost: string;
   readonly adminPort: number;
-  readonly upstream: URL;
+  /** KEYGATE_MODE: "proxy" forwards to the upstream; "forward-auth" only answers checks from the asking proxy. */
+  readonly mode: 'proxy' | 'forward-auth';
+  /** Where requests go in proxy mode; undefined in forward-auth mode (the asking proxy forwards). */
+  readonly upstream: URL | undefined;
+  /** Forward-auth: the prefix Envoy's ext_authz path_prefix puts before the original path (KEYGATE_FORWARD_AUTH_PATH_PREFIX). */
+  readonly forwardAuthPathPrefix: string | undefined;
   /** Set only for a single Redis server (KEYGATE_REDIS_URL); see `redis` for every mode. */
   readonly redisUrl: string | undefined;
   /** The Redis deployment (server, Sentinel or Cluster); undefined = embedded memory store. */
@@ -105,20 +110,15 @@ export function loadConfig(env: Env): Config {
   const adminPort = int('KEYGATE_ADMIN_PORT', 9090, 0, 65535);
   if (port === adminPort && port !== 0) problems.push('KEYGATE_ADMIN_PORT: must differ from KEYGATE_PORT (admin endpoints never share the proxy port)');
 
-  let upstream = new URL('http://127.0.0.1:1');
-  const rawUpstream = env.KEYGATE_UPSTREAM;
-  if (!rawUpstream) {
-    problems.push('KEYGATE_UPSTREAM: required (e.g. http://127.0.0.1:3000)');
-  } else {
-    try {
-      upstream = new URL(rawUpstream);
-      if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:') problems.push('KEYGATE_UPSTREAM: must be http:// or https://');
-      if (upstream.pathname !== '/' || upstream.search || upstream.hash || upstream.username || upstream.password) {
-        problems.push('KEYGATE_UPSTREAM: must be an origin only (scheme, host, port), so the path we check is the path the upstream gets');
-      }
-    } catch {
-      problems.push(`KEYGATE_UPSTREAM: not a URL: ${JSON.stringify(rawUpstream)}`);
-    }
+  const rawMode = env.KEYGATE_MODE || 'proxy';
+  if (rawMode !== 'proxy' && rawMode !== 'forward-auth') problems.push(`KEYGATE_MODE: "proxy" or "forward-auth", got ${JSON.stringify(rawMode)}`);
+  const mode = rawMode === 'forward-auth' ? 'forward-auth' : 'proxy';
+  const upstream = mode === 'proxy' ? readUpstream(env.KEYGATE_UPSTREAM, problems) : undefined;
+  const forwardAuthPathPrefix = env.KEYGATE_FORWARD_AUTH_PATH_PREFIX || undefined;
+  if (forwardAuthPathPrefix !== undefined) {
+    if (mode !== 'forward-auth') problems.push('KEYGATE_FORWARD_AUTH_PATH_PREFIX: only used with KEYGATE_MODE=forward-auth');
+    // A plain path without a trailing slash: Envoy puts it right before the original path, which starts with "/".
+    else if (!/^(\/[A-Za-z0-9\-._~]+)+$/.test(forwardAuthPathPrefix) || /\/\.\.?(\/|$)/.test(forwardAuthPathPrefix)) problems.push(`KEYGATE_FORWARD_AUTH_PATH_PREFIX: a path such as /keygate-check (segments of letters, digits, "-._~", no "." or ".." segment, no trailing "/"), got ${JSON.stringify(forwardAuthPathPrefix)}`);
   }
 
   const redis = readRedisSettings(env, problems);
@@ -160,6 +160,10 @@ export function loadConfig(env: Env): Config {
 
   const configFile = env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE;
   const policy = loadPolicy(configFile, problems);
+  // Forward-auth believes the original method and URI from request headers: only a listed proxy may send them.
+  if (mode === 'forward-auth' && policy.trustedProxies === null) {
+    problems.push(`KEYGATE_MODE=forward-auth: ${configFile} must list trustedProxies (the addresses of the proxies that ask); a check from any other peer is refused`);
+  }
 
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze({
@@ -168,7 +172,9 @@ export function loadConfig(env: Env): Config {
     // Loopback unless asked: /metrics and /readyz describe the deployment and need no audience beyond the host.
     adminHost: env.KEYGATE_ADMIN_HOST || '127.0.0.1',
     adminPort,
+    mode,
     upstream,
+    forwardAuthPathPrefix,
     redisUrl,
     redis,
     workers,
@@ -180,6 +186,26 @@ export function loadConfig(env: Env): Config {
     limits,
   });
 }
+
+/** Proxy mode's KEYGATE_UPSTREAM: an origin only, so the path Keygate checks is the path the upstream gets. */
+function readUpstream(raw: string | undefined, problems: string[]): URL | undefined {
+  if (!raw) {
+    problems.push('KEYGATE_UPSTREAM: required (e.g. http://127.0.0.1:3000); not needed with KEYGATE_MODE=forward-auth');
+    return undefined;
+  }
+  try {
+    const upstream = new URL(raw);
+    if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:') problems.push('KEYGATE_UPSTREAM: must be http:// or https://');
+    if (upstream.pathname !== '/' || upstream.search || upstream.hash || upstream.username || upstream.password) {
+      problems.push('KEYGATE_UPSTREAM: must be an origin only (scheme, host, port), so the path we check is the path the upstream gets');
+    }
+    return upstream;
+  } catch {
+    problems.push(`KEYGATE_UPSTREAM: not a URL: ${JSON.stringify(raw)}`);
+    return undefined;
+  }
+}
+
 
 /**
  * Reads and checks the policy file: first against its published schema

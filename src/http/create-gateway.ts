@@ -15,6 +15,7 @@ import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../pipeline/client-ip.js';
 import { forwardHeaders, KEY_ID_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
+import type { ForwardAuth } from './forward-auth.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
 import { renderError, renderRawError } from './render.js';
 
@@ -29,7 +30,9 @@ export interface GatewayDeps {
   readonly clock: Clock;
   readonly metrics: Metrics;
   readonly authenticate: Authenticator;
-  readonly forwarder: Forwarder;
+  /** Exactly one: the forwarder (proxy mode) or the forward-auth answers (KEYGATE_MODE=forward-auth). */
+  readonly forwarder?: Forwarder;
+  readonly forwardAuth?: ForwardAuth;
   /** The policy in force (it reloads without a restart): read once per request. */
   readonly policy: () => Policy;
 }
@@ -60,11 +63,16 @@ interface RequestLog {
  * Each step returns a verdict; a refusal is rendered by `refuse`. Anything
  * thrown on the way is caught by one boundary (`internalError`: 500 50000),
  * and the process keeps serving. The outcome is recorded once, in `record`.
+ *
+ * Forward-auth mode walks the same steps on the request the asking proxy
+ * describes (`forwardAuth.original`), and `pass` answers 200 instead of forwarding.
  */
 export function createGateway(config: Config, deps: GatewayDeps): Server {
-  const { logger, metrics, forwarder } = deps;
+  const { logger, metrics, forwarder, forwardAuth } = deps;
+  if ((forwarder === undefined) === (forwardAuth === undefined)) throw new Error('createGateway: pass exactly one of forwarder (proxy mode) and forwardAuth');
   const { limits } = config;
   const bound = metrics.bound;
+  const trusted = (policy: Policy, peer: string) => policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
   const server = createServer({
     maxHeaderSize: limits.maxHeaderBytes,
@@ -84,7 +92,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   const requestLogger = createRequestLogger(logger);
   /** Sockets on which Keygate answered "Connection: close". */
   const closing = new WeakSet<Socket>();
-  server.on('request', (req, res) => begin(req, res, false));
+  server.on('request', forwardAuth ? (req, res) => renderOrBegin(forwardAuth, req, res) : (req, res) => begin(req, res, false));
   // With this listener Node does not answer "100 Continue" on its own: only a
   // request that is about to be forwarded is told to send its body.
   server.on('checkContinue', (req, res) => begin(req, res, true));
@@ -102,6 +110,20 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     // The parser's error code, never its raw bytes.
     refuseRaw(socket, reason, { clientIp: normalizeIp(socket.remoteAddress ?? ''), parserError: err.code });
   });
+
+  /**
+   * Forward-auth: after a refusal nginx asks (error_page) for the body its auth_request dropped.
+   * The refusal was recorded by the check itself; this only renders it, so it is not recorded again.
+   */
+  function renderOrBegin(fa: ForwardAuth, req: IncomingMessage, res: ServerResponse) {
+    const code = fa.renderCode(req);
+    if (code === undefined || !trusted(deps.policy(), normalizeIp(req.socket.remoteAddress ?? ''))) return begin(req, res, false);
+    try {
+      fa.render(res, code, requestIdOf(req.headers['x-request-id']));
+    } catch {
+      res.destroy();
+    }
+  }
 
   /** Refusals with no ServerResponse (CONNECT, parser errors): same record, written to the socket. */
   function refuseRaw(socket: Socket, reason: Reason, fields: Record<string, unknown>) {
@@ -162,7 +184,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.code = decision.code;
     log.reason = decision.reason;
     res.setHeader('x-request-id', log.requestId);
-    renderError(res, decision.code, decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : undefined);
+    const status = forwardAuth?.refusing(res, decision.code);
+    renderError(res, decision.code, decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : undefined, status);
   }
 
   function serveTime(res: ServerResponse, log: RequestLog) {
@@ -170,14 +193,27 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.code = TIME;
     log.route = TIME_PATH;
     const body = `{"serverTime":"${now}"}`;
-    res.writeHead(200, ['content-type', 'application/json', 'cache-control', 'no-store', SERVER_TIME_HEADER, now, 'content-length', String(body.length), 'x-request-id', log.requestId]);
+    const head = ['content-type', 'application/json', 'cache-control', 'no-store', SERVER_TIME_HEADER, now, 'content-length', String(body.length), 'x-request-id', log.requestId];
+    // Forward-auth: where a proxy lets this through to the upstream, no client copy of the identity goes along.
+    if (forwardAuth) head.push(KEY_ID_HEADER, '');
+    res.writeHead(200, head);
     res.end(body);
+  }
+
+  /** Every check passed: forward (proxy mode), or tell the asking proxy (forward-auth: 200, nothing forwarded). */
+  function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean) {
+    if (forwardAuth) {
+      log.code = OK;
+      return forwardAuth.allow(res, log.keyId, log.requestId);
+    }
+    if (log.keyId !== undefined) head.headers.push(KEY_ID_HEADER, log.keyId);
+    forward(req, res, log, head, expectContinue);
   }
 
   function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
-    forwarder.forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId }, (outcome: ForwardOutcome) => {
+    (forwarder as Forwarder).forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId }, (outcome: ForwardOutcome) => {
       log.upstreamMs = round(performance.now() - sent);
       if ('status' in outcome) {
         log.code = OK;
@@ -199,15 +235,22 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       res.setHeader('connection', 'close');
       return refuse(res, log, deny('too_many_headers'));
     }
-    const target = checkTarget(req.method, req.url);
+    const policy = deps.policy();
+    const peerTrusted = trusted(policy, peer);
+    let asked = { method: req.method, url: req.url };
+    if (forwardAuth) {
+      const original = forwardAuth.original(req, peerTrusted);
+      if (!original.ok) return refuse(res, log, original);
+      asked = original;
+      log.method = original.method;
+    }
+    const target = checkTarget(asked.method, asked.url);
     if (!target.ok) {
       res.setHeader('connection', 'close');
       return refuse(res, log, target);
     }
-    const method = req.method as string;
-    const policy = deps.policy();
+    const method = asked.method as string;
     if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD')) return serveTime(res, log);
-    const peerTrusted = policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
     // Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
     // method overrides): the pattern (never the raw path or query) is logged, also on refusals.
@@ -217,12 +260,12 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const route = findRoute(api ? policy.routes : policy.publicRoutes, methods.methods, target.path);
     log.route = route?.pattern;
     // Built before authentication: a request refused here burns no nonce.
-    const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
+    const head = upstreamHead(raw, peer, peerTrusted, log.requestId);
     if (!head.ok) return refuse(res, log, head);
 
     if (!api) {
       if (!route || route.partial) return refuse(res, log, deny('no_route'));
-      return forward(req, res, log, head, expectContinue);
+      return pass(req, res, log, head, expectContinue);
     }
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
@@ -242,8 +285,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       if (decision !== undefined) return refuse(res, log, decision);
       // The client went away while we were checking, or an earlier answer closed its connection.
       if (res.destroyed || closing.has(req.socket)) return void res.destroy();
-      head.headers.push(KEY_ID_HEADER, log.keyId as string);
-      forward(req, res, log, head, expectContinue);
+      pass(req, res, log, head, expectContinue);
     };
     deps.authenticate(raw).then(
       (decision) => {
@@ -265,8 +307,15 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     );
   }
 
+  /** The upstream's head; a forward-auth check forwards nothing, so there is none to build. */
+  function upstreamHead(raw: string[], peerIp: string, peerTrusted: boolean, requestId: string): UpstreamHead | Denial {
+    return forwardAuth ? NOTHING_FORWARDED : forwardHeaders(raw, { peerIp, peerTrusted, requestId });
+  }
+
   return server;
 }
+
+const NOTHING_FORWARDED: UpstreamHead = Object.freeze({ ok: true, headers: Object.freeze([]) as unknown as string[], body: 'none' });
 
 function headerValue(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v.join(', ') : v;

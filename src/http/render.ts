@@ -43,14 +43,17 @@ export function renderRawError(socket: Duplex, code: ErrorCode): number {
   return status;
 }
 
-/** The only place an error becomes an HTTP response. */
-export function renderError(res: ServerResponse, code: ErrorCode, extraHeaders?: Record<string, string>): void {
+/**
+ * The only place an error becomes an HTTP response. `status` is the catalogue's, except
+ * where an asking proxy can only pass some statuses on (nginx auth_request: 401/403).
+ */
+export function renderError(res: ServerResponse, code: ErrorCode, extraHeaders?: Record<string, string>, status: number = ERRORS[code].status): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const body = BODIES.get(code) as Buffer;
-  res.statusCode = ERRORS[code].status;
+  res.statusCode = status;
   res.setHeader('content-type', 'application/json');
   res.setHeader('content-length', body.length);
   res.setHeader('cache-control', 'no-store');
