@@ -55,6 +55,7 @@ export function createStoreFromConfig(config: Config, deps: { logger: Logger; cl
     );
   }
   const keys = config.keysFile ? loadKeysFile(config.keysFile) : [];
+  deps.logger.info('embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart');
   return createMemoryStore({ keys }, { clock: deps.clock });
 }
 
@@ -93,6 +94,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       maxTokenBytes: config.limits.maxTokenBytes,
       defaultRecvWindowSeconds: config.policy.defaultRecvWindowSeconds,
       maxRecvWindowSeconds: config.policy.maxRecvWindowSeconds,
+      defaultRateLimit: config.policy.defaultRateLimit,
     },
     { keys, store, clock },
   );

@@ -7,6 +7,7 @@ import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { compileRoute, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
+import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from '../store/rate-limit.js';
 
 export const DEFAULT_ROUTES_FILE = fileURLToPath(new URL('../../config/routes.yaml', import.meta.url));
 
@@ -28,6 +29,8 @@ export interface Config {
   readonly secretCipher: SecretCipher | undefined;
   readonly configFile: string;
   readonly logLevel: string;
+  /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
+  readonly rateLimitHeaders: boolean;
   readonly policy: Policy;
   readonly limits: Limits;
 }
@@ -42,6 +45,9 @@ export interface Policy {
   readonly trustedProxyCidrs: readonly string[];
   readonly defaultRecvWindowSeconds: number;
   readonly maxRecvWindowSeconds: number;
+  /** The limit of keys without their own rateLimit (undefined = such keys are not limited). */
+  readonly defaultRateLimit: CompiledLimit | undefined;
+  readonly defaultRateLimitSpec: RateLimitSpec | undefined;
 }
 
 export interface Limits {
@@ -149,6 +155,9 @@ export function loadConfig(env: Env): Config {
   };
   if (limits.headersTimeoutMs > limits.requestTimeoutMs) problems.push('KEYGATE_HEADERS_TIMEOUT_MS: must not exceed KEYGATE_REQUEST_TIMEOUT_MS');
 
+  const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
+  if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off') problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
+
   const configFile = env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE;
   const policy = loadPolicy(configFile, problems);
 
@@ -166,6 +175,7 @@ export function loadConfig(env: Env): Config {
     secretCipher,
     configFile,
     logLevel,
+    rateLimitHeaders: rawRateLimitHeaders !== 'off',
     policy,
     limits,
   });
@@ -180,7 +190,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     data = {};
   }
   const o = (typeof data === 'object' && data !== null ? data : {}) as Record<string, unknown>;
-  const known = ['routes', 'public', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'defaultRecvWindowSeconds'];
+  const known = ['routes', 'public', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'defaultRecvWindowSeconds', 'defaultRateLimit'];
   for (const k of Object.keys(o)) if (!known.includes(k)) problems.push(`${file}: unknown setting ${JSON.stringify(k)}`);
 
   const compileList = (value: unknown, name: string): RouteRule[] => {
@@ -233,7 +243,14 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     trustedProxyCidrs,
     defaultRecvWindowSeconds,
     maxRecvWindowSeconds,
+    ...defaultRateLimitOf(o.defaultRateLimit, file, problems),
   };
+}
+
+/** `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit. */
+function defaultRateLimitOf(value: unknown, file: string, problems: string[]): Pick<Policy, 'defaultRateLimit' | 'defaultRateLimitSpec'> {
+  const spec = parseRateLimitSpec(value, `${file}: defaultRateLimit`, problems);
+  return { defaultRateLimitSpec: spec, defaultRateLimit: spec && compileRateLimit(spec) };
 }
 
 function deepFreeze<T>(o: T): T {

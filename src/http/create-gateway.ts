@@ -8,13 +8,14 @@ import { findRoute } from '../config/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
-import type { Authenticated, Authenticator } from '../pipeline/authenticate.js';
+import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../pipeline/client-ip.js';
 import { forwardHeaders, KEY_ID_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
+import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
 
 const API_PREFIX = '/api/v3/';
@@ -152,7 +153,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     }
   }
 
-  function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
+  function refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited) {
     // A refused request whose body has not all arrived: close rather than read the rest,
     // so nothing after our answer is parsed from it.
     if (!res.req.complete) res.setHeader('connection', 'close');
@@ -160,7 +161,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.code = decision.code;
     log.reason = decision.reason;
     res.setHeader('x-request-id', log.requestId);
-    renderError(res, decision.code, decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : undefined);
+    const extra =
+      decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : 'rate' in decision ? limitedHeaders(decision.rate) : undefined;
+    renderError(res, decision.code, extra);
   }
 
   function serveTime(res: ServerResponse, log: RequestLog) {
@@ -172,10 +175,10 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     res.end(body);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean) {
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, responseHeaders?: readonly string[]) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
-    forwarder.forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId }, (outcome: ForwardOutcome) => {
+    forwarder.forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId, responseHeaders }, (outcome: ForwardOutcome) => {
       log.upstreamMs = round(performance.now() - sent);
       if ('status' in outcome) {
         log.code = OK;
@@ -224,8 +227,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const head = forwardHeaders(raw, { peerIp: peer, peerTrusted, requestId: log.requestId });
     if (!head.ok) return refuse(res, log, head);
 
-    const decided = (authn: Authenticated | Denial) => {
-      let decision: Denial | undefined;
+    const decided = (authn: Authenticated | Denial | RateLimited) => {
+      let decision: Denial | RateLimited | undefined;
       if (authn.ok) {
         log.keyId = authn.key.record.id;
         const authz = authorize(authn.key, ip, route, policy.unlistedRoutes);
@@ -239,7 +242,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       // The client went away while we were checking, or an earlier answer closed its connection.
       if (res.destroyed || closing.has(req.socket)) return void res.destroy();
       head.headers.push(KEY_ID_HEADER, log.keyId as string);
-      forward(req, res, log, head, expectContinue);
+      const rate = (authn as Authenticated).rate;
+      forward(req, res, log, head, expectContinue, rate && config.rateLimitHeaders ? allowedHeaders(rate) : undefined);
     };
     deps.authenticate(raw).then(
       (decision) => {
