@@ -5,6 +5,7 @@
 //   npm run bench -- --short           a few seconds per target (CI)
 //   npm run bench -- --million         add a 1,000,000-request RSS run
 //   --connections 10,50                 the connection counts swept (default both)
+//   --targets a,b --forward-only        only these targets (and the bare hop), forwarded traffic only
 //
 // Headline: CPU time per request of each target (all its threads and child
 // processes, from /proc), with req/s and p50/p99 beside it and every ratio
@@ -48,6 +49,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     connections: { type: 'string', default: '10,50' },
     million: { type: 'boolean' },
+    targets: { type: 'string' },
+    'forward-only': { type: 'boolean' },
     out: { type: 'string', default: join(root, 'bench-results', 'latest.json') },
   },
 });
@@ -118,6 +121,10 @@ async function main() {
     const nginx = await start('nginx', 'nginx', nginxArgs(dir, port, upstreamUrl), {}, () => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${port}/`]).status === 0);
     targets.splice(1, 0, { name: 'nginx', url: `http://127.0.0.1:${port}`, pid: nginx.pid, noTokens: true });
   } else console.log('nginx not on PATH: the nginx reference is not measured (apt-get install -y nginx)');
+  if (args.targets) {
+    const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
+    for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i].name)) targets.splice(i, 1);
+  }
   const bareIndex = targets.findIndex((t) => t.name === 'bare-http-proxy');
 
   // --- warm-up and token budget ---------------------------------------------
@@ -177,6 +184,7 @@ async function main() {
     addedP99MsByConnections: Object.fromEntries(CONNECTION_SWEEP.map((c) => [c, sweep[c][name].vsBare.addedP99Ms])),
   });
   printTable(sweep);
+  if (args['forward-only']) return writeResult(args.out, { forwardByConnections: sweep });
 
   // --- scenario 2: mixed (10% replays, 10% bad signatures) and pure rejections
   const mixed = {};
