@@ -6,6 +6,8 @@
 //   npm run bench -- --million         add a 1,000,000-request RSS run
 //   --connections 10,50                 the connection counts swept (default both)
 //   --targets a,b --forward-only        only these targets (and the bare hop), forwarded traffic only
+//                                       (keygate-redis-limited / keygate-embedded-limited: the same with a
+//                                       rate limit on every key, never reached: what checking it costs)
 //
 // Headline: CPU time per request of each target (all its threads and child
 // processes, from /proc), with req/s and p50/p99 beside it and every ratio
@@ -82,6 +84,19 @@ function runWrk(url, tokensFile, seconds, { connections = CONNECTION_SWEEP.at(-1
   return { ...res, rps: res.requests / (res.durationUs / 1e6) };
 }
 
+function redisCli(port, ...args) {
+  return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout;
+}
+
+/** INFO commandstats since the last RESETSTAT, per request: { evalsha: 1, time: 1, … }. */
+function commandStats(port, requests) {
+  const out = {};
+  for (const m of redisCli(port, 'info', 'commandstats').matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (m[1] !== 'info' && m[1] !== 'config|resetstat') out[m[1]] = round3(Number(m[2]) / requests);
+  }
+  return out;
+}
+
 async function redisInfoMemory(port) {
   const r = spawnSync('redis-cli', ['-p', String(port), 'info', 'memory'], { encoding: 'utf8' });
   return Number(/used_memory:(\d+)/.exec(r.stdout)?.[1] ?? NaN);
@@ -91,6 +106,7 @@ async function main() {
   const startedAt = new Date().toISOString();
   // --- infrastructure -------------------------------------------------------
   const { port: redisPort, url: redisUrl, keysFile } = await startRedisWithKey(children, dir, root);
+  const redisPid = Number(/process_id:(\d+)/.exec(redisCli(redisPort, 'info', 'server'))?.[1]);
   const upstream = await start('upstream', 'node', ['scripts/bench/upstream.mjs'], {}, (o) => jsonPort(o) !== undefined);
   const upstreamUrl = `http://127.0.0.1:${jsonPort(upstream.output())}`;
   const bare = await start('bare-proxy', 'node', ['scripts/bench/bare-proxy.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
@@ -107,6 +123,13 @@ async function main() {
   const policy = join(dir, 'public-policy.yaml');
   writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`);
   const kgPublic = { ...(await keygate('keygate-public', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy })), path: PUBLIC_PATH, noTokens: true };
+  // A limit on every key (the policy default), far above what the load reaches: every request runs
+  // the GCRA check and gets RateLimit headers, none is refused.
+  const limitedPolicy = join(dir, 'limited-policy.yaml');
+  writeFileSync(limitedPolicy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 1000000/s }\n`);
+  const kgRedisLimited = await keygate('keygate-redis-limited', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_CONFIG: limitedPolicy });
+  const kgMemoryLimited = await keygate('keygate-embedded-limited', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: limitedPolicy });
+  kgRedis.redis = kgRedisLimited.redis = true;
 
   const targets = [
     { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid, noTokens: true },
@@ -114,7 +137,9 @@ async function main() {
     { name: 'bare-undici', url: `http://127.0.0.1:${jsonPort(bareUndici.output())}`, pid: bareUndici.pid, noTokens: true },
     kgPublic,
     kgRedis,
+    kgRedisLimited,
     kgMemory,
+    kgMemoryLimited,
   ];
   if (nginxAvailable()) {
     const port = await freePort();
@@ -142,12 +167,17 @@ async function main() {
       for (const t of order) {
         const tokens = t.noTokens ? undefined : mintTokens(budget);
         const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
+        if (t.redis) redisCli(redisPort, 'config', 'resetstat');
         const cpuBefore = treeSum(t.pid, cpuUs);
+        const redisCpuBefore = cpuUs(redisPid);
         const r = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
         r.cpuUsPerRequest = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
+        if (t.redis) r.redisCpuUsPerRequest = (cpuUs(redisPid) - redisCpuBefore) / r.requests;
+        // Commands Redis ran per request, from INFO commandstats (those run inside the admit script included).
+        if (t.redis) r.redisCallsPerRequest = commandStats(redisPort, r.requests);
         if (t === kgRedis && nonceBytesPerRequest === undefined) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
         results[t.name].push(r);
-        process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}\n`);
+        process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}${r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : ''}\n`);
       }
     }
     const summary = {};
@@ -162,6 +192,7 @@ async function main() {
         errors: rs.reduce((a, r) => a + r.errors, 0),
         tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
         peakRssMb: Math.round(treeSum(t.pid, peakRssMb) * 10) / 10,
+        ...(rs[0]?.redisCallsPerRequest && { redisCallsPerRequest: rs.at(-1).redisCallsPerRequest, redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest)) * 10) / 10 }),
       };
     }
     const bareS = summary['bare-http-proxy'];
@@ -263,6 +294,14 @@ function printTable(sweep) {
     console.log('|---|---|---|---|---|---|---|---|');
     for (const [name, s] of Object.entries(summary)) {
       console.log(`| ${name} | ${s.cpuUsPerRequest} µs | ${s.vsBare.cpuPerRequest}× | ${s.rps} | ${s.vsBare.throughput}× | ${(s.p50Us / 1000).toFixed(2)} ms | ${(s.p99Us / 1000).toFixed(2)} ms | ${s.vsBare.addedP99Ms} ms |`);
+    }
+    // What a rate limit on every key costs, measured side by side in this run.
+    for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+      const a = summary[withLimit];
+      const b = summary[without];
+      if (!a || !b) continue;
+      const redis = a.redisCpuUsPerRequest !== undefined ? `; Redis CPU ${a.redisCpuUsPerRequest} vs ${b.redisCpuUsPerRequest} µs/req; Redis commands per request with the limit ${JSON.stringify(a.redisCallsPerRequest)}, without ${JSON.stringify(b.redisCallsPerRequest)}` : '';
+      console.log(`limit on every key: ${withLimit} ${a.cpuUsPerRequest} µs/req vs ${without} ${b.cpuUsPerRequest} µs/req = ${round3(a.cpuUsPerRequest / b.cpuUsPerRequest)}×${redis}`);
     }
   }
 }
