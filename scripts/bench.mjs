@@ -8,6 +8,8 @@
 //   --targets a,b --forward-only        only these targets (and the bare hop), forwarded traffic only
 //                                       (keygate-redis-limited / keygate-embedded-limited: the same with a
 //                                       rate limit on every key, never reached: what checking it costs)
+//   --limit-cost [--rate 1500]          only that cost: the four Keygate targets at a fixed offered rate
+//                                       (open loop, below saturation), alternating, CPU per request paired by round
 //
 // Headline: CPU time per request of each target (all its threads and child
 // processes, from /proc), with req/s and p50/p99 beside it and every ratio
@@ -51,6 +53,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     connections: { type: 'string', default: '10,50' },
     million: { type: 'boolean' },
+    'limit-cost': { type: 'boolean' },
+    rate: { type: 'string', default: '1500' },
     targets: { type: 'string' },
     'forward-only': { type: 'boolean' },
     out: { type: 'string', default: join(root, 'bench-results', 'latest.json') },
@@ -82,6 +86,57 @@ function runWrk(url, tokensFile, seconds, { connections = CONNECTION_SWEEP.at(-1
   if (!line) throw new Error(`wrk failed: ${r.stderr || r.stdout}`);
   const res = JSON.parse(line);
   return { ...res, rps: res.requests / (res.durationUs / 1e6) };
+}
+
+/**
+ * CPU per request with a rate limit on every key against without, at the same fixed offered
+ * rate (saturated req/s on this shared machine swings far more than the cost being measured).
+ * Targets alternate round by round; each limited/unlimited pair is compared within its round.
+ */
+function limitCost(targets) {
+  const rate = Number(args.rate);
+  const results = Object.fromEntries(targets.map((t) => [t.name, []]));
+  for (const t of targets) fixedRate(t, rate, 2); // warm-up: JIT, key caches, pools
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    for (const t of order) {
+      const r = fixedRate(t, rate, DURATION);
+      results[t.name].push(r);
+      process.stdout.write(`round ${round + 1}/${ROUNDS} ${t.name.padEnd(25)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request at ${rate} req/s${r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : ''}\n`);
+    }
+  }
+  const out = {};
+  for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+    const a = results[withLimit];
+    const b = results[without];
+    const ratios = a.map((r, i) => r.cpuUsPerRequest / b[i].cpuUsPerRequest);
+    out[withLimit] = {
+      cpuUsPerRequest: round3(median(a.map((r) => r.cpuUsPerRequest))),
+      unlimitedCpuUsPerRequest: round3(median(b.map((r) => r.cpuUsPerRequest))),
+      ratioMedianOfRounds: round3(median(ratios)),
+      ratios: ratios.map(round3),
+      ...(a[0].redisCallsPerRequest && { redisCallsPerRequest: a.at(-1).redisCallsPerRequest, unlimitedRedisCallsPerRequest: b.at(-1).redisCallsPerRequest, redisCpuUsPerRequest: round3(median(a.map((r) => r.redisCpuUsPerRequest))), unlimitedRedisCpuUsPerRequest: round3(median(b.map((r) => r.redisCpuUsPerRequest))) }),
+    };
+    console.log(`limit on every key, ${rate} req/s: ${withLimit} ${out[withLimit].cpuUsPerRequest} µs/req vs ${without} ${out[withLimit].unlimitedCpuUsPerRequest} µs/req; per-round ratios ${JSON.stringify(out[withLimit].ratios)}, median ${out[withLimit].ratioMedianOfRounds}×`);
+  }
+  writeResult(args.out, { limitCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out } });
+}
+
+function fixedRate(t, rate, seconds) {
+  const tokens = mintTokens(Math.round(rate * seconds));
+  if (t.redis) redisCli(t.redisPort, 'config', 'resetstat');
+  const cpuBefore = treeSum(t.pid, cpuUs);
+  const redisCpuBefore = t.redis ? cpuUs(t.redisPid) : 0;
+  const r = spawnSync(process.execPath, [join(root, 'scripts/bench/fixed-rate.mjs'), t.url, String(rate), String(seconds), tokens], { encoding: 'utf8' });
+  const line = r.stdout.trim().split('\n').pop();
+  if (r.status !== 0 || !line?.startsWith('{')) throw new Error(`fixed-rate load failed: ${r.stderr || r.stdout}`);
+  const res = JSON.parse(line);
+  if (res.non2xx || res.errors) throw new Error(`${t.name}: ${res.non2xx} non-2xx and ${res.errors} errors at ${rate} req/s`);
+  const requests = res.requests;
+  return {
+    cpuUsPerRequest: (treeSum(t.pid, cpuUs) - cpuBefore) / requests,
+    ...(t.redis && { redisCpuUsPerRequest: (cpuUs(t.redisPid) - redisCpuBefore) / requests, redisCallsPerRequest: commandStats(t.redisPort, requests) }),
+  };
 }
 
 function redisCli(port, ...args) {
@@ -129,7 +184,7 @@ async function main() {
   writeFileSync(limitedPolicy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 1000000/s }\n`);
   const kgRedisLimited = await keygate('keygate-redis-limited', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_CONFIG: limitedPolicy });
   const kgMemoryLimited = await keygate('keygate-embedded-limited', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: limitedPolicy });
-  kgRedis.redis = kgRedisLimited.redis = true;
+  for (const t of [kgRedis, kgRedisLimited]) Object.assign(t, { redis: true, redisPort, redisPid });
 
   const targets = [
     { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid, noTokens: true },
@@ -150,11 +205,13 @@ async function main() {
     const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
     for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i].name)) targets.splice(i, 1);
   }
+  if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
   const bareIndex = targets.findIndex((t) => t.name === 'bare-http-proxy');
 
   // --- warm-up and token budget ---------------------------------------------
   const warm = runWrk(targets[bareIndex].url, mintTokens(20_000), 1);
-  const budget = Math.ceil(Math.max(warm.rps, 2_000) * 2 * DURATION);
+  // Generous: a run that outruns its tokens replays them, and cheap 401s would flatter its CPU per request.
+  const budget = Math.ceil(Math.max(warm.rps, 4_000) * 3 * DURATION);
   for (const t of targets) runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(warm.rps * 2)), 1, { path: t.path });
 
   // --- scenario 1: forwarded traffic at each connection count, alternating targets
@@ -204,6 +261,12 @@ async function main() {
         addedP50Ms: round3((s.p50Us - bareS.p50Us) / 1000),
         addedP99Ms: round3((s.p99Us - bareS.p99Us) / 1000),
       };
+    }
+    // Paired per round (the two targets ran back to back), so machine drift between rounds cancels out.
+    for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+      if (!summary[withLimit] || !summary[without]) continue;
+      const ratios = results[withLimit].map((r, i) => r.cpuUsPerRequest / results[without][i].cpuUsPerRequest);
+      summary[withLimit].cpuPerRequestVsUnlimited = { medianOfRoundRatios: round3(median(ratios)), rounds: ratios.map(round3) };
     }
     sweep[connections] = summary;
   }
@@ -301,7 +364,7 @@ function printTable(sweep) {
       const b = summary[without];
       if (!a || !b) continue;
       const redis = a.redisCpuUsPerRequest !== undefined ? `; Redis CPU ${a.redisCpuUsPerRequest} vs ${b.redisCpuUsPerRequest} µs/req; Redis commands per request with the limit ${JSON.stringify(a.redisCallsPerRequest)}, without ${JSON.stringify(b.redisCallsPerRequest)}` : '';
-      console.log(`limit on every key: ${withLimit} ${a.cpuUsPerRequest} µs/req vs ${without} ${b.cpuUsPerRequest} µs/req = ${round3(a.cpuUsPerRequest / b.cpuUsPerRequest)}×${redis}`);
+      console.log(`limit on every key: ${withLimit} ${a.cpuUsPerRequest} µs/req vs ${without} ${b.cpuUsPerRequest} µs/req (medians) = ${round3(a.cpuUsPerRequest / b.cpuUsPerRequest)}×; per-round ratios ${JSON.stringify(a.cpuPerRequestVsUnlimited.rounds)}, median ${a.cpuPerRequestVsUnlimited.medianOfRoundRatios}×${redis}`);
     }
   }
 }
