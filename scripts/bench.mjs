@@ -6,6 +6,10 @@
 //   npm run bench -- --million         add a 1,000,000-request RSS run
 //   --connections 10,50                 the connection counts swept (default both)
 //   --targets a,b --forward-only        only these targets (and the bare hop), forwarded traffic only
+//                                       (keygate-redis-limited / keygate-embedded-limited: the same with a
+//                                       rate limit on every key, never reached: what checking it costs)
+//   --limit-cost [--rate 1500]          only that cost: the four Keygate targets at a fixed offered rate
+//                                       (open loop, below saturation), alternating, CPU per request paired by round
 //
 // Headline: CPU time per request of each target (all its threads and child
 // processes, from /proc), with req/s and p50/p99 beside it and every ratio
@@ -49,6 +53,8 @@ const { values: args } = parseArgs({
     rounds: { type: 'string' },
     connections: { type: 'string', default: '10,50' },
     million: { type: 'boolean' },
+    'limit-cost': { type: 'boolean' },
+    rate: { type: 'string', default: '1500' },
     targets: { type: 'string' },
     'forward-only': { type: 'boolean' },
     out: { type: 'string', default: join(root, 'bench-results', 'latest.json') },
@@ -82,6 +88,70 @@ function runWrk(url, tokensFile, seconds, { connections = CONNECTION_SWEEP.at(-1
   return { ...res, rps: res.requests / (res.durationUs / 1e6) };
 }
 
+/**
+ * CPU per request with a rate limit on every key against without, at the same fixed offered
+ * rate (saturated req/s on this shared machine swings far more than the cost being measured).
+ * Targets alternate round by round; each limited/unlimited pair is compared within its round.
+ */
+function limitCost(targets) {
+  const rate = Number(args.rate);
+  const results = Object.fromEntries(targets.map((t) => [t.name, []]));
+  for (const t of targets) fixedRate(t, rate, 2); // warm-up: JIT, key caches, pools
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    for (const t of order) {
+      const r = fixedRate(t, rate, DURATION);
+      results[t.name].push(r);
+      process.stdout.write(`round ${round + 1}/${ROUNDS} ${t.name.padEnd(25)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request at ${rate} req/s${r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : ''}\n`);
+    }
+  }
+  const out = {};
+  for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+    const a = results[withLimit];
+    const b = results[without];
+    const ratios = a.map((r, i) => r.cpuUsPerRequest / b[i].cpuUsPerRequest);
+    out[withLimit] = {
+      cpuUsPerRequest: round3(median(a.map((r) => r.cpuUsPerRequest))),
+      unlimitedCpuUsPerRequest: round3(median(b.map((r) => r.cpuUsPerRequest))),
+      ratioMedianOfRounds: round3(median(ratios)),
+      ratios: ratios.map(round3),
+      ...(a[0].redisCallsPerRequest && { redisCallsPerRequest: a.at(-1).redisCallsPerRequest, unlimitedRedisCallsPerRequest: b.at(-1).redisCallsPerRequest, redisCpuUsPerRequest: round3(median(a.map((r) => r.redisCpuUsPerRequest))), unlimitedRedisCpuUsPerRequest: round3(median(b.map((r) => r.redisCpuUsPerRequest))) }),
+    };
+    console.log(`limit on every key, ${rate} req/s: ${withLimit} ${out[withLimit].cpuUsPerRequest} µs/req vs ${without} ${out[withLimit].unlimitedCpuUsPerRequest} µs/req; per-round ratios ${JSON.stringify(out[withLimit].ratios)}, median ${out[withLimit].ratioMedianOfRounds}×`);
+  }
+  writeResult(args.out, { limitCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out } });
+}
+
+function fixedRate(t, rate, seconds) {
+  const tokens = mintTokens(Math.round(rate * seconds));
+  if (t.redis) redisCli(t.redisPort, 'config', 'resetstat');
+  const cpuBefore = treeSum(t.pid, cpuUs);
+  const redisCpuBefore = t.redis ? cpuUs(t.redisPid) : 0;
+  const r = spawnSync(process.execPath, [join(root, 'scripts/bench/fixed-rate.mjs'), t.url, String(rate), String(seconds), tokens], { encoding: 'utf8' });
+  const line = r.stdout.trim().split('\n').pop();
+  if (r.status !== 0 || !line?.startsWith('{')) throw new Error(`fixed-rate load failed: ${r.stderr || r.stdout}`);
+  const res = JSON.parse(line);
+  if (res.non2xx || res.errors) throw new Error(`${t.name}: ${res.non2xx} non-2xx and ${res.errors} errors at ${rate} req/s`);
+  const requests = res.requests;
+  return {
+    cpuUsPerRequest: (treeSum(t.pid, cpuUs) - cpuBefore) / requests,
+    ...(t.redis && { redisCpuUsPerRequest: (cpuUs(t.redisPid) - redisCpuBefore) / requests, redisCallsPerRequest: commandStats(t.redisPort, requests) }),
+  };
+}
+
+function redisCli(port, ...args) {
+  return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout;
+}
+
+/** INFO commandstats since the last RESETSTAT, per request: { evalsha: 1, time: 1, … }. */
+function commandStats(port, requests) {
+  const out = {};
+  for (const m of redisCli(port, 'info', 'commandstats').matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
+    if (m[1] !== 'info' && m[1] !== 'config|resetstat') out[m[1]] = round3(Number(m[2]) / requests);
+  }
+  return out;
+}
+
 async function redisInfoMemory(port) {
   const r = spawnSync('redis-cli', ['-p', String(port), 'info', 'memory'], { encoding: 'utf8' });
   return Number(/used_memory:(\d+)/.exec(r.stdout)?.[1] ?? NaN);
@@ -91,6 +161,7 @@ async function main() {
   const startedAt = new Date().toISOString();
   // --- infrastructure -------------------------------------------------------
   const { port: redisPort, url: redisUrl, keysFile } = await startRedisWithKey(children, dir, root);
+  const redisPid = Number(/process_id:(\d+)/.exec(redisCli(redisPort, 'info', 'server'))?.[1]);
   const upstream = await start('upstream', 'node', ['scripts/bench/upstream.mjs'], {}, (o) => jsonPort(o) !== undefined);
   const upstreamUrl = `http://127.0.0.1:${jsonPort(upstream.output())}`;
   const bare = await start('bare-proxy', 'node', ['scripts/bench/bare-proxy.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
@@ -107,6 +178,13 @@ async function main() {
   const policy = join(dir, 'public-policy.yaml');
   writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`);
   const kgPublic = { ...(await keygate('keygate-public', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy })), path: PUBLIC_PATH, noTokens: true };
+  // A limit on every key (the policy default), far above what the load reaches: every request runs
+  // the GCRA check and gets RateLimit headers, none is refused.
+  const limitedPolicy = join(dir, 'limited-policy.yaml');
+  writeFileSync(limitedPolicy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 1000000/s }\n`);
+  const kgRedisLimited = await keygate('keygate-redis-limited', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_CONFIG: limitedPolicy });
+  const kgMemoryLimited = await keygate('keygate-embedded-limited', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: limitedPolicy });
+  for (const t of [kgRedis, kgRedisLimited]) Object.assign(t, { redis: true, redisPort, redisPid });
 
   const targets = [
     { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid, noTokens: true },
@@ -114,7 +192,9 @@ async function main() {
     { name: 'bare-undici', url: `http://127.0.0.1:${jsonPort(bareUndici.output())}`, pid: bareUndici.pid, noTokens: true },
     kgPublic,
     kgRedis,
+    kgRedisLimited,
     kgMemory,
+    kgMemoryLimited,
   ];
   if (nginxAvailable()) {
     const port = await freePort();
@@ -132,6 +212,7 @@ async function main() {
     const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
     for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i].name)) targets.splice(i, 1);
   }
+  if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
   const bareIndex = targets.findIndex((t) => t.name === 'bare-http-proxy');
 
   // --- warm-up and token budget ---------------------------------------------
@@ -151,12 +232,17 @@ async function main() {
       for (const t of order) {
         const tokens = t.noTokens ? undefined : mintTokens(budget);
         const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
+        if (t.redis) redisCli(redisPort, 'config', 'resetstat');
         const cpuBefore = targetSum(t, cpuUs);
+        const redisCpuBefore = cpuUs(redisPid);
         const r = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
         r.cpuUsPerRequest = (targetSum(t, cpuUs) - cpuBefore) / r.requests;
+        if (t.redis) r.redisCpuUsPerRequest = (cpuUs(redisPid) - redisCpuBefore) / r.requests;
+        // Commands Redis ran per request, from INFO commandstats (those run inside the admit script included).
+        if (t.redis) r.redisCallsPerRequest = commandStats(redisPort, r.requests);
         if (t === kgRedis && nonceBytesPerRequest === undefined) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
         results[t.name].push(r);
-        process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}\n`);
+        process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}${r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : ''}\n`);
       }
     }
     const summary = {};
@@ -171,6 +257,7 @@ async function main() {
         errors: rs.reduce((a, r) => a + r.errors, 0),
         tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
         peakRssMb: Math.round(targetSum(t, peakRssMb) * 10) / 10,
+        ...(rs[0]?.redisCallsPerRequest && { redisCallsPerRequest: rs.at(-1).redisCallsPerRequest, redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest)) * 10) / 10 }),
       };
     }
     const bareS = summary['bare-http-proxy'];
@@ -182,6 +269,12 @@ async function main() {
         addedP50Ms: round3((s.p50Us - bareS.p50Us) / 1000),
         addedP99Ms: round3((s.p99Us - bareS.p99Us) / 1000),
       };
+    }
+    // Paired per round (the two targets ran back to back), so machine drift between rounds cancels out.
+    for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+      if (!summary[withLimit] || !summary[without]) continue;
+      const ratios = results[withLimit].map((r, i) => r.cpuUsPerRequest / results[without][i].cpuUsPerRequest);
+      summary[withLimit].cpuPerRequestVsUnlimited = { medianOfRoundRatios: round3(median(ratios)), rounds: ratios.map(round3) };
     }
     sweep[connections] = summary;
   }
@@ -277,6 +370,14 @@ function printTable(sweep) {
     console.log('|---|---|---|---|---|---|---|---|');
     for (const [name, s] of Object.entries(summary)) {
       console.log(`| ${name} | ${s.cpuUsPerRequest} µs | ${s.vsBare.cpuPerRequest}× | ${s.rps} | ${s.vsBare.throughput}× | ${(s.p50Us / 1000).toFixed(2)} ms | ${(s.p99Us / 1000).toFixed(2)} ms | ${s.vsBare.addedP99Ms} ms |`);
+    }
+    // What a rate limit on every key costs, measured side by side in this run.
+    for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+      const a = summary[withLimit];
+      const b = summary[without];
+      if (!a || !b) continue;
+      const redis = a.redisCpuUsPerRequest !== undefined ? `; Redis CPU ${a.redisCpuUsPerRequest} vs ${b.redisCpuUsPerRequest} µs/req; Redis commands per request with the limit ${JSON.stringify(a.redisCallsPerRequest)}, without ${JSON.stringify(b.redisCallsPerRequest)}` : '';
+      console.log(`limit on every key: ${withLimit} ${a.cpuUsPerRequest} µs/req vs ${without} ${b.cpuUsPerRequest} µs/req (medians) = ${round3(a.cpuUsPerRequest / b.cpuUsPerRequest)}×; per-round ratios ${JSON.stringify(a.cpuPerRequestVsUnlimited.rounds)}, median ${a.cpuPerRequestVsUnlimited.medianOfRoundRatios}×${redis}`);
     }
   }
 }

@@ -59,6 +59,7 @@ export function createStoreFromConfig(config: Config, deps: { logger: Logger; cl
     );
   }
   const keys = config.keysFile ? loadKeysFile(config.keysFile) : [];
+  deps.logger.info('embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart');
   return createMemoryStore({ keys }, { clock: deps.clock });
 }
 
@@ -102,6 +103,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
       get maxRecvWindowSeconds() {
         return policy.policy().maxRecvWindowSeconds;
+      },
+      get defaultRateLimit() {
+        return policy.policy().defaultRateLimit;
       },
     },
     { keys, store, clock },

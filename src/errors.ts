@@ -13,6 +13,8 @@ export const ERRORS = Object.freeze({
   40107: { status: 400, message: 'Unexpected request header' },
   10403: { status: 403, message: 'Permission denied' },
   10013: { status: 404, message: 'Resource not found' },
+  // "10" followed by the HTTP status, like 10403; clients of this signing scheme (CCXT) already map it to a rate-limit error.
+  10429: { status: 429, message: 'Too Many Requests' },
   // Keygate's own codes (not part of the seed contract).
   40000: { status: 400, message: 'Bad request target' },
   40300: { status: 403, message: 'Forbidden' },
@@ -49,6 +51,7 @@ export const REASONS = Object.freeze({
   nonce_window: reason(40106, 'nonce outside recv_window of the server time'),
   bad_signature: reason(40106, 'HS256 signature does not verify with the key secret'),
   replay: reason(40106, 'nonce already used by this key inside its window'),
+  rate_limited: reason(10429, "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried"),
   unknown_key: reason(10013, 'sub names no key'),
   revoked: reason(10013, 'key is revoked'),
   expired_key: reason(10013, 'key passed its expiry time'),

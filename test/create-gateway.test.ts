@@ -39,7 +39,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
     const clock = systemClock();
     const store = createMemoryStore({ keys: KEYS }, { clock });
     const keys = createKeyCache({ ttlMs: 5_000, negativeTtlMs: 1_000, maxEntries: 100 }, { store, clock });
-    const real = createAuthenticator({ maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 }, { keys, store, clock });
+    const real = createAuthenticator({ maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60, defaultRateLimit: undefined }, { keys, store, clock });
     const authenticate: Authenticator = (raw) => {
       if (boom.mode === 'sync') throw new TypeError('step exploded synchronously');
       if (boom.mode === 'async') return Promise.reject(new RangeError('step exploded in a promise'));

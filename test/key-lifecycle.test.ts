@@ -27,6 +27,31 @@ describe('key lifecycle', () => {
     expect(record!.expiresAt).toBeUndefined();
   });
 
+  it.each([
+    ['sets a limit', undefined, { rateLimit: { rate: '100/s' } }, { rate: '100/s' }],
+    ['sets a limit with a burst', undefined, { rateLimit: { rate: '5/m', burst: 20 } }, { rate: '5/m', burst: 20 }],
+    ['replaces a limit (its burst too)', { rate: '5/m', burst: 20 }, { rateLimit: { rate: '10/h' } }, { rate: '10/h' }],
+    ['changes only the burst', { rate: '5/m', burst: 20 }, { burst: 7 }, { rate: '5/m', burst: 7 }],
+    ['removes the limit', { rate: '5/m' }, { rateLimit: null }, undefined],
+  ] as const)('rate limit: %s', (_name, before, changes, after) => {
+    const r = makeKey({ apiKey: 'a', ...(before && { rateLimit: before }) });
+    const { record, errors } = updateKey(r, changes, T0);
+    expect(errors).toEqual([]);
+    expect(record!.rateLimit).toEqual(after);
+  });
+
+  it.each([
+    ['a bad rate', makeKey({ apiKey: 'a' }), { rateLimit: { rate: '100/d' } }, 'key.rateLimit.rate: expected <count>/s, /m or /h with a count from 1 to 1000000, got "100/d"'],
+    ['a burst without any rate', makeKey({ apiKey: 'a' }), { burst: 3 }, 'key.rateLimit: --burst needs a rate (give --rate-limit, or set one first)'],
+    ['a zero burst', makeKey({ apiKey: 'a' }), { rateLimit: { rate: '1/s', burst: 0 } }, 'key.rateLimit.burst: must be an integer from 1 to 1000000'],
+  ])('rate limit: refuses %s', (_name, r, changes, problem) => {
+    expect(updateKey(r, changes, T0).errors).toEqual([problem]);
+  });
+
+  it('creates a key with a rate limit', () => {
+    expect(newKey({ rateLimit: { rate: '100/s', burst: 200 } }, T0).record?.rateLimit).toEqual({ rate: '100/s', burst: 200 });
+  });
+
   it('revokes with when and why, keeping the record', () => {
     const r = revokeKey(makeKey({ apiKey: 'a' }), 'leaked', T0);
     expect(r).toMatchObject({ state: 'revoked', revokedAt: new Date(T0).toISOString(), revokeReason: 'leaked' });

@@ -79,6 +79,48 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     expect(stored).not.toContain(created.apiSecret);
   });
 
+  it('rate limits and usage: create/update --rate-limit/--burst, keys usage, keys list --sort last-used', async () => {
+    const limited = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'limited', '--rate-limit', '3/m', '--json')) as { apiKey: string; apiSecret: string; rateLimit: unknown };
+    expect(limited.rateLimit).toEqual({ rate: '3/m' });
+    const idle = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'idle', '--json')) as { apiKey: string };
+    const statuses = [];
+    for (let i = 0; i < 5; i++) statuses.push(await status(i % 2 ? a : b, limited.apiKey, limited.apiSecret));
+    expect(statuses).toEqual([200, 200, 200, 429, 429]);
+
+    const usage = JSON.parse(await cli('usage', limited.apiKey, '--days', '7', '--json')) as { total: number; lastUsedAt: string; perDay: Array<{ day: string; requests: number }> };
+    expect(usage.total).toBe(3);
+    expect(usage.perDay).toHaveLength(7);
+    expect(usage.perDay.at(-1)).toEqual({ day: new Date().toISOString().slice(0, 10), requests: 3 });
+    expect(Math.abs(Date.parse(usage.lastUsedAt) - Date.now())).toBeLessThan(10_000);
+    const human = await cli('usage', limited.apiKey, '--days', '7');
+    console.log(`$ keygate keys usage ${limited.apiKey} --days 7\n${human}`);
+    expect(human).toContain('requests, last 7 days (UTC): 3');
+    await expect(cli('usage', limited.apiKey, '--days', '36')).rejects.toMatchObject({ code: 2 });
+
+    const table = await cli('list', '--sort', 'last-used');
+    console.log(`$ keygate keys list --sort last-used\n${table}`);
+    const lines = table.split('\n');
+    expect(lines[0]).toMatch(/RATE LIMIT\s+LAST USED/);
+    const row = (k: string) => lines.findIndex((l) => l.startsWith(k));
+    expect(lines[row(idle.apiKey)]).toMatch(/ - +never /);
+    expect(lines[row(limited.apiKey)]).toContain(' 3/m ');
+    expect(row(idle.apiKey)).toBeLessThan(row(limited.apiKey)); // never used first: the candidates for revocation
+    const listed = JSON.parse(await cli('list', '--sort', 'last-used', '--json')) as Array<{ apiKey: string; lastUsedAt: string | null }>;
+    expect(listed.at(-1)?.apiKey).toBe(limited.apiKey);
+
+    await cli('update', limited.apiKey, '--burst', '5');
+    expect(JSON.parse(await cli('show', limited.apiKey))).toMatchObject({ rateLimit: { rate: '3/m', burst: 5 }, lastUsedAt: usage.lastUsedAt });
+    // The new burst applies at once on both instances (the change is published): 2 more fit.
+    await expect.poll(() => status(a, limited.apiKey, limited.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
+    expect(await status(b, limited.apiKey, limited.apiSecret)).toBe(200);
+    expect(await status(a, limited.apiKey, limited.apiSecret)).toBe(429);
+    await cli('update', limited.apiKey, '--rate-limit', 'none');
+    expect(JSON.parse(await cli('show', limited.apiKey))).not.toHaveProperty('rateLimit');
+    for (const g of [a, b]) await expect.poll(() => status(g, limited.apiKey, limited.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
+    await expect(cli('update', limited.apiKey, '--rate-limit', '10/d')).rejects.toMatchObject({ code: 2 });
+    await expect(cli('create', '--burst', '3')).rejects.toMatchObject({ code: 2 });
+  });
+
   it('exports without secrets by default, and moves keys from a keys file into Redis', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-export-'));
     const file = join(dir, 'keys.yaml');

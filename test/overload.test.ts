@@ -38,8 +38,8 @@ describe('overload: a healthy Redis is never reported down', () => {
     // nextTick), block the loop for longer than the deadline: Redis answers at once, but
     // Keygate reads the answers (of every command already written) only after the deadline.
     const store: Store = Object.assign(Object.create(inner) as Store, {
-      recordNonce: (apiKey: string, nonce: string, ttlMs: number) => {
-        const p = inner.recordNonce(apiKey, nonce, ttlMs);
+      admit: (...args: Parameters<Store['admit']>) => {
+        const p = inner.admit(...args);
         if (blockMs > 0 && blocked === 0)
           setImmediate(() => {
             blocked++;

@@ -59,13 +59,17 @@ describe('Redis Cluster', () => {
     }
     for (const [i, t] of used.entries()) expect((await send(gates[(i + 1) % 3]!.url, PATH, { headers: bearer(t) })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
     expect(upstream.received.length).toBe(KEYS.length);
-    // Key records and nonces really live on all three masters (single-key commands, no CROSSSLOT).
-    const perNode = await Promise.all(cluster.ports.map(async (p) => ({ port: p, records: await countOnNode(p, 'keygate:key:*'), nonces: await countOnNode(p, 'keygate:nonce:*') })));
+    // Key records and nonces really live on all three masters. The admit script touches one key's
+    // nonce, GCRA state and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT.
+    const perNode = await Promise.all(
+      cluster.ports.map(async (p) => ({ port: p, records: await countOnNode(p, 'keygate:key:*'), nonces: await countOnNode(p, 'keygate:{*}:nonce:*'), usage: await countOnNode(p, 'keygate:{*}:usage') })),
+    );
     console.log(`cluster key placement: ${JSON.stringify(perNode)}`);
-    // Record keys are fixed names, so their spread is deterministic; nonces are random (each node gets one with p > 0.9999).
+    // Names are fixed per key, so their spread over the masters is deterministic.
     for (const n of perNode) expect(n.records).toBeGreaterThan(0);
     expect(perNode.reduce((sum, n) => sum + n.nonces, 0)).toBe(KEYS.length);
     expect(perNode.filter((n) => n.nonces > 0).length).toBeGreaterThanOrEqual(2);
+    expect(perNode.reduce((sum, n) => sum + n.usage, 0)).toBe(KEYS.length);
   });
 
   it('a change published on any node reaches every instance', async () => {
@@ -95,5 +99,15 @@ describe('Redis Cluster', () => {
       env: { ...process.env, KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password },
     });
     expect((JSON.parse(stdout) as Array<{ apiKey: string }>).map((k) => k.apiKey).sort()).toEqual([...KEYS].sort());
+  });
+
+  it('a rate limit is shared by every instance (GCRA state under the key\'s hash tag)', async () => {
+    const store = gates[0]!.keygate.store;
+    await store.putKey(makeKey({ apiKey: 'ck-limited', secret: SECRET, rateLimit: { rate: '5/m' } }));
+    const codes = await Promise.all(Array.from({ length: 12 }, (_, i) => status(gates[i % 3]!, token('ck-limited', SECRET))));
+    expect(codes.filter((c) => c === 200)).toHaveLength(5);
+    expect(codes.filter((c) => c === 429)).toHaveLength(7);
+    expect(Object.values((await store.getUsage('ck-limited')).perDay)).toEqual([5]);
+    await store.deleteKey('ck-limited');
   });
 });

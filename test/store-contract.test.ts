@@ -3,7 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../src/clock.js';
 import { createMemoryStore } from '../src/store/memory-store.js';
 import { createRedisStore } from '../src/store/redis-store.js';
-import type { Store } from '../src/store/types.js';
+import { compileRateLimit } from '../src/store/rate-limit.js';
+import type { Admission, Store } from '../src/store/types.js';
 import { makeKey, waitStoreReady } from './helpers/keygate.js';
 import { startRedis, type TestRedis } from './helpers/redis-server.js';
 
@@ -86,26 +87,108 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect(await peer.getKey('r')).toMatchObject({ state: 'revoked', revokeReason: 'leaked' });
   });
 
+  const admitted = (a: Admission) => a.outcome === 'admitted';
+  const nonceOnly = (store: Store, apiKey: string, nonce: string, ttlMs = 10_000) => store.admit(apiKey, nonce, ttlMs, undefined);
+
   it('records a nonce once per key and lets the same nonce under another key through', async () => {
     const { store, peer } = await h.open();
-    expect(await store.recordNonce('k1', '123', 10_000)).toBe(true);
-    expect(await store.recordNonce('k1', '123', 10_000)).toBe(false);
-    expect(await peer.recordNonce('k1', '123', 10_000)).toBe(false);
-    expect(await store.recordNonce('k2', '123', 10_000)).toBe(true);
-    expect(await store.recordNonce('k1', '124', 10_000)).toBe(true);
+    expect(await nonceOnly(store, 'k1', '123')).toEqual({ outcome: 'admitted', rate: undefined });
+    expect(await nonceOnly(store, 'k1', '123')).toEqual({ outcome: 'replay' });
+    expect(await nonceOnly(peer, 'k1', '123')).toEqual({ outcome: 'replay' });
+    expect((await nonceOnly(store, 'k2', '123')).outcome).toBe('admitted');
+    expect((await nonceOnly(store, 'k1', '124')).outcome).toBe('admitted');
   });
 
   it('is atomic under 50 concurrent attempts', async () => {
     const { store, peer } = await h.open();
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => (i % 2 ? store : peer).recordNonce('k', '999', 10_000)));
-    expect(results.filter(Boolean)).toHaveLength(1);
+    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => nonceOnly(i % 2 ? store : peer, 'k', '999')));
+    expect(results.filter(admitted)).toHaveLength(1);
   });
 
   it('forgets a nonce after its TTL', async () => {
     const { store, advance } = await h.open();
-    expect(await store.recordNonce('k', '1', 150)).toBe(true);
+    expect((await nonceOnly(store, 'k', '1', 150)).outcome).toBe('admitted');
     await advance(400);
-    expect(await store.recordNonce('k', '1', 150)).toBe(true);
+    expect((await nonceOnly(store, 'k', '1', 150)).outcome).toBe('admitted');
+  });
+
+  // 5/s burst 10: T = 200 ms, a whole burst back in 2 s. Generous margins: the Redis harness runs on real time.
+  const TEN = compileRateLimit({ rate: '5/s', burst: 10 });
+
+  it('rate limit: of 25 concurrent requests from two instances exactly the burst passes, then one per interval', async () => {
+    const { store, peer, advance } = await h.open();
+    const results = await Promise.all(Array.from({ length: 25 }, (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, TEN)));
+    const passed = results.filter(admitted);
+    expect(passed).toHaveLength(10);
+    // Each admitted request saw a different "remaining": 9, 8, … 0.
+    expect(passed.map((a) => (a.outcome === 'admitted' ? a.rate?.remaining : -1)).sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    for (const r of results.filter((a) => a.outcome === 'limited')) {
+      if (r.outcome !== 'limited') continue;
+      expect(r.rate.remaining).toBe(0);
+      expect(r.rate.retryAfterUs).toBeGreaterThan(0);
+      expect(r.rate.retryAfterUs).toBeLessThanOrEqual(200_000);
+      expect(r.rate.resetUs).toBeGreaterThan(1_600_000);
+      expect(r.rate.resetUs).toBeLessThanOrEqual(2_000_000);
+    }
+    await advance(250);
+    const next = await Promise.all([store.admit('rl', 'later-1', 10_000, TEN), peer.admit('rl', 'later-2', 10_000, TEN)]);
+    expect(next.filter(admitted)).toHaveLength(1);
+    // After a whole burst interval the full allowance is back.
+    await advance(2_100);
+    const refill = await Promise.all(Array.from({ length: 12 }, (_, i) => store.admit('rl', `again${i}`, 10_000, TEN)));
+    expect(refill.filter(admitted)).toHaveLength(10);
+  });
+
+  it('a limited request records no nonce, and a replay spends no allowance', async () => {
+    const { store, peer, advance } = await h.open();
+    const two = compileRateLimit({ rate: '2/s' }); // burst defaults to the count: 2
+    expect((await store.admit('k', 'a', 10_000, two)).outcome).toBe('admitted');
+    expect((await peer.admit('k', 'a', 10_000, two)).outcome).toBe('replay'); // spends nothing…
+    expect((await store.admit('k', 'b', 10_000, two)).outcome).toBe('admitted'); // …so the second request still passes
+    expect((await store.admit('k', 'c', 10_000, two)).outcome).toBe('limited');
+    await advance(1_100);
+    // "c" was not burned by its 429: the same token passes once allowed.
+    expect((await peer.admit('k', 'c', 10_000, two)).outcome).toBe('admitted');
+    expect((await store.admit('k', 'c', 10_000, two)).outcome).toBe('replay');
+  });
+
+  it('limits each key on its own; no limit means no rate state', async () => {
+    const { store } = await h.open();
+    const one = compileRateLimit({ rate: '1/h' });
+    expect((await store.admit('x', '1', 10_000, one)).outcome).toBe('admitted');
+    expect((await store.admit('x', '2', 10_000, one)).outcome).toBe('limited');
+    expect((await store.admit('y', '1', 10_000, one)).outcome).toBe('admitted');
+    const open = await Promise.all(Array.from({ length: 30 }, (_, i) => store.admit('x', `free${i}`, 10_000, undefined)));
+    expect(open.every(admitted)).toBe(true);
+  });
+
+  it('counts usage per admitted request only, with lastUsedAt, on every instance', async () => {
+    const { store, peer } = await h.open();
+    expect(await store.getUsage('u')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
+    const lim = compileRateLimit({ rate: '5/m' });
+    const before = Date.now();
+    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, lim)));
+    await peer.admit('u', 'n0', 10_000, undefined); // replay: not counted
+    await store.admit('u', 'free', 10_000, undefined); // no limit: counted
+    const count = results.filter(admitted).length + 1;
+    expect(count).toBe(6);
+    const usage = await peer.getUsage('u');
+    expect(Object.values(usage.perDay).reduce((a, b) => a + b, 0)).toBe(count);
+    expect(Object.keys(usage.perDay)[0]).toMatch(/^\d{4}-\d{2}-\d{2}$/);
+    expect(usage.lastUsedAtMs).toBeGreaterThanOrEqual(before - 5_000);
+    expect(usage.lastUsedAtMs).toBeLessThanOrEqual(Date.now() + 5_000);
+    expect(await store.getUsage('other')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
+  });
+
+  it('deleting a key drops its usage and rate state', async () => {
+    const { store, peer } = await h.open();
+    await store.putKey(makeKey({ apiKey: 'gone' }));
+    const one = compileRateLimit({ rate: '1/h' });
+    expect((await store.admit('gone', '1', 10_000, one)).outcome).toBe('admitted');
+    expect((await store.admit('gone', '2', 10_000, one)).outcome).toBe('limited');
+    await store.deleteKey('gone');
+    expect(await peer.getUsage('gone')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
+    expect((await peer.admit('gone', '3', 10_000, one)).outcome).toBe('admitted');
   });
 
   it('announces key changes to listeners, including on another instance', async () => {

@@ -1,4 +1,6 @@
 import { keyStatus, publicView, type KeyRecord } from '../store/key-record.js';
+import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
+import { describeRateLimit } from '../store/rate-limit.js';
 import { newKey, parseDuration, revokeKey, rotateKey, updateKey, type KeyChanges } from '../store/key-lifecycle.js';
 import type { AuditEntry, Store } from '../store/types.js';
 import { exportKeys, importKeys, reencryptKeys } from './keys-transfer.js';
@@ -28,6 +30,10 @@ export type KeyActionValues = {
   out?: string;
   replace?: boolean;
   json?: boolean;
+  'rate-limit'?: string;
+  burst?: string;
+  sort?: string;
+  days?: string;
 };
 
 const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s.length > 0));
@@ -53,6 +59,19 @@ function changesFrom(v: KeyActionValues, nowMs: number): KeyChanges | string {
     changes.expiresAt = new Date(nowMs + ms).toISOString();
   }
   if (v['no-expiry']) changes.expiresAt = null;
+  let burst: number | undefined;
+  if (v.burst !== undefined) {
+    if (!/^\d{1,7}$/.test(v.burst) || Number(v.burst) < 1) return `--burst: expected a whole number of requests, got ${v.burst}`;
+    burst = Number(v.burst);
+  }
+  if (v['rate-limit'] === 'none') {
+    if (burst !== undefined) return '--burst cannot go with --rate-limit none';
+    changes.rateLimit = null;
+  } else if (v['rate-limit'] !== undefined) {
+    changes.rateLimit = { rate: v['rate-limit'], ...(burst !== undefined && { burst }) };
+  } else if (burst !== undefined) {
+    changes.burst = burst;
+  }
   return changes;
 }
 
@@ -78,26 +97,44 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
     case 'create': {
       const changes = changesFrom(v, ctx.now());
       if (typeof changes === 'string') return fail(changes);
+      if (changes.burst !== undefined) return fail('--burst needs --rate-limit');
       const { record, errors } = newKey(changes, ctx.now());
       if (!record) return fail(`\n  - ${errors.join('\n  - ')}`);
       await save(record, 'create');
-      const shown = { apiKey: record.apiKey, apiSecret: record.secret, id: record.id, scopes: record.scopes, allowIps: record.allowIps, ...(record.label && { label: record.label }), ...(record.expiresAt && { expiresAt: record.expiresAt }) };
+      const shown = { apiKey: record.apiKey, apiSecret: record.secret, id: record.id, scopes: record.scopes, allowIps: record.allowIps, ...(record.label && { label: record.label }), ...(record.expiresAt && { expiresAt: record.expiresAt }), ...(record.rateLimit && { rateLimit: record.rateLimit }) };
       if (v.json) print(shown);
-      else out.write(`Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\nThe secret is shown only now; store it safely.\n`);
+      else out.write(`Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\n  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\nThe secret is shown only now; store it safely.\n`);
       return 0;
     }
     case 'list': {
       if (v.state && !['active', 'revoked', 'expired'].includes(v.state)) return fail('--state must be active, revoked or expired');
+      if (v.sort !== undefined && v.sort !== 'last-used') return fail('--sort: only "last-used" (least recently used first, never used at the top)');
       const now = ctx.now();
-      const rows = (await store.listKeys()).map((r) => publicView(r, now)).filter((r) => !v.state || r.status === v.state);
+      const keys = (await store.listKeys()).filter((r) => !v.state || keyStatus(r, now) === v.state);
+      const lastUsed = await Promise.all(keys.map(async (r) => (await store.getUsage(r.apiKey)).lastUsedAtMs));
+      const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: isoOrNull(lastUsed[i]) }));
+      if (v.sort === 'last-used') rows.sort((x, y) => (x.lastUsedAt ?? '').localeCompare(y.lastUsedAt ?? ''));
       if (v.json) print(rows);
-      else out.write(table(rows.map((r) => [r.apiKey, r.id, r.status, r.scopes.join(',') || '-', r.allowIps.join(',') || '-', r.expiresAt ?? '-', r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-', r.label ?? ''])));
+      else out.write(table(rows.map((r) => [r.apiKey, r.id, r.status, r.scopes.join(',') || '-', r.allowIps.join(',') || '-', describeRateLimit(r.rateLimit).replace('none', '-'), r.lastUsedAt ?? 'never', r.expiresAt ?? '-', r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-', r.label ?? ''])));
       return 0;
     }
     case 'show': {
       const r = await load();
       if (typeof r === 'number') return r;
-      print(publicView(r, ctx.now()));
+      print({ ...publicView(r, ctx.now()), lastUsedAt: isoOrNull((await store.getUsage(r.apiKey)).lastUsedAtMs) });
+      return 0;
+    }
+    case 'usage': {
+      const r = await load();
+      if (typeof r === 'number') return r;
+      const days = v.days === undefined ? 30 : /^\d{1,2}$/.test(v.days) ? Number(v.days) : 0;
+      if (days < 1 || days > USAGE_DAYS) return fail(`--days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`);
+      const usage = await store.getUsage(r.apiKey);
+      const perDay = dailyRows(usage, days, ctx.now());
+      const total = perDay.reduce((sum, d) => sum + d.requests, 0);
+      const lastUsedAt = isoOrNull(usage.lastUsedAtMs);
+      if (v.json) print({ apiKey: r.apiKey, id: r.id, lastUsedAt, days, total, perDay });
+      else out.write(`${r.apiKey} (${r.id})\n  last used: ${lastUsedAt ?? 'never'}\n  requests, last ${days} days (UTC): ${total}\n${perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`);
       return 0;
     }
     case 'update': {
@@ -105,7 +142,7 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
       if (typeof r === 'number') return r;
       const changes = changesFrom(v, ctx.now());
       if (typeof changes === 'string') return fail(changes);
-      if (Object.keys(changes).length === 0) return fail('nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl or --no-expiry)');
+      if (Object.keys(changes).length === 0) return fail('nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit or --burst)');
       const { record, errors } = updateKey(r, changes, ctx.now());
       if (!record) return fail(`\n  - ${errors.join('\n  - ')}`);
       await save(record, 'update', Object.keys(changes).join(','));
@@ -154,8 +191,10 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
   }
 }
 
+const isoOrNull = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
+
 function table(rows: string[][]): string {
-  const head = ['API KEY', 'ID', 'STATUS', 'SCOPES', 'ALLOW IPS', 'EXPIRES', 'REVOKED', 'LABEL'];
+  const head = ['API KEY', 'ID', 'STATUS', 'SCOPES', 'ALLOW IPS', 'RATE LIMIT', 'LAST USED', 'EXPIRES', 'REVOKED', 'LABEL'];
   const all = [head, ...rows];
   const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
   return `${all.map((r) => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n')}\n`;

@@ -9,10 +9,13 @@ import { runKeyAction, type KeyActionContext } from './keys-actions.js';
 
 const HELP = `Usage: keygate keys <action> [options]
 
-  create [--scopes a,b] [--allow-ip 10.0.0.0/8,::1] [--label text] [--expires-at ISO | --ttl 30d] [--json]
-  list [--state active|revoked|expired] [--json]
+  create [--scopes a,b] [--allow-ip 10.0.0.0/8,::1] [--label text] [--expires-at ISO | --ttl 30d]
+         [--rate-limit 100/s [--burst 200]] [--json]
+  list [--state active|revoked|expired] [--sort last-used] [--json]
   show <apiKey>
+  usage <apiKey> [--days 30] [--json]         last used, and requests per UTC day (kept 35 days)
   update <apiKey> [--scopes a,b] [--allow-ip cidrs] [--label text] [--expires-at ISO | --ttl 30d | --no-expiry]
+         [--rate-limit 100/s|none] [--burst 200]   units /s /m /h; none = the policy defaultRateLimit applies
   rotate <apiKey> [--grace 300s] [--json]     new secret; the old one works for the grace period
   revoke <apiKey> [--reason text]
   delete <apiKey>
@@ -51,6 +54,10 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
       out: { type: 'string' },
       replace: { type: 'boolean' },
       json: { type: 'boolean' },
+      'rate-limit': { type: 'string' },
+      burst: { type: 'string' },
+      sort: { type: 'string' },
+      days: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

@@ -10,6 +10,7 @@ import { compileRouteTable, type RouteTable } from './route-trie.js';
 import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
+import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from '../store/rate-limit.js';
 
 export const DEFAULT_ROUTES_FILE = fileURLToPath(new URL('../../config/routes.yaml', import.meta.url));
 
@@ -36,6 +37,8 @@ export interface Config {
   readonly secretCipher: SecretCipher | undefined;
   readonly configFile: string;
   readonly logLevel: string;
+  /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
+  readonly rateLimitHeaders: boolean;
   readonly policy: Policy;
   readonly limits: Limits;
 }
@@ -56,6 +59,9 @@ export interface Policy {
   readonly trustedProxyCidrs: readonly string[];
   readonly defaultRecvWindowSeconds: number;
   readonly maxRecvWindowSeconds: number;
+  /** The limit of keys without their own rateLimit (undefined = such keys are not limited). */
+  readonly defaultRateLimit: CompiledLimit | undefined;
+  readonly defaultRateLimitSpec: RateLimitSpec | undefined;
 }
 
 export interface Limits {
@@ -158,6 +164,9 @@ export function loadConfig(env: Env): Config {
   };
   if (limits.headersTimeoutMs > limits.requestTimeoutMs) problems.push('KEYGATE_HEADERS_TIMEOUT_MS: must not exceed KEYGATE_REQUEST_TIMEOUT_MS');
 
+  const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
+  if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off') problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
+
   const configFile = env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE;
   const policy = loadPolicy(configFile, problems);
   // Forward-auth believes the original method and URI from request headers: only a listed proxy may send them.
@@ -182,6 +191,7 @@ export function loadConfig(env: Env): Config {
     secretCipher,
     configFile,
     logLevel,
+    rateLimitHeaders: rawRateLimitHeaders !== 'off',
     policy,
     limits,
   });
@@ -290,6 +300,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   const maxRecvWindowSeconds = seconds('maxRecvWindowSeconds', 60);
   if (defaultRecvWindowSeconds > maxRecvWindowSeconds) found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
 
+  const rateLimit = defaultRateLimitOf(o.defaultRateLimit, file, found);
   problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));
   return {
     routes,
@@ -301,7 +312,14 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     trustedProxyCidrs,
     defaultRecvWindowSeconds,
     maxRecvWindowSeconds,
+    ...rateLimit,
   };
+}
+
+/** `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit. */
+function defaultRateLimitOf(value: unknown, file: string, problems: string[]): Pick<Policy, 'defaultRateLimit' | 'defaultRateLimitSpec'> {
+  const spec = parseRateLimitSpec(value, `${file}: defaultRateLimit`, problems);
+  return { defaultRateLimitSpec: spec, defaultRateLimit: spec && compileRateLimit(spec) };
 }
 
 function deepFreeze<T>(o: T): T {

@@ -8,7 +8,7 @@ import { findRoute, isUnderPrefix } from '../config/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
-import type { Authenticated, Authenticator } from '../pipeline/authenticate.js';
+import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget } from '../pipeline/check-target.js';
@@ -17,6 +17,7 @@ import { forwardHeaders, KEY_ID_HEADER, requestIdOf, type UpstreamHead } from '.
 import { StoreUnavailableError } from '../store/types.js';
 import type { ForwardAuth } from './forward-auth.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
+import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
 
 const API_PREFIX = '/api/v3/';
@@ -176,7 +177,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     }
   }
 
-  function refuse(res: ServerResponse, log: RequestLog, decision: Denial) {
+  function refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited) {
     // A refused request whose body has not all arrived: close rather than read the rest,
     // so nothing after our answer is parsed from it.
     if (!res.req.complete) res.setHeader('connection', 'close');
@@ -185,7 +186,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.reason = decision.reason;
     res.setHeader('x-request-id', log.requestId);
     const status = forwardAuth?.refusing(res, decision.code);
-    renderError(res, decision.code, decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : undefined, status);
+    const extra =
+      decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : 'rate' in decision ? limitedHeaders(decision.rate) : undefined;
+    renderError(res, decision.code, extra, status);
   }
 
   function serveTime(res: ServerResponse, log: RequestLog) {
@@ -201,19 +204,19 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   }
 
   /** Every check passed: forward (proxy mode), or tell the asking proxy (forward-auth: 200, nothing forwarded). */
-  function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean) {
+  function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, responseHeaders?: readonly string[]) {
     if (forwardAuth) {
       log.code = OK;
       return forwardAuth.allow(res, log.keyId, log.requestId);
     }
     if (log.keyId !== undefined) head.headers.push(KEY_ID_HEADER, log.keyId);
-    forward(req, res, log, head, expectContinue);
+    forward(req, res, log, head, expectContinue, responseHeaders);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean) {
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, responseHeaders?: readonly string[]) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
-    (forwarder as Forwarder).forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId }, (outcome: ForwardOutcome) => {
+    (forwarder as Forwarder).forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId, responseHeaders }, (outcome: ForwardOutcome) => {
       log.upstreamMs = round(performance.now() - sent);
       if ('status' in outcome) {
         log.code = OK;
@@ -271,8 +274,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
     log.clientIp = ip;
 
-    const decided = (authn: Authenticated | Denial) => {
-      let decision: Denial | undefined;
+    const decided = (authn: Authenticated | Denial | RateLimited) => {
+      let decision: Denial | RateLimited | undefined;
       if (authn.ok) {
         log.keyId = authn.key.record.id;
         const authz = authorize(authn.key, ip, route, policy.unlistedRoutes);
@@ -285,7 +288,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       if (decision !== undefined) return refuse(res, log, decision);
       // The client went away while we were checking, or an earlier answer closed its connection.
       if (res.destroyed || closing.has(req.socket)) return void res.destroy();
-      pass(req, res, log, head, expectContinue);
+      const rate = (authn as Authenticated).rate;
+      pass(req, res, log, head, expectContinue, rate && config.rateLimitHeaders ? allowedHeaders(rate) : undefined);
     };
     deps.authenticate(raw).then(
       (decision) => {

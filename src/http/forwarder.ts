@@ -31,6 +31,8 @@ export interface ForwardRequest {
   readonly body: BodyFraming;
   /** Added to the response when the upstream sends no X-Request-Id. */
   readonly requestId: string;
+  /** Keygate's own response headers (RateLimit), appended after the upstream's: [name, value, …]. */
+  readonly responseHeaders?: readonly string[] | undefined;
 }
 
 export interface Forwarder {
@@ -92,6 +94,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
       private readonly res: ServerResponse,
       private readonly requestId: string,
       private readonly done: ForwardDone,
+      private readonly extraHeaders: readonly string[] | undefined,
     ) {
       waiting.add(this);
       if (!req.complete) {
@@ -164,6 +167,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
       }
       if (status > 599 || !STATUS_TEXT.test(statusText)) return this.badResponse();
       const head = responseHead(raw, this.requestId);
+      if (this.extraHeaders) head.push(...this.extraHeaders);
       try {
         res.writeHead(status, statusText || undefined, head);
       } catch {
@@ -219,8 +223,8 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
   }
 
   return {
-    forward({ req, res, path, headers, body, requestId }, done) {
-      const exchange = new Exchange(req, res, requestId, done);
+    forward({ req, res, path, headers, body, requestId, responseHeaders }, done) {
+      const exchange = new Exchange(req, res, requestId, done, responseHeaders);
       if (typeof body === 'number') headers.push('content-length', String(body));
       pool.dispatch(
         {

@@ -1,30 +1,50 @@
 import type { Clock } from '../clock.js';
 import { deny, type Denial } from '../errors.js';
 import type { KeyCache, PreparedKey } from '../store/key-cache.js';
+import type { CompiledLimit, RateState } from '../store/rate-limit.js';
 import type { Store } from '../store/types.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
 import { readCredentials } from './read-credentials.js';
 import { verifySignature } from './verify-signature.js';
 
+/** The limit that applied to a request and where the key stands against it (for the RateLimit headers). */
+export interface RateInfo {
+  readonly limit: CompiledLimit;
+  readonly state: RateState;
+}
+
 export interface Authenticated {
   readonly ok: true;
   readonly key: PreparedKey;
+  /** Present when a rate limit applies to the key. */
+  readonly rate: RateInfo | undefined;
 }
 
+/** 429 rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
+export type RateLimited = Denial & { readonly rate: RateInfo };
+
 export interface Authenticator {
-  (rawHeaders: readonly string[]): Promise<Authenticated | Denial>;
+  (rawHeaders: readonly string[]): Promise<Authenticated | Denial | RateLimited>;
+}
+
+export interface AuthenticateOptions extends DecodeOptions {
+  /** The policy's defaultRateLimit, for keys without their own. */
+  readonly defaultRateLimit: CompiledLimit | undefined;
 }
 
 /**
  * Authentication, in order; the first failing step decides:
  *   credentials (40004/40107) → token shape and claims (40106) → time window (40106)
- *   → key exists, active, not expired (10013) → signature (40106) → replay guard (40106).
- * Cheap checks come before crypto and store round trips. The nonce is recorded
- * only once the signature is good, so forged tokens cannot burn nonces.
+ *   → key exists, active, not expired (10013) → signature (40106)
+ *   → rate limit (10429) → replay guard (40106).
+ * Cheap checks come before crypto and store round trips. The last two are one
+ * store call (Store.admit, one Redis round trip), made only once the signature
+ * is good: a forged token neither burns a nonce nor spends a key's allowance,
+ * and a limited token is not burned, so it may be retried once allowed.
  * Store failures throw StoreUnavailableError (→ 503); they never pass.
  */
-export function createAuthenticator(options: DecodeOptions, deps: { keys: KeyCache; store: Store; clock: Clock }): Authenticator {
+export function createAuthenticator(options: AuthenticateOptions, deps: { keys: KeyCache; store: Store; clock: Clock }): Authenticator {
   return async function authenticate(rawHeaders) {
     const credentials = readCredentials(rawHeaders);
     if (!credentials.ok) return credentials;
@@ -42,8 +62,10 @@ export function createAuthenticator(options: DecodeOptions, deps: { keys: KeyCac
     const signature = verifySignature(credentials.token, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
 
-    const first = await deps.store.recordNonce(key.record.apiKey, claims.nonce, timing.nonceTtlMs);
-    if (!first) return deny('replay');
-    return { ok: true, key };
+    const limit = key.rateLimit ?? options.defaultRateLimit;
+    const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, limit);
+    if (admission.outcome === 'replay') return deny('replay');
+    if (admission.outcome === 'limited') return { ...deny('rate_limited'), rate: { limit: limit as CompiledLimit, state: admission.rate } };
+    return { ok: true, key, rate: limit && admission.rate && { limit, state: admission.rate } };
   };
 }

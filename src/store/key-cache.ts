@@ -3,6 +3,7 @@ import type { BlockList } from 'node:net';
 import type { Clock } from '../clock.js';
 import { parseCidrList } from '../config/cidr.js';
 import type { KeyRecord } from './key-record.js';
+import { compileRateLimit, type CompiledLimit } from './rate-limit.js';
 import type { Store } from './types.js';
 
 /** A secret imported once as a node:crypto KeyObject; previous (rotated) secrets carry their deadline. */
@@ -21,6 +22,8 @@ export interface PreparedKey {
   readonly expiresAtMs: number;
   readonly allowList: BlockList | null;
   readonly scopes: ReadonlySet<string>;
+  /** The key's own rate limit, compiled; undefined = the policy default applies. */
+  readonly rateLimit: CompiledLimit | undefined;
 }
 
 export interface KeyCacheOptions {
@@ -69,6 +72,7 @@ export function prepareKey(record: KeyRecord): PreparedKey {
     expiresAtMs: record.expiresAt === undefined ? Infinity : Date.parse(record.expiresAt),
     allowList: record.allowIps.length > 0 ? parseCidrList(record.allowIps, 'allowIps').list : null,
     scopes: new Set(record.scopes),
+    rateLimit: record.rateLimit && compileRateLimit(record.rateLimit),
   };
 }
 

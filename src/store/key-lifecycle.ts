@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { generateKeyMaterial, parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
+import type { RateLimitSpec } from './rate-limit.js';
 
 /**
  * Every change an operator can make to a key, as pure functions of
@@ -12,6 +13,10 @@ export interface KeyChanges {
   label?: string;
   /** ISO date, or null to remove the expiry. */
   expiresAt?: string | null;
+  /** The key's own limit, or null to remove it (the policy's defaultRateLimit then applies). */
+  rateLimit?: RateLimitSpec | null;
+  /** A new burst for the key's current rate (update only; needs a limit). */
+  burst?: number;
 }
 
 type Result = { record: KeyRecord; errors: [] } | { record?: undefined; errors: string[] };
@@ -32,6 +37,7 @@ export function newKey(changes: KeyChanges, nowMs: number): Result {
     label: changes.label,
     createdAt: new Date(nowMs).toISOString(),
     ...(changes.expiresAt && { expiresAt: changes.expiresAt }),
+    ...(changes.rateLimit && { rateLimit: changes.rateLimit }),
   });
 }
 
@@ -42,6 +48,13 @@ export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number)
   if (changes.label !== undefined) o.label = changes.label;
   if (changes.expiresAt === null) delete o.expiresAt;
   else if (changes.expiresAt !== undefined) o.expiresAt = changes.expiresAt;
+  if (changes.rateLimit === null) delete o.rateLimit;
+  else if (changes.rateLimit !== undefined) o.rateLimit = changes.rateLimit;
+  if (changes.burst !== undefined) {
+    const current = o.rateLimit as RateLimitSpec | undefined;
+    if (!current) return { errors: ['key.rateLimit: --burst needs a rate (give --rate-limit, or set one first)'] };
+    o.rateLimit = { rate: current.rate, burst: changes.burst };
+  }
   return revalidate(o);
 }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { parseCidrList } from '../config/cidr.js';
+import { parseRateLimitSpec, type RateLimitSpec } from './rate-limit.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
 export interface KeyRecord {
@@ -15,6 +16,8 @@ export interface KeyRecord {
   readonly revokeReason?: string;
   readonly expiresAt?: string;
   readonly updatedAt?: string;
+  /** This key's own rate limit; without one the policy's defaultRateLimit applies (if any). */
+  readonly rateLimit?: RateLimitSpec;
   /** Secrets replaced by `keys rotate`, still accepted until `validUntil`. */
   readonly previousSecrets?: readonly PreviousSecret[];
 }
@@ -67,6 +70,7 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
   const updatedAt = str('updatedAt', false);
   const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors);
+  const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
   if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
     id, apiKey, secret, scopes, allowIps, state: state as KeyRecord['state'], createdAt,
@@ -75,6 +79,7 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
     ...(revokeReason !== undefined && { revokeReason }),
     ...(expiresAt !== undefined && { expiresAt }),
     ...(updatedAt !== undefined && { updatedAt }),
+    ...(rateLimit !== undefined && { rateLimit }),
     ...(previousSecrets.length > 0 && { previousSecrets }),
   };
   return { record, errors };

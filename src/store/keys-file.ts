@@ -18,6 +18,7 @@ export class KeysFileError extends Error {
  *       scopes: [accounts:read]
  *       allowIps: [10.0.0.0/8]
  *       state: active | revoked
+ *       rateLimit: { rate: 100/s, burst: 200 }   # optional; /s, /m or /h; burst defaults to the count
  * Throws KeysFileError listing every problem.
  */
 export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {

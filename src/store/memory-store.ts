@@ -1,5 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { KeyRecord } from './key-record.js';
+import { oldestKeptDay, utcDay } from './key-usage.js';
+import { gcra } from './rate-limit.js';
 import type { KeyChangeListener, Store } from './types.js';
 
 export interface MemoryStoreOptions {
@@ -9,9 +11,11 @@ export interface MemoryStoreOptions {
 }
 
 /**
- * Embedded store: keys and the replay guard live in this process only.
- * Node runs one callback at a time, so check-and-record of a nonce is atomic
- * within the process; it is NOT shared between processes (see KEYGATE_WORKERS).
+ * Embedded store: keys, the replay guard, rate-limit state and usage live in
+ * this process only (usage is lost on restart). Node runs one callback at a
+ * time, so admit() is atomic within the process; it is NOT shared between
+ * processes (see KEYGATE_WORKERS). Same GCRA as the Redis script, on this
+ * process's clock.
  */
 export interface MemoryStore extends Store {
   /** Swaps the whole key set in one step and tells listeners everything changed. */
@@ -23,6 +27,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const keys = new Map<string, KeyRecord>();
   for (const r of options.keys ?? []) keys.set(r.apiKey, r);
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
+  const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
+  const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
   const listeners = new Set<KeyChangeListener>();
   const emit = (apiKey: string | null) => {
     for (const l of listeners) l(apiKey);
@@ -31,9 +37,26 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const sweep = () => {
     const now = deps.clock.nowMs();
     for (const [k, exp] of nonces) if (exp <= now) nonces.delete(k);
+    // A TAT in the past means "full allowance", the same as none.
+    const nowUs = now * 1_000;
+    for (const [k, tat] of tats) if (tat <= nowUs) tats.delete(k);
   };
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
   timer.unref();
+
+  function countUse(apiKey: string, now: number) {
+    let u = usage.get(apiKey);
+    if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));
+    u.lastUsedAtMs = now;
+    const day = utcDay(now);
+    const n = (u.perDay.get(day) ?? 0) + 1;
+    u.perDay.set(day, n);
+    // The first request of a day drops the days that fell out of the kept range (as the Redis script does).
+    if (n === 1) {
+      const oldest = oldestKeptDay(now);
+      for (const d of u.perDay.keys()) if (d < oldest) u.perDay.delete(d);
+    }
+  }
 
   return {
     kind: 'memory',
@@ -49,16 +72,27 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async deleteKey(apiKey) {
       const existed = keys.delete(apiKey);
+      tats.delete(apiKey);
+      usage.delete(apiKey);
       if (existed) emit(apiKey);
       return existed;
     },
-    async recordNonce(apiKey, nonce, ttlMs) {
+    async admit(apiKey, nonce, ttlMs, limit) {
+      const nowNs = deps.clock.nowNs();
+      const now = Number(nowNs / 1_000_000n);
+      const step = limit && gcra(tats.get(apiKey) ?? 0, Number(nowNs / 1_000n), limit);
+      if (step && !step.allowed) return { outcome: 'limited', rate: step.state };
       const k = `${apiKey}\0${nonce}`;
-      const now = deps.clock.nowMs();
       const exp = nonces.get(k);
-      if (exp !== undefined && exp > now) return false;
+      if (exp !== undefined && exp > now) return { outcome: 'replay' };
       nonces.set(k, now + ttlMs);
-      return true;
+      if (step) tats.set(apiKey, step.tatUs);
+      countUse(apiKey, now);
+      return { outcome: 'admitted', rate: step?.state };
+    },
+    async getUsage(apiKey) {
+      const u = usage.get(apiKey);
+      return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
     },
     onKeyChange(listener) {
       listeners.add(listener);

@@ -1,9 +1,11 @@
 import type { Logger } from 'pino';
 import type { RedisConnection } from '../config/redis-settings.js';
+import { ADMIT_SCRIPT } from './admit-script.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
+import { USAGE_DAYS, type KeyUsage } from './key-usage.js';
 import { parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
 import { openExternal, SecretCipherError, type SecretCipher } from './secret-cipher.js';
-import { StoreUnavailableError, type KeyChangeListener, type Store } from './types.js';
+import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './types.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */
@@ -29,12 +31,15 @@ export interface RedisStoreEvents {
 }
 
 /**
- * Redis layout (every command touches one key, so it also works on Redis Cluster):
- *   {prefix}key:<apiKey>          JSON key record
- *   {prefix}keys                  set of apiKeys (for listing)
- *   {prefix}nonce:<apiKey>:<n>    replay guard entry, SET NX PX
- *   {prefix}key-events            pub/sub channel, message = apiKey or "*"
- *   {prefix}audit                 stream of key changes (who/what/when, never a secret)
+ * Redis layout (every command touches one key, or keys of one hash slot, so it also works on Redis Cluster):
+ *   {prefix}key:<apiKey>              JSON key record
+ *   {prefix}keys                      set of apiKeys (for listing)
+ *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
+ *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
+ *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count   ┘ script (admit-script.ts)
+ *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
+ *   {prefix}audit                     stream of key changes (who/what/when, never a secret)
+ * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (README "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
   options: RedisStoreOptions,
@@ -124,6 +129,10 @@ export function createRedisStore(
   }
 
   const keyOf = (apiKey: string) => `${prefix}key:${apiKey}`;
+  // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
+  const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
+  client.defineCommand('keygateAdmit', { numberOfKeys: 3, lua: ADMIT_SCRIPT });
+  const admitScript = (client as unknown as { keygateAdmit(...args: Array<string | number>): Promise<number[]> }).keygateAdmit.bind(client);
 
   function decode(apiKey: string, raw: string | null): KeyRecord | null {
     if (raw === null) return null;
@@ -176,11 +185,17 @@ export function createRedisStore(
       run(async () => {
         const n = await client.del(keyOf(apiKey));
         await client.srem(`${prefix}keys`, apiKey);
+        await client.del(`${stateOf(apiKey)}tat`, `${stateOf(apiKey)}usage`);
         await client.publish(channel, apiKey);
         return n > 0;
       }),
-    recordNonce: (apiKey, nonce, ttlMs) =>
-      run(() => client.set(`${prefix}nonce:${apiKey}:${nonce}`, '1', 'PX', ttlMs, 'NX').then((ok) => ok === 'OK')),
+    admit: (apiKey, nonce, ttlMs, limit) => {
+      const state = stateOf(apiKey);
+      return run(() =>
+        admitScript(`${state}nonce:${nonce}`, `${state}tat`, `${state}usage`, ttlMs, limit?.intervalUs ?? 0, limit?.burst ?? 0, USAGE_DAYS).then(toAdmission),
+      );
+    },
+    getUsage: (apiKey) => run(async () => toUsage(await client.hgetall(`${stateOf(apiKey)}usage`))),
     appendAudit: (entry) =>
       run(async () => {
         await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
@@ -202,4 +217,18 @@ export function createRedisStore(
       subscriber.disconnect();
     },
   };
+}
+
+function toAdmission(reply: number[]): Admission {
+  const [outcome, remaining = 0, resetUs = 0, retryAfterUs = 0] = reply;
+  if (outcome === 1) return { outcome: 'replay' };
+  if (outcome === 2) return { outcome: 'limited', rate: { remaining, resetUs, retryAfterUs } };
+  return { outcome: 'admitted', rate: reply.length > 1 ? { remaining, resetUs, retryAfterUs: 0 } : undefined };
+}
+
+function toUsage(hash: Record<string, string>): KeyUsage {
+  const { last, ...days } = hash;
+  const perDay: Record<string, number> = {};
+  for (const [day, n] of Object.entries(days)) if (/^\d{4}-\d{2}-\d{2}$/.test(day)) perDay[day] = Number(n);
+  return { lastUsedAtMs: last === undefined ? undefined : Number(last), perDay };
 }

@@ -1,4 +1,6 @@
 import type { KeyRecord } from './key-record.js';
+import type { KeyUsage } from './key-usage.js';
+import type { CompiledLimit, RateState } from './rate-limit.js';
 
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
 export class StoreUnavailableError extends Error {
@@ -18,6 +20,18 @@ export interface AuditEntry {
   readonly detail?: string;
 }
 
+/**
+ * What the store decided for a request whose signature verified:
+ *   admitted — within the key's rate limit and a first use of the nonce (now recorded, usage counted);
+ *   replay   — the nonce was already used (nothing written, no allowance spent);
+ *   limited  — over the rate limit (nothing written: the token is not burned and may be retried).
+ * `rate` is present whenever the key has a limit.
+ */
+export type Admission =
+  | { readonly outcome: 'admitted'; readonly rate: RateState | undefined }
+  | { readonly outcome: 'replay' }
+  | { readonly outcome: 'limited'; readonly rate: RateState };
+
 /** A key change announced to every running instance (`null` = everything may have changed). */
 export type KeyChangeListener = (apiKey: string | null) => void;
 
@@ -31,13 +45,17 @@ export interface Store {
   getKey(apiKey: string): Promise<KeyRecord | null>;
   listKeys(): Promise<KeyRecord[]>;
   putKey(record: KeyRecord): Promise<void>;
-  /** Returns false when no such key existed. */
+  /** Returns false when no such key existed. Also drops the key's rate-limit state and usage. */
   deleteKey(apiKey: string): Promise<boolean>;
   /**
-   * Atomically records `nonce` for `apiKey` for `ttlMs`. Returns true when it
-   * was not already recorded (first use), false for a replay.
+   * The request path's one store call, atomic and (in Redis) one round trip:
+   * rate-limit check (GCRA on the store's clock; skipped when `limit` is
+   * undefined), then the nonce (recorded for `ttlMs` if new), then usage
+   * (lastUsedAt, count for today). See Admission for what each outcome wrote.
    */
-  recordNonce(apiKey: string, nonce: string, ttlMs: number): Promise<boolean>;
+  admit(apiKey: string, nonce: string, ttlMs: number, limit: CompiledLimit | undefined): Promise<Admission>;
+  /** When a key was last admitted and its per-day counts (the last USAGE_DAYS days). */
+  getUsage(apiKey: string): Promise<KeyUsage>;
   /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
   onKeyChange(listener: KeyChangeListener): () => void;
   /** Appends an audit entry where the store keeps them (Redis stream `keygate:audit`); no-op in memory. */
