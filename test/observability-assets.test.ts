@@ -112,9 +112,9 @@ describe('dashboard and alert rules match the real /metrics', () => {
     expect(all).not.toMatch(/keygate_(process|nodejs)_/);
   });
 
-  it('alerts cover 5xx rate, Redis down, replay and signature-failure spikes and p99 auth latency, each with a firing unit test', () => {
+  it('alerts cover 5xx rate, Redis down, replay and signature-failure spikes, overload shedding and p99 auth latency, each with a firing unit test', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual(
-      ['KeygateAuthLatencyHigh', 'KeygateHigh5xxRate', 'KeygateRedisDown', 'KeygateRedisSubscriberDown', 'KeygateReplaySpike', 'KeygateSignatureFailureSpike'].sort(),
+      ['KeygateAuthLatencyHigh', 'KeygateHigh5xxRate', 'KeygateOverloaded', 'KeygateRedisDown', 'KeygateRedisSubscriberDown', 'KeygateReplaySpike', 'KeygateSignatureFailureSpike'].sort(),
     );
     const fired = new Set(ruleTests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)));
     const quiet = new Set(ruleTests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length === 0).map((a) => a.alertname)));
