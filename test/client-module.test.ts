@@ -75,3 +75,21 @@ describe('API clients against a running Keygate', () => {
     expect(stdout).toMatch(/^200 /);
   });
 });
+
+describe('keygate/client subpath', () => {
+  /** Modules a fresh process has loaded after importing the specifier (from the built package, as a user would). */
+  async function loadedBy(specifier: string): Promise<string[]> {
+    const script = `await import(${JSON.stringify(specifier)}); const { createRequire } = await import('node:module'); const req = createRequire(process.cwd() + '/'); console.log(JSON.stringify(Object.keys(req.cache)));`;
+    const { stdout } = await run(process.execPath, ['--input-type=module', '-e', script], { cwd: process.cwd() });
+    return JSON.parse(stdout) as string[];
+  }
+  it('loads nothing of the server: no ioredis, prom-client, pino, undici or yaml', async () => {
+    const { createToken } = await import('keygate/client');
+    expect(typeof createToken).toBe('function');
+    const loaded = await loadedBy('keygate/client');
+    for (const server of ['ioredis', 'prom-client', 'pino', 'undici', 'yaml']) expect(loaded.filter((m) => m.includes(`/node_modules/${server}/`)), server).toEqual([]);
+    // The full entry point does load them (the check can fail).
+    const full = await loadedBy('keygate');
+    expect(full.some((m) => m.includes('/node_modules/ioredis/'))).toBe(true);
+  });
+});
