@@ -32,6 +32,10 @@ describe('CCXT (bigone) through Keygate', () => {
       redisUrl: redis.url,
       keys: [
         makeKey({ apiKey: 'trader', secret: SECRET, scopes: ['accounts:read', 'orders:read', 'trade'] }),
+        // One key per parallel test: nonces are per key, and CCXT's (now - 100 ms, in whole milliseconds)
+        // could meet another test's nonce on the same key.
+        makeKey({ apiKey: 'parallel', secret: SECRET, scopes: ['accounts:read'] }),
+        makeKey({ apiKey: 'burst', secret: SECRET, scopes: ['accounts:read'] }),
         makeKey({ apiKey: 'reader', secret: SECRET, scopes: ['accounts:read'] }),
         makeKey({ apiKey: 'limited', secret: SECRET, scopes: ['accounts:read'], rateLimit: { rate: '1/m', burst: 1 } }),
       ],
@@ -120,17 +124,17 @@ describe('CCXT (bigone) through Keygate', () => {
   });
 
   it('30 parallel signed calls with a strictly increasing nonce: every one passes, each forwarded once with the key', async () => {
-    const exchange = withIncreasingNonce(client('trader', SECRET));
+    const exchange = withIncreasingNonce(client('parallel', SECRET));
     await exchange.loadMarkets();
     upstream.received.length = 0;
     const results = await Promise.allSettled(Array.from({ length: 30 }, () => exchange.fetchBalance()));
     expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
     expect(upstream.received).toHaveLength(30);
-    for (const r of upstream.received) expect([r.url, keyIdsOf(r)]).toEqual(['/api/v3/viewer/accounts', ['id-trader']]);
+    for (const r of upstream.received) expect([r.url, keyIdsOf(r)]).toEqual(['/api/v3/viewer/accounts', ['id-parallel']]);
   });
 
   it('30 parallel signed calls with CCXT\'s own nonce: calls signed in the same millisecond carry the same token, and all but one are refused as replays', async () => {
-    const exchange = client('trader', SECRET);
+    const exchange = client('burst', SECRET);
     await exchange.loadMarkets();
     // Watch the nonces CCXT signs with (its own function, unchanged).
     const own = exchange.nonce.bind(exchange);
