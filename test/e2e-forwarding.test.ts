@@ -152,6 +152,7 @@ public:
   - { method: GET, path: /api/v3/asset_pairs/:name/depth }
   - { method: GET, path: /api/v3/time }
 timeEndpoint: false
+methodOverride: [X-HTTP-Method-Override]
 `),
       },
     });
@@ -198,13 +199,15 @@ timeEndpoint: false
   });
 
   it('anything not listed stays authenticated: other methods, other paths under the same prefix', async () => {
-    for (const [method, path] of [
-      ['POST', '/api/v3/asset_pairs'],
-      ['GET', '/api/v3/asset_pairs/BTC-USDT/trades'],
-      ['GET', '/api/v3/asset_pairs/BTC-USDT/depth/full'],
-      ['GET', PATH],
+    for (const [method, path, override] of [
+      ['POST', '/api/v3/asset_pairs', undefined],
+      ['GET', '/api/v3/asset_pairs/BTC-USDT/trades', undefined],
+      ['GET', '/api/v3/asset_pairs/BTC-USDT/depth/full', undefined],
+      ['GET', PATH, undefined],
+      // An allowed override: the request is public only if both of its methods are; here only GET is.
+      ['POST', '/api/v3/asset_pairs', 'GET'],
     ] as const) {
-      const r = await send(gate.url, path, { method, headers: { 'x-api-key-id': 'key-admin' } });
+      const r = await send(gate.url, path, { method, headers: { 'x-api-key-id': 'key-admin', ...(override && { 'x-http-method-override': override }) } });
       expect([path, r.status, r.json()]).toEqual([path, 401, { code: 40004, message: 'Unauthorized' }]);
     }
     expect(upstream.received).toHaveLength(0);
