@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { makeKey, startKeygate, type RunningKeygate } from './helpers/keygate.js';
 import { bearer, send } from './helpers/http.js';
+import { parseExposition, valueOf } from './helpers/exposition.js';
 import { rawRequest, statusOf } from './helpers/raw-http.js';
 import { token } from './helpers/tokens.js';
 import { startUpstream, type RecordingUpstream } from './helpers/upstream.js';
@@ -128,6 +129,86 @@ public:
     for (const target of ['/api/v3/viewer/../viewer/accounts', '//api/v3/viewer/accounts', '/api/v3/viewer%2Faccounts', 'http://127.0.0.1/api/v3/viewer/accounts', '*']) {
       const reply = await rawRequest(gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`);
       expect(statusOf(reply), target).toBe(400);
+    }
+    expect(upstream.received).toHaveLength(0);
+  });
+});
+
+describe('forwarding: public /api/v3/ routes (opt-in)', () => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  const requestsCounted = async (code: string) => valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), 'keygate_requests_total', { code }) ?? 0;
+  beforeAll(async () => {
+    upstream = await startUpstream();
+    gate = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read'] })],
+      env: {
+        KEYGATE_CONFIG: policyFile(`
+routes:
+  - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }
+public:
+  - { method: GET, path: /api/v3/asset_pairs }
+  - { method: GET, path: /api/v3/asset_pairs/:name/depth }
+  - { method: GET, path: /api/v3/time }
+timeEndpoint: false
+methodOverride: [X-HTTP-Method-Override]
+`),
+      },
+    });
+  });
+  afterAll(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+  beforeEach(() => {
+    upstream.received.length = 0;
+  });
+
+  it('logs the public /api/v3/ routes at warn on start', () => {
+    const warned = gate.logs.map((l) => JSON.parse(l) as { level: number; publicApiRoutes?: string[] }).filter((l) => l.publicApiRoutes);
+    expect(warned).toHaveLength(1);
+    expect(warned[0]!.level).toBe(40);
+    expect(warned[0]!.publicApiRoutes).toEqual(['GET /api/v3/asset_pairs', 'GET /api/v3/asset_pairs/:name/depth', 'GET /api/v3/time']);
+  });
+
+  it('forwards a listed route without verifying anything and without any identity, counted as public', async () => {
+    const before = await requestsCounted('public');
+    const t = token('good', SECRET);
+    const spoofed = { authorization: `Bearer ${t}`, 'X-Api-Key-Id': 'key-admin', x_api_key_id: 'key-admin', 'X-Api-Key-Scopes': 'all', 'x-forwarded-for': '1.2.3.4' };
+    const cases: Array<[string, Record<string, string>]> = [
+      ['/api/v3/asset_pairs', {}],
+      ['/api/v3/asset_pairs?page=2', spoofed],
+      ['/api/v3/asset_pairs/BTC-USDT/depth', spoofed],
+      // The upstream's router reads these as the listed routes (case folded, trailing slash ignored): so does Keygate.
+      ['/API/V3/Asset_Pairs/', spoofed],
+      ['/api/v3/time', {}],
+    ];
+    for (const [path, headers] of cases) expect((await send(gate.url, path, { headers })).status, path).toBe(200);
+    expect(upstream.received.map((r) => r.url)).toEqual(cases.map(([path]) => path));
+    for (const r of upstream.received) {
+      const names = r.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+      expect(names.filter((n) => n === 'authorization' || n.replace(/_/g, '-').startsWith('x-api-key')), r.url).toEqual([]);
+      expect(r.headers['x-forwarded-for'], r.url).toBe('127.0.0.1');
+    }
+    expect((await requestsCounted('public')) - before).toBe(cases.length);
+    // Nothing was verified, so the token carried on the public calls was not spent: it still works where it is needed.
+    const authed = await send(gate.url, PATH, { headers: bearer(t) });
+    expect(authed.status).toBe(200);
+    expect(upstream.received.at(-1)!.headers['x-api-key-id']).toBe('key-good');
+  });
+
+  it('anything not listed stays authenticated: other methods, other paths under the same prefix', async () => {
+    for (const [method, path, override] of [
+      ['POST', '/api/v3/asset_pairs', undefined],
+      ['GET', '/api/v3/asset_pairs/BTC-USDT/trades', undefined],
+      ['GET', '/api/v3/asset_pairs/BTC-USDT/depth/full', undefined],
+      ['GET', PATH, undefined],
+      // An allowed override: the request is public only if both of its methods are; here only GET is.
+      ['POST', '/api/v3/asset_pairs', 'GET'],
+    ] as const) {
+      const r = await send(gate.url, path, { method, headers: { 'x-api-key-id': 'key-admin', ...(override && { 'x-http-method-override': override }) } });
+      expect([path, r.status, r.json()]).toEqual([path, 401, { code: 40004, message: 'Unauthorized' }]);
     }
     expect(upstream.received).toHaveLength(0);
   });

@@ -34,7 +34,7 @@ const OWN_LABELS: Record<string, string[]> = {
 
 /** Every value a Keygate label may take: fixed sets, never request data. */
 const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
-  code: new Set(['ok', 'time', ...ERROR_CODES.map(String)]),
+  code: new Set(['ok', 'public', 'time', ...ERROR_CODES.map(String)]),
   reason: new Set(Object.keys(REASONS)),
   outcome: new Set(LABEL_VALUES.authOutcome),
   status_class: new Set(LABEL_VALUES.upstreamStatusClass),
@@ -91,14 +91,14 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
   });
 
   it('pre-creates one zero series per outcome code and per (code, reason) before any traffic', () => {
-    for (const code of ['ok', 'time', ...ERROR_CODES.map(String)]) expect(valueOf(before, 'keygate_requests_total', { code }), code).toBe(0);
+    for (const code of ['ok', 'public', 'time', ...ERROR_CODES.map(String)]) expect(valueOf(before, 'keygate_requests_total', { code }), code).toBe(0);
     for (const [reason, { code }] of Object.entries(REASONS)) {
       expect(valueOf(before, 'keygate_auth_rejections_total', { code: String(code), reason }), reason).toBe(0);
     }
   });
 
   it('counts every request once in keygate_requests_total{code}, by the code it was answered with', () => {
-    for (const code of ['ok', 'time', ...ERROR_CODES.map(String)]) {
+    for (const code of ['ok', 'public', 'time', ...ERROR_CODES.map(String)]) {
       expect(delta('keygate_requests_total', { code }), `code ${code}`).toBe(mixed.requests[code] ?? 0);
     }
     const sent = Object.values(mixed.requests).reduce((a, b) => a + b, 0);

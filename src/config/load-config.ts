@@ -6,11 +6,16 @@ import { readDataFileWithLines } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';
 import { OVERRIDE_NAMES } from '../pipeline/check-override.js';
-import { compileRouteTable, type RouteTable } from './route-trie.js';
+import { compileRouteTable, overlappingRules, type RouteTable } from './route-trie.js';
 import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
 import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from '../store/rate-limit.js';
+
+/** Every request under this prefix is authenticated, unless the policy lists it in `public`. */
+export const API_PREFIX = '/api/v3/';
+/** Served by Keygate itself (timeEndpoint, on by default), without authentication, so clients can measure their clock drift. */
+export const TIME_PATH = '/api/v3/time';
 
 export const DEFAULT_ROUTES_FILE = fileURLToPath(new URL('../../config/routes.yaml', import.meta.url));
 
@@ -49,6 +54,14 @@ export interface Policy {
   readonly routes: RouteTable;
   /** Paths outside /api/v3/ forwarded without authentication, same matcher. */
   readonly publicRoutes: RouteTable;
+  /**
+   * The `public` entries under /api/v3/ (opt-in, none by default): forwarded without
+   * authentication and without identity. Load refuses any that overlaps `routes` or
+   * names no fixed segment after /api/v3/.
+   */
+  readonly publicApiRoutes: RouteTable;
+  /** Keygate answers GET /api/v3/time itself (default); false sends that path on like any other. */
+  readonly timeEndpoint: boolean;
   /** How paths are compared with patterns (caseSensitiveRoutes, trailingSlash). */
   readonly matching: RouteMatching;
   /** Override headers (lower-case) and `_method` the upstream may honour; any other is refused. */
@@ -254,16 +267,35 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     });
   };
   const routeRules = compileList(o.routes, 'routes');
-  for (const r of routeRules) if (!r.pattern.startsWith('/api/v3/')) found.push(`${file}: ${r.at}.path: route ${r.pattern} must start with /api/v3/`);
+  for (const r of routeRules) if (!r.pattern.startsWith(API_PREFIX)) found.push(`${file}: ${r.at}.path: route ${r.pattern} must start with /api/v3/`);
   const publicRules = compileList(o.public, 'public');
-  for (const r of publicRules) {
-    // Read the way the upstream will: with case-insensitive matching "/API/v3/x" is under /api/v3/ too.
-    if (isUnderPrefix(r.pattern, '/api/v3/', matching) || isUnderPrefix(r.pattern, '/api/v3/', { ...matching, trailingSlash: 'ignore' })) {
-      found.push(`${file}: ${r.at}.path: public route ${r.pattern} may not be under /api/v3/ (every /api/v3/ request is authenticated)`);
+  // Read the way the upstream will: with case-insensitive matching "/API/v3/x" is under /api/v3/ too,
+  // and with the trailing slash ignored so is "/api/v3". Such a route is only ever matched against /api/v3/ paths.
+  const underApi = (r: RouteRule) => isUnderPrefix(r.pattern, API_PREFIX, matching) || isUnderPrefix(r.pattern, API_PREFIX, { ...matching, trailingSlash: 'ignore' });
+  const publicApiRules = publicRules.filter(underApi);
+  for (const r of publicApiRules) {
+    // "/api/v3/*", "/api/v3/:x/*", "/api/v3/:x": every path of that shape, present and future, would be open.
+    if (!r.pattern.split('/').slice(3).some((seg) => seg !== '' && seg !== '*' && !seg.startsWith(':'))) {
+      found.push(`${file}: ${r.at}.path: public route ${r.pattern} names no fixed segment after /api/v3/, so it would open every /api/v3/ path of its shape without authentication; list the public /api/v3/ routes one by one`);
     }
   }
+  const overlap = overlappingRules(publicApiRules, routeRules, matching);
+  for (const [open, closed] of overlap.pairs) {
+    found.push(`${open.where} (public ${showRule(open)}) and ${closed.where.slice(file.length + 2)} (authenticated ${showRule(closed)}) could both match one request: a public /api/v3/ route may not overlap a route in routes`);
+  }
+  if (!overlap.complete) found.push(`${file}: public: too many overlapping :param and * routes to check public /api/v3/ routes against routes; simplify them`);
   const routes = compileRouteTable(routeRules, matching, found);
-  const publicRoutes = compileRouteTable(publicRules, matching, found);
+  const publicRoutes = compileRouteTable(publicRules.filter((r) => !underApi(r)), matching, found);
+  const publicApiRoutes = compileRouteTable(publicApiRules, matching, found);
+
+  const timeEndpoint = o.timeEndpoint ?? true;
+  if (typeof timeEndpoint !== 'boolean') found.push(`${file}: timeEndpoint must be true or false`);
+  else if (timeEndpoint) {
+    // Keygate answers GET /api/v3/time before any route is looked up: a route naming it would never be reached.
+    for (const r of [...routeRules, ...publicApiRules]) {
+      if (namesTimePath(r, matching)) found.push(`${file}: ${r.at}.path: ${showRule(r)} is never reached while Keygate answers GET ${TIME_PATH} itself; set timeEndpoint: false to send that path to the upstream`);
+    }
+  }
 
   const overrides = o.methodOverride ?? [];
   const methodOverride = new Set<string>();
@@ -305,6 +337,8 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   return {
     routes,
     publicRoutes,
+    publicApiRoutes,
+    timeEndpoint: timeEndpoint !== false,
     matching,
     methodOverride,
     unlistedRoutes: unlisted === 'allow' ? 'allow' : 'deny',
@@ -314,6 +348,18 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     maxRecvWindowSeconds,
     ...rateLimit,
   };
+}
+
+/** A GET (or HEAD) route whose pattern is the literal TIME_PATH under the policy's matching. */
+function namesTimePath(r: RouteRule, matching: RouteMatching): boolean {
+  if (r.methods !== '*' && !r.methods.has('GET') && !r.methods.has('HEAD')) return false;
+  let p = matching.caseSensitive ? r.pattern : r.pattern.toLowerCase();
+  if (matching.trailingSlash === 'ignore' && p.endsWith('/')) p = p.slice(0, -1);
+  return p === TIME_PATH;
+}
+
+function showRule(r: RouteRule): string {
+  return `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`;
 }
 
 /** `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit. */

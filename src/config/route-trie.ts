@@ -58,6 +58,10 @@ export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMa
 interface Automaton {
   readonly states: number;
   match(method: string, path: string): RouteRule | undefined;
+  /** Pairs of rule indexes "i,j" (i < j) that accept at least one common path. */
+  readonly overlaps: ReadonlySet<string>;
+  /** False when MAX_STATES stopped the construction: the table, and `overlaps`, are incomplete. */
+  readonly complete: boolean;
 }
 
 /** A policy whose automaton would be larger than this is refused at load (none seen in practice comes close). */
@@ -214,6 +218,8 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
   const lower = !matching.caseSensitive;
   return {
     states: states.size,
+    overlaps,
+    complete: !tooBig,
     match(method: string, path: string): RouteRule | undefined {
       if (path.charCodeAt(0) !== 47 /* / */) return undefined;
       let s: State | undefined = rootState;
@@ -237,6 +243,28 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
       return a && (a.byMethod.get(method) ?? a.any);
     },
   };
+}
+
+/**
+ * Pairs of rules, one from each list, that some request could match both: a
+ * path both patterns accept under `matching` (the folded reading, which accepts
+ * every path the exact one does), with a method both take (HEAD taking a GET
+ * route, as the table does). Built by the same construction as the table, on
+ * the two lists together, so "could match" means exactly what matching does.
+ */
+export function overlappingRules(a: readonly RouteRule[], b: readonly RouteRule[], matching: RouteMatching): { pairs: Array<[RouteRule, RouteRule]>; complete: boolean } {
+  const all = [...a, ...b];
+  // Same-route and listing-order findings are about one list; each list's own table reports them.
+  const automaton = compileAutomaton(all, matching, new Set());
+  const pairs: Array<[RouteRule, RouteRule]> = [];
+  for (const key of automaton.overlaps) {
+    const [i, j] = key.split(',').map(Number) as [number, number];
+    if (i >= a.length || j < a.length) continue;
+    const x = all[i] as RouteRule;
+    const y = all[j] as RouteRule;
+    if (sameMethods(x, y) || (has(x, 'GET') && has(y, 'HEAD')) || (has(y, 'GET') && has(x, 'HEAD'))) pairs.push([x, y]);
+  }
+  return { pairs, complete: automaton.complete };
 }
 
 /** For each method, the first listed route among those accepting here; HEAD falls back to GET (every common router does). */

@@ -3,11 +3,11 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../config/cidr.js';
-import type { Config, Policy } from '../config/load-config.js';
+import { API_PREFIX, TIME_PATH, type Config, type Policy } from '../config/load-config.js';
 import { findRoute, isUnderPrefix } from '../config/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
-import { OK, TIME, statusClass, type Metrics } from '../observe/metrics.js';
+import { OK, PUBLIC, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
@@ -20,9 +20,7 @@ import type { ForwardOutcome, Forwarder } from './forwarder.js';
 import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
 
-const API_PREFIX = '/api/v3/';
-/** Served by Keygate itself, without authentication, so clients can measure their clock drift. */
-export const TIME_PATH = '/api/v3/time';
+export { TIME_PATH };
 /** On every 40106 caused by the nonce window: the server's time in nanoseconds. */
 export const SERVER_TIME_HEADER = 'x-server-time';
 
@@ -48,7 +46,7 @@ interface RequestLog {
   route: string | undefined;
   clientIp: string | undefined;
   keyId?: string;
-  code?: ErrorCode | typeof OK | typeof TIME;
+  code?: ErrorCode | typeof OK | typeof PUBLIC | typeof TIME;
   reason?: Reason;
   status?: number;
   authMs?: number;
@@ -59,8 +57,9 @@ interface RequestLog {
 
 /**
  * The proxy port. Every request walks the same steps:
- *   header count → check target → (outside /api/v3/: public route or 404)
- *   → upstream head (framing, identity headers) → authenticate → authorize → forward.
+ *   header count → check target → public route? (outside /api/v3/: or 404; under it: only the
+ *   policy's opt-ins) → upstream head (framing, identity headers) → [public: forward, no identity]
+ *   → authenticate → authorize → forward.
  * Each step returns a verdict; a refusal is rendered by `refuse`. Anything
  * thrown on the way is caught by one boundary (`internalError`: 500 50000),
  * and the process keeps serving. The outcome is recorded once, in `record`.
@@ -138,10 +137,10 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     bound.requests.get(String(log.code))?.inc();
     if (log.reason !== undefined) bound.rejections[log.reason].inc();
     if (log.upstreamMs !== undefined) {
-      const cls = log.code === OK ? statusClass(log.status ?? 0) : log.reason === 'upstream_timeout' ? 'timeout' : 'error';
+      const cls = log.code === OK || log.code === PUBLIC ? statusClass(log.status ?? 0) : log.reason === 'upstream_timeout' ? 'timeout' : 'error';
       bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
     }
-    requestLogger(log, log.code !== undefined && log.code !== OK && log.code !== TIME && (log.status ?? 0) >= 500);
+    requestLogger(log, log.code !== undefined && log.code !== OK && log.code !== PUBLIC && log.code !== TIME && (log.status ?? 0) >= 500);
   }
 
   function begin(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {
@@ -203,26 +202,29 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     res.end(body);
   }
 
-  /** Every check passed: forward (proxy mode), or tell the asking proxy (forward-auth: 200, nothing forwarded). */
-  function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, responseHeaders?: readonly string[]) {
+  /**
+   * Every check passed: forward (proxy mode), or tell the asking proxy (forward-auth: 200, nothing forwarded).
+   * `outcome`: OK after authentication, PUBLIC on a public route (no key, so no X-Api-Key-Id).
+   */
+  function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, outcome: typeof OK | typeof PUBLIC, responseHeaders?: readonly string[]) {
     if (forwardAuth) {
-      log.code = OK;
+      log.code = outcome;
       return forwardAuth.allow(res, log.keyId, log.requestId);
     }
     if (log.keyId !== undefined) head.headers.push(KEY_ID_HEADER, log.keyId);
-    forward(req, res, log, head, expectContinue, responseHeaders);
+    forward(req, res, log, head, expectContinue, outcome, responseHeaders);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, responseHeaders?: readonly string[]) {
+  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, outcome: typeof OK | typeof PUBLIC, responseHeaders?: readonly string[]) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
-    (forwarder as Forwarder).forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId, responseHeaders }, (outcome: ForwardOutcome) => {
+    (forwarder as Forwarder).forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId, responseHeaders }, (result: ForwardOutcome) => {
       log.upstreamMs = round(performance.now() - sent);
-      if ('status' in outcome) {
-        log.code = OK;
-        log.status = outcome.status;
+      if ('status' in result) {
+        log.code = outcome;
+        log.status = result.status;
       } else {
-        refuse(res, log, deny(outcome.reason));
+        refuse(res, log, deny(result.reason));
       }
     });
   }
@@ -253,23 +255,26 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       return refuse(res, log, target);
     }
     const method = asked.method as string;
-    if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD')) return serveTime(res, log);
+    if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD') && policy.timeEndpoint) return serveTime(res, log);
 
     // Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
     // method overrides): the pattern (never the raw path or query) is logged, also on refusals.
     const methods = checkOverride(method, req.headers, target.query, policy.methodOverride);
     if (!methods.ok) return refuse(res, log, methods);
     const api = isUnderPrefix(target.path, API_PREFIX, policy.matching);
-    const route = findRoute(api ? policy.routes : policy.publicRoutes, methods.methods, target.path);
+    // Public routes first: under /api/v3/ only the operator's opt-ins, which load refused to let overlap `routes`.
+    // A public match for only one of two methods (an override) is not public: it is authenticated below.
+    const open = api && policy.publicApiRoutes.rules.length === 0 ? undefined : findRoute(api ? policy.publicApiRoutes : policy.publicRoutes, methods.methods, target.path);
+    const isPublic = open !== undefined && !open.partial;
+    const route = api && !isPublic ? findRoute(policy.routes, methods.methods, target.path) : open;
     log.route = route?.pattern;
-    // Built before authentication: a request refused here burns no nonce.
+    // Built before authentication: a request refused here burns no nonce. It never carries the client's
+    // Authorization or identity headers, so a public route forwards no identity at all.
     const head = upstreamHead(raw, peer, peerTrusted, log.requestId);
     if (!head.ok) return refuse(res, log, head);
 
-    if (!api) {
-      if (!route || route.partial) return refuse(res, log, deny('no_route'));
-      return pass(req, res, log, head, expectContinue);
-    }
+    if (isPublic) return pass(req, res, log, head, expectContinue, PUBLIC);
+    if (!api) return refuse(res, log, deny('no_route'));
 
     const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
     log.clientIp = ip;
@@ -289,7 +294,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       // The client went away while we were checking, or an earlier answer closed its connection.
       if (res.destroyed || closing.has(req.socket)) return void res.destroy();
       const rate = (authn as Authenticated).rate;
-      pass(req, res, log, head, expectContinue, rate && config.rateLimitHeaders ? allowedHeaders(rate) : undefined);
+      pass(req, res, log, head, expectContinue, OK, rate && config.rateLimitHeaders ? allowedHeaders(rate) : undefined);
     };
     deps.authenticate(raw).then(
       (decision) => {

@@ -6,6 +6,10 @@ import { packageVersion } from './package-version.js';
 export const OK = 'ok';
 /** Outcome label for GET /api/v3/time, answered by Keygate itself. */
 export const TIME = 'time';
+/** Outcome label for a request on a route in the policy's `public` list: forwarded without authentication. */
+export const PUBLIC = 'public';
+/** The outcome labels that are not error codes. */
+export const OUTCOMES = [OK, PUBLIC, TIME] as const;
 
 export interface Metrics {
   readonly registry: Registry;
@@ -38,7 +42,7 @@ export interface InFlight {
 }
 
 export interface BoundMetrics {
-  /** keygate_requests_total by outcome code ("ok", "time" or an error code). */
+  /** keygate_requests_total by outcome code ("ok", "public", "time" or an error code). */
   readonly requests: ReadonlyMap<string, Incrementable>;
   readonly rejections: Readonly<Record<Reason, Incrementable>>;
   readonly authSeconds: Readonly<Record<(typeof LABEL_VALUES.authOutcome)[number], Observable>>;
@@ -72,7 +76,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const requests = new Counter({
     name: 'keygate_requests_total',
-    help: 'Requests by outcome code: "ok" for forwarded, otherwise the error code answered',
+    help: 'Requests by outcome code: "ok" for forwarded after authentication, "public" for forwarded on a public route, "time" for GET /api/v3/time, otherwise the error code answered',
     labelNames: ['code'],
     registers: [registry],
   });
@@ -83,8 +87,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     registers: [registry],
   });
   // Pre-create the series so dashboards and rate() see zeros, not gaps.
-  requests.inc({ code: OK }, 0);
-  requests.inc({ code: TIME }, 0);
+  for (const code of OUTCOMES) requests.inc({ code }, 0);
   for (const code of ERROR_CODES) requests.inc({ code: String(code) }, 0);
   for (const [reason, { code }] of Object.entries(REASONS)) rejections.inc({ code: String(code), reason }, 0);
   const authSeconds = new Histogram({
@@ -118,7 +121,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     },
   });
   const bound: BoundMetrics = {
-    requests: new Map([OK, TIME, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
+    requests: new Map([...OUTCOMES, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
     rejections: Object.fromEntries(
       Object.entries(REASONS).map(([reason, { code }]) => [reason, rejections.labels({ code: String(code), reason })]),
     ) as Record<Reason, Incrementable>,

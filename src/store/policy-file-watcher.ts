@@ -17,6 +17,7 @@ export interface PolicySource {
 
 export function createPolicySource(options: { file: string; initial: Policy; debounceMs?: number }, deps: { logger: Logger }): PolicySource {
   let current = options.initial;
+  warnPublicApiRoutes(current, deps.logger);
   const reloader = createFileReloader(
     { file: options.file, what: 'policy file', kept: 'policy', ...(options.debounceMs !== undefined && { debounceMs: options.debounceMs }) },
     {
@@ -29,9 +30,18 @@ export function createPolicySource(options: { file: string; initial: Policy; deb
       },
       apply: (policy) => {
         current = policy;
+        warnPublicApiRoutes(policy, deps.logger);
       },
-      describe: (p) => ({ routes: p.routes.rules.length, publicRoutes: p.publicRoutes.rules.length, unlistedRoutes: p.unlistedRoutes }),
+      describe: (p) => ({ routes: p.routes.rules.length, publicRoutes: p.publicRoutes.rules.length + p.publicApiRoutes.rules.length, unlistedRoutes: p.unlistedRoutes }),
     },
   );
   return { policy: () => current, reload: (cause) => reloader.reload(cause), close: () => reloader.close() };
+}
+
+/** Every /api/v3/ route anyone may call without a key: said loudly, on start and on every reload that keeps some. */
+function warnPublicApiRoutes(policy: Policy, logger: Logger): void {
+  const rules = policy.publicApiRoutes.rules;
+  if (rules.length === 0) return;
+  const routes = rules.map((r) => `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`);
+  logger.warn({ publicApiRoutes: routes }, `${routes.length} /api/v3/ route(s) are public: forwarded without authentication and without identity`);
 }

@@ -78,7 +78,7 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
     { status: 200, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS}?page=2`, { headers: bearer(t('good')) })).status },
     { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('good')) })).status },
     { status: 404, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS}?missing=1`, { headers: bearer(t('good')) })).status },
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, '/status')).status },
+    { status: 200, code: 'public', run: async () => (await send(gate.url, '/status')).status },
     { status: 401, code: '40106', reason: 'replay', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(first) })).status },
     { status: 401, code: '40106', reason: 'bad_signature', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('good', 'wrong-secret-0123456789abcdef')) })).status },
     { status: 401, code: '40106', reason: 'malformed', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer('x.y.z') })).status },
