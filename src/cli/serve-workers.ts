@@ -62,6 +62,15 @@ async function runWorker(config: Config, logger: Logger): Promise<number> {
       keygate.proxy.once('error', reject);
       keygate.proxy.listen(config.port, config.host, () => resolve((keygate.proxy.address() as AddressInfo).port));
     });
+    // Every worker serves the management port too (the cluster shares it): any worker can answer a call.
+    const { management } = keygate;
+    if (management && config.management) {
+      const at = config.management;
+      await new Promise<void>((resolve, reject) => {
+        management.once('error', reject);
+        management.listen(at.port, at.host, () => resolve());
+      });
+    }
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'worker cannot listen');
     await keygate.close().catch(() => {});

@@ -134,6 +134,10 @@ export interface KeyOperations {
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
   usage(apiKey: string): Promise<Done<{ record: KeyRecord; usage: KeyUsage }>>;
+  /** The record parser's problems with a create, writing nothing (to list every problem of a request at once). */
+  check(input: NewKeyInput): readonly string[];
+  /** The same for an update of `record`. */
+  checkUpdate(record: KeyRecord, changes: KeyChanges): readonly string[];
   /** Writes a record as it is (import, reencrypt), published and audited like every other change. */
   save(record: KeyRecord, action: string, actor: string, detail?: string): Promise<void>;
 }
@@ -167,6 +171,8 @@ export function createKeyOperations(deps: { store: Store; now: () => number; aud
   return {
     get: load,
     save,
+    check: (input) => newKey(input, now()).errors,
+    checkUpdate: (record, changes) => updateKey(record, changes, now()).errors,
     async list(filter) {
       const t = now();
       return (await store.listKeys())
