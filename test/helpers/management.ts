@@ -83,7 +83,7 @@ export function createOpenApiCheck(): { check(method: string, path: string, repl
 }
 
 export interface ManagementClient {
-  call(method: string, path: string, options?: { token?: string | null; json?: unknown; body?: string; headers?: Record<string, string> }): Promise<Reply>;
+  call(method: string, path: string, options?: { token?: string | null; json?: unknown; body?: string; headers?: Record<string, string | string[]> }): Promise<Reply>;
 }
 
 /** A client whose every answer is checked against the OpenAPI document. */
@@ -91,7 +91,7 @@ export function managementClient(base: string, defaultToken: string, openapi = c
   return {
     async call(method, path, options = {}) {
       const token = options.token === undefined ? defaultToken : options.token;
-      const headers: Record<string, string> = { ...(token !== null && { authorization: `Bearer ${token}` }), ...options.headers };
+      const headers: Record<string, string | string[]> = { ...(token !== null && { authorization: `Bearer ${token}` }), ...options.headers };
       let body = options.body;
       if (options.json !== undefined) {
         body = JSON.stringify(options.json);
