@@ -43,6 +43,8 @@ export interface Keygate {
   reloadKeys(): boolean;
   /** Re-reads the policy file (KEYGATE_CONFIG; SIGHUP does this too). Returns false if the file was rejected. */
   reloadPolicy(): boolean;
+  /** Re-reads KEYGATE_MANAGEMENT_TOKENS_FILE (SIGHUP does this too); false if rejected or not configured. */
+  reloadManagementTokens(): boolean;
   /** Binds the ports; resolves with the actual ports (0 in config = any free port). */
   listen(): Promise<{ port: number; adminPort: number; managementPort?: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
@@ -181,6 +183,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     ready,
     reloadKeys: () => watcher?.reload('reload requested') ?? false,
     reloadPolicy: () => policy.reload('reload requested'),
+    reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);

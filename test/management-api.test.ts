@@ -236,8 +236,10 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
       const good = readFileSync(tokens.file, 'utf8');
       writeFileSync(tokens.file, 'tokens: [{ name: x, sha256: nothex, access: admin }]\n');
       await new Promise((r) => setTimeout(r, 400));
+      expect(a.keygate.reloadManagementTokens()).toBe(false);
       expect((await reader.call('GET', '/v1/keys')).status).toBe(200);
       writeFileSync(tokens.file, good);
+      expect(a.keygate.reloadManagementTokens()).toBe(true);
     });
   });
 

@@ -91,6 +91,7 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     process.on('SIGINT', onInt);
     process.on('SIGHUP', () => {
       keygate.reloadPolicy();
+      if (config.management) keygate.reloadManagementTokens();
       if (config.keysFile && !config.redis) keygate.reloadKeys();
       else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
     });

@@ -39,8 +39,11 @@ function firstSignal(onEach?: (signal: string) => void): Promise<string> {
 
 async function runWorker(config: Config, logger: Logger): Promise<number> {
   const keygate = createKeygate(config, { logger });
-  // Workers always use Redis, so SIGHUP (forwarded by the primary) has only the policy file to reload.
-  process.on('SIGHUP', () => keygate.reloadPolicy());
+  // Workers always use Redis, so SIGHUP (forwarded by the primary) reloads the policy file (and the management tokens file).
+  process.on('SIGHUP', () => {
+    keygate.reloadPolicy();
+    if (config.management) keygate.reloadManagementTokens();
+  });
   new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
   AggregatorRegistry.setRegistries([keygate.metrics.registry]);
   process.on('message', (m: unknown) => {
