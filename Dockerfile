@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # Keygate image: compiled in a build stage with dev dependencies, production
 # dependencies installed in a second stage, and a shell-less runtime stage that
-# holds node_modules, dist/, bin/ and the shipped config only.
+# holds node_modules, dist/, bin/, the shipped config and the console's static files only.
 #
 # Base images, pinned by digest so a rebuild gets the same bytes. The tag before
 # each "@" says what the digest is; Docker ignores the tag when a digest is given.
@@ -43,6 +43,7 @@ COPY --from=deps /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY bin ./bin
 COPY config ./config
+COPY console ./console
 COPY examples/demo-keys.yaml ./examples/demo-keys.yaml
 # "keygate" on PATH, so `docker compose exec keygate keygate keys create` works.
 COPY --from=deps /links/ /

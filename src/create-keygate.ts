@@ -7,6 +7,10 @@ import { createAdminServer } from './http/admin-server.js';
 import { createForwardAuth } from './http/forward-auth.js';
 import { createForwarder } from './http/forwarder.js';
 import { createGateway } from './http/create-gateway.js';
+import { createManagementServer } from './http/management-server.js';
+import { loadManagementTokens, type ManagementToken } from './config/management-tokens.js';
+import { createFileReloader, type FileReloader } from './store/file-watcher.js';
+import { createKeyOperations } from './store/key-lifecycle.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createReadiness } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
@@ -29,6 +33,8 @@ export interface KeygateDeps {
 export interface Keygate {
   readonly proxy: Server;
   readonly admin: Server;
+  /** The management API and console (KEYGATE_MANAGEMENT_PORT); undefined when not configured. */
+  readonly management: Server | undefined;
   readonly store: Store;
   readonly metrics: Metrics;
   /** What /readyz answers: undefined when ready, otherwise the reason (store_unavailable, no_keys, shutting_down). */
@@ -37,8 +43,10 @@ export interface Keygate {
   reloadKeys(): boolean;
   /** Re-reads the policy file (KEYGATE_CONFIG; SIGHUP does this too). Returns false if the file was rejected. */
   reloadPolicy(): boolean;
-  /** Binds both ports; resolves with the actual ports (0 in config = any free port). */
-  listen(): Promise<{ port: number; adminPort: number }>;
+  /** Re-reads KEYGATE_MANAGEMENT_TOKENS_FILE (SIGHUP does this too); false if rejected or not configured. */
+  reloadManagementTokens(): boolean;
+  /** Binds the ports; resolves with the actual ports (0 in config = any free port). */
+  listen(): Promise<{ port: number; adminPort: number; managementPort?: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
   close(): Promise<void>;
 }
@@ -133,10 +141,27 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
   const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
+  const management = config.management && createManagement(config.management.tokensFile);
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');
   });
+
+  /**
+   * The management listener shares nothing with the proxy's request path but the store: a
+   * change made here is published like one from `keygate keys` (same operations, same audit).
+   */
+  function createManagement(tokensFile: string): { server: Server; tokens: FileReloader } {
+    let tokens: readonly ManagementToken[] = loadManagementTokens(tokensFile);
+    const reloader = createFileReloader(
+      { file: tokensFile, what: 'management tokens file', kept: 'tokens' },
+      { logger, load: loadManagementTokens, apply: (t) => (tokens = t), describe: (t) => ({ tokens: t.length }) },
+    );
+    const now = () => clock.nowMs();
+    const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
+    const server = createManagementServer({ limits: config.limits }, { ops, store, tokens: () => tokens, logger, now });
+    return { server, tokens: reloader };
+  }
 
   const listenOn = (server: Server, port: number, host: string) =>
     new Promise<number>((resolve, reject) => {
@@ -152,15 +177,19 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   return {
     proxy,
     admin,
+    management: management?.server,
     store,
     metrics,
     ready,
     reloadKeys: () => watcher?.reload('reload requested') ?? false,
     reloadPolicy: () => policy.reload('reload requested'),
+    reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
-      return { port, adminPort };
+      if (!management || !config.management) return { port, adminPort };
+      const managementPort = await listenOn(management.server, config.management.port, config.management.host);
+      return { port, adminPort, managementPort };
     },
     async close() {
       closing = true;
@@ -180,6 +209,11 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       proxy.closeAllConnections();
       admin.closeAllConnections();
       await new Promise<void>((resolve) => admin.close(() => resolve()));
+      if (management) {
+        management.server.closeAllConnections();
+        await new Promise<void>((resolve) => management.server.close(() => resolve()));
+        management.tokens.close();
+      }
       await forwarder?.close();
       watcher?.close();
       policy.close();

@@ -113,3 +113,25 @@ export interface ErrorBody {
 export function errorBody(code: ErrorCode): ErrorBody {
   return { code, message: ERRORS[code].message };
 }
+
+/**
+ * The management API's answers (its own listener; not the signing contract's codes).
+ * Bodies are `{ "error": <name>, "message": <text>, "problems"?: [...] }`, described in
+ * config/management-openapi.json; the `error` name is what clients branch on.
+ */
+export const MANAGEMENT_ERRORS = Object.freeze({
+  unauthorized: { status: 401, message: 'a management token is required: Authorization: Bearer <token>' },
+  read_only_token: { status: 403, message: 'this token has read access only' },
+  not_found: { status: 404, message: 'no such key' },
+  no_route: { status: 404, message: 'no such route' },
+  method_not_allowed: { status: 405, message: 'method not allowed on this route' },
+  invalid_request: { status: 400, message: 'the request is invalid; nothing was changed (see problems)' },
+  not_json: { status: 415, message: 'the body must be JSON (Content-Type: application/json)' },
+  body_too_large: { status: 413, message: 'the body is larger than 64 KiB' },
+  conflict: { status: 409, message: "the key's state does not allow this change" },
+  writes_need_redis: { status: 409, message: 'writes need Redis: with the embedded store the keys file (KEYGATE_KEYS_FILE) is the source of keys' },
+  store_unavailable: { status: 503, message: 'the key store did not answer; nothing was changed, or retry with the same Idempotency-Key' },
+  internal_error: { status: 500, message: 'internal error' },
+} as const);
+
+export type ManagementError = keyof typeof MANAGEMENT_ERRORS;

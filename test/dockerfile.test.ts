@@ -108,7 +108,7 @@ describe('Dockerfile', () => {
     for (const f of filesUnder('src').filter((f) => f.endsWith('.ts'))) {
       for (const m of read(f).matchAll(/new URL\('\.\.\/\.\.\/([^']+)', import\.meta\.url\)/g)) loaded.add(m[1]!);
     }
-    expect([...loaded].sort()).toEqual(['config/routes.yaml', 'config/schema/keys.schema.json', 'config/schema/policy.schema.json', 'examples/demo-keys.yaml', 'package.json']);
+    expect([...loaded].sort()).toEqual(['config/management-openapi.json', 'config/routes.yaml', 'config/schema/keys.schema.json', 'config/schema/management-tokens.schema.json', 'config/schema/policy.schema.json', 'console/index.html', 'examples/demo-keys.yaml', 'package.json']);
     const shipped = all(runtime, 'COPY')
       .map((i) => copyArgs(i.args))
       .filter((c) => !c.flags.has('from'))

@@ -117,6 +117,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
   const KEYS = [
     makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' }),
     makeKey({ apiKey: 'office', secret: SECRET, id: 'key-office', allowIps: ['203.0.113.0/24'] }),
+    makeKey({ apiKey: 'owned', secret: SECRET, id: 'key-owned', owner: 'acct_42' }),
   ];
 
   beforeAll(async () => {
@@ -192,10 +193,18 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     expect([del.status, del.body]).toEqual([403, seedBody(10403)]);
   });
 
-  it('public routes are allowed with an empty X-Api-Key-Id, so a proxy overwrites any client copy', async () => {
-    const r = await envoyCheck({ method: 'GET', path: '/public/logo', headers: {} });
+  it('public routes are allowed with an empty X-Api-Key-Id and X-Api-Key-Owner, so a proxy overwrites any client copy', async () => {
+    const r = await envoyCheck({ method: 'GET', path: '/public/logo', headers: { 'x-api-key-owner': 'forged' } });
     expect(r.status).toBe(200);
-    expect(r.headers['x-api-key-id']).toBe('');
+    expect([r.headers['x-api-key-id'], r.headers['x-api-key-owner']]).toEqual(['', '']);
+  });
+
+  it.each([
+    ['a key with an owner', 'owned', 'key-owned', 'acct_42'],
+    ['a key without one (empty, so a client copy is overwritten)', 'good', 'key-good', ''],
+  ])('X-Api-Key-Owner beside X-Api-Key-Id: %s', async (_name, sub, id, owner) => {
+    const r = await traefikCheck({ method: 'GET', uri: PATH, headers: { Authorization: `Bearer ${token(sub, SECRET)}`, 'X-Api-Key-Owner': 'forged' } });
+    expect([r.status, r.headers['x-api-key-id'], r.headers['x-api-key-owner']]).toEqual([200, id, owner]);
   });
 
   it('a check from an untrusted peer claiming another URI is refused (403 40300) and burns no nonce', async () => {
@@ -247,6 +256,8 @@ describe('shipped forward-auth snippets', () => {
       'auth_request /_keygate/check;',
       'auth_request_set $keygate_key_id $upstream_http_x_api_key_id;',
       'proxy_set_header X-Api-Key-Id $keygate_key_id;',
+      'auth_request_set $keygate_key_owner $upstream_http_x_api_key_owner;',
+      'proxy_set_header X-Api-Key-Owner $keygate_key_owner;',
       'proxy_set_header X-Original-URI $request_uri;',
       'proxy_set_header X-Original-Method $request_method;',
       'proxy_set_header X-Keygate-Refusal-Status 401;',
@@ -262,7 +273,7 @@ describe('shipped forward-auth snippets', () => {
     expect(fa.trustForwardHeader).toBe(false);
     expect(fa.authRequestHeaders).toContain('Authorization');
     expect(fa.authRequestHeaders.map((h) => h.toLowerCase())).not.toContain('x-original-uri');
-    expect(fa.authResponseHeaders).toContain('X-Api-Key-Id');
+    expect(fa.authResponseHeaders).toEqual(expect.arrayContaining(['X-Api-Key-Id', 'X-Api-Key-Owner']));
     for (const router of Object.values(traefik.http.routers)) expect(router.middlewares).toContain('keygate');
   });
 
@@ -272,7 +283,7 @@ describe('shipped forward-auth snippets', () => {
     expect(extAuthz['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz');
     expect(extAuthz.failure_mode_allow).toBe(false);
     expect(ENVOY_PREFIX).toMatch(/^\/[a-z-]+$/);
-    expect(extAuthz.http_service.authorization_response.allowed_upstream_headers.patterns).toContainEqual({ exact: 'x-api-key-id' });
+    expect(extAuthz.http_service.authorization_response.allowed_upstream_headers.patterns).toEqual(expect.arrayContaining([{ exact: 'x-api-key-id' }, { exact: 'x-api-key-owner' }]));
     expect(extAuthz.allowed_headers.patterns).toContainEqual({ exact: 'x-forwarded-for' });
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const clusters = (envoy as any).static_resources.clusters.map((c: { name: string }) => c.name);
@@ -300,6 +311,6 @@ describe('shipped forward-auth snippets', () => {
     expect(container.ports.find((p) => p.name === service.spec.ports[0]!.targetPort)!.containerPort).toBe(config.port);
     // auth-method makes ingress-nginx send X-Original-URI, which Keygate reads.
     expect(annotations['nginx.ingress.kubernetes.io/auth-method']).toBe('GET');
-    expect(annotations['nginx.ingress.kubernetes.io/auth-response-headers']!.split(',').map((h) => h.trim())).toContain('X-Api-Key-Id');
+    expect(annotations['nginx.ingress.kubernetes.io/auth-response-headers']!.split(',').map((h) => h.trim())).toEqual(expect.arrayContaining(['X-Api-Key-Id', 'X-Api-Key-Owner']));
   });
 });

@@ -15,6 +15,27 @@ describe('key lifecycle', () => {
     expect(keyStatus(record!, T0 + 1000)).toBe('expired');
   });
 
+  it.each([
+    ['acct_42', undefined],
+    ['a'.repeat(255), undefined],
+    ['org.example-1', undefined],
+    ['', 'key.owner: must be a non-empty string'],
+    ['a'.repeat(256), 'key.owner: only A-Z a-z 0-9 _ . - allowed, 1 to 255 chars'],
+    ['acct 42', 'key.owner: only A-Z a-z 0-9 _ . - allowed, 1 to 255 chars'],
+    ['acct\r\nX-Api-Key-Id: forged', 'key.owner: only A-Z a-z 0-9 _ . - allowed, 1 to 255 chars'],
+  ])('owner %j: set at creation, kept by every later change', (owner, problem) => {
+    const { record, errors } = newKey({ owner, scopes: ['a'] }, T0);
+    if (problem) {
+      expect([record, errors]).toEqual([undefined, [problem]]);
+      return;
+    }
+    expect(record!.owner).toBe(owner);
+    expect(updateKey(record!, { scopes: ['b'], label: 'l' }, T0).record!.owner).toBe(owner);
+    expect(rotateKey(record!, 1000, T0).record.owner).toBe(owner);
+    expect(revokeKey(record!, 'r', T0).owner).toBe(owner);
+    expect(publicView(record!, T0).owner).toBe(owner);
+  });
+
   it('rejects invalid changes with every problem', () => {
     const r = makeKey({ apiKey: 'a' });
     expect(updateKey(r, { scopes: ['bad scope'], allowIps: ['1.2.3.4/40'] }, T0).errors).toHaveLength(2);

@@ -44,7 +44,7 @@ describe('published JSON Schemas (config/schema/*.json)', () => {
     const pkg = JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { files: string[]; dependencies: Record<string, string> };
     expect(pkg.files).toContain('config');
     expect(pkg.dependencies.ajv, 'ajv validates at load, so it is a runtime dependency').toBeDefined();
-    expect(readdirSync(join(repoRoot, 'config/schema')).sort()).toEqual(['keys.schema.json', 'policy.schema.json']);
+    expect(readdirSync(join(repoRoot, 'config/schema')).sort()).toEqual(['keys.schema.json', 'management-tokens.schema.json', 'policy.schema.json']);
     expect(declaredSchema(join(repoRoot, 'config/routes.yaml'))).toBe(SCHEMA_FILES.policy);
     expect(declaredSchema(join(repoRoot, 'examples/demo-keys.yaml'))).toBe(SCHEMA_FILES.keys);
   });

@@ -112,6 +112,16 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await nonceOnly(store, 'k', '1', 150)).outcome).toBe('admitted');
   });
 
+  it('claimOnce: of 20 concurrent claims from two instances exactly one wins, the rest read its value; free again after the TTL', async () => {
+    const { store, peer, advance } = await h.open();
+    const got = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? store : peer).claimOnce('idempotency:x', `v${i}`, 150)));
+    const winners = got.map((g, i) => (g === null ? `v${i}` : undefined)).filter((v) => v !== undefined);
+    expect(winners).toHaveLength(1);
+    expect(got.filter((g) => g !== null && g !== winners[0])).toEqual([]);
+    await advance(400);
+    expect(await peer.claimOnce('idempotency:x', 'later', 150)).toBeNull();
+  });
+
   // 5/s burst 10: T = 200 ms, a whole burst back in 2 s. Generous margins: the Redis harness runs on real time.
   const TEN = compileRateLimit({ rate: '5/s', burst: 10 });
 

@@ -1,7 +1,7 @@
-import { keyStatus, publicView, type KeyRecord } from '../store/key-record.js';
+import { publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
 import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
 import { describeRateLimit } from '../store/rate-limit.js';
-import { newKey, parseDuration, revokeKey, rotateKey, updateKey, type KeyChanges } from '../store/key-lifecycle.js';
+import { createKeyOperations, parseDuration, type KeyChanges, type Refusal } from '../store/key-lifecycle.js';
 import type { AuditEntry, Store } from '../store/types.js';
 import { exportKeys, importKeys, reencryptKeys } from './keys-transfer.js';
 
@@ -34,6 +34,7 @@ export type KeyActionValues = {
   burst?: string;
   sort?: string;
   days?: string;
+  owner?: string;
 };
 
 const list = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s.length > 0));
@@ -82,15 +83,15 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
     err.write(`keygate keys ${action}: ${message}\n`);
     return code;
   };
-  const save = async (record: KeyRecord, what: string, detail?: string) => {
-    await store.putKey(record);
-    const entry: AuditEntry = { at: new Date(ctx.now()).toISOString(), actor: ctx.actor, action: what, apiKey: record.apiKey, id: record.id, ...(detail && { detail }) };
-    ctx.audit(entry);
-    await store.appendAudit(entry);
-  };
+  // The same operations the management API calls: one validation, one audit, one publish.
+  const ops = createKeyOperations({ store, now: ctx.now, audit: ctx.audit });
+  const save = (record: KeyRecord, what: string, detail?: string) => ops.save(record, what, ctx.actor, detail);
+  const refused = (r: Refusal) =>
+    r.refused === 'not_found' ? fail(`no key ${JSON.stringify(apiKey)}`, 1) : r.refused === 'invalid' ? fail(`\n  - ${r.problems.join('\n  - ')}`) : fail(r.message, 1);
   const load = async (): Promise<KeyRecord | number> => {
     if (!apiKey) return fail('an <apiKey> argument is required');
-    return (await store.getKey(apiKey)) ?? fail(`no key ${JSON.stringify(apiKey)}`, 1);
+    const r = await ops.get(apiKey);
+    return r.ok ? r.value : refused(r);
   };
 
   switch (action) {
@@ -98,24 +99,24 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
       const changes = changesFrom(v, ctx.now());
       if (typeof changes === 'string') return fail(changes);
       if (changes.burst !== undefined) return fail('--burst needs --rate-limit');
-      const { record, errors } = newKey(changes, ctx.now());
-      if (!record) return fail(`\n  - ${errors.join('\n  - ')}`);
-      await save(record, 'create');
-      const shown = { apiKey: record.apiKey, apiSecret: record.secret, id: record.id, scopes: record.scopes, allowIps: record.allowIps, ...(record.label && { label: record.label }), ...(record.expiresAt && { expiresAt: record.expiresAt }), ...(record.rateLimit && { rateLimit: record.rateLimit }) };
+      const made = await ops.create({ ...changes, ...(v.owner !== undefined && { owner: v.owner }) }, ctx.actor);
+      if (!made.ok) return refused(made);
+      const { record } = made.value;
+      const shown = { apiKey: record.apiKey, apiSecret: record.secret, id: record.id, ...(record.owner && { owner: record.owner }), scopes: record.scopes, allowIps: record.allowIps, ...(record.label && { label: record.label }), ...(record.expiresAt && { expiresAt: record.expiresAt }), ...(record.rateLimit && { rateLimit: record.rateLimit }) };
       if (v.json) print(shown);
-      else out.write(`Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\n  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\nThe secret is shown only now; store it safely.\n`);
+      else out.write(`Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n${record.owner ? `  owner:     ${record.owner}\n` : ''}  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\n  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\nThe secret is shown only now; store it safely.\n`);
       return 0;
     }
     case 'list': {
       if (v.state && !['active', 'revoked', 'expired'].includes(v.state)) return fail('--state must be active, revoked or expired');
       if (v.sort !== undefined && v.sort !== 'last-used') return fail('--sort: only "last-used" (least recently used first, never used at the top)');
       const now = ctx.now();
-      const keys = (await store.listKeys()).filter((r) => !v.state || keyStatus(r, now) === v.state);
+      const keys = await ops.list({ ...(v.owner !== undefined && { owner: v.owner }), ...(v.state && { state: v.state as KeyStatus }) });
       const lastUsed = await Promise.all(keys.map(async (r) => (await store.getUsage(r.apiKey)).lastUsedAtMs));
       const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: isoOrNull(lastUsed[i]) }));
       if (v.sort === 'last-used') rows.sort((x, y) => (x.lastUsedAt ?? '').localeCompare(y.lastUsedAt ?? ''));
       if (v.json) print(rows);
-      else out.write(table(rows.map((r) => [r.apiKey, r.id, r.status, r.scopes.join(',') || '-', r.allowIps.join(',') || '-', describeRateLimit(r.rateLimit).replace('none', '-'), r.lastUsedAt ?? 'never', r.expiresAt ?? '-', r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-', r.label ?? ''])));
+      else out.write(table(rows.map((r) => [r.apiKey, r.id, r.status, r.scopes.join(',') || '-', r.allowIps.join(',') || '-', describeRateLimit(r.rateLimit).replace('none', '-'), r.lastUsedAt ?? 'never', r.expiresAt ?? '-', r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-', r.owner ?? '-', r.label ?? ''])));
       return 0;
     }
     case 'show': {
@@ -143,21 +144,19 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
       const changes = changesFrom(v, ctx.now());
       if (typeof changes === 'string') return fail(changes);
       if (Object.keys(changes).length === 0) return fail('nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit or --burst)');
-      const { record, errors } = updateKey(r, changes, ctx.now());
-      if (!record) return fail(`\n  - ${errors.join('\n  - ')}`);
-      await save(record, 'update', Object.keys(changes).join(','));
-      print(publicView(record, ctx.now()));
+      const updated = await ops.update(r.apiKey, changes, ctx.actor);
+      if (!updated.ok) return refused(updated);
+      print(publicView(updated.value, ctx.now()));
       return 0;
     }
     case 'rotate': {
       const r = await load();
       if (typeof r === 'number') return r;
-      if (keyStatus(r, ctx.now()) !== 'active') return fail('only an active key can be rotated', 1);
       const graceMs = parseDuration(v.grace ?? '300s');
       if (graceMs === undefined) return fail(`--grace: expected a duration like 300s or 10m, got ${v.grace}`);
-      const { record, secret } = rotateKey(r, graceMs, ctx.now());
-      await save(record, 'rotate', `grace=${graceMs}ms`);
-      const until = new Date(ctx.now() + graceMs).toISOString();
+      const rotated = await ops.rotate(r.apiKey, graceMs, ctx.actor);
+      if (!rotated.ok) return refused(rotated);
+      const { record, secret, previousSecretValidUntil: until } = rotated.value;
       if (v.json) print({ apiKey: record.apiKey, apiSecret: secret, id: record.id, previousSecretValidUntil: until });
       else out.write(`Rotated ${record.apiKey} (${record.id})\n  new apiSecret: ${secret}\n  old secret accepted until ${until}\nThe new secret is shown only now.\n`);
       return 0;
@@ -165,17 +164,16 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
     case 'revoke': {
       const r = await load();
       if (typeof r === 'number') return r;
-      await save(revokeKey(r, v.reason, ctx.now()), 'revoke', v.reason);
+      const revoked = await ops.revoke(r.apiKey, v.reason, ctx.actor);
+      if (!revoked.ok) return refused(revoked);
       out.write(`revoked ${r.apiKey} (${r.id})\n`);
       return 0;
     }
     case 'delete': {
       const r = await load();
       if (typeof r === 'number') return r;
-      await store.deleteKey(r.apiKey);
-      const entry: AuditEntry = { at: new Date(ctx.now()).toISOString(), actor: ctx.actor, action: 'delete', apiKey: r.apiKey, id: r.id };
-      ctx.audit(entry);
-      await store.appendAudit(entry);
+      const removed = await ops.remove(r.apiKey, ctx.actor);
+      if (!removed.ok) return refused(removed);
       out.write(`deleted ${r.apiKey} (${r.id})\n`);
       return 0;
     }
@@ -194,7 +192,7 @@ export async function runKeyAction(action: string, apiKey: string | undefined, v
 const isoOrNull = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
 
 function table(rows: string[][]): string {
-  const head = ['API KEY', 'ID', 'STATUS', 'SCOPES', 'ALLOW IPS', 'RATE LIMIT', 'LAST USED', 'EXPIRES', 'REVOKED', 'LABEL'];
+  const head = ['API KEY', 'ID', 'STATUS', 'SCOPES', 'ALLOW IPS', 'RATE LIMIT', 'LAST USED', 'EXPIRES', 'REVOKED', 'OWNER', 'LABEL'];
   const all = [head, ...rows];
   const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
   return `${all.map((r) => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n')}\n`;

@@ -9,9 +9,9 @@ import { runKeyAction, type KeyActionContext } from './keys-actions.js';
 
 const HELP = `Usage: keygate keys <action> [options]
 
-  create [--scopes a,b] [--allow-ip 10.0.0.0/8,::1] [--label text] [--expires-at ISO | --ttl 30d]
+  create [--owner account-id] [--scopes a,b] [--allow-ip 10.0.0.0/8,::1] [--label text] [--expires-at ISO | --ttl 30d]
          [--rate-limit 100/s [--burst 200]] [--json]
-  list [--state active|revoked|expired] [--sort last-used] [--json]
+  list [--owner account-id] [--state active|revoked|expired] [--sort last-used] [--json]
   show <apiKey>
   usage <apiKey> [--days 30] [--json]         last used, and requests per UTC day (kept 35 days)
   update <apiKey> [--scopes a,b] [--allow-ip cidrs] [--label text] [--expires-at ISO | --ttl 30d | --no-expiry]
@@ -58,6 +58,7 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
       burst: { type: 'string' },
       sort: { type: 'string' },
       days: { type: 'string' },
+      owner: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });

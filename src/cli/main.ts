@@ -2,6 +2,7 @@ import { checkConfigCommand } from './check-config-command.js';
 import { keysCommand } from './keys-command.js';
 import { packageVersion, serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
+import { managementTokenCommand } from './management-token-command.js';
 import { demoCommand } from './demo-command.js';
 import { demoUpstreamCommand } from './demo-upstream.js';
 
@@ -12,6 +13,7 @@ const USAGE = `Usage: keygate <command>
   demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
   keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
   token --key K [--secret-stdin] [--recv-window N]   print a signed token (secret from KEYGATE_API_SECRET or stdin)
+  management-token --name N --access read|write   print a new management API token and its tokens-file line
   check-config                  validate the environment, policy file and keys file; start nothing; exit 0 or 1
   --version                     print the version
 
@@ -31,6 +33,8 @@ export async function main(argv: string[]): Promise<number> {
       return keysCommand(rest);
     case 'token':
       return tokenCommand(rest);
+    case 'management-token':
+      return managementTokenCommand(rest);
     case 'check-config':
       return checkConfigCommand(rest);
     case '--version':

@@ -73,8 +73,8 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   if (!config.redis && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   if (config.redis && !config.secretCipher) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
-  const { port, adminPort } = await keygate.listen();
-  logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort } }, 'keygate started');
+  const { port, adminPort, managementPort } = await keygate.listen();
+  logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) } }, 'keygate started');
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -92,6 +92,7 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
     process.on('SIGINT', onInt);
     process.on('SIGHUP', () => {
       keygate.reloadPolicy();
+      if (config.management) keygate.reloadManagementTokens();
       if (config.keysFile && !config.redis) keygate.reloadKeys();
       else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
     });

@@ -39,8 +39,11 @@ function firstSignal(onEach?: (signal: string) => void): Promise<string> {
 
 async function runWorker(config: Config, logger: Logger): Promise<number> {
   const keygate = createKeygate(config, { logger });
-  // Workers always use Redis, so SIGHUP (forwarded by the primary) has only the policy file to reload.
-  process.on('SIGHUP', () => keygate.reloadPolicy());
+  // Workers always use Redis, so SIGHUP (forwarded by the primary) reloads the policy file (and the management tokens file).
+  process.on('SIGHUP', () => {
+    keygate.reloadPolicy();
+    if (config.management) keygate.reloadManagementTokens();
+  });
   new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
   AggregatorRegistry.setRegistries([keygate.metrics.registry]);
   process.on('message', (m: unknown) => {
@@ -62,6 +65,15 @@ async function runWorker(config: Config, logger: Logger): Promise<number> {
       keygate.proxy.once('error', reject);
       keygate.proxy.listen(config.port, config.host, () => resolve((keygate.proxy.address() as AddressInfo).port));
     });
+    // Every worker serves the management port too (the cluster shares it): any worker can answer a call.
+    const { management } = keygate;
+    if (management && config.management) {
+      const at = config.management;
+      await new Promise<void>((resolve, reject) => {
+        management.once('error', reject);
+        management.listen(at.port, at.host, () => resolve());
+      });
+    }
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'worker cannot listen');
     await keygate.close().catch(() => {});

@@ -9,6 +9,7 @@ import { OVERRIDE_NAMES } from '../pipeline/check-override.js';
 import { compileRouteTable, overlappingRules, type RouteTable } from './route-trie.js';
 import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretCipher } from './secret-encryption.js';
+import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
 import type { SecretCipher } from '../store/secret-cipher.js';
 import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from '../store/rate-limit.js';
 
@@ -42,10 +43,19 @@ export interface Config {
   readonly secretCipher: SecretCipher | undefined;
   readonly configFile: string;
   readonly logLevel: string;
+  /** The management API's listener (KEYGATE_MANAGEMENT_PORT); undefined = no listener. */
+  readonly management: ManagementSettings | undefined;
   /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
   readonly rateLimitHeaders: boolean;
   readonly policy: Policy;
   readonly limits: Limits;
+}
+
+export interface ManagementSettings {
+  readonly host: string;
+  readonly port: number;
+  /** KEYGATE_MANAGEMENT_TOKENS_FILE: checked at start, reloaded when it changes. */
+  readonly tokensFile: string;
 }
 
 /** From the routes/policy file (KEYGATE_CONFIG). */
@@ -129,6 +139,8 @@ export function loadConfig(env: Env): Config {
   const adminPort = int('KEYGATE_ADMIN_PORT', 9090, 0, 65535);
   if (port === adminPort && port !== 0) problems.push('KEYGATE_ADMIN_PORT: must differ from KEYGATE_PORT (admin endpoints never share the proxy port)');
 
+  const management = readManagement(env, port, adminPort, problems);
+
   const rawMode = env.KEYGATE_MODE || 'proxy';
   if (rawMode !== 'proxy' && rawMode !== 'forward-auth') problems.push(`KEYGATE_MODE: "proxy" or "forward-auth", got ${JSON.stringify(rawMode)}`);
   const mode = rawMode === 'forward-auth' ? 'forward-auth' : 'proxy';
@@ -205,9 +217,41 @@ export function loadConfig(env: Env): Config {
     configFile,
     logLevel,
     rateLimitHeaders: rawRateLimitHeaders !== 'off',
+    management,
     policy,
     limits,
   });
+}
+
+/**
+ * The management API: off unless KEYGATE_MANAGEMENT_PORT is set, and then only with a tokens
+ * file that loads (a listener nobody can authenticate to, or anybody could, is refused at start).
+ */
+function readManagement(env: Env, port: number, adminPort: number, problems: string[]): ManagementSettings | undefined {
+  const rawPort = env.KEYGATE_MANAGEMENT_PORT;
+  const tokensFile = env.KEYGATE_MANAGEMENT_TOKENS_FILE || undefined;
+  if (rawPort === undefined || rawPort === '') {
+    if (tokensFile) problems.push('KEYGATE_MANAGEMENT_TOKENS_FILE: set, but KEYGATE_MANAGEMENT_PORT is not (the management API listens only on its own port)');
+    return undefined;
+  }
+  if (!/^\d+$/.test(rawPort) || Number(rawPort) > 65535) {
+    problems.push(`KEYGATE_MANAGEMENT_PORT: must be an integer between 0 and 65535, got ${JSON.stringify(rawPort)}`);
+    return undefined;
+  }
+  const mport = Number(rawPort);
+  if (mport !== 0 && (mport === port || mport === adminPort)) problems.push('KEYGATE_MANAGEMENT_PORT: must differ from KEYGATE_PORT and KEYGATE_ADMIN_PORT (a NetworkPolicy admits each port to its own audience)');
+  if (!tokensFile) {
+    problems.push('KEYGATE_MANAGEMENT_TOKENS_FILE: required with KEYGATE_MANAGEMENT_PORT (the tokens allowed to call the management API)');
+    return undefined;
+  }
+  try {
+    loadManagementTokens(tokensFile);
+  } catch (err) {
+    if (!(err instanceof ManagementTokensError)) throw err;
+    problems.push(...err.problems.map((p) => `KEYGATE_MANAGEMENT_TOKENS_FILE: ${p}`));
+  }
+  // Loopback unless asked: the settings backend usually runs beside Keygate or reaches it through a NetworkPolicy.
+  return { host: env.KEYGATE_MANAGEMENT_HOST || '127.0.0.1', port: mport, tokensFile };
 }
 
 /** Proxy mode's KEYGATE_UPSTREAM: an origin only, so the path Keygate checks is the path the upstream gets. */

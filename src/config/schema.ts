@@ -6,6 +6,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 export const SCHEMA_FILES = {
   policy: fileURLToPath(new URL('../../config/schema/policy.schema.json', import.meta.url)),
   keys: fileURLToPath(new URL('../../config/schema/keys.schema.json', import.meta.url)),
+  managementTokens: fileURLToPath(new URL('../../config/schema/management-tokens.schema.json', import.meta.url)),
 } as const;
 
 export type SchemaName = keyof typeof SCHEMA_FILES;

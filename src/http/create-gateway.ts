@@ -13,7 +13,7 @@ import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../pipeline/client-ip.js';
-import { forwardHeaders, KEY_ID_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
+import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { ForwardAuth } from './forward-auth.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
@@ -46,6 +46,8 @@ interface RequestLog {
   route: string | undefined;
   clientIp: string | undefined;
   keyId?: string;
+  /** Sent upstream as X-Api-Key-Owner; not a request-line field (REQUEST_LINE_FIELDS), so never logged. */
+  keyOwner?: string | undefined;
   code?: ErrorCode | typeof OK | typeof PUBLIC | typeof TIME;
   reason?: Reason;
   status?: number;
@@ -197,7 +199,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const body = `{"serverTime":"${now}"}`;
     const head = ['content-type', 'application/json', 'cache-control', 'no-store', SERVER_TIME_HEADER, now, 'content-length', String(body.length), 'x-request-id', log.requestId];
     // Forward-auth: where a proxy lets this through to the upstream, no client copy of the identity goes along.
-    if (forwardAuth) head.push(KEY_ID_HEADER, '');
+    if (forwardAuth) head.push(KEY_ID_HEADER, '', KEY_OWNER_HEADER, '');
     res.writeHead(200, head);
     res.end(body);
   }
@@ -209,9 +211,10 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, outcome: typeof OK | typeof PUBLIC, responseHeaders?: readonly string[]) {
     if (forwardAuth) {
       log.code = outcome;
-      return forwardAuth.allow(res, log.keyId, log.requestId);
+      return forwardAuth.allow(res, log.keyId, log.requestId, log.keyOwner);
     }
     if (log.keyId !== undefined) head.headers.push(KEY_ID_HEADER, log.keyId);
+    if (log.keyOwner !== undefined) head.headers.push(KEY_OWNER_HEADER, log.keyOwner);
     forward(req, res, log, head, expectContinue, outcome, responseHeaders);
   }
 
@@ -283,6 +286,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       let decision: Denial | RateLimited | undefined;
       if (authn.ok) {
         log.keyId = authn.key.record.id;
+        log.keyOwner = authn.key.record.owner;
         const authz = authorize(authn.key, ip, route, policy.unlistedRoutes);
         if (authz.ok) log.route = authz.route;
         else decision = authz;

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
-import { KEY_ID_HEADER } from '../pipeline/forward-headers.js';
+import { KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
 import { renderError } from './render.js';
 
 /** On every forward-auth refusal: the catalogue code, for proxies that drop the body (nginx). */
@@ -32,8 +32,11 @@ export interface ForwardAuth {
    * Believed only from a trusted peer; two sources, a repeated header or half a pair is refused.
    */
   original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
-  /** Allowed: 200, empty body, X-Api-Key-Id (empty on public routes, so no client copy survives) and X-Request-Id. */
-  allow(res: ServerResponse, keyId: string | undefined, requestId: string): void;
+  /**
+   * Allowed: 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
+   * route, a key without an owner; so the proxy's copy replaces any client copy) and X-Request-Id.
+   */
+  allow(res: ServerResponse, keyId: string | undefined, requestId: string, owner?: string): void;
   /** Called by the gateway's one refusal path: adds X-Keygate-Code; returns the status the asking proxy needs, if any. */
   refusing(res: ServerResponse, code: ErrorCode): number | undefined;
   /** The code a render request names (from a trusted peer only), or undefined if this is not one. */
@@ -97,8 +100,8 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       return { ok: true, method: req.method, url };
     },
 
-    allow(res, keyId, requestId) {
-      res.writeHead(200, [KEY_ID_HEADER, keyId ?? '', 'x-request-id', requestId, 'cache-control', 'no-store', 'content-length', '0']);
+    allow(res, keyId, requestId, owner) {
+      res.writeHead(200, [KEY_ID_HEADER, keyId ?? '', KEY_OWNER_HEADER, owner ?? '', 'x-request-id', requestId, 'cache-control', 'no-store', 'content-length', '0']);
       res.end();
     },
 

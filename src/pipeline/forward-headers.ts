@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { deny, type Denial } from '../errors.js';
 
 export const KEY_ID_HEADER = 'x-api-key-id';
+/** The key's owner (the service's account id), beside X-Api-Key-Id, when the key has one. Client copies are dropped with every x-api-key* name. */
+export const KEY_OWNER_HEADER = 'x-api-key-owner';
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /**
@@ -33,7 +35,7 @@ const DROPPED: ReadonlySet<string> = new Set([
  * sets. A client naming them there is ignored for those tokens, so it can
  * neither strip the framing of a body nor the identity Keygate injects.
  */
-const PROTECTED: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding', 'host', KEY_ID_HEADER, 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id']);
+const PROTECTED: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding', 'host', KEY_ID_HEADER, KEY_OWNER_HEADER, 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id']);
 // Header names as a lenient server may fold them: "_", "." and other token punctuation read as "-".
 const PLAIN_NAME = /^[a-z0-9-]*$/;
 const folded = (name: string) => (PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-'));
@@ -68,7 +70,8 @@ export function requestIdOf(sent: string | string[] | undefined): string {
  * a hop drop our headers, or to re-frame the body; then adds ours:
  * X-Forwarded-For/-Proto/-Host and X-Request-Id. It runs before
  * authentication (a request it refuses burns no nonce); the gateway appends
- * X-Api-Key-Id (KEY_ID_HEADER) once the key is known.
+ * X-Api-Key-Id (KEY_ID_HEADER), and X-Api-Key-Owner (KEY_OWNER_HEADER) for a
+ * key with an owner, once the key is known.
  *
  * The framing is derived from what the parser used: Transfer-Encoding (the
  * parser refuses it unless chunked comes last, and refuses it beside

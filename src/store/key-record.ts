@@ -6,6 +6,8 @@ import { parseRateLimitSpec, type RateLimitSpec } from './rate-limit.js';
 export interface KeyRecord {
   readonly id: string;
   readonly apiKey: string;
+  /** The service's own account id the key belongs to (sent upstream as X-Api-Key-Owner); set at creation, never changed. */
+  readonly owner?: string;
   readonly secret: string;
   readonly scopes: readonly string[];
   readonly allowIps: readonly string[];
@@ -29,6 +31,9 @@ export interface PreviousSecret {
 
 const SCOPE = /^[A-Za-z0-9_.:*-]{1,128}$/;
 const TOKEN_ID = /^[A-Za-z0-9_.-]{1,128}$/;
+/** An account id as the service spells it; the same alphabet as ids, so it is safe in a header and a log. */
+export const OWNER = /^[A-Za-z0-9_.-]{1,255}$/;
+export const OWNER_RULE = 'only A-Z a-z 0-9 _ . - allowed, 1 to 255 chars';
 
 /** Validates an untrusted object (file, Redis, CLI) into a KeyRecord, or lists every problem. */
 export function parseKeyRecord(input: unknown, where: string): { record?: KeyRecord; errors: string[] } {
@@ -56,6 +61,8 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   else if (Buffer.byteLength(secret) < 16) errors.push(`${where}.apiSecret: must be at least 16 bytes`);
   const id = str('id', false) ?? apiKey;
   if (id !== undefined && !TOKEN_ID.test(id)) errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  const owner = str('owner', false);
+  if (owner !== undefined && !OWNER.test(owner)) errors.push(`${where}.owner: ${OWNER_RULE}`);
   const scopes = stringList(o.scopes, `${where}.scopes`, errors);
   for (const s of scopes) if (!SCOPE.test(s)) errors.push(`${where}.scopes: invalid scope ${JSON.stringify(s)}`);
   const allowIps = stringList(o.allowIps, `${where}.allowIps`, errors);
@@ -73,7 +80,7 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
   if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
-    id, apiKey, secret, scopes, allowIps, state: state as KeyRecord['state'], createdAt,
+    id, apiKey, ...(owner !== undefined && { owner }), secret, scopes, allowIps, state: state as KeyRecord['state'], createdAt,
     ...(label !== undefined && { label }),
     ...(revokedAt !== undefined && { revokedAt }),
     ...(revokeReason !== undefined && { revokeReason }),

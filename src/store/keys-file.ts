@@ -15,6 +15,7 @@ export class KeysFileError extends Error {
  *     - apiKey: ...      # the JWT sub
  *       apiSecret: ...   # plain string, at least 16 bytes
  *       id: ...          # sent upstream as X-Api-Key-Id (defaults to apiKey)
+ *       owner: ...       # optional: the service's account id, sent upstream as X-Api-Key-Owner
  *       scopes: [accounts:read]
  *       allowIps: [10.0.0.0/8]
  *       state: active | revoked

@@ -29,6 +29,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
+  const claims = new Map<string, { value: string; until: number }>(); // claimOnce: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
   const emit = (apiKey: string | null) => {
     for (const l of listeners) l(apiKey);
@@ -97,6 +98,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+    async claimOnce(name, value, ttlMs) {
+      const t = Number(deps.clock.nowNs() / 1_000_000n);
+      const there = claims.get(name);
+      if (there && there.until > t) return there.value;
+      if (claims.size >= 10_000) for (const [k, c] of claims) if (c.until <= t) claims.delete(k);
+      claims.set(name, { value, until: t + ttlMs });
+      return null;
     },
     async appendAudit() {},
     async ping() {},

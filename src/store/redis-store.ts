@@ -39,6 +39,7 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count   ┘ script (admit-script.ts)
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
  *   {prefix}audit                     stream of key changes (who/what/when, never a secret)
+ *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (README "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
@@ -196,6 +197,17 @@ export function createRedisStore(
       );
     },
     getUsage: (apiKey) => run(async () => toUsage(await client.hgetall(`${stateOf(apiKey)}usage`))),
+    claimOnce: (name, value, ttlMs) =>
+      run(async () => {
+        const k = `${prefix}${name}`;
+        // SET NX, then read the winner; a winner that expired in between is claimed again once.
+        for (let i = 0; i < 2; i++) {
+          if ((await client.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
+          const there = await client.get(k);
+          if (there !== null) return there;
+        }
+        return client.get(k);
+      }),
     appendAudit: (entry) =>
       run(async () => {
         await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));

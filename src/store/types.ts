@@ -58,6 +58,11 @@ export interface Store {
   getUsage(apiKey: string): Promise<KeyUsage>;
   /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
   onKeyChange(listener: KeyChangeListener): () => void;
+  /**
+   * Sets `name` to `value` unless it is set, kept `ttlMs`; returns the value already there, or
+   * null when this call set it. Idempotency-Keys of the management API (shared by every instance in Redis).
+   */
+  claimOnce(name: string, value: string, ttlMs: number): Promise<string | null>;
   /** Appends an audit entry where the store keeps them (Redis stream `keygate:audit`); no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */

@@ -56,7 +56,7 @@ describe('the image built from the shipped Dockerfile', () => {
   });
 
   it('holds production dependencies, dist/, bin/ and the shipped config only: no src/, no tests, no dev dependency', () => {
-    expect(readdirSync(join(fsRoot, 'app')).sort()).toEqual(['bin', 'config', 'dist', 'examples', 'node_modules', 'package-lock.json', 'package.json']);
+    expect(readdirSync(join(fsRoot, 'app')).sort()).toEqual(['bin', 'config', 'console', 'dist', 'examples', 'node_modules', 'package-lock.json', 'package.json']);
     expect(readdirSync(join(fsRoot, 'app/examples'))).toEqual(['demo-keys.yaml']);
     expect(readdirSync(join(fsRoot, 'app/dist')).some((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toBe(false);
     for (const d of Object.keys(pkg.devDependencies)) expect(statSync(join(fsRoot, 'app/node_modules', d), { throwIfNoEntry: false }), d).toBeUndefined();

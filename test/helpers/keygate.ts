@@ -13,6 +13,8 @@ import { waitStoreReady } from '../../src/store/wait-ready.js';
 export interface RunningKeygate {
   readonly url: string;
   readonly adminUrl: string;
+  /** Set when KEYGATE_MANAGEMENT_PORT is. */
+  readonly managementUrl: string | undefined;
   readonly port: number;
   readonly keygate: Keygate;
   readonly config: Config;
@@ -70,10 +72,11 @@ export async function startKeygate(options: {
     await waitStoreReady(keygate.store);
     for (const k of options.keys ?? []) await keygate.store.putKey(k);
   }
-  const { port, adminPort } = await keygate.listen();
+  const { port, adminPort, managementPort } = await keygate.listen();
   return {
     url: `http://127.0.0.1:${port}`,
     adminUrl: `http://127.0.0.1:${adminPort}`,
+    managementUrl: managementPort === undefined ? undefined : `http://127.0.0.1:${managementPort}`,
     port,
     keygate,
     config,
