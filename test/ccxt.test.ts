@@ -108,6 +108,12 @@ describe('CCXT (bigone) through Keygate', () => {
 
     const cancelled = await exchange.cancelOrder(order.id as string, 'BTC/USDT');
     expect(cancelled).toMatchObject({ id: order.id, status: 'canceled' });
+    // eslint-disable-next-line no-console
+    console.log(
+      `[ccxt] markets ${Object.keys(markets).sort().join(', ')}; time ${new Date(Number(time)).toISOString()}; ` +
+        `balance BTC ${JSON.stringify(balance.BTC)} USDT ${JSON.stringify(balance.USDT)}; ` +
+        `order ${order.id} ${order.side} ${order.amount} ${order.symbol} @ ${order.price} ${order.status}; cancel → ${cancelled.status}`,
+    );
 
     // What the upstream saw: market data without any identity, every signed call with exactly one, never a token.
     const seen = upstream.received.map((r) => [r.method, r.url.split('?')[0], keyIdsOf(r)]);
@@ -190,6 +196,10 @@ describe('CCXT (bigone) through Keygate', () => {
     const unsigned = await anonymous.request('viewer/accounts', 'public', 'GET').catch((e: unknown) => e);
     expect(unsigned).toBeInstanceOf(ccxt.AuthenticationError);
     expect(String(unsigned)).toContain('"code":40004');
+    for (const [what, e] of [['missing scope', denied], ['wrong secret', invalid], ['rate limited', limitedError], ['unsigned private call', unsigned]] as const) {
+      // eslint-disable-next-line no-console
+      console.log(`[ccxt] ${what}: ${(e as Error).constructor.name}: ${String((e as Error).message).slice(0, 160)}`);
+    }
 
     // The upstream got exactly the calls that passed: the markets, and the limited key's first balance.
     const signed = upstream.received.filter((r) => r.url.startsWith('/api/v3/viewer/'));
