@@ -19,6 +19,7 @@ import type { ForwardAuth } from './forward-auth.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
 import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
+import { serverTimeouts } from './server-timeouts.js';
 
 export { TIME_PATH };
 /** On every 40106 caused by the nonce window: the server's time in nanoseconds. */
@@ -77,12 +78,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   const trusted = (policy: Policy, peer: string) => policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
   const server = createServer({
-    maxHeaderSize: limits.maxHeaderBytes,
-    headersTimeout: limits.headersTimeoutMs,
-    requestTimeout: limits.requestTimeoutMs,
-    keepAliveTimeout: limits.keepAliveTimeoutMs,
-    // headersTimeout/requestTimeout are only enforced when this timer runs (Node's default: every 30 s).
-    connectionsCheckingInterval: Math.max(50, Math.min(1_000, Math.floor(limits.headersTimeoutMs / 4))),
+    ...serverTimeouts(limits),
     // Refuse ambiguous framing instead of guessing (CL+TE, bare LF, obs-fold...).
     insecureHTTPParser: false,
     joinDuplicateHeaders: false,
