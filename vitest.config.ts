@@ -1,14 +1,28 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
+/**
+ * Test tiers, one vitest project each (`vitest run --project unit`):
+ *   unit         pure functions and in-memory parts, no sockets, no child processes (seconds)
+ *   e2e          Keygate in-process on real sockets, with real Redis, routers, browsers and clients
+ *   adversarial  attacks over raw sockets; each case checks the answer and what the upstream received
+ *   process      bin/keygate.js and the scripts as child processes
+ *   deploy       the Dockerfile, compose file, Kubernetes manifests, nginx and Prometheus assets
+ * The container tier (test/container) builds and runs images: scripts/container-tests.sh (vitest.containers.config.ts).
+ */
+const BUILDS_DIST = ['test/helpers/build-dist.ts'];
+const tier = (name: string, globalSetup: string[] = BUILDS_DIST) => ({
+  extends: true as const,
+  test: { name, include: [`test/${name}/**/*.test.ts`], globalSetup },
+});
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    // The container tier builds and runs images: scripts/container-tests.sh (vitest.containers.config.ts).
     exclude: [...configDefaults.exclude, 'test/container/**'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     pool: 'forks',
     // Tests start real servers on real ports; keep CPU contention sane on 2 cores.
     maxWorkers: 2,
+    projects: [tier('unit', []), tier('e2e'), tier('adversarial'), tier('process'), tier('deploy')],
   },
 });

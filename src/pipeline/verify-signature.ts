@@ -20,7 +20,7 @@ const SIGNATURE_BYTES = 32;
  * (its UTF-8 bytes); a token signed with a Base64 form of it fails. After a
  * rotation the previous secret verifies too, until its grace period ends
  * (`validUntilMs`, compared with `nowMs`). jose's compactVerify, pinned to
- * HS256, is the reference this is tested against (test/verify-signature.test.ts).
+ * HS256, is the reference this is tested against (test/unit/verify-signature.test.ts).
  */
 export function verifySignature(token: string, keys: readonly VerifyKey[], nowMs: number): { ok: true } | Denial {
   const first = token.indexOf('.');

@@ -54,7 +54,7 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
         ...(conn.password !== undefined && { password: conn.password }),
         // Not ioredis's failoverDetector: in 5.11 its +switch-master handler
         // can abort a reconnect already under way and leave the client stuck
-        // for good (seen in test/redis-sentinel-failover.test.ts under load).
+        // for good (seen in test/e2e/redis-sentinel-failover.test.ts under load).
         // watchSentinelFailover below does the same job safely.
         failoverDetector: false,
         sentinelRetryStrategy: backoff,

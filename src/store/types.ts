@@ -38,7 +38,7 @@ export type KeyChangeListener = (apiKey: string | null) => void;
 /**
  * What the request path and the CLI need from a store. Two implementations:
  * memory (embedded default, one process) and Redis (shared by replicas).
- * Both pass the same contract suite (test/store-contract.test.ts).
+ * Both pass the same contract suite (test/e2e/store-contract.test.ts).
  */
 export interface Store {
   readonly kind: 'memory' | 'redis';

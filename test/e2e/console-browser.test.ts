@@ -1,0 +1,152 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CONSOLE_DIR } from '../../src/http/management-server.js';
+import { bearer, send } from '../helpers/http.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { token } from '../helpers/tokens.js';
+import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+
+/** Debian's chromium (.ci/run installs it); driven through the DevTools protocol by playwright-core. */
+const CHROMIUM = '/usr/bin/chromium';
+const PATH = '/api/v3/viewer/accounts';
+/** Where the README's screenshot lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
+const SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-keys.png');
+
+describe('operator console in a real browser', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  let tokens: TokensFile;
+  let api: ManagementClient;
+  let context: BrowserContext;
+  let page: Page;
+  let userDataDir: string;
+  const apiRequests: Array<{ url: string; headers: Record<string, string> }> = [];
+
+  beforeAll(async () => {
+    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+    redis = await startRedis();
+    upstream = await startUpstream();
+    tokens = writeTokensFile([{ name: 'operator', access: 'write' }]);
+    gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_MANAGEMENT_PORT: '0', KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file } });
+    api = managementClient(gate.managementUrl as string, tokens.tokens.operator as string);
+    // Keys already there, so the list (and its screenshot) shows what an operator sees.
+    await api.call('POST', '/v1/keys', { json: { owner: 'acct_1042', label: 'billing export', scopes: ['accounts:read'], allowIps: ['10.0.0.0/8'] } });
+    await api.call('POST', '/v1/keys', { json: { owner: 'acct_1042', label: 'mobile app', scopes: ['accounts:read', 'orders:read'], expiresAt: '2027-06-30T00:00:00Z' } });
+    const old = (await api.call('POST', '/v1/keys', { json: { owner: 'acct_2077', label: 'old laptop', scopes: ['accounts:read'] } })).json() as { apiKey: string };
+    await api.call('POST', `/v1/keys/${old.apiKey}/revoke`, { json: { reason: 'laptop lost' } });
+    userDataDir = mkdtempSync(join(tmpdir(), 'keygate-chromium-'));
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      viewport: { width: 1360, height: 560 },
+    });
+    await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gate.managementUrl as string });
+    page = context.pages()[0] ?? (await context.newPage());
+    page.on('request', (r) => {
+      if (new URL(r.url()).pathname.startsWith('/v1/')) apiRequests.push({ url: r.url(), headers: r.headers() });
+    });
+  }, 60_000);
+  afterAll(async () => {
+    await context?.close();
+    if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
+    await gate?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('the console is files served by Keygate under CSP default-src self, with no inline script', async () => {
+    const res = await page.goto(`${gate.managementUrl}/console/`);
+    expect(res?.status()).toBe(200);
+    expect(res?.headers()['content-security-policy']).toMatch(/^default-src 'self'(;|$)/);
+    const html = readFileSync(join(CONSOLE_DIR, 'index.html'), 'utf8');
+    // Every script has a src on this origin; no event-handler attributes, no javascript: URLs.
+    expect([...html.matchAll(/<script\b([^>]*)>/g)].map((m) => m[1])).toEqual([' type="module" src="console.js"']);
+    expect(html).not.toMatch(/\son[a-z]+=|javascript:|https?:\/\//i);
+    for (const asset of ['console.js', 'console.css']) {
+      const r = await send(gate.managementUrl as string, `/console/${asset}`);
+      expect([r.status, String(r.headers['content-security-policy']).startsWith("default-src 'self'")]).toEqual([200, true]);
+    }
+  });
+
+  it('sign in, create a key and read its secret once, sign a request with it, revoke it, the next request gets 404 10013', async () => {
+    await page.fill('#token', tokens.tokens.operator as string);
+    await page.click('#sign-in-form button[type=submit]');
+    await page.waitForSelector('#key-table tbody tr');
+    expect(await page.locator('#key-table tbody tr').count()).toBe(3);
+
+    await page.click('#new-key');
+    await page.fill('#create-form input[name=owner]', 'acct_3141');
+    await page.fill('#create-form input[name=label]', 'console demo');
+    await page.fill('#create-form input[name=scopes]', 'accounts:read');
+    await page.click('#create-form button[type=submit]');
+    await page.waitForSelector('#secret-dialog[open]');
+    const apiKey = (await page.textContent('#secret-api-key')) as string;
+    const secret = (await page.textContent('#secret-value')) as string;
+    expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
+    await page.click('#copy-secret');
+    await expect.poll(() => page.textContent('#copy-secret')).toBe('Copied');
+    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
+    await page.click('#secret-done');
+    // Shown once: gone from the page, and no later answer carries it.
+    expect(await page.content()).not.toContain(secret);
+
+    const t1 = token(apiKey, secret);
+    const before = upstream.received.length;
+    const ok = await send(gate.url, PATH, { headers: { ...bearer(t1), 'X-Api-Key-Owner': 'acct_forged' } });
+    expect(ok.status).toBe(200);
+    expect([upstream.received[before]?.headers['x-api-key-owner'], upstream.received.length - before]).toEqual(['acct_3141', 1]);
+
+    const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
+    await expect.poll(() => row.locator('.owner').textContent()).toBe('acct_3141');
+    // The list was drawn before the request: filtering draws it again, with the key's last use.
+    await page.click('#filter button[type=submit]');
+    await expect.poll(() => row.locator('.last-used').textContent()).not.toBe('never');
+    if (process.env.KEYGATE_WRITE_SCREENSHOT === '1') await page.locator('main').screenshot({ path: SCREENSHOT });
+
+    // Change scopes and allow-list: the proxy applies them at once.
+    await row.locator('button', { hasText: 'Change' }).click();
+    await page.fill('#edit-form input[name=scopes]', 'accounts:read, orders:read');
+    await page.fill('#edit-form input[name=allowIps]', '127.0.0.1/32, ::1');
+    await page.click('#edit-form button[type=submit]');
+    await expect.poll(() => row.locator('.allow-ips').textContent()).toBe('127.0.0.1/32, ::1');
+    expect(await row.locator('.scopes').textContent()).toBe('accounts:read, orders:read');
+    await page.click('#new-key');
+    await page.fill('#create-form input[name=scopes]', 'bad scope');
+    await page.click('#create-form button[type=submit]');
+    await expect.poll(() => page.textContent('#create-form .error')).toContain('invalid scope "bad scope"');
+    await page.click('#create-form .cancel');
+    expect((await send(gate.url, PATH, { headers: bearer(token(apiKey, secret)) })).status).toBe(200);
+
+    await row.locator('button', { hasText: 'Revoke' }).click();
+    await page.waitForSelector('#confirm-dialog[open]');
+    await page.fill('#confirm-dialog input[name=reason]', 'demo over');
+    await page.click('#confirm-dialog button[value=yes]');
+    await expect.poll(() => row.locator('.status').textContent(), { timeout: 5_000 }).toBe('revoked');
+    const refused = await send(gate.url, PATH, { headers: bearer(token(apiKey, secret)) });
+    expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
+    const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as { revokeReason: string };
+    expect(stored.revokeReason).toBe('demo over');
+  });
+
+  it('the token lives in page memory only: sent as Authorization, never in storage, a cookie or a URL; a reload signs out', async () => {
+    const t = tokens.tokens.operator as string;
+    expect(apiRequests.length).toBeGreaterThan(3);
+    for (const r of apiRequests) {
+      expect(r.headers.authorization).toBe(`Bearer ${t}`);
+      expect(r.url).not.toContain(t);
+      expect(r.headers.cookie).toBeUndefined();
+    }
+    const stored = await page.evaluate(() => ({ local: localStorage.length, session: sessionStorage.length, cookie: document.cookie, url: location.href, input: (document.querySelector('#token') as HTMLInputElement).value }));
+    expect(stored).toEqual({ local: 0, session: 0, cookie: '', url: `${gate.managementUrl}/console/`, input: '' });
+    await page.reload();
+    expect(await page.isVisible('#sign-in')).toBe(true);
+    expect(await page.isVisible('#keys')).toBe(false);
+  });
+});

@@ -1,0 +1,56 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FILE_LAYOUTS } from '../helpers/file-layouts.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { bearer, send } from '../helpers/http.js';
+import { token } from '../helpers/tokens.js';
+import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+
+const KEY = makeKey({ apiKey: 'policy-key', scopes: ['accounts:read', 'orders:read'] });
+const policy = (routes: string[], extra = '') =>
+  `routes:\n${routes.map((p) => `  - { method: GET, path: ${p}, scopes: [accounts:read] }`).join('\n')}\nunlistedRoutes: deny\npublic: []\n${extra}`;
+
+/** The policy file reloads like the keys file: every deployment layout, without a restart. */
+describe.each(FILE_LAYOUTS)('policy file reload: %s', (_name, layout) => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  const file = layout('routes.yaml', policy(['/api/v3/viewer/accounts']));
+  const call = (path: string, extra: Record<string, unknown> = {}) => send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret, extra)) });
+
+  beforeAll(async () => {
+    upstream = await startUpstream();
+    gate = await startKeygate({ upstream: upstream.url, keys: [KEY], env: { KEYGATE_CONFIG: file.path } });
+  });
+  afterAll(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+
+  it('applies a new route list and recv_window limit, and keeps the last good policy when the file breaks', async () => {
+    expect((await call('/api/v3/orders')).status).toBe(403);
+    expect((await call('/api/v3/viewer/accounts', { recv_window: '50' })).status).toBe(200);
+
+    file.update(policy(['/api/v3/viewer/accounts', '/api/v3/orders'], 'maxRecvWindowSeconds: 40\ndefaultRecvWindowSeconds: 30\n'));
+    await expect.poll(async () => (await call('/api/v3/orders')).status, { timeout: 5_000, interval: 50 }).toBe(200);
+    expect(gate.logs.some((l) => l.includes('policy file loaded') && l.includes('"cause":"file changed"'))).toBe(true);
+    // The recv_window cap came from the same reload.
+    expect(JSON.parse((await call('/api/v3/viewer/accounts', { recv_window: '50' })).body)).toEqual({ code: 40106, message: 'Invalid Token' });
+
+    file.update('routes:\n  - { method: get, path: /api/v3/x/../y }\nunlistedRoutes: maybe\n');
+    await expect.poll(() => gate.logs.some((l) => l.includes('policy file rejected')), { timeout: 5_000 }).toBe(true);
+    const line = gate.logs.find((l) => l.includes('policy file rejected'))!;
+    expect(line).toContain('unlistedRoutes');
+    expect(line).toContain('bad segment');
+    const mark = upstream.received.length;
+    expect((await call('/api/v3/orders')).status).toBe(200);
+    expect((await call('/api/v3/other')).status).toBe(403);
+    expect(upstream.received.slice(mark).map((r) => r.url)).toEqual(['/api/v3/orders']);
+  });
+
+  it('reloads on request (what SIGHUP does)', async () => {
+    file.update(policy(['/api/v3/viewer/accounts']));
+    // Whether or not the watcher already saw it, an explicit reload applies the file as it is now.
+    expect(gate.keygate.reloadPolicy()).toBe(true);
+    expect((await call('/api/v3/orders')).status).toBe(403);
+    expect((await call('/api/v3/viewer/accounts')).status).toBe(200);
+  });
+});

@@ -1,0 +1,195 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent, request as httpRequest } from 'node:http';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, send, type Reply } from '../helpers/http.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { token } from '../helpers/tokens.js';
+import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+
+const SECRET = 'rate-limit-secret-0123456789';
+const PATH = '/api/v3/viewer/accounts';
+const TOO_MANY = { code: 10429, message: 'Too Many Requests' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Two Keygate instances on one real Redis, real sockets, a recording upstream:
+ * the limit is shared, decided on Redis's clock, and costs no extra round trip.
+ */
+describe('per-key rate limits across two instances', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let a: RunningKeygate;
+  let b: RunningKeygate;
+  let admin: Redis;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    upstream = await startUpstream();
+    // The policy's default applies to keys without their own limit.
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-rl-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 3/m }\n`);
+    const keys = [
+      makeKey({ apiKey: 'ten', secret: SECRET, rateLimit: { rate: '10/s', burst: 10 } }),
+      makeKey({ apiKey: 'forged', secret: SECRET, rateLimit: { rate: '10/m', burst: 10 } }),
+      makeKey({ apiKey: 'usage', secret: SECRET, rateLimit: { rate: '5/s', burst: 5 } }),
+      makeKey({ apiKey: 'by-default', secret: SECRET }),
+      makeKey({ apiKey: 'plenty', secret: SECRET, rateLimit: { rate: '1000000/s' } }),
+    ];
+    const env = { KEYGATE_CONFIG: policy, KEYGATE_KEY_CACHE_TTL_MS: '600000' };
+    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys, env });
+    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { ...env, KEYGATE_RATE_LIMIT_HEADERS: 'off' } });
+    admin = new Redis(redis.url);
+  });
+  afterAll(async () => {
+    admin?.disconnect();
+    await a?.close();
+    await b?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  const call = (gate: RunningKeygate, t: string) => send(gate.url, PATH, { headers: bearer(t) });
+  const forwardedFor = (apiKey: string) => upstream.received.filter((r) => r.headers['x-api-key-id'] === `id-${apiKey}`).length;
+  const expectLimited = (r: Reply) => {
+    expect(r.status).toBe(429);
+    expect(r.json()).toEqual(TOO_MANY);
+    expect(Number(r.headers['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(r.headers['ratelimit-policy']).toBe('"keygate";q=10;w=1');
+    expect(r.headers.ratelimit).toMatch(/^"keygate";r=0;t=1$/);
+  };
+
+  it('10/s burst 10: of 40 concurrent requests split across both instances exactly 10 pass; the rest are 429 10429 with Retry-After; the allowance returns', async () => {
+    // GCRA gives one more request every 100 ms, so "exactly 10" holds only when all 40 reach Redis
+    // within 100 ms. Connections are opened beforehand (keep-alive, GET /api/v3/time) so the burst
+    // is not spread by 40 TCP handshakes; on a machine too loaded for that, the attempt is checked
+    // against the bound GCRA promises (10 + one per 100 ms elapsed) and repeated.
+    const agent = new Agent({ keepAlive: true, maxSockets: 40 });
+    const get = (gate: RunningKeygate, path: string, headers: Record<string, string> = {}) =>
+      new Promise<Reply>((resolve, reject) => {
+        const req = httpRequest(`${gate.url}${path}`, { agent, headers }, (res) => {
+          const chunks: Buffer[] = [];
+          res.on('data', (c: Buffer) => chunks.push(c));
+          res.on('end', () => {
+            const body = Buffer.concat(chunks).toString();
+            resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
+          });
+        });
+        req.on('error', reject);
+        req.end();
+      });
+    let exact = false;
+    for (let attempt = 0; attempt < 5 && !exact; attempt++) {
+      await sleep(1_100); // the whole burst back
+      await Promise.all(Array.from({ length: 40 }, (_, i) => get(i % 2 ? a : b, '/api/v3/time')));
+      const before = forwardedFor('ten');
+      const tokens = Array.from({ length: 40 }, () => token('ten', SECRET));
+      const t0 = performance.now();
+      const replies = await Promise.all(tokens.map((t, i) => get(i % 2 ? a : b, PATH, bearer(t))));
+      const elapsedMs = performance.now() - t0;
+      const ok = replies.filter((r) => r.status === 200);
+      for (const r of replies.filter((r) => r.status !== 200)) expectLimited(r);
+      expect(forwardedFor('ten') - before).toBe(ok.length);
+      // Instance a adds RateLimit to what it forwards; b has it switched off.
+      const fromA = ok.filter((r) => r.headers.ratelimit !== undefined);
+      for (const r of fromA) {
+        expect(r.headers['ratelimit-policy']).toBe('"keygate";q=10;w=1');
+        expect(r.headers.ratelimit).toMatch(/^"keygate";r=\d;t=1$/);
+      }
+      if (elapsedMs < 100) {
+        expect(ok).toHaveLength(10);
+        exact = true;
+      } else {
+        console.log(`burst spread over ${Math.round(elapsedMs)} ms (loaded machine): ${ok.length} passed, bound ${10 + Math.floor(elapsedMs / 100)}`);
+        expect(ok.length).toBeGreaterThanOrEqual(10);
+        expect(ok.length).toBeLessThanOrEqual(10 + Math.floor(elapsedMs / 100));
+      }
+    }
+    expect(exact, 'one burst of 40 completed within 100 ms').toBe(true);
+    // After the interval the allowance is back: b (RateLimit switched off) and then a both pass.
+    await sleep(1_100);
+    const viaB = await get(b, PATH, bearer(token('ten', SECRET)));
+    const viaA = await get(a, PATH, bearer(token('ten', SECRET)));
+    agent.destroy();
+    expect([viaB.status, viaA.status]).toEqual([200, 200]);
+    expect(viaB.headers.ratelimit).toBeUndefined();
+    expect(viaB.headers['ratelimit-policy']).toBeUndefined();
+    expect(viaA.headers.ratelimit).toMatch(/^"keygate";r=[89];t=1$/);
+  });
+
+  it('a limited request records no nonce: the same token passes once allowed, and only then is a replay', async () => {
+    await sleep(1_100);
+    const burst = await Promise.all(Array.from({ length: 10 }, () => call(a, token('ten', SECRET))));
+    expect(burst.every((r) => r.status === 200)).toBe(true);
+    const held = token('ten', SECRET);
+    expectLimited(await call(b, held));
+    await sleep(150);
+    expect((await call(a, held)).status).toBe(200);
+    // The limit is checked first: a replay while the key is limited is answered 429 (nothing spent),
+    // so wait for the allowance before showing the nonce is now taken.
+    await sleep(150);
+    expect((await call(b, held)).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+  });
+
+  it('a forged token spends no allowance', async () => {
+    const forged = await Promise.all(Array.from({ length: 30 }, (_, i) => call(i % 2 ? a : b, token('forged', 'not-the-secret-0123456789'))));
+    expect(forged.every((r) => r.status === 401)).toBe(true);
+    const good = await Promise.all(Array.from({ length: 10 }, (_, i) => call(i % 2 ? a : b, token('forged', SECRET))));
+    expect(good.map((r) => r.status)).toEqual(Array(10).fill(200));
+    expect((await call(a, token('forged', SECRET))).status).toBe(429);
+    expect(forwardedFor('forged')).toBe(10);
+  });
+
+  it("a key without its own limit gets the policy's defaultRateLimit", async () => {
+    const replies = await Promise.all(Array.from({ length: 6 }, (_, i) => call(i % 2 ? a : b, token('by-default', SECRET))));
+    expect(replies.filter((r) => r.status === 200)).toHaveLength(3);
+    const limited = replies.find((r) => r.status === 429) as Reply;
+    expect(limited.headers['ratelimit-policy']).toBe('"keygate";q=3;w=60');
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(15); // next one in ~20 s
+  });
+
+  it('usage counts equal the forwarded requests (replays, 429s and forgeries not counted)', async () => {
+    const sent = Array.from({ length: 12 }, () => token('usage', SECRET));
+    const replies = await Promise.all(sent.map((t, i) => call(i % 2 ? a : b, t)));
+    await call(a, sent[0] as string); // a replay
+    await call(b, token('usage', 'wrong-secret-0123456789'));
+    const usage = await a.keygate.store.getUsage('usage');
+    const total = Object.values(usage.perDay).reduce((x, y) => x + y, 0);
+    expect(total).toBe(replies.filter((r) => r.status === 200).length);
+    expect(total).toBe(forwardedFor('usage'));
+    expect(total).toBe(5);
+    expect(Math.abs((usage.lastUsedAtMs as number) - Date.now())).toBeLessThan(5_000);
+  });
+
+  it('one Redis round trip per forwarded request (INFO commandstats), limit or no limit', async () => {
+    // Warm both instances' key caches first: a cache miss adds a GET.
+    for (const g of [a, b]) expect((await call(g, token('plenty', SECRET))).status).toBe(200);
+    await admin.config('RESETSTAT');
+    const N = 40;
+    const replies = await Promise.all(Array.from({ length: N }, (_, i) => call(i % 2 ? a : b, token('plenty', SECRET))));
+    expect(replies.every((r) => r.status === 200)).toBe(true);
+    const stats = parseCommandStats(await admin.info('commandstats'));
+    delete stats['config|resetstat']; // our own RESETSTAT
+    console.log(`commandstats for ${N} forwarded requests: ${JSON.stringify(stats)}`);
+    // One command from Keygate per request (EVALSHA: one round trip). commandstats also counts
+    // the commands the script runs inside Redis, in the same call: TIME, GET (tat), SET NX PX
+    // (nonce) + SET PX (tat), HSET (last) + HINCRBY (today).
+    expect(stats).toEqual({ evalsha: N, time: N, get: N, set: 2 * N, hset: N, hincrby: N });
+  });
+
+  it('Redis layout: one key\'s request-path state shares a hash tag; nothing under the old nonce names', async () => {
+    const names = (await admin.keys('*')).filter((k) => k.includes('{usage}')).map((k) => k.replace(/:nonce:\d+$/, ':nonce:<n>'));
+    expect(new Set(names)).toEqual(new Set(['keygate:{usage}:nonce:<n>', 'keygate:{usage}:tat', 'keygate:{usage}:usage']));
+    expect(await admin.keys('keygate:nonce:*')).toEqual([]);
+  });
+});
+
+function parseCommandStats(info: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) out[m[1] as string] = Number(m[2]);
+  return out;
+}

@@ -1,0 +1,113 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, send } from '../helpers/http.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { client, startRedisCluster, type TestCluster } from '../helpers/redis-topology.js';
+import { token } from '../helpers/tokens.js';
+import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+
+const run = promisify(execFile);
+const SECRET = 'cluster-secret-0123456789abcdef';
+const PATH = '/api/v3/viewer/accounts';
+const KEYS = Array.from({ length: 24 }, (_, i) => `ck-${i}`);
+
+/** Real 3-master Redis Cluster (redis-cli --cluster create) behind three Keygate instances. */
+describe('Redis Cluster', () => {
+  let cluster: TestCluster;
+  let upstream: RecordingUpstream;
+  let gates: RunningKeygate[] = [];
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3, password: 'cluster-pass-0123' });
+    upstream = await startUpstream();
+    const env = (nodes: string) => ({ KEYGATE_REDIS_CLUSTER_NODES: nodes, KEYGATE_REDIS_PASSWORD: cluster.password!, KEYGATE_KEY_CACHE_TTL_MS: '600000' });
+    // One instance knows a single seed node and discovers the rest.
+    gates = [
+      await startKeygate({ upstream: upstream.url, env: env(cluster.nodes.split(',')[0]!), keys: KEYS.map((apiKey) => makeKey({ apiKey, secret: SECRET })) }),
+      await startKeygate({ upstream: upstream.url, env: env(cluster.nodes) }),
+      await startKeygate({ upstream: upstream.url, env: env(cluster.nodes) }),
+    ];
+  }, 60_000);
+  afterAll(async () => {
+    for (const g of gates) await g.close();
+    await upstream?.close();
+    await cluster?.stop();
+  });
+
+  const status = async (gate: RunningKeygate, t: string) => (await send(gate.url, PATH, { headers: bearer(t) })).status;
+  const countOnNode = async (port: number, pattern: string) => {
+    const c = client(port, cluster.password);
+    await c.connect();
+    let n = 0;
+    let cursor = '0';
+    do {
+      const [next, batch] = await c.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+      cursor = next;
+      n += batch.length;
+    } while (cursor !== '0');
+    c.disconnect();
+    return n;
+  };
+
+  it('authenticates keys spread over every master, and catches replays on another instance', async () => {
+    const used: string[] = [];
+    for (const [i, apiKey] of KEYS.entries()) {
+      const t = token(apiKey, SECRET);
+      expect(await status(gates[i % 3]!, t), apiKey).toBe(200);
+      used.push(t);
+    }
+    for (const [i, t] of used.entries()) expect((await send(gates[(i + 1) % 3]!.url, PATH, { headers: bearer(t) })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+    expect(upstream.received.length).toBe(KEYS.length);
+    // Key records and nonces really live on all three masters. The admit script touches one key's
+    // nonce, GCRA state and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT.
+    const perNode = await Promise.all(
+      cluster.ports.map(async (p) => ({ port: p, records: await countOnNode(p, 'keygate:key:*'), nonces: await countOnNode(p, 'keygate:{*}:nonce:*'), usage: await countOnNode(p, 'keygate:{*}:usage') })),
+    );
+    console.log(`cluster key placement: ${JSON.stringify(perNode)}`);
+    // Names are fixed per key, so their spread over the masters is deterministic.
+    for (const n of perNode) expect(n.records).toBeGreaterThan(0);
+    expect(perNode.reduce((sum, n) => sum + n.nonces, 0)).toBe(KEYS.length);
+    expect(perNode.filter((n) => n.nonces > 0).length).toBeGreaterThanOrEqual(2);
+    expect(perNode.reduce((sum, n) => sum + n.usage, 0)).toBe(KEYS.length);
+  });
+
+  it('a change published on any node reaches every instance', async () => {
+    const invalidations = async (g: RunningKeygate) => (await g.keygate.metrics.invalidations.get()).values[0]?.value ?? 0;
+    for (const port of cluster.ports) {
+      const before = await Promise.all(gates.map(invalidations));
+      const c = client(port, cluster.password);
+      await c.connect();
+      await c.publish('keygate:key-events', 'ck-0');
+      c.disconnect();
+      for (const [i, g] of gates.entries()) {
+        await expect.poll(() => invalidations(g), { timeout: 2_000, interval: 20, message: `instance ${i} hears a PUBLISH on node ${port}` }).toBeGreaterThan(before[i]!);
+      }
+    }
+  });
+
+  it('a key revoked with the CLI is refused by every instance within 1 second', async () => {
+    for (const g of gates) expect(await status(g, token('ck-5', SECRET))).toBe(200);
+    await run('node', ['bin/keygate.js', 'keys', 'revoke', 'ck-5', '--reason', 'cluster test'], {
+      env: { ...process.env, KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password },
+    });
+    const cliDone = Date.now();
+    for (const g of gates) await expect.poll(() => status(g, token('ck-5', SECRET)), { timeout: 1_000, interval: 20 }).toBe(404);
+    console.log(`cluster revocation reached all 3 instances ${Date.now() - cliDone} ms after the CLI returned`);
+    expect(await status(gates[0]!, token('ck-6', SECRET))).toBe(200);
+    const { stdout } = await run('node', ['bin/keygate.js', 'keys', 'list', '--json'], {
+      env: { ...process.env, KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password },
+    });
+    expect((JSON.parse(stdout) as Array<{ apiKey: string }>).map((k) => k.apiKey).sort()).toEqual([...KEYS].sort());
+  });
+
+  it('a rate limit is shared by every instance (GCRA state under the key\'s hash tag)', async () => {
+    const store = gates[0]!.keygate.store;
+    await store.putKey(makeKey({ apiKey: 'ck-limited', secret: SECRET, rateLimit: { rate: '5/m' } }));
+    const codes = await Promise.all(Array.from({ length: 12 }, (_, i) => status(gates[i % 3]!, token('ck-limited', SECRET))));
+    expect(codes.filter((c) => c === 200)).toHaveLength(5);
+    expect(codes.filter((c) => c === 429)).toHaveLength(7);
+    expect(Object.values((await store.getUsage('ck-limited')).perDay)).toEqual([5]);
+    await store.deleteKey('ck-limited');
+  });
+});

@@ -1,0 +1,193 @@
+import { execFile, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jwtVerify, decodeProtectedHeader } from 'jose';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+
+const run = promisify(execFile);
+const cli = (args: string[], env: Record<string, string> = {}) =>
+  run('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env } });
+
+/** The CLI with `input` on its stdin (then closed). */
+const cliWithStdin = (args: string[], env: Record<string, string>, input: string) =>
+  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+    const child = spawn('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+    child.stdin.end(input);
+    child.once('close', (code) => resolve({ code, stdout, stderr }));
+  });
+
+describe('keygate CLI', () => {
+  let redis: TestRedis;
+  beforeAll(async () => {
+    redis = await startRedis({ shared: true });
+  });
+  afterAll(() => redis.stop());
+
+  it('token prints a contract token signed with the plain secret', async () => {
+    const { stdout } = await cli(['token', '--key', 'k1', '--secret', 's3cret-0123456789abcdef', '--recv-window', '10']);
+    const t = stdout.trim();
+    expect(decodeProtectedHeader(t)).toEqual({ alg: 'HS256', typ: 'JWT' });
+    const { payload } = await jwtVerify(t, new TextEncoder().encode('s3cret-0123456789abcdef'), { algorithms: ['HS256'] });
+    expect(payload).toMatchObject({ type: 'OpenAPIV2', sub: 'k1', recv_window: '10' });
+    expect(payload.nonce).toMatch(/^\d{19}$/);
+    expect(Number(BigInt(payload.nonce as string) / 1_000_000n) - Date.now()).toBeLessThan(5_000);
+  });
+
+  it.each<[string, string[], Record<string, string>, string | undefined]>([
+    ['KEYGATE_API_SECRET', ['token', '--key', 'k1'], { KEYGATE_API_SECRET: 's3cret-0123456789abcdef' }, undefined],
+    ['--secret-stdin', ['token', '--key', 'k1', '--secret-stdin'], { KEYGATE_API_SECRET: 'not-this-one-0123456789' }, 's3cret-0123456789abcdef\n'],
+    ['--secret-stdin without a newline', ['token', '--key', 'k1', '--secret-stdin'], {}, 's3cret-0123456789abcdef'],
+  ])('token takes the secret from %s, off the command line', async (_name, args, env, input) => {
+    const { code, stdout } = await cliWithStdin(args, { KEYGATE_API_SECRET: '', ...env }, input ?? '');
+    expect(code).toBe(0);
+    const { payload } = await jwtVerify(stdout.trim(), new TextEncoder().encode('s3cret-0123456789abcdef'), { algorithms: ['HS256'] });
+    expect(payload.sub).toBe('k1');
+  });
+
+  it.each([
+    ['an empty stdin', ['token', '--key', 'k1', '--secret-stdin'], /a key and a secret are required/],
+    ['both --secret and --secret-stdin', ['token', '--key', 'k1', '--secret', 'x', '--secret-stdin'], /not both/],
+  ])('token refuses %s', async (_name, args, message) => {
+    const err = await cliWithStdin(args, { KEYGATE_API_SECRET: '' }, '');
+    expect(err.code).toBe(2);
+    expect(err.stderr).toMatch(message);
+  });
+
+  it('token --help says where the secret can come from', async () => {
+    const { stdout } = await cli(['token', '--help']);
+    for (const s of ['KEYGATE_API_SECRET', '--secret-stdin', 'visible to every local user']) expect(stdout).toContain(s);
+  });
+
+  it('keys create --json prints the secret once; list and show never do', async () => {
+    const env = { KEYGATE_REDIS_URL: redis.url };
+    const { stdout } = await cli(['keys', 'create', '--scopes', 'accounts:read,b', '--allow-ip', '10.0.0.0/8,::1', '--label', 'ci', '--json'], env);
+    const created = JSON.parse(stdout) as { apiKey: string; apiSecret: string; id: string; scopes: string[]; allowIps: string[] };
+    expect(Object.keys(created).sort()).toEqual(['allowIps', 'apiKey', 'apiSecret', 'id', 'label', 'scopes']);
+    expect(created.scopes).toEqual(['accounts:read', 'b']);
+    expect(created.allowIps).toEqual(['10.0.0.0/8', '::1']);
+    expect(Buffer.from(created.apiSecret, 'base64url').length).toBeGreaterThanOrEqual(32);
+    const list = await cli(['keys', 'list', '--json'], env);
+    const show = await cli(['keys', 'show', created.apiKey], env);
+    const table = await cli(['keys', 'list'], env);
+    for (const out of [list.stdout, show.stdout, table.stdout]) {
+      expect(out).toContain(created.apiKey);
+      expect(out).not.toContain(created.apiSecret);
+    }
+    await cli(['keys', 'revoke', created.apiKey, '--reason', 'rotated'], env);
+    expect(JSON.parse((await cli(['keys', 'show', created.apiKey], env)).stdout)).toMatchObject({ state: 'revoked', revokeReason: 'rotated' });
+    await cli(['keys', 'delete', created.apiKey], env);
+    await expect(cli(['keys', 'show', created.apiKey], env)).rejects.toMatchObject({ code: 1 });
+  });
+
+  it.each([['--version'], ['version']])('%s prints the package version and exits 0', async (arg) => {
+    const { stdout } = await cli([arg]);
+    expect(stdout).toBe(`keygate ${(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version}\n`);
+  });
+
+  it('keys create refuses a bad CIDR', async () => {
+    await expect(cli(['keys', 'create', '--allow-ip', '10.0.0.0/33'], { KEYGATE_REDIS_URL: redis.url })).rejects.toMatchObject({ code: 2 });
+  });
+
+  it('keys without Redis explains that the keys file is the source', async () => {
+    const err = await cli(['keys', 'list'], { KEYGATE_REDIS_URL: '' }).catch((e: { code: number; stderr: string }) => e);
+    expect(err).toMatchObject({ code: 2 });
+    expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
+  });
+
+  it('serve exits non-zero at start and lists every configuration problem at once', async () => {
+    const err = (await cli(['serve'], {
+      KEYGATE_UPSTREAM: 'ftp://x/path',
+      KEYGATE_PORT: 'eighty',
+      KEYGATE_LOG_LEVEL: 'loud',
+      KEYGATE_REDIS_TIMEOUT_MS: '-5',
+      KEYGATE_CONFIG: 'examples/does-not-exist.yaml',
+      KEYGATE_KEYS_FILE: 'examples/does-not-exist-keys.yaml',
+      KEYGATE_REDIS_URL: '',
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(err.code).toBe(1);
+    for (const name of ['KEYGATE_UPSTREAM', 'KEYGATE_PORT', 'KEYGATE_LOG_LEVEL', 'KEYGATE_REDIS_TIMEOUT_MS', 'KEYGATE_CONFIG', 'KEYGATE_KEYS_FILE']) {
+      expect(err.stderr).toContain(name);
+    }
+  });
+
+  it('serve masks a Redis password given as ?password= in its startup log', async () => {
+    const child = spawn('node', ['bin/keygate.js', 'serve'], {
+      env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: `${redis.url}/0?password=qs-s3cr3t-value&db=0` },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
+    await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
+    const code = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await code;
+    const started = JSON.parse(out.split('\n').find((l) => l.includes('keygate started'))!) as { config: { redis: string } };
+    expect(started.config.redis).toMatch(/\?password=\*\*\*&db=0$/);
+    expect(out).not.toContain('qs-s3cr3t-value');
+  });
+
+  it('check-config exits 0 for a valid setup, binding nothing and contacting no Redis', async () => {
+    // The proxy port is taken and the Redis URL answers nobody: serve would fail, check-config does not try.
+    const busy = createServer().listen(0, '127.0.0.1');
+    await new Promise((r) => busy.once('listening', r));
+    try {
+      const port = String((busy.address() as AddressInfo).port);
+      const started = Date.now();
+      const { stdout } = await cli(['check-config'], { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_HOST: '127.0.0.1', KEYGATE_PORT: port, KEYGATE_REDIS_URL: 'redis://:hidden-pw@127.0.0.1:1?password=hidden-pw' });
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(stdout).toContain('configuration is valid');
+      expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ port: Number(port), store: 'redis', routes: 1 });
+      expect(stdout).not.toContain('hidden-pw');
+    } finally {
+      busy.close();
+    }
+  });
+
+  it('check-config counts the keys of a valid keys file', async () => {
+    const { stdout } = await cli(['check-config'], { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_REDIS_URL: '', KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml' });
+    expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ store: 'memory', keys: 1 });
+  });
+
+  it('check-config exits 1 listing every problem of the environment, the policy file and the keys file', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-check-'));
+    writeFileSync(join(dir, 'routes.yaml'), 'routes:\n  - { method: GET, path: /api/v3/a, scope: [x] }\n');
+    writeFileSync(join(dir, 'keys.yaml'), 'keys:\n  - { apiKey: k, apiSecret: short-s3cret }\n');
+    const err = (await cli(['check-config'], {
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+      KEYGATE_PORT: 'eighty',
+      KEYGATE_REDIS_URL: '',
+      KEYGATE_SECRET_ENCRYPTION_KEY_FILE: join(dir, 'missing'),
+      KEYGATE_CONFIG: join(dir, 'routes.yaml'),
+      KEYGATE_KEYS_FILE: join(dir, 'keys.yaml'),
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(err.code).toBe(1);
+    expect(err.stderr).toMatch(/^keygate check-config: 4 problems:/);
+    for (const needle of ['KEYGATE_PORT:', 'KEYGATE_SECRET_ENCRYPTION_KEY_FILE: cannot read', 'routes[0].scope: unknown setting', 'KEYGATE_KEYS_FILE: ', 'keys[0].apiSecret: must be at least 16 bytes']) {
+      expect(err.stderr).toContain(needle);
+    }
+    expect(err.stderr).not.toContain('short-s3cret');
+  });
+
+  it('serve drains and exits 0 on SIGTERM', async () => {
+    const child = spawn('node', ['bin/keygate.js', 'serve'], {
+      env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
+    const code = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    expect(await code).toBe(0);
+    expect(out).toContain('keygate stopped');
+  });
+});

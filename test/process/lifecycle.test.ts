@@ -1,0 +1,193 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { Agent, request } from 'node:http';
+import { connect } from 'node:net';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRedisStore } from '../../src/store/redis-store.js';
+import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { token } from '../helpers/tokens.js';
+import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import pino from 'pino';
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const SECRET = 'lifecycle-secret-0123456789abcdef';
+const PATH = '/api/v3/viewer/accounts';
+
+interface Served {
+  child: ChildProcess;
+  lines: Array<Record<string, unknown>>;
+  output: () => string;
+  port: number;
+  adminPort: number;
+  exited: Promise<{ code: number | null; at: number }>;
+}
+
+/** `node bin/keygate.js serve` as an operator runs it, on free ports; resolves once it logged "keygate started". */
+async function serve(env: Record<string, string>): Promise<Served> {
+  const child = spawn('node', ['bin/keygate.js', 'serve'], {
+    env: { ...process.env, KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_HOST: '127.0.0.1', KEYGATE_ADMIN_HOST: '127.0.0.1', KEYGATE_REDIS_URL: '', KEYGATE_KEYS_FILE: '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  const lines: Array<Record<string, unknown>> = [];
+  child.stdout!.on('data', (c: Buffer) => {
+    out += c.toString();
+    const parts = out.split('\n');
+    out = parts.pop() ?? '';
+    for (const p of parts) if (p.trim()) lines.push(JSON.parse(p) as Record<string, unknown>);
+  });
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: Date.now() })));
+  const deadline = Date.now() + 15_000;
+  let started: Record<string, unknown> | undefined;
+  while (!(started = lines.find((l) => l.msg === 'keygate started'))) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`keygate did not start:\n${err}\n${lines.map((l) => JSON.stringify(l)).join('\n')}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  const config = started.config as { port: number; adminPort: number };
+  return { child, lines, output: () => `${lines.map((l) => JSON.stringify(l)).join('\n')}\n${out}\n${err}`, port: config.port, adminPort: config.adminPort, exited };
+}
+
+/** One request over a keep-alive agent (the connection would stay open if shutdown did not close it). */
+function call(port: number, agent: Agent, tok: string): Promise<{ status: number; body: string; at: number }> {
+  return new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: PATH, agent, headers: { authorization: `Bearer ${tok}` } }, (res) => {
+      let body = '';
+      res.on('data', (c: Buffer) => (body += c.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: Date.now() }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const refused = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => {
+      s.destroy();
+      resolve(false);
+    });
+    s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED'));
+  });
+
+const readyz = async (s: Served) => (await fetch(`http://127.0.0.1:${s.adminPort}/readyz`)).status;
+
+const quitCalls = async (redis: Redis) => Number(/cmdstat_quit:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+
+describe('keygate serve: startup line and graceful shutdown (real CLI process)', () => {
+  let redis: TestRedis;
+  let inspect: Redis;
+  let upstream: RecordingUpstream;
+  beforeAll(async () => {
+    redis = await startRedis(); // our own server: QUIT calls are counted on it
+    inspect = new Redis(redis.url);
+    const store = createRedisStore({ url: redis.url }, { logger: pino({ level: 'silent' }) });
+    await waitStoreReady(store);
+    await store.putKey(makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' }));
+    await store.close();
+    upstream = await startUpstream();
+  });
+  afterAll(async () => {
+    inspect?.disconnect();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('logs one startup line with the version and the effective config, the Redis password masked', async () => {
+    const url = `redis://default:hunter2-not-for-logs@127.0.0.1:${redis.port}`;
+    const s = await serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '2500' });
+    try {
+      // (The password is ignored by this test server: ioredis warns and carries on.)
+      await expect.poll(() => readyz(s), { timeout: 10_000, interval: 50 }).toBe(200);
+      const started = s.lines.filter((l) => l.msg === 'keygate started');
+      expect(started).toHaveLength(1);
+      expect(started[0]).toMatchObject({
+        version: VERSION,
+        config: {
+          port: s.port,
+          adminPort: s.adminPort,
+          upstream: upstream.url,
+          store: 'redis',
+          redis: `redis://default:***@127.0.0.1:${redis.port}`,
+          limits: expect.objectContaining({ shutdownTimeoutMs: 2500 }),
+        },
+      });
+    } finally {
+      s.child.kill('SIGTERM');
+      expect((await s.exited).code).toBe(0);
+    }
+    expect(s.output()).not.toContain('hunter2-not-for-logs');
+  });
+
+  it.each(['SIGTERM', 'SIGINT'] as const)(
+    '%s: refuses new connections, reports not ready, finishes the in-flight request, closes Redis and exits 0',
+    async (signal) => {
+      upstream.handler = (_req, res) => setTimeout(() => res.end('{"slow":"done"}'), 1_500);
+      const s = await serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '10000', KEYGATE_KEEP_ALIVE_TIMEOUT_MS: '60000' });
+      const agent = new Agent({ keepAlive: true });
+      try {
+        await expect.poll(() => readyz(s), { timeout: 10_000, interval: 50 }).toBe(200); // Redis connects after "started"
+
+        const quitBefore = await quitCalls(inspect);
+        const seen = upstream.received.length;
+        const inFlight = call(s.port, agent, token('good', SECRET));
+        await expect.poll(() => upstream.received.length, { timeout: 5_000, interval: 10 }).toBe(seen + 1);
+
+        const signalled = Date.now();
+        s.child.kill(signal);
+        await expect.poll(() => refused(s.port), { timeout: 3_000, interval: 20 }).toBe(true);
+        const ready = await fetch(`http://127.0.0.1:${s.adminPort}/readyz`);
+        expect(ready.status).toBe(503);
+        expect(await ready.json()).toEqual({ status: 'not ready', reason: 'shutting_down' });
+
+        const res = await inFlight;
+        expect(res).toMatchObject({ status: 200, body: '{"slow":"done"}' });
+        const { code, at } = await s.exited;
+        expect(code).toBe(0);
+        expect(at).toBeGreaterThanOrEqual(res.at - 50);
+        // The keep-alive connection (60 s idle timeout) did not hold the process: well under the 10 s deadline.
+        expect(at - signalled).toBeLessThan(8_000);
+        expect(await quitCalls(inspect)).toBe(quitBefore + 2); // command and subscriber connections
+        expect(s.lines.find((l) => l.msg?.toString().startsWith('shutting down'))).toMatchObject({ signal, deadlineMs: 10_000 });
+        expect(s.lines.some((l) => l.msg === 'keygate stopped')).toBe(true);
+        expect(s.lines.some((l) => String(l.msg).includes('deadline reached'))).toBe(false);
+      } finally {
+        agent.destroy();
+        upstream.handler = undefined;
+        if (s.child.exitCode === null) s.child.kill('SIGKILL');
+      }
+    },
+  );
+
+  it('cuts requests still in flight at KEYGATE_SHUTDOWN_TIMEOUT_MS and still exits 0 (embedded store)', async () => {
+    upstream.handler = (_req, res) => setTimeout(() => res.end('too late'), 20_000);
+    const s = await serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml', KEYGATE_SHUTDOWN_TIMEOUT_MS: '500' });
+    const agent = new Agent({ keepAlive: false });
+    try {
+      const seen = upstream.received.length;
+      const inFlight = call(s.port, agent, token('demo-key', 'demo-secret-0123456789abcdef')).then(
+        () => 'answered',
+        (e: Error) => e.message,
+      );
+      await expect.poll(() => upstream.received.length, { timeout: 5_000, interval: 10 }).toBe(seen + 1);
+      const signalled = Date.now();
+      s.child.kill('SIGTERM');
+      const { code, at } = await s.exited;
+      expect(code).toBe(0);
+      expect(at - signalled).toBeGreaterThanOrEqual(450);
+      expect(at - signalled).toBeLessThan(5_000);
+      expect(await inFlight).toMatch(/socket hang up|ECONNRESET/);
+      expect(s.lines.find((l) => String(l.msg).includes('deadline reached'))).toMatchObject({ level: 40, deadlineMs: 500, connections: 1 });
+      expect(s.output()).not.toContain('demo-secret-0123456789abcdef');
+    } finally {
+      agent.destroy();
+      upstream.handler = undefined;
+      if (s.child.exitCode === null) s.child.kill('SIGKILL');
+    }
+  });
+});

@@ -1,0 +1,206 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, loadConfig } from '../../src/config/load-config.js';
+import { parseCidrList, ipAllowed } from '../../src/config/cidr.js';
+import { clientIp } from '../../src/pipeline/client-ip.js';
+import { KeysFileError, parseKeysDocument } from '../../src/store/keys-file.js';
+
+const file = (name: string, text: string) => {
+  const dir = mkdtempSync(join(tmpdir(), 'keygate-cfg-'));
+  writeFileSync(join(dir, name), text);
+  return join(dir, name);
+};
+
+describe('config', () => {
+  it('has safe defaults and the shipped routes file', () => {
+    const c = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' });
+    expect(c.port).toBe(8000);
+    expect(c.adminPort).toBe(9090);
+    expect(c.policy.unlistedRoutes).toBe('deny');
+    expect(c.policy.trustedProxies).toBeNull();
+    expect(c.policy.maxRecvWindowSeconds).toBe(60);
+    expect(c.policy.routes.rules.map((r) => [r.pattern, r.scopes])).toEqual([['/api/v3/viewer/accounts', ['accounts:read']]]);
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.limits)).toBe(true);
+  });
+
+  it('reports every problem at once', () => {
+    const policy = file('p.yaml', 'routes:\n  - { method: get, path: /x/../y, scopes: [1] }\npublic:\n  - { method: GET, path: /api/v3/* }\nunlistedRoutes: maybe\ntrustedProxies: [300.0.0.1]\nmaxRecvWindowSeconds: 0\ntypo: 1\n');
+    try {
+      loadConfig({ KEYGATE_UPSTREAM: 'http://x/base', KEYGATE_PORT: '9090', KEYGATE_CONFIG: policy });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      const problems = (err as ConfigError).problems.join('\n');
+      for (const needle of ['KEYGATE_UPSTREAM', 'KEYGATE_ADMIN_PORT', 'method', 'bad segment', 'scopes', 'public route', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'typo']) {
+        expect(problems).toContain(needle);
+      }
+    }
+  });
+
+  it('route matching and method override: safe defaults, explicit settings', () => {
+    const d = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).policy;
+    expect(d.matching).toEqual({ caseSensitive: false, trailingSlash: 'ignore' });
+    expect([...d.methodOverride]).toEqual([]);
+    const policy = file('p.yaml', 'routes: []\ncaseSensitiveRoutes: true\ntrailingSlash: strict\nmethodOverride: [X-HTTP-Method-Override, _method]\n');
+    const c = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy;
+    expect(c.matching).toEqual({ caseSensitive: true, trailingSlash: 'strict' });
+    expect([...c.methodOverride]).toEqual(['x-http-method-override', '_method']);
+  });
+
+  // [policy text, problem expected]
+  const refusedPolicies: Array<[string, string, string]> = [
+    ['caseSensitiveRoutes not a boolean', 'caseSensitiveRoutes: "no"\n', 'caseSensitiveRoutes must be true or false'],
+    ['trailingSlash unknown', 'trailingSlash: redirect\n', 'trailingSlash must be "ignore" or "strict"'],
+    ['methodOverride unknown name', 'methodOverride: [X-Override]\n', 'methodOverride must be a list of names among x-http-method-override'],
+    ['methodOverride not a list', 'methodOverride: true\n', 'methodOverride must be a list'],
+    [
+      'two routes the same under the default matching, both lines named',
+      'routes:\n  - { method: GET, path: /api/v3/Items/:id, scopes: [a] }\n  # a comment\n  - { method: GET, path: /api/v3/items/:key/, scopes: [b] }\n',
+      'p.yaml: routes[0] (line 2) and routes[1] (line 4) are the same route under caseSensitiveRoutes: false, trailingSlash: ignore',
+    ],
+    [
+      'catch-all before a specific route, both lines named',
+      'routes:\n  - method: [GET, HEAD]\n    path: /api/v3/*\n    scopes: [read]\n  - { method: GET, path: /api/v3/admin/users, scopes: [admin] }\n',
+      'p.yaml: routes[1] (line 5) (GET /api/v3/admin/users) is more specific than routes[0] (line 2) (GET,HEAD /api/v3/*)',
+    ],
+    // Public /api/v3/ routes: opt-in, one by one, never overlapping an authenticated route.
+    ['public catch-all /api/v3/*', 'public:\n  - { method: GET, path: /api/v3/* }\n', 'p.yaml: public[0].path: public route /api/v3/* names no fixed segment after /api/v3/'],
+    ['public catch-all /api/v3/:x/*', 'public:\n  - { method: GET, path: /api/v3/:market/* }\n', 'public[0].path: public route /api/v3/:market/* names no fixed segment after /api/v3/'],
+    ['public /api/v3/:x', 'public:\n  - { method: GET, path: /api/v3/:anything }\n', 'public route /api/v3/:anything names no fixed segment'],
+    ['public catch-all spelt /API/V3/* when case is folded', 'public:\n  - { method: GET, path: /API/V3/* }\n', 'public route /API/V3/* names no fixed segment'],
+    ['public /api/v3 itself', 'trailingSlash: strict\npublic:\n  - { method: GET, path: /api/v3 }\n', 'public route /api/v3 names no fixed segment'],
+    [
+      'public route overlapping an authenticated :param route, both rules named',
+      'routes:\n  - { method: GET, path: /api/v3/asset_pairs/:name, scopes: [read] }\npublic:\n  - { method: GET, path: /api/v3/asset_pairs/tickers }\n',
+      'p.yaml: public[0] (line 4) (public GET /api/v3/asset_pairs/tickers) and routes[0] (line 2) (authenticated GET /api/v3/asset_pairs/:name) could both match one request',
+    ],
+    [
+      'public route that is an authenticated route spelt in another case',
+      'routes:\n  - { method: GET, path: /api/v3/viewer/accounts, scopes: [read] }\npublic:\n  - { method: GET, path: /API/v3/Viewer/Accounts/ }\n',
+      'public[0] (line 4) (public GET /API/v3/Viewer/Accounts/) and routes[0] (line 2) (authenticated GET /api/v3/viewer/accounts) could both match',
+    ],
+    [
+      'public route under an authenticated catch-all',
+      'routes:\n  - { method: "*", path: /api/v3/*, scopes: [all] }\npublic:\n  - { method: GET, path: /api/v3/ping }\n',
+      '(public GET /api/v3/ping) and routes[0] (line 2) (authenticated * /api/v3/*) could both match one request',
+    ],
+    [
+      'public GET and authenticated HEAD on one path (HEAD is served by a GET route)',
+      'routes:\n  - { method: HEAD, path: /api/v3/ping, scopes: [a] }\npublic:\n  - { method: GET, path: /api/v3/ping }\n',
+      '(public GET /api/v3/ping) and routes[0] (line 2) (authenticated HEAD /api/v3/ping) could both match',
+    ],
+    ['timeEndpoint not a boolean', 'timeEndpoint: "off"\n', 'timeEndpoint must be true or false'],
+    [
+      'a route for /api/v3/time while Keygate answers it',
+      'routes:\n  - { method: GET, path: /api/v3/Time/, scopes: [a] }\n',
+      'routes[0].path: GET /api/v3/Time/ is never reached while Keygate answers GET /api/v3/time itself; set timeEndpoint: false',
+    ],
+    ['route longer than a request may be', `routes:\n  - { method: GET, path: /api/v3${'/a'.repeat(63)}, scopes: [] }\n`, 'longer than requests may be (4096 bytes, 64 segments)'],
+  ];
+  it.each(refusedPolicies)('refuses a policy: %s', (_name, text, problem) => {
+    const policy = file('p.yaml', text);
+    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(ConfigError);
+    try {
+      loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy });
+    } catch (err) {
+      expect((err as ConfigError).problems.join('\n')).toContain(problem);
+    }
+  });
+
+  it('names lines in a JSON policy too', () => {
+    const policy = file('p.json', '{"routes": [\n {"method": "GET", "path": "/api/v3/a", "scopes": []},\n {"method": "GET", "path": "/api/v3/A", "scopes": []}\n]}\n');
+    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(/routes\[0\] \(line 2\) and .*routes\[1\] \(line 3\) are the same route/);
+  });
+
+  it('a public route under /API/v3/ is outside /api/v3/ when routes are case-sensitive', () => {
+    const policy = file('p.yaml', 'caseSensitiveRoutes: true\npublic:\n  - { method: GET, path: /API/v3/* }\n');
+    const p = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy;
+    expect([p.publicRoutes.rules.length, p.publicApiRoutes.rules.length]).toEqual([1, 0]);
+  });
+
+  it('public /api/v3/ routes: none by default; accepted one by one beside routes they cannot overlap', () => {
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).policy.publicApiRoutes.rules).toEqual([]);
+    const policy = file(
+      'p.yaml',
+      [
+        'routes:',
+        '  - { method: GET, path: /api/v3/viewer/*, scopes: [read] }',
+        '  - { method: POST, path: /api/v3/asset_pairs/:name/orders, scopes: [trade] }',
+        '  - { method: POST, path: /api/v3/ping, scopes: [a] }',
+        'public:',
+        '  - { method: GET, path: /api/v3/ping }',
+        '  - { method: GET, path: /api/v3/asset_pairs }',
+        '  - { method: GET, path: /api/v3/asset_pairs/:name/depth }',
+        '  - { method: GET, path: /api/contract/v2/* }',
+        '  - { method: GET, path: /status }',
+        'timeEndpoint: false',
+        '',
+      ].join('\n'),
+    );
+    const p = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy;
+    expect(p.publicApiRoutes.rules.map((r) => r.pattern)).toEqual(['/api/v3/ping', '/api/v3/asset_pairs', '/api/v3/asset_pairs/:name/depth']);
+    expect(p.publicRoutes.rules.map((r) => r.pattern)).toEqual(['/api/contract/v2/*', '/status']);
+    expect(p.timeEndpoint).toBe(false);
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).policy.timeEndpoint).toBe(true);
+  });
+
+  it('with timeEndpoint: false a route may name /api/v3/time', () => {
+    const policy = file('p.yaml', 'timeEndpoint: false\npublic:\n  - { method: GET, path: /api/v3/time }\n');
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy.publicApiRoutes.rules).toHaveLength(1);
+  });
+
+  it('validates keys files, listing every problem', () => {
+    expect(() => parseKeysDocument({ keys: [{ apiKey: 'a', apiSecret: 'short' }, { apiKey: 'a', apiSecret: 'long-enough-secret-123', allowIps: ['nope'] }] }, 'k.yaml')).toThrow(KeysFileError);
+    try {
+      parseKeysDocument({ keys: [{ apiKey: 'a', apiSecret: 'short' }, { apiKey: 'b c', apiSecret: 'long-enough-secret-123', allowIps: ['nope'] }] }, 'k.yaml');
+    } catch (err) {
+      const p = (err as KeysFileError).problems.join('\n');
+      expect(p).toContain('keys[0].apiSecret');
+      expect(p).toContain('keys[1].apiKey');
+      expect(p).toContain('keys[1].allowIps');
+    }
+  });
+});
+
+describe('CIDR allow-lists', () => {
+  const cases: Array<[string[], string, boolean]> = [
+    [['10.0.0.0/8'], '10.1.2.3', true],
+    [['10.0.0.0/8'], '11.0.0.1', false],
+    [['10.0.0.0/8'], '::ffff:10.1.2.3', true],
+    [['::ffff:10.0.0.0/104'], '10.9.9.9', true],
+    [['::1'], '::1', true],
+    [['::1'], '127.0.0.1', false],
+    [['2001:db8::/32'], '2001:db8:1::5', true],
+    [['2001:db8::/32'], '2001:db9::1', false],
+    [['192.168.1.7'], '192.168.1.7', true],
+    [['192.168.1.7'], 'garbage', false],
+  ];
+  it.each(cases)('%j contains %s: %s', (cidrs, ip, expected) => {
+    const { list, errors } = parseCidrList(cidrs, 't');
+    expect(errors).toEqual([]);
+    expect(ipAllowed(list, ip)).toBe(expected);
+  });
+  it.each([['10.0.0.0/33'], ['1.2.3'], ['::/129'], ['10.0.0.0/8/8'], ['10.0.0.0/-1'], ['']])('rejects %s', (bad) => {
+    expect(parseCidrList([bad], 't').errors).toHaveLength(1);
+  });
+});
+
+describe('client IP', () => {
+  const trusted = parseCidrList(['10.0.0.0/8'], 't').list;
+  const cases: Array<[string, string, string | undefined, string | null, string | undefined]> = [
+    ['untrusted peer: X-Forwarded-For ignored', '203.0.113.9', '1.1.1.1', null, '203.0.113.9'],
+    ['no proxies configured', '10.0.0.5', '1.1.1.1', null, '10.0.0.5'],
+    ['trusted peer: rightmost untrusted hop', '10.0.0.5', '6.6.6.6, 1.1.1.1', 'trusted', '1.1.1.1'],
+    ['trusted peer: skips trusted hops', '10.0.0.5', '1.1.1.1, 10.0.0.9', 'trusted', '1.1.1.1'],
+    ['trusted peer: all trusted → leftmost', '10.0.0.5', '10.0.0.7, 10.0.0.9', 'trusted', '10.0.0.7'],
+    ['trusted peer: malformed hop fails closed', '10.0.0.5', 'nonsense', 'trusted', undefined],
+    ['trusted peer without header', '10.0.0.5', undefined, 'trusted', '10.0.0.5'],
+    ['IPv4-mapped peer', '::ffff:203.0.113.9', undefined, null, '203.0.113.9'],
+  ];
+  it.each(cases)('%s', (_n, peer, xff, t, expected) => {
+    expect(clientIp(peer, xff, t ? trusted : null)).toBe(expected);
+  });
+});

@@ -1,0 +1,58 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { describe, expect, it } from 'vitest';
+import { createLogger, createRequestLogger, REQUEST_LINE_FIELDS } from '../../src/observe/logger.js';
+
+function capture(level = 'info') {
+  const lines: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      lines.push(String(chunk));
+      cb();
+    },
+  });
+  return { logger: createLogger({ level }, sink as unknown as pino.DestinationStream), lines };
+}
+
+const withoutTime = (line: string) => {
+  const { time, ...rest } = JSON.parse(line) as Record<string, unknown>;
+  expect(typeof time).toBe('number');
+  return rest;
+};
+
+/** The request line's fixed serializer writes what pino itself would, field for field. */
+describe('createRequestLogger', () => {
+  const cases: Array<[string, Record<string, unknown>, boolean]> = [
+    ['forwarded', { requestId: 'r-1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'key_1', code: 'ok', status: 200, authMs: 0.052, upstreamMs: 0.4, durationMs: 0.61 }, false],
+    ['refused', { requestId: 'r-2', method: 'POST', route: undefined, clientIp: '::1', code: 40106, reason: 'replay', status: 401, authMs: 0.1, durationMs: 0.2 }, false],
+    ['upstream failure at warn', { requestId: 'r-3', method: 'GET', clientIp: '10.0.0.1', code: 50200, reason: 'upstream_bad_response', status: 502, aborted: true }, true],
+    ['quotes, backslashes, control and non-ASCII characters stay inside their field', { requestId: 'r"4\\', method: 'GET', route: '/api/v3/x\n"y":1', clientIp: '\u0000é' }, false],
+  ];
+  it.each(cases)('%s: same object as pino writes', (_name, line, warn) => {
+    const fast = capture();
+    const slow = capture();
+    createRequestLogger(fast.logger)(line, warn);
+    if (warn) slow.logger.warn(line, 'request');
+    else slow.logger.info(line, 'request');
+    expect(fast.lines).toHaveLength(1);
+    expect(fast.lines[0]!.endsWith('}\n')).toBe(true);
+    expect(withoutTime(fast.lines[0]!)).toEqual(withoutTime(slow.lines[0]!));
+  });
+
+  it('leaves out any field not on the allow-list (a token or a secret can never be written)', () => {
+    const fast = capture();
+    createRequestLogger(fast.logger)({ requestId: 'r', token: 'eyJ.secret.sig', apiSecret: 's3cret', authorization: 'Bearer x', headers: { a: 1 } }, false);
+    const parsed = JSON.parse(fast.lines[0]!) as Record<string, unknown>;
+    expect(Object.keys(parsed).filter((k) => !['level', 'time', 'pid', 'name', 'msg'].includes(k))).toEqual(['requestId']);
+    expect(REQUEST_LINE_FIELDS).not.toContain('token');
+  });
+
+  it('respects the logger level', () => {
+    const quiet = capture('warn');
+    const log = createRequestLogger(quiet.logger);
+    log({ requestId: 'r' }, false);
+    expect(quiet.lines).toHaveLength(0);
+    log({ requestId: 'r' }, true);
+    expect(JSON.parse(quiet.lines[0]!)).toMatchObject({ level: 40, requestId: 'r', msg: 'request' });
+  });
+});
