@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // A/B benchmark: this working tree's build against a baseline git revision,
-// side by side in one run. This is how a lever's worth is measured (README
-// "Performance").
+// side by side in one run. This is how a lever's worth is measured
+// (docs/performance.md).
 //
 //   npm run bench:ab -- --baseline HEAD~1                 CPU per request at 1,500 req/s
 //   npm run bench:ab -- --baseline v0.1.0 --saturate      also wrk req/s at saturation

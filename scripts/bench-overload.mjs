@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Overload sweep: Keygate (one process, Redis, a fresh token per request) and
 // the bare http-proxy hop, side by side at 10, 100, 1,000 and 4,000
-// connections, wrk with a 5 s timeout. See README "Overload".
+// connections, wrk with a 5 s timeout. See docs/performance.md
+// "Overload sweep" and docs/operations.md "Overload".
 //
 //   npm run bench:overload                       the sweep, 10 s per step
 //   npm run bench:overload -- --duration 3 --connections 10,100

@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Keygate benchmark harness. See README "Performance".
+// Keygate benchmark harness. See docs/performance.md.
 //
 //   npm run bench                      full run (3 rounds x 10 s per target)
 //   npm run bench -- --short           a few seconds per target (CI)
