@@ -1,7 +1,7 @@
 import type { BlockList } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { parseCidrList } from './cidr.js';
+import { parseCidrList } from '../net/cidr.js';
 import { readDataFileWithLines } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { parseCidrList } from '../config/cidr.js';
+import { parseCidrList } from '../net/cidr.js';
 import { parseRateLimitSpec, type RateLimitSpec } from './rate-limit.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
