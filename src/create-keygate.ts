@@ -20,6 +20,7 @@ import { loadKeysFile } from './store/keys-file.js';
 import { createPolicySource } from './store/policy-file-watcher.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
+import { createSecretCipher } from './store/secret-cipher.js';
 import type { Store } from './store/types.js';
 
 export interface KeygateDeps {
@@ -56,7 +57,7 @@ export function createStoreFromConfig(config: Config, deps: { logger: Logger; cl
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
     return createRedisStore(
-      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretCipher && { cipher: config.secretCipher }) },
+      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretEncryptionKeys && { cipher: createSecretCipher(config.secretEncryptionKeys) }) },
       {
         logger: deps.logger,
         events: {
