@@ -10,7 +10,7 @@ import { compileRouteTable, overlappingRules, type RouteTable } from './route-tr
 import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
-import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from '../store/rate-limit.js';
+import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from './rate-limit-spec.js';
 
 /** Every request under this prefix is authenticated, unless the policy lists it in `public`. */
 export const API_PREFIX = '/api/v3/';
