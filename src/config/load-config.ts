@@ -5,7 +5,7 @@ import { parseCidrList } from '../net/cidr.js';
 import { readDataFileWithLines } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';
-import { OVERRIDE_NAMES } from '../pipeline/check-override.js';
+import { OVERRIDE_NAMES } from './method-override.js';
 import { compileRouteTable, overlappingRules, type RouteTable } from './route-trie.js';
 import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
