@@ -38,7 +38,10 @@ export interface Config {
   /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
   readonly workers: number;
   readonly keysFile: string | undefined;
-  /** Seal key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY[_PREVIOUS]); undefined = stored plain. */
+  /**
+   * Seal key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY[_PREVIOUS]); undefined = stored plain.
+   * Secret bytes, like the Redis password: describeConfig (src/cli/serve-command.ts) picks what is logged.
+   */
   readonly secretEncryptionKeys: SecretEncryptionKeys | undefined;
   readonly configFile: string;
   readonly logLevel: string;
