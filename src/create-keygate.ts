@@ -56,8 +56,10 @@ export interface Keygate {
 export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
+    // Config holds the key bytes; the live cipher is built here, with the store that uses it.
+    const cipher = config.secretEncryptionKeys && createSecretCipher(config.secretEncryptionKeys);
     return createRedisStore(
-      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretEncryptionKeys && { cipher: createSecretCipher(config.secretEncryptionKeys) }) },
+      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(cipher && { cipher }) },
       {
         logger: deps.logger,
         events: {

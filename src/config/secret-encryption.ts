@@ -27,7 +27,10 @@ export function parseEncryptionKey(raw: string | undefined, name: string, proble
  * KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS still opens what an older key sealed
  * (until `keygate keys reencrypt`). Problems are appended to `problems`.
  */
-export function loadSecretEncryptionKeys(env: Readonly<Record<string, string | undefined>>, problems: string[]): SecretEncryptionKeys | undefined {
+export function loadSecretEncryptionKeys(
+  env: Readonly<Record<string, string | undefined>>,
+  problems: string[],
+): SecretEncryptionKeys | undefined {
   const current = parseEncryptionKey(readSecretEnv(env, 'KEYGATE_SECRET_ENCRYPTION_KEY', 'KEYGATE_SECRET_ENCRYPTION_KEY_FILE', problems), 'KEYGATE_SECRET_ENCRYPTION_KEY', problems);
   const previous = parseEncryptionKey(
     readSecretEnv(env, 'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS', 'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS_FILE', problems),
