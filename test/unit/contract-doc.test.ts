@@ -154,9 +154,11 @@ describe('docs/contract.md: the header and claims against the decoder (src/pipel
     expect(decode(without(examplePayload, name))).toMatchObject({ ok: true });
   });
 
-  it.each([...claimRows.keys()])('claim %s: the decoder reads it, with the documented JSON type', (name) => {
+  it.each([...claimRows.keys()])('claim %s: the decoder reads it, with the documented JSON type and no other', (name) => {
     const type = claimRows.get(name)![0];
     expect(['string', 'number'], `${name}: documented type`).toContain(type);
+    // Accepted with the documented type: the worked example (which the client makes) carries it in that type.
+    if (name in examplePayload) expect(typeof examplePayload[name], `${name} in the worked example`).toBe(type);
     expect(decode({ ...examplePayload, [name]: wrongType(type) })).toMatchObject({ ok: false, code: 40106, reason: 'bad_claims' });
   });
 });
