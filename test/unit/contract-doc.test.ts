@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -31,13 +31,22 @@ const OPTS = { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowS
  * needs a row here. The one refusal of that path made elsewhere: a store that does not answer during the key
  * lookup or the admit call throws StoreUnavailableError, which the gateway turns into deny('store_unavailable').
  */
-const AUTH_PATH_STEPS = ['read-credentials', 'decode-token', 'check-time', 'verify-signature', 'authenticate', 'authorize'];
+const AUTH_PATH_STEPS = [
+  'read-credentials',
+  'decode-token',
+  'check-time',
+  'verify-signature',
+  'authenticate',
+  'authorize',
+];
 const AUTH_PATH_THROWN: Reason[] = ['store_unavailable'];
 
 const authPathReasons = [
   ...new Set([
     ...AUTH_PATH_STEPS.flatMap((step) =>
-      [...readFileSync(join(repoRoot, 'src/pipeline', `${step}.ts`), 'utf8').matchAll(/\bdeny\('(\w+)'\)/g)].map((m) => m[1] as Reason),
+      [...readFileSync(join(repoRoot, 'src/pipeline', `${step}.ts`), 'utf8').matchAll(/\bdeny\('(\w+)'\)/g)].map(
+        (m) => m[1] as Reason,
+      ),
     ),
     ...AUTH_PATH_THROWN,
   ]),
@@ -47,17 +56,33 @@ const authPathCodes = [...new Set(authPathReasons.map((r) => REASONS[r].code))].
 /** The rows of the "Errors" section's table: HTTP | Code | Message | Meaning | Origin. */
 const errorRows = tableRows(section(doc, 'Errors'))
   .filter((cells) => /^\d{3}$/.test(cells[0]!))
-  .map(([status, code, message, , origin]) => ({ status: Number(status), code: code!, message: message!, origin: origin! }));
+  .map(([status, code, message, , origin]) => ({
+    status: Number(status),
+    code: code!,
+    message: message!,
+    origin: origin!,
+  }));
 
 describe('docs/contract.md: the error table and the catalogue (src/errors.ts)', () => {
   it('reads the authentication path (the scan finds its refusals)', () => {
-    expect(authPathReasons).toEqual(expect.arrayContaining(['missing_header', 'bad_signature', 'replay', 'unknown_key', 'scope_denied', 'rate_limited']));
+    expect(authPathReasons).toEqual(
+      expect.arrayContaining([
+        'missing_header',
+        'bad_signature',
+        'replay',
+        'unknown_key',
+        'scope_denied',
+        'rate_limited',
+      ]),
+    );
     for (const r of authPathReasons) expect(Object.keys(REASONS), r).toContain(r);
   });
 
   it.each(authPathCodes)('code %s of the authentication path has a row with its status and message', (code) => {
     const { status, message } = ERRORS[code];
-    expect(errorRows.filter((row) => row.code === String(code))).toEqual([{ status, code: String(code), message, origin: expect.any(String) }]);
+    expect(errorRows.filter((row) => row.code === String(code))).toEqual([
+      { status, code: String(code), message, origin: expect.any(String) },
+    ]);
   });
 
   it('has a row only for codes the catalogue has, each with its status and message, and no code twice', () => {
@@ -65,12 +90,16 @@ describe('docs/contract.md: the error table and the catalogue (src/errors.ts)', 
     for (const row of errorRows) {
       const entry = ERRORS[Number(row.code) as ErrorCode];
       expect(entry, `code ${row.code} is in ERRORS`).toBeDefined();
-      expect({ code: row.code, status: row.status, message: row.message }).toEqual({ code: row.code, status: entry.status, message: entry.message });
+      expect({ code: row.code, status: row.status, message: row.message }).toEqual({
+        code: row.code,
+        status: entry.status,
+        message: entry.message,
+      });
     }
     expect(new Set(errorRows.map((r) => r.code)).size).toBe(errorRows.length);
   });
 
-  it('marks each row as the contract\'s or Keygate\'s', () => {
+  it("marks each row as the contract's or Keygate's", () => {
     for (const row of errorRows) expect(['contract', 'Keygate'], row.code).toContain(row.origin);
   });
 });
@@ -104,12 +133,19 @@ const input = (name: string): string => {
   if (v === undefined) throw new Error(`worked example: no input "${name}"`);
   return v;
 };
-const exampleHeader = JSON.parse(blocks.find((b) => b.lang === 'json' && b.body.includes('"alg"'))!.body) as Record<string, unknown>;
-const examplePayload = JSON.parse(blocks.find((b) => b.lang === 'json' && b.body.includes('"sub"'))!.body) as Record<string, unknown>;
+const exampleHeader = JSON.parse(blocks.find((b) => b.lang === 'json' && b.body.includes('"alg"'))!.body) as Record<
+  string,
+  unknown
+>;
+const examplePayload = JSON.parse(blocks.find((b) => b.lang === 'json' && b.body.includes('"sub"'))!.body) as Record<
+  string,
+  unknown
+>;
 
 const SECRET = 'contract-doc-secret-0123456789';
 const decode = (payload: unknown, header: unknown = exampleHeader) => decodeToken(sign(header, payload, SECRET), OPTS);
-const without = (o: Record<string, unknown>, name: string) => Object.fromEntries(Object.entries(o).filter(([k]) => k !== name));
+const without = (o: Record<string, unknown>, name: string) =>
+  Object.fromEntries(Object.entries(o).filter(([k]) => k !== name));
 /** A value of another JSON type than the documented one. */
 const wrongType = (type: string | undefined) => (type === 'string' ? 1 : 'x');
 
@@ -126,14 +162,22 @@ describe('docs/contract.md: the header and claims against the decoder (src/pipel
     expect(exampleHeader).toEqual(documented);
     expect(decode(examplePayload, documented)).toMatchObject({ ok: true });
     for (const name of headerFields.keys()) {
-      expect(decode(examplePayload, { ...documented, [name]: `${documented[name]}x` }), name).toMatchObject({ ok: false, reason: 'bad_header' });
+      expect(decode(examplePayload, { ...documented, [name]: `${documented[name]}x` }), name).toMatchObject({
+        ok: false,
+        reason: 'bad_header',
+      });
     }
   });
 
   it('the documented type value is the one the decoder accepts, and no variant of it', () => {
     expect(examplePayload.type).toBe(documentedType);
     expect(decode({ ...examplePayload, type: documentedType })).toMatchObject({ ok: true });
-    for (const variant of [documentedType!.toLowerCase(), `${documentedType} `, documentedType!.replace(/2$/, '3'), '']) {
+    for (const variant of [
+      documentedType!.toLowerCase(),
+      `${documentedType} `,
+      documentedType!.replace(/2$/, '3'),
+      '',
+    ]) {
       expect(decode({ ...examplePayload, type: variant }), variant).toMatchObject({ ok: false, reason: 'bad_claims' });
     }
   });
@@ -141,7 +185,11 @@ describe('docs/contract.md: the header and claims against the decoder (src/pipel
   it('a payload of the required claims alone is accepted (the decoder requires nothing the doc leaves out)', () => {
     const minimal = Object.fromEntries(requiredClaims.map((name) => [name, examplePayload[name]]));
     expect(Object.keys(minimal)).toHaveLength(requiredClaims.length);
-    expect(decode(minimal)).toMatchObject({ ok: true, sub: minimal.sub, recvWindowSeconds: OPTS.defaultRecvWindowSeconds });
+    expect(decode(minimal)).toMatchObject({
+      ok: true,
+      sub: minimal.sub,
+      recvWindowSeconds: OPTS.defaultRecvWindowSeconds,
+    });
   });
 
   it.each(requiredClaims)('required claim %s: without it the token is refused', (name) => {
@@ -154,16 +202,23 @@ describe('docs/contract.md: the header and claims against the decoder (src/pipel
     expect(decode(without(examplePayload, name))).toMatchObject({ ok: true });
   });
 
-  it.each([...claimRows.keys()])('claim %s: the decoder reads it, with the documented JSON type and no other', (name) => {
-    const type = claimRows.get(name)![0];
-    expect(['string', 'number'], `${name}: documented type`).toContain(type);
-    // Accepted with the documented type: the worked example (which the client makes) carries it in that type.
-    if (name in examplePayload) expect(typeof examplePayload[name], `${name} in the worked example`).toBe(type);
-    expect(decode({ ...examplePayload, [name]: wrongType(type) })).toMatchObject({ ok: false, code: 40106, reason: 'bad_claims' });
-  });
+  it.each([...claimRows.keys()])(
+    'claim %s: the decoder reads it, with the documented JSON type and no other',
+    (name) => {
+      const type = claimRows.get(name)![0];
+      expect(['string', 'number'], `${name}: documented type`).toContain(type);
+      // Accepted with the documented type: the worked example (which the client makes) carries it in that type.
+      if (name in examplePayload) expect(typeof examplePayload[name], `${name} in the worked example`).toBe(type);
+      expect(decode({ ...examplePayload, [name]: wrongType(type) })).toMatchObject({
+        ok: false,
+        code: 40106,
+        reason: 'bad_claims',
+      });
+    },
+  );
 });
 
-describe('docs/contract.md: the defaults it states are the code\'s (src/config/load-config.ts)', () => {
+describe("docs/contract.md: the defaults it states are the code's (src/config/load-config.ts)", () => {
   const stated = (pattern: RegExp): number => {
     const m = pattern.exec(doc);
     if (!m) throw new Error(`docs/contract.md does not state ${pattern}`);
@@ -175,13 +230,16 @@ describe('docs/contract.md: the defaults it states are the code\'s (src/config/l
     writeFileSync(join(dir, 'policy.yaml'), 'routes: []\n');
     const problems: string[] = [];
     const policy = loadPolicy(join(dir, 'policy.yaml'), problems);
+    rmSync(dir, { recursive: true });
     expect(problems).toEqual([]);
     expect(stated(/when absent the server uses (\d+)/)).toBe(policy.defaultRecvWindowSeconds);
     expect(stated(/`maxRecvWindowSeconds` \((\d+) by default/)).toBe(policy.maxRecvWindowSeconds);
   });
 
   it('the largest token', () => {
-    expect(stated(/`KEYGATE_MAX_TOKEN_BYTES` long \((\d+) by default\)/)).toBe(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).limits.maxTokenBytes);
+    expect(stated(/`KEYGATE_MAX_TOKEN_BYTES` long \((\d+) by default\)/)).toBe(
+      loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).limits.maxTokenBytes,
+    );
   });
 });
 
@@ -190,7 +248,9 @@ describe('docs/contract.md: the worked example is what the client makes and the 
   const apiSecret = input('API secret');
   const nonce = BigInt(input('nonce'));
   const recvWindow = Number(input('recv_window'));
-  const token = /^Authorization: Bearer (\S+)$/m.exec(blocks.find((b) => b.lang === 'http' && b.body.includes('Bearer ey'))!.body)![1]!;
+  const token = /^Authorization: Bearer (\S+)$/m.exec(
+    blocks.find((b) => b.lang === 'http' && b.body.includes('Bearer ey'))!.body,
+  )![1]!;
   const [h, p, s] = token.split('.') as [string, string, string];
   // The key as Keygate imports it from a record (key-cache.ts): the secret's UTF-8 bytes.
   const verifyKeys = prepareKey(makeKey({ apiKey, secret: apiSecret })).verifyKeys;
@@ -202,7 +262,12 @@ describe('docs/contract.md: the worked example is what the client makes and the 
   it('the header and payload blocks are the decoded token parts, and the payload carries the inputs', () => {
     const jsonBlocks = blocks.filter((b) => b.lang === 'json').map((b) => b.body);
     expect(jsonBlocks).toEqual([Buffer.from(h, 'base64url').toString(), Buffer.from(p, 'base64url').toString()]);
-    expect(examplePayload).toEqual({ type: documentedType, sub: apiKey, nonce: String(nonce), recv_window: String(recvWindow) });
+    expect(examplePayload).toEqual({
+      type: documentedType,
+      sub: apiKey,
+      nonce: String(nonce),
+      recv_window: String(recvWindow),
+    });
   });
 
   it('the signing input and the signature (hex and base64url) are HMAC-SHA256 with the plain secret', () => {
@@ -214,7 +279,9 @@ describe('docs/contract.md: the worked example is what the client makes and the 
   });
 
   it('the time the text gives is the nonce', () => {
-    const iso = new Date(Number(nonce / 1_000_000n)).toISOString().replace('Z', `${String(nonce % 1_000_000n).padStart(6, '0')}Z`);
+    const iso = new Date(Number(nonce / 1_000_000n))
+      .toISOString()
+      .replace('Z', `${String(nonce % 1_000_000n).padStart(6, '0')}Z`);
     expect(example).toContain(iso);
   });
 
@@ -222,8 +289,17 @@ describe('docs/contract.md: the worked example is what the client makes and the 
     const claims = decodeToken(token, OPTS);
     expect(claims).toMatchObject({ ok: true, sub: apiKey, nonceNs: nonce, recvWindowSeconds: recvWindow });
     const window = BigInt(recvWindow) * 1_000_000_000n;
-    for (const [now, ok] of [[nonce, true], [nonce + window - 1n, true], [nonce - window + 1n, true], [nonce + window, false], [nonce - window, false]] as const) {
-      expect(checkTime(claims as Claims, now).ok, `now = nonce ${now - nonce >= 0n ? '+' : '−'} ${now - nonce < 0n ? nonce - now : now - nonce} ns`).toBe(ok);
+    for (const [now, ok] of [
+      [nonce, true],
+      [nonce + window - 1n, true],
+      [nonce - window + 1n, true],
+      [nonce + window, false],
+      [nonce - window, false],
+    ] as const) {
+      expect(
+        checkTime(claims as Claims, now).ok,
+        `now = nonce ${now - nonce >= 0n ? '+' : '−'} ${now - nonce < 0n ? nonce - now : now - nonce} ns`,
+      ).toBe(ok);
     }
     const nowMs = Number(nonce / 1_000_000n);
     expect(verifySignature(token, verifyKeys, nowMs)).toEqual({ ok: true });
@@ -233,6 +309,10 @@ describe('docs/contract.md: the worked example is what the client makes and the 
     const b64Secret = Buffer.from(apiSecret).toString('base64');
     const b64Signature = createHmac('sha256', b64Secret).update(`${h}.${p}`).digest('base64url');
     expect(example).toContain(`(\`${b64Secret}\`), the signature would be \`${b64Signature}\``);
-    expect(verifySignature(`${h}.${p}.${b64Signature}`, verifyKeys, Number(nonce / 1_000_000n))).toMatchObject({ ok: false, code: 40106, reason: 'bad_signature' });
+    expect(verifySignature(`${h}.${p}.${b64Signature}`, verifyKeys, Number(nonce / 1_000_000n))).toMatchObject({
+      ok: false,
+      code: 40106,
+      reason: 'bad_signature',
+    });
   });
 });
