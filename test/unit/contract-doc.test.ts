@@ -9,7 +9,7 @@ import { ERRORS, REASONS, type ErrorCode, type Reason } from '../../src/errors.j
 import { checkTime } from '../../src/pipeline/check-time.js';
 import { decodeToken, type Claims } from '../../src/pipeline/decode-token.js';
 import { verifySignature } from '../../src/pipeline/verify-signature.js';
-import { prepareKey } from '../../src/store/key-cache.js';
+import { prepareKey } from '../../src/store/prepared-key.js';
 import { repoRoot } from '../helpers/deploy.js';
 import { makeKey } from '../helpers/keygate.js';
 import { codeSpans, readDoc, section, tableRows } from '../helpers/markdown.js';
@@ -252,7 +252,7 @@ describe('docs/contract.md: the worked example is what the client makes and the 
     blocks.find((b) => b.lang === 'http' && b.body.includes('Bearer ey'))!.body,
   )![1]!;
   const [h, p, s] = token.split('.') as [string, string, string];
-  // The key as Keygate imports it from a record (key-cache.ts): the secret's UTF-8 bytes.
+  // The key as Keygate imports it from a record (prepared-key.ts): the secret's UTF-8 bytes.
   const verifyKeys = prepareKey(makeKey({ apiKey, secret: apiSecret })).verifyKeys;
 
   it('the token is the one keygate/client makes from the inputs', async () => {
