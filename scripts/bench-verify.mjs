@@ -20,7 +20,6 @@
 // to Keygate's verifier from the same run.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { openSync } from 'node:fs';
-import { Socket } from 'node:net';
 import { compactVerify } from 'jose';
 import { systemClock } from '../dist/clock.js';
 import { responseHead } from '../dist/http/response-head.js';
