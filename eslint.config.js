@@ -44,9 +44,9 @@ export default defineConfig(
     },
   },
   {
-    // Plain ES modules (scripts/ is type-checked by tsc with tsconfig.scripts.json instead; bin/ and
-    // console/ are not in a TypeScript project), so no type-aware rules.
-    files: ['**/*.js', '**/*.mjs'],
+    // Plain JavaScript (scripts/ is type-checked by tsc with tsconfig.scripts.json instead; bin/,
+    // console/ and the tools' config files are in no TypeScript project), so no type-aware rules.
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs'],
     extends: [tseslint.configs.disableTypeChecked],
   },
   { files: ['console/**/*.js'], languageOptions: { globals: globals.browser } },

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // @ts-check
 // A/B benchmark: this working tree's build against a baseline git revision,
-// side by side in one run. This is how a lever's worth is measured (README
-// "Performance").
+// side by side in one run. This is how a lever's worth is measured
+// (docs/performance.md).
 //
 // Both builds (and a bare http-proxy, for reference) run at once against one
 // upstream and one Redis; each round measures every target in turn, starting

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // @ts-check
-// Keygate benchmark harness. See README "Performance".
+// Keygate benchmark harness. See docs/performance.md.
 //
 // Headline: CPU time per request of each target (all its threads and child
 // processes, from /proc), with req/s and p50/p99 beside it and every ratio

@@ -2,7 +2,7 @@ import type { ManagementError } from '../errors.js';
 import { OWNER, OWNER_RULE, publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
 import type { Done, KeyChanges, KeyOperations, NewKeyInput } from '../store/key-lifecycle.js';
 import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
-import type { RateLimitSpec } from '../store/rate-limit.js';
+import type { RateLimitSpec } from '../config/rate-limit-spec.js';
 import type { Store } from '../store/types.js';
 
 /** What a handler decided: a JSON answer, or a catalogue error (src/errors.ts MANAGEMENT_ERRORS). */

@@ -7,7 +7,7 @@ import { exchange } from '../helpers/wire.js';
 const measured: Record<string, unknown> = {};
 
 describe('adversarial: limits are set, documented and enforced', () => {
-  it('every limit has a safe default (the README configuration table)', () => {
+  it('every limit has a safe default (the docs/reference/configuration.md table)', () => {
     const { limits } = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:1' });
     expect(limits).toMatchObject({
       headersTimeoutMs: 10_000,

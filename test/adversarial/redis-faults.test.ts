@@ -204,7 +204,7 @@ describe('adversarial: Redis faults', () => {
   });
 
   it('documented limit: a Redis that loses its data (restart without persistence) forgets recent nonces', async () => {
-    // README "Security": the replay guard is only as durable as Redis. This test pins that statement down.
+    // docs/security.md "Limits": the replay guard is only as durable as Redis. This test pins that statement down.
     const t = token('good', SECRET);
     expect((await timed(t)).reply?.status).toBe(200);
     expect((await timed(t)).reply?.status).toBe(401);

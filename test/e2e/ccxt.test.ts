@@ -51,7 +51,7 @@ describe('CCXT (bigone) through Keygate', () => {
     upstream.received.length = 0;
   });
 
-  /** What a user writes: CCXT's bigone class with its URLs pointed at Keygate (README "Using Keygate with CCXT"). */
+  /** What a user writes: CCXT's bigone class with its URLs pointed at Keygate (docs/ccxt.md). */
   const client = (apiKey?: string, secret?: string): BigOne =>
     new ccxt.bigone({
       apiKey,
