@@ -177,7 +177,7 @@ export const ROUTES: readonly Route[] = [
       if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) problems.push('Idempotency-Key: 1 to 255 visible ASCII characters');
       // Collect the record parser's problems too, so one answer lists everything.
       if (problems.length > 0) {
-        const more = await deps.ops.check(input);
+        const more = deps.ops.check(input);
         return invalid([...problems, ...more.map((p) => p.replace(/^key\./, 'body.'))]);
       }
       const made = await deps.ops.create(input, actor, idempotencyKey === undefined ? undefined : { key: idempotencyKey, body: JSON.stringify(body ?? null) });

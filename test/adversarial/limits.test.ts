@@ -63,7 +63,6 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
     });
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[limits] measured ms: ${JSON.stringify(measured)}`);
     await f.close();
   });

