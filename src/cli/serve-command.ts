@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
@@ -6,6 +5,7 @@ import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
 import { serveWorkers } from './serve-workers.js';
 import { packageVersion } from '../observe/package-version.js';
+import type { Command } from './command-line.js';
 
 export { packageVersion };
 
@@ -57,12 +57,20 @@ export function describeConfig(config: Config): Record<string, unknown> {
   };
 }
 
-export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } } });
-  if (values.help) {
-    process.stdout.write('Usage: keygate serve\n\nConfigured by KEYGATE_* environment variables; see README "Configuration".\n');
-    return 0;
-  }
+export const serveCommand: Command = {
+  spec: {
+    name: 'serve',
+    summary: 'run the proxy',
+    options: [],
+    details: `Configured by KEYGATE_* environment variables (docs/reference/configuration.md).
+Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 when the configuration is invalid
+(every problem is listed on stderr).`,
+  },
+  run: (_parsed, io) => serve(io.env),
+};
+
+/** Runs Keygate until SIGTERM/SIGINT; 1 when the configuration is invalid. */
+export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   const { config, problems } = loadStartupConfig(env);
   if (!config) {
     process.stderr.write(`keygate: invalid configuration, not starting:\n  - ${problems.join('\n  - ')}\n`);
