@@ -7,6 +7,12 @@ import { exitCodeFor, UsageError } from './cli-errors.js';
  * options with their help. The same declaration parses the command line,
  * prints `--help`, and generates docs/reference/cli.md, so the three cannot
  * disagree.
+ *
+ * Parsing is node:util parseArgs, not commander: a commander version of this
+ * module measured 99 lines against 129 before fixing where it differed (root
+ * --help exit 1, an unknown command reported as "too many arguments"), and it
+ * needed glue for camelCased option keys, --no-expiry read as a negation, and
+ * the synchronous management-token path, for a new runtime dependency.
  */
 export interface OptionSpec {
   readonly name: string;
