@@ -2,7 +2,7 @@ import type { KeyRecord } from '../store/key-record.js';
 import { createKeyOperations, type Done, type KeyOperations } from '../store/key-lifecycle.js';
 import type { AuditEntry, Store } from '../store/types.js';
 import { CliError, KeyNotFound } from './cli-errors.js';
-import type { CommandSpec, Parsed } from './command-line.js';
+import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
 
 /**
  * What every `keygate keys` action works with. Changes go through
@@ -30,6 +30,9 @@ export interface KeyContext {
   /** Pretty JSON on stdout. */
   print(value: unknown): void;
 }
+
+/** Every key action takes --json. */
+export const JSON_OPTION: OptionSpec = { name: 'json', type: 'boolean', help: 'print JSON' };
 
 /** One row of the keys table: its command line, and what it does with a context. */
 export interface KeyAction {

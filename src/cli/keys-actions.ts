@@ -4,8 +4,8 @@ import { describeRateLimit } from '../config/rate-limit-spec.js';
 import { parseDuration, type KeyChanges } from '../store/key-lifecycle.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str, type OptionSpec, type Parsed } from './command-line.js';
-import type { KeyAction, KeyContext } from './key-context.js';
-import { exportAction, importAction, JSON_OPTION, reencryptAction } from './keys-transfer.js';
+import { JSON_OPTION, type KeyAction, type KeyContext } from './key-context.js';
+import { exportAction, importAction, reencryptAction } from './keys-transfer.js';
 
 const opt = (name: string, value: string | undefined, help: string): OptionSpec => (value === undefined ? { name, type: 'boolean', help } : { name, type: 'string', value, help });
 

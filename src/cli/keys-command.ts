@@ -4,6 +4,7 @@ import { readRedisSettings } from '../config/redis-settings.js';
 import { loadSecretEncryptionKeys } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
 import { createSecretCipher } from '../store/secret-cipher.js';
+import { StoreUnavailableError } from '../store/types.js';
 import { waitStoreReady } from '../store/wait-ready.js';
 import { CliError } from './cli-errors.js';
 import type { KeyStoreHandle } from './cli-io.js';
@@ -37,7 +38,8 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
     await waitStoreReady(store, 5_000, 50);
   } catch (err) {
     await store.close();
-    throw err;
+    if (!(err instanceof StoreUnavailableError)) throw err;
+    throw new CliError(`Redis did not answer within 5 s: ${err.message}`, 1);
   }
   return { store, encrypted: cipher !== undefined };
 }

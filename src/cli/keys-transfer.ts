@@ -5,10 +5,8 @@ import { stringify as toYaml } from 'yaml';
 import { toExternal, type KeyRecord } from '../store/key-record.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
 import { CliError } from './cli-errors.js';
-import { flag, str, type OptionSpec } from './command-line.js';
-import type { KeyAction } from './key-context.js';
-
-export const JSON_OPTION: OptionSpec = { name: 'json', type: 'boolean', help: 'print JSON' };
+import { flag, str } from './command-line.js';
+import { JSON_OPTION, type KeyAction } from './key-context.js';
 
 /**
  * Export in the keys-file format, so a file exported with --with-secrets can

@@ -172,6 +172,12 @@ describe('keygate CLI', () => {
     expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
   });
 
+  it('keys against a Redis that does not answer: exit 1, naming the action, after the 5 s wait', async () => {
+    const { code, stdout, stderr } = await outcome(['keys', 'list'], { KEYGATE_REDIS_URL: 'redis://127.0.0.1:1' });
+    expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+    expect(stderr).toMatch(/^keygate keys list: Redis did not answer within 5 s: /);
+  });
+
   it('serve exits non-zero at start and lists every configuration problem at once', async () => {
     const err = (await cli(['serve'], {
       KEYGATE_UPSTREAM: 'ftp://x/path',
