@@ -10,7 +10,7 @@ import { program } from '../../src/cli/main.js';
  *   KEYGATE_WRITE_DOCS=1 npx vitest run test/unit/cli-reference.test.ts
  */
 const FILE = new URL('../../docs/reference/cli.md', import.meta.url);
-const BEGIN = '<!-- BEGIN generated from src/cli (KEYGATE_WRITE_DOCS=1 npx vitest run test/unit/cli-reference.test.ts) -->\n';
+const BEGIN = '<!-- BEGIN generated from src/cli by test/unit/cli-reference.test.ts (its header says how to rewrite it) -->\n';
 const END = '<!-- END generated -->\n';
 
 const doc = () => readFileSync(FILE, 'utf8');
