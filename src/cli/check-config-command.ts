@@ -18,12 +18,16 @@ secrets masked), 1 with every problem listed on standard error.`,
   run(_parsed, io) {
     const { config, problems } = loadStartupConfig(io.env);
     if (!config) {
-      io.err.write(`keygate check-config: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}\n`);
+      io.err.write(
+        `keygate check-config: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}\n`,
+      );
       return 1;
     }
     const keys = config.keysFile && !config.redis ? loadKeysFile(config.keysFile).length : undefined;
     // The same effective configuration the startup log shows, secrets masked.
-    io.out.write(`keygate check-config: configuration is valid\n${JSON.stringify({ ...describeConfig(config), ...(keys !== undefined && { keys }) }, null, 2)}\n`);
+    io.out.write(
+      `keygate check-config: configuration is valid\n${JSON.stringify({ ...describeConfig(config), ...(keys !== undefined && { keys }) }, null, 2)}\n`,
+    );
     return 0;
   },
 };

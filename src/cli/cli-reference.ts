@@ -5,9 +5,24 @@ const cell = (s: string) => s.replace(/\|/g, '\\|');
 
 function section(cmd: Command, path: string, depth: number): string {
   const { spec, subcommands } = cmd;
-  const usage = [path, ...(subcommands ? ['<command>'] : (spec.args ?? [])), ...(spec.options.length > 0 ? ['[options]'] : [])].join(' ');
-  const parts = [`${'#'.repeat(depth)} \`${path}\``, `${spec.summary.replace(/^./, (c) => c.toUpperCase())}.`.replace(/\.\.$/, '.'), `Usage: \`${usage}\``];
-  if (spec.options.length > 0) parts.push(['| Option | Meaning |', '| --- | --- |', ...spec.options.map((o) => `| \`${cell(label(o))}\` | ${cell(o.help)} |`)].join('\n'));
+  const usage = [
+    path,
+    ...(subcommands ? ['<command>'] : (spec.args ?? [])),
+    ...(spec.options.length > 0 ? ['[options]'] : []),
+  ].join(' ');
+  const parts = [
+    `${'#'.repeat(depth)} \`${path}\``,
+    `${spec.summary.replace(/^./, (c) => c.toUpperCase())}.`.replace(/\.\.$/, '.'),
+    `Usage: \`${usage}\``,
+  ];
+  if (spec.options.length > 0)
+    parts.push(
+      [
+        '| Option | Meaning |',
+        '| --- | --- |',
+        ...spec.options.map((o) => `| \`${cell(label(o))}\` | ${cell(o.help)} |`),
+      ].join('\n'),
+    );
   if (spec.details) parts.push(`\`\`\`text\n${spec.details.trimEnd()}\n\`\`\``);
   return parts.join('\n\n');
 }

@@ -55,7 +55,9 @@ const HELP: OptionSpec = { name: 'help', type: 'boolean', help: 'print this help
 
 /** Parses `argv` against `spec`; a wrong line is a UsageError in our words (never parseArgs' own text). */
 export function parseCommandLine(spec: CommandSpec, argv: readonly string[]): Parsed & { help: boolean } {
-  const options = Object.fromEntries([...spec.options, HELP].map((o) => [o.name, { type: o.type, ...(o.name === 'help' && { short: 'h' }) }]));
+  const options = Object.fromEntries(
+    [...spec.options, HELP].map((o) => [o.name, { type: o.type, ...(o.name === 'help' && { short: 'h' }) }]),
+  );
   let parsed: ReturnType<typeof parseArgs>;
   try {
     parsed = parseArgs({ args: [...argv], options, allowPositionals: true, strict: true });
@@ -68,7 +70,8 @@ export function parseCommandLine(spec: CommandSpec, argv: readonly string[]): Pa
   const all = spec.args ?? [];
   const required = all.filter((a) => a.startsWith('<'));
   if (positionals.length < required.length) throw new UsageError(`missing argument ${required[positionals.length]}`);
-  if (positionals.length > all.length) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[all.length])}`);
+  if (positionals.length > all.length)
+    throw new UsageError(`unexpected argument ${JSON.stringify(positionals[all.length])}`);
   return { args: positionals, values, help: false };
 }
 
@@ -87,7 +90,8 @@ function parseErrorText(err: Error & { code?: string }): string {
 const usageLine = (path: string, spec: CommandSpec, sub: boolean) =>
   [path, ...(sub ? ['<command>'] : (spec.args ?? [])), ...(spec.options.length > 0 ? ['[options]'] : [])].join(' ');
 
-const optionLabel = (o: OptionSpec) => (o.type === 'string' ? `--${o.name} <${o.value ?? 'value'}>` : o.name === 'help' ? '-h, --help' : `--${o.name}`);
+const optionLabel = (o: OptionSpec) =>
+  o.type === 'string' ? `--${o.name} <${o.value ?? 'value'}>` : o.name === 'help' ? '-h, --help' : `--${o.name}`;
 
 function columns(rows: ReadonlyArray<readonly [string, string]>): string {
   const width = Math.max(...rows.map(([l]) => l.length));

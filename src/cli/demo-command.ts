@@ -30,7 +30,9 @@ examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").
       KEYGATE_UPSTREAM: `http://127.0.0.1:${address.port}`,
       KEYGATE_KEYS_FILE: io.env.KEYGATE_KEYS_FILE || DEMO_KEYS,
     };
-    io.err.write(`demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`);
+    io.err.write(
+      `demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`,
+    );
     try {
       return await serve(env);
     } finally {

@@ -7,7 +7,15 @@ import { str, type Command } from './command-line.js';
 export function createDemoUpstream(): Server {
   return createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
-    res.end(JSON.stringify({ upstream: 'demo', method: req.method, path: req.url, apiKeyId: req.headers['x-api-key-id'] ?? null, accounts: [{ id: 'acc_1', name: 'Demo account' }] }));
+    res.end(
+      JSON.stringify({
+        upstream: 'demo',
+        method: req.method,
+        path: req.url,
+        apiKeyId: req.headers['x-api-key-id'] ?? null,
+        accounts: [{ id: 'acc_1', name: 'Demo account' }],
+      }),
+    );
   });
 }
 

@@ -7,19 +7,34 @@ import { flag, str, type OptionSpec, type Parsed } from './command-line.js';
 import { JSON_OPTION, type KeyAction, type KeyContext } from './key-context.js';
 import { exportAction, importAction, reencryptAction } from './keys-transfer.js';
 
-const opt = (name: string, value: string | undefined, help: string): OptionSpec => (value === undefined ? { name, type: 'boolean', help } : { name, type: 'string', value, help });
+const opt = (name: string, value: string | undefined, help: string): OptionSpec =>
+  value === undefined ? { name, type: 'boolean', help } : { name, type: 'string', value, help };
 
-const OWNER = opt('owner', 'account-id', "the service's own account id the key belongs to (set at creation, never changed)");
+const OWNER = opt(
+  'owner',
+  'account-id',
+  "the service's own account id the key belongs to (set at creation, never changed)",
+);
 const SCOPES = opt('scopes', 'a,b', 'comma-separated scopes the key grants');
 const ALLOW_IP = opt('allow-ip', 'cidrs', 'comma-separated addresses or CIDRs the key may be used from (default: any)');
 const LABEL = opt('label', 'text', 'a note for operators');
 const EXPIRES_AT = opt('expires-at', 'ISO date', 'the key stops working at this time');
 const TTL = opt('ttl', '30d', 'the key stops working after this long (units ms s m h d)');
-const RATE_LIMIT = opt('rate-limit', '100/s', 'requests per second, minute or hour (/s /m /h); without one the policy defaultRateLimit applies');
+const RATE_LIMIT = opt(
+  'rate-limit',
+  '100/s',
+  'requests per second, minute or hour (/s /m /h); without one the policy defaultRateLimit applies',
+);
 const BURST = opt('burst', 'n', 'requests allowed at once above the rate (needs a rate)');
 const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL];
 
-const splitList = (v: string | undefined) => (v === undefined ? undefined : v.split(',').map((s) => s.trim()).filter((s) => s.length > 0));
+const splitList = (v: string | undefined) =>
+  v === undefined
+    ? undefined
+    : v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0);
 
 /** Turns the change flags into KeyChanges; a contradiction or a malformed value is a UsageError. */
 function changesFrom(p: Parsed, nowMs: number): KeyChanges {
@@ -34,7 +49,8 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
   if (scopes) changes.scopes = scopes;
   if (allowIps) changes.allowIps = allowIps;
   if (label !== undefined) changes.label = label;
-  if ([expiresAt !== undefined, ttl !== undefined, flag(p, 'no-expiry')].filter(Boolean).length > 1) throw new UsageError('use only one of --expires-at, --ttl, --no-expiry');
+  if ([expiresAt !== undefined, ttl !== undefined, flag(p, 'no-expiry')].filter(Boolean).length > 1)
+    throw new UsageError('use only one of --expires-at, --ttl, --no-expiry');
   if (expiresAt !== undefined) {
     const t = Date.parse(expiresAt);
     if (Number.isNaN(t)) throw new UsageError(`--expires-at: not a date: ${expiresAt}`);
@@ -48,7 +64,8 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
   if (flag(p, 'no-expiry')) changes.expiresAt = null;
   let burst: number | undefined;
   if (burstText !== undefined) {
-    if (!/^\d{1,7}$/.test(burstText) || Number(burstText) < 1) throw new UsageError(`--burst: expected a whole number of requests, got ${burstText}`);
+    if (!/^\d{1,7}$/.test(burstText) || Number(burstText) < 1)
+      throw new UsageError(`--burst: expected a whole number of requests, got ${burstText}`);
     burst = Number(burstText);
   }
   if (rateLimit === 'none') {
@@ -64,24 +81,61 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
 
 const isoOrNull = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
 const apiKeyOf = (p: Parsed) => p.args[0] as string;
-const lastUsedAt = async (ctx: KeyContext, r: KeyRecord) => isoOrNull((await ctx.store.getUsage(r.apiKey)).lastUsedAtMs);
+const lastUsedAt = async (ctx: KeyContext, r: KeyRecord) =>
+  isoOrNull((await ctx.store.getUsage(r.apiKey)).lastUsedAtMs);
 
 function table(rows: string[][]): string {
-  const head = ['API KEY', 'ID', 'STATUS', 'SCOPES', 'ALLOW IPS', 'RATE LIMIT', 'LAST USED', 'EXPIRES', 'REVOKED', 'OWNER', 'LABEL'];
+  const head = [
+    'API KEY',
+    'ID',
+    'STATUS',
+    'SCOPES',
+    'ALLOW IPS',
+    'RATE LIMIT',
+    'LAST USED',
+    'EXPIRES',
+    'REVOKED',
+    'OWNER',
+    'LABEL',
+  ];
   const all = [head, ...rows];
   const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  return `${all.map((r) => r.map((c, i) => c.padEnd(widths[i] as number)).join('  ').trimEnd()).join('\n')}\n`;
+  return `${all
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] as number))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }
 
 const create: KeyAction = {
-  spec: { name: 'create', summary: 'create a key and print its secret (shown only this once)', options: [OWNER, ...CHANGES, RATE_LIMIT, BURST, JSON_OPTION] },
+  spec: {
+    name: 'create',
+    summary: 'create a key and print its secret (shown only this once)',
+    options: [OWNER, ...CHANGES, RATE_LIMIT, BURST, JSON_OPTION],
+  },
   async run(ctx, p) {
     const changes = changesFrom(p, ctx.now());
     if (changes.burst !== undefined) throw new UsageError('--burst needs --rate-limit');
     const owner = str(p, 'owner');
-    const { record } = ctx.must(await ctx.ops.create({ ...changes, ...(owner !== undefined && { owner }) }, ctx.actor), '');
+    const { record } = ctx.must(
+      await ctx.ops.create({ ...changes, ...(owner !== undefined && { owner }) }, ctx.actor),
+      '',
+    );
     if (flag(p, 'json')) {
-      ctx.print({ apiKey: record.apiKey, apiSecret: record.secret, id: record.id, ...(record.owner && { owner: record.owner }), scopes: record.scopes, allowIps: record.allowIps, ...(record.label && { label: record.label }), ...(record.expiresAt && { expiresAt: record.expiresAt }), ...(record.rateLimit && { rateLimit: record.rateLimit }) });
+      ctx.print({
+        apiKey: record.apiKey,
+        apiSecret: record.secret,
+        id: record.id,
+        ...(record.owner && { owner: record.owner }),
+        scopes: record.scopes,
+        allowIps: record.allowIps,
+        ...(record.label && { label: record.label }),
+        ...(record.expiresAt && { expiresAt: record.expiresAt }),
+        ...(record.rateLimit && { rateLimit: record.rateLimit }),
+      });
       return;
     }
     ctx.out.write(
@@ -96,26 +150,58 @@ const list: KeyAction = {
   spec: {
     name: 'list',
     summary: 'list keys (never their secrets), as a table or JSON',
-    options: [opt('owner', 'account-id', 'only the keys of this account'), opt('state', 'active|revoked|expired', 'only keys in this state'), opt('sort', 'last-used', 'least recently used first, never used at the top'), JSON_OPTION],
+    options: [
+      opt('owner', 'account-id', 'only the keys of this account'),
+      opt('state', 'active|revoked|expired', 'only keys in this state'),
+      opt('sort', 'last-used', 'least recently used first, never used at the top'),
+      JSON_OPTION,
+    ],
   },
   async run(ctx, p) {
     const state = str(p, 'state');
     const sort = str(p, 'sort');
     const owner = str(p, 'owner');
-    if (state !== undefined && !['active', 'revoked', 'expired'].includes(state)) throw new UsageError('--state must be active, revoked or expired');
-    if (sort !== undefined && sort !== 'last-used') throw new UsageError('--sort: only "last-used" (least recently used first, never used at the top)');
+    if (state !== undefined && !['active', 'revoked', 'expired'].includes(state))
+      throw new UsageError('--state must be active, revoked or expired');
+    if (sort !== undefined && sort !== 'last-used')
+      throw new UsageError('--sort: only "last-used" (least recently used first, never used at the top)');
     const now = ctx.now();
-    const keys = await ctx.ops.list({ ...(owner !== undefined && { owner }), ...(state !== undefined && { state: state as KeyStatus }) });
+    const keys = await ctx.ops.list({
+      ...(owner !== undefined && { owner }),
+      ...(state !== undefined && { state: state as KeyStatus }),
+    });
     const used = await Promise.all(keys.map((r) => lastUsedAt(ctx, r)));
     const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: used[i] ?? null }));
     if (sort === 'last-used') rows.sort((x, y) => (x.lastUsedAt ?? '').localeCompare(y.lastUsedAt ?? ''));
     if (flag(p, 'json')) ctx.print(rows);
-    else ctx.out.write(table(rows.map((r) => [r.apiKey, r.id, r.status, r.scopes.join(',') || '-', r.allowIps.join(',') || '-', describeRateLimit(r.rateLimit).replace('none', '-'), r.lastUsedAt ?? 'never', r.expiresAt ?? '-', r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-', r.owner ?? '-', r.label ?? ''])));
+    else
+      ctx.out.write(
+        table(
+          rows.map((r) => [
+            r.apiKey,
+            r.id,
+            r.status,
+            r.scopes.join(',') || '-',
+            r.allowIps.join(',') || '-',
+            describeRateLimit(r.rateLimit).replace('none', '-'),
+            r.lastUsedAt ?? 'never',
+            r.expiresAt ?? '-',
+            r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-',
+            r.owner ?? '-',
+            r.label ?? '',
+          ]),
+        ),
+      );
   },
 };
 
 const show: KeyAction = {
-  spec: { name: 'show', summary: 'print one key as JSON (never its secret)', args: ['<apiKey>'], options: [opt('json', undefined, 'print JSON (the default for show)')] },
+  spec: {
+    name: 'show',
+    summary: 'print one key as JSON (never its secret)',
+    args: ['<apiKey>'],
+    options: [opt('json', undefined, 'print JSON (the default for show)')],
+  },
   async run(ctx, p) {
     const r = await ctx.load(apiKeyOf(p));
     ctx.print({ ...publicView(r, ctx.now()), lastUsedAt: await lastUsedAt(ctx, r) });
@@ -132,13 +218,19 @@ const usage: KeyAction = {
   async run(ctx, p) {
     const daysText = str(p, 'days');
     const days = daysText === undefined ? 30 : /^\d{1,2}$/.test(daysText) ? Number(daysText) : 0;
-    if (days < 1 || days > USAGE_DAYS) throw new UsageError(`--days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`);
+    if (days < 1 || days > USAGE_DAYS)
+      throw new UsageError(
+        `--days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`,
+      );
     const { record: r, usage: u } = ctx.must(await ctx.ops.usage(apiKeyOf(p)), apiKeyOf(p));
     const perDay = dailyRows(u, days, ctx.now());
     const total = perDay.reduce((sum, d) => sum + d.requests, 0);
     const last = isoOrNull(u.lastUsedAtMs);
     if (flag(p, 'json')) ctx.print({ apiKey: r.apiKey, id: r.id, lastUsedAt: last, days, total, perDay });
-    else ctx.out.write(`${r.apiKey} (${r.id})\n  last used: ${last ?? 'never'}\n  requests, last ${days} days (UTC): ${total}\n${perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`);
+    else
+      ctx.out.write(
+        `${r.apiKey} (${r.id})\n  last used: ${last ?? 'never'}\n  requests, last ${days} days (UTC): ${total}\n${perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`,
+      );
   },
 };
 
@@ -147,11 +239,20 @@ const update: KeyAction = {
     name: 'update',
     summary: "change a key's scopes, addresses, label, expiry or rate limit; prints the key as JSON",
     args: ['<apiKey>'],
-    options: [...CHANGES, opt('no-expiry', undefined, 'remove the expiry'), opt('rate-limit', '100/s|none', 'a new rate (/s /m /h), or none: the policy defaultRateLimit applies'), BURST, opt('json', undefined, 'print JSON (the default for update)')],
+    options: [
+      ...CHANGES,
+      opt('no-expiry', undefined, 'remove the expiry'),
+      opt('rate-limit', '100/s|none', 'a new rate (/s /m /h), or none: the policy defaultRateLimit applies'),
+      BURST,
+      opt('json', undefined, 'print JSON (the default for update)'),
+    ],
   },
   async run(ctx, p) {
     const changes = changesFrom(p, ctx.now());
-    if (Object.keys(changes).length === 0) throw new UsageError('nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit or --burst)');
+    if (Object.keys(changes).length === 0)
+      throw new UsageError(
+        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit or --burst)',
+      );
     ctx.print(publicView(ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p)), ctx.now()));
   },
 };
@@ -167,14 +268,30 @@ const rotate: KeyAction = {
     const grace = str(p, 'grace');
     const graceMs = parseDuration(grace ?? '300s');
     if (graceMs === undefined) throw new UsageError(`--grace: expected a duration like 300s or 10m, got ${grace}`);
-    const { record, secret, previousSecretValidUntil: until } = ctx.must(await ctx.ops.rotate(apiKeyOf(p), graceMs, ctx.actor), apiKeyOf(p));
-    if (flag(p, 'json')) ctx.print({ apiKey: record.apiKey, apiSecret: secret, id: record.id, previousSecretValidUntil: until });
-    else ctx.out.write(`Rotated ${record.apiKey} (${record.id})\n  new apiSecret: ${secret}\n  old secret accepted until ${until}\nThe new secret is shown only now.\n`);
+    const {
+      record,
+      secret,
+      previousSecretValidUntil: until,
+    } = ctx.must(await ctx.ops.rotate(apiKeyOf(p), graceMs, ctx.actor), apiKeyOf(p));
+    if (flag(p, 'json'))
+      ctx.print({ apiKey: record.apiKey, apiSecret: secret, id: record.id, previousSecretValidUntil: until });
+    else
+      ctx.out.write(
+        `Rotated ${record.apiKey} (${record.id})\n  new apiSecret: ${secret}\n  old secret accepted until ${until}\nThe new secret is shown only now.\n`,
+      );
   },
 };
 
 const revoke: KeyAction = {
-  spec: { name: 'revoke', summary: 'stop a key working everywhere at once (it stays listed as revoked)', args: ['<apiKey>'], options: [opt('reason', 'text', 'recorded on the key and in the audit entry'), opt('json', undefined, 'print the revoked key as JSON')] },
+  spec: {
+    name: 'revoke',
+    summary: 'stop a key working everywhere at once (it stays listed as revoked)',
+    args: ['<apiKey>'],
+    options: [
+      opt('reason', 'text', 'recorded on the key and in the audit entry'),
+      opt('json', undefined, 'print the revoked key as JSON'),
+    ],
+  },
   async run(ctx, p) {
     const r = ctx.must(await ctx.ops.revoke(apiKeyOf(p), str(p, 'reason'), ctx.actor), apiKeyOf(p));
     if (flag(p, 'json')) ctx.print(publicView(r, ctx.now()));
@@ -183,7 +300,12 @@ const revoke: KeyAction = {
 };
 
 const remove: KeyAction = {
-  spec: { name: 'delete', summary: 'delete a key, its rate-limit state and its usage', args: ['<apiKey>'], options: [opt('json', undefined, 'print {"deleted": apiKey, "id": id}')] },
+  spec: {
+    name: 'delete',
+    summary: 'delete a key, its rate-limit state and its usage',
+    args: ['<apiKey>'],
+    options: [opt('json', undefined, 'print {"deleted": apiKey, "id": id}')],
+  },
   async run(ctx, p) {
     const r = ctx.must(await ctx.ops.remove(apiKeyOf(p), ctx.actor), apiKeyOf(p));
     if (flag(p, 'json')) ctx.print({ deleted: r.apiKey, id: r.id });
@@ -192,4 +314,16 @@ const remove: KeyAction = {
 };
 
 /** Every `keygate keys` action, in the order help lists them. */
-export const KEY_ACTIONS: readonly KeyAction[] = [create, list, show, usage, update, rotate, revoke, remove, exportAction, importAction, reencryptAction];
+export const KEY_ACTIONS: readonly KeyAction[] = [
+  create,
+  list,
+  show,
+  usage,
+  update,
+  rotate,
+  revoke,
+  remove,
+  exportAction,
+  importAction,
+  reencryptAction,
+];

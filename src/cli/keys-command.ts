@@ -33,7 +33,10 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
   const encryptionKeys = loadSecretEncryptionKeys(env, problems);
   const cipher = encryptionKeys && createSecretCipher(encryptionKeys);
   if (problems.length > 0) throw new CliError(problems.join('\n  '), 2);
-  const store = createRedisStore({ connection, commandTimeoutMs: 5_000, ...(cipher && { cipher }) }, { logger: pino({ level: 'silent' }) });
+  const store = createRedisStore(
+    { connection, commandTimeoutMs: 5_000, ...(cipher && { cipher }) },
+    { logger: pino({ level: 'silent' }) },
+  );
   try {
     await waitStoreReady(store, 5_000, 50);
   } catch (err) {

@@ -18,8 +18,17 @@ export const exportAction: KeyAction = {
     name: 'export',
     summary: 'write every key in the keys-file format (YAML, or JSON)',
     options: [
-      { name: 'with-secrets', type: 'boolean', help: 'include the secrets, so the file can be imported or used as KEYGATE_KEYS_FILE' },
-      { name: 'out', type: 'string', value: 'file', help: 'write a new 0600 file instead of stdout (JSON when it ends in .json)' },
+      {
+        name: 'with-secrets',
+        type: 'boolean',
+        help: 'include the secrets, so the file can be imported or used as KEYGATE_KEYS_FILE',
+      },
+      {
+        name: 'out',
+        type: 'string',
+        value: 'file',
+        help: 'write a new 0600 file instead of stdout (JSON when it ends in .json)',
+      },
       { name: 'json', type: 'boolean', help: 'JSON instead of YAML' },
     ],
   },
@@ -35,7 +44,10 @@ export const exportAction: KeyAction = {
       return o;
     });
     const doc = { keys };
-    const text = flag(p, 'json') || out?.endsWith('.json') ? `${JSON.stringify(doc, null, 2)}\n` : `# keygate keys export${withSecrets ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc)}`;
+    const text =
+      flag(p, 'json') || out?.endsWith('.json')
+        ? `${JSON.stringify(doc, null, 2)}\n`
+        : `# keygate keys export${withSecrets ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc)}`;
     if (out) {
       writePrivateFile(out, text);
       ctx.err.write(`exported ${keys.length} keys to ${out}${withSecrets ? ' with secrets' : ''}\n`);
@@ -43,7 +55,14 @@ export const exportAction: KeyAction = {
       ctx.out.write(text);
     }
     // One entry for the whole export (apiKey "*"), on the audit log: an export changes no key.
-    ctx.audit({ at: new Date(ctx.now()).toISOString(), actor: ctx.actor, action: withSecrets ? 'export-with-secrets' : 'export', apiKey: '*', id: '*', detail: `${keys.length} keys` });
+    ctx.audit({
+      at: new Date(ctx.now()).toISOString(),
+      actor: ctx.actor,
+      action: withSecrets ? 'export-with-secrets' : 'export',
+      apiKey: '*',
+      id: '*',
+      detail: `${keys.length} keys`,
+    });
   },
 };
 
@@ -72,7 +91,10 @@ export const importAction: KeyAction = {
     name: 'import',
     summary: 'add the keys of a keys file (all or nothing: the whole file is checked first)',
     args: ['<file>'],
-    options: [{ name: 'replace', type: 'boolean', help: 'overwrite keys that already exist (default: keep them)' }, JSON_OPTION],
+    options: [
+      { name: 'replace', type: 'boolean', help: 'overwrite keys that already exist (default: keep them)' },
+      JSON_OPTION,
+    ],
   },
   async run(ctx, p) {
     let records: KeyRecord[];
@@ -94,13 +116,20 @@ export const importAction: KeyAction = {
       else counts.created++;
     }
     if (flag(p, 'json')) ctx.print(counts);
-    else ctx.out.write(`imported ${counts.created} new, replaced ${counts.replaced}, skipped ${counts.skipped} existing (use --replace to overwrite)\n`);
+    else
+      ctx.out.write(
+        `imported ${counts.created} new, replaced ${counts.replaced}, skipped ${counts.skipped} existing (use --replace to overwrite)\n`,
+      );
   },
 };
 
 /** Re-writes every key so its secrets are sealed with the current encryption key. */
 export const reencryptAction: KeyAction = {
-  spec: { name: 'reencrypt', summary: 're-seal every secret with KEYGATE_SECRET_ENCRYPTION_KEY (after a key change)', options: [JSON_OPTION] },
+  spec: {
+    name: 'reencrypt',
+    summary: 're-seal every secret with KEYGATE_SECRET_ENCRYPTION_KEY (after a key change)',
+    options: [JSON_OPTION],
+  },
   async run(ctx, p) {
     if (!ctx.encrypted) throw new CliError('KEYGATE_SECRET_ENCRYPTION_KEY is not set', 2);
     const all = await ctx.store.listKeys();

@@ -12,10 +12,18 @@ import { tokenCommand } from './token-command.js';
 // The container tests and operators ask an image which build it holds.
 const printVersion = (io: CliIo) => (io.out.write(`keygate ${packageVersion()}\n`), 0);
 
-const versionCommand: Command = { spec: { name: 'version', summary: 'print the version (also: keygate --version)', options: [] }, run: (_p, io) => printVersion(io) };
+const versionCommand: Command = {
+  spec: { name: 'version', summary: 'print the version (also: keygate --version)', options: [] },
+  run: (_p, io) => printVersion(io),
+};
 
 const helpCommand: Command = {
-  spec: { name: 'help', summary: 'print the help of a command: keygate help keys create', args: ['[command]', '[action]'], options: [] },
+  spec: {
+    name: 'help',
+    summary: 'print the help of a command: keygate help keys create',
+    args: ['[command]', '[action]'],
+    options: [],
+  },
   // "keygate help X Y" is "keygate X Y --help".
   run: (parsed, io) => runCommand(program, [...parsed.args, '--help'], io, 'keygate'),
 };
@@ -26,16 +34,33 @@ export const program: Command = {
     name: 'keygate',
     summary: 'Keygate: an authentication sidecar for signed HS256 tokens.',
     options: [{ name: 'version', type: 'boolean', help: 'print the version' }],
-    details: 'Exit status: 0 success, 1 the command failed (invalid configuration, no such key), 2 usage error (on stderr).',
+    details:
+      'Exit status: 0 success, 1 the command failed (invalid configuration, no such key), 2 usage error (on stderr).',
   },
-  subcommands: [serveCommand, demoCommand, demoUpstreamCommand, keysCommand, tokenCommand, managementTokenCmd, checkConfigCommand, versionCommand, helpCommand],
+  subcommands: [
+    serveCommand,
+    demoCommand,
+    demoUpstreamCommand,
+    keysCommand,
+    tokenCommand,
+    managementTokenCmd,
+    checkConfigCommand,
+    versionCommand,
+    helpCommand,
+  ],
   run: (parsed, io) => {
     if (!flag(parsed, 'version')) throw new UsageError('give a command');
     return printVersion(io);
   },
 };
 
-const processIo = (): CliIo => ({ out: process.stdout, err: process.stderr, env: process.env, stdin: process.stdin, openKeyStore: openRedisKeyStore });
+const processIo = (): CliIo => ({
+  out: process.stdout,
+  err: process.stderr,
+  env: process.env,
+  stdin: process.stdin,
+  openKeyStore: openRedisKeyStore,
+});
 
 /** `keygate <argv>`: the exit status. Usage errors are written to stderr and are 2. */
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {

@@ -7,7 +7,12 @@ export const managementTokenCmd: Command = {
     name: 'management-token',
     summary: 'print a new management API token and its line for the tokens file',
     options: [
-      { name: 'name', type: 'string', value: 'name', help: 'who uses the token: the actor in the audit stream (1 to 64 of A-Z a-z 0-9 _ . @ -)' },
+      {
+        name: 'name',
+        type: 'string',
+        value: 'name',
+        help: 'who uses the token: the actor in the audit stream (1 to 64 of A-Z a-z 0-9 _ . @ -)',
+      },
       { name: 'access', type: 'string', value: 'read|write', help: 'what the token may do' },
     ],
     details: `Prints the token (32 random bytes) once, and the line to add to
@@ -31,7 +36,17 @@ the tokens file when it changes.`,
 };
 
 /** The command on its own, synchronous (it never waits on anything). */
-export function managementTokenCommand(argv: string[], out: NodeJS.WritableStream = process.stdout, err: NodeJS.WritableStream = process.stderr): number {
-  const io = { out, err, env: process.env, stdin: process.stdin, openKeyStore: () => Promise.reject(new Error('not used')) };
+export function managementTokenCommand(
+  argv: string[],
+  out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream = process.stderr,
+): number {
+  const io = {
+    out,
+    err,
+    env: process.env,
+    stdin: process.stdin,
+    openKeyStore: () => Promise.reject(new Error('not used')),
+  };
   return runCommand(managementTokenCmd, argv, io, 'keygate management-token') as number;
 }

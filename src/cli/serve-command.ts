@@ -78,15 +78,26 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   }
   const logger = createLogger({ level: config.logLevel });
   if (config.workers > 1) return serveWorkers(config, logger);
-  if (!config.redis && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
-  if (config.redis && !config.secretEncryptionKeys) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
+  if (!config.redis && !config.keysFile)
+    logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
+  if (config.redis && !config.secretEncryptionKeys)
+    logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
   const { port, adminPort, managementPort } = await keygate.listen();
-  logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) } }, 'keygate started');
+  logger.info(
+    {
+      version: packageVersion(),
+      config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) },
+    },
+    'keygate started',
+  );
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
-      logger.info({ signal, deadlineMs: config.limits.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
+      logger.info(
+        { signal, deadlineMs: config.limits.shutdownTimeoutMs },
+        'shutting down: draining in-flight requests',
+      );
       process.off('SIGTERM', onTerm);
       process.off('SIGINT', onInt);
       keygate.close().then(resolve, (err: Error) => {

@@ -9,8 +9,18 @@ export const tokenCommand: Command = {
     options: [
       { name: 'key', type: 'string', value: 'apiKey', help: 'the API key (default: KEYGATE_API_KEY)' },
       { name: 'secret-stdin', type: 'boolean', help: 'read the secret from the first line of standard input' },
-      { name: 'secret', type: 'string', value: 'apiSecret', help: 'avoid: a command line is visible to every local user (ps, /proc)' },
-      { name: 'recv-window', type: 'string', value: 'seconds', help: 'how long the token is valid after its nonce time' },
+      {
+        name: 'secret',
+        type: 'string',
+        value: 'apiSecret',
+        help: 'avoid: a command line is visible to every local user (ps, /proc)',
+      },
+      {
+        name: 'recv-window',
+        type: 'string',
+        value: 'seconds',
+        help: 'how long the token is valid after its nonce time',
+      },
     ],
     details: `Each token carries a new nonce and is accepted once.
 The secret, in order of preference:
@@ -20,13 +30,20 @@ The secret, in order of preference:
   },
   async run(parsed, io) {
     const given = str(parsed, 'secret');
-    if (flag(parsed, 'secret-stdin') && given !== undefined) throw new UsageError('use either --secret or --secret-stdin, not both');
+    if (flag(parsed, 'secret-stdin') && given !== undefined)
+      throw new UsageError('use either --secret or --secret-stdin, not both');
     const secret = flag(parsed, 'secret-stdin') ? await firstLine(io.stdin) : (given ?? io.env.KEYGATE_API_SECRET);
     const key = str(parsed, 'key') ?? io.env.KEYGATE_API_KEY;
-    if (!key || !secret) throw new UsageError('a key and a secret are required (--key or KEYGATE_API_KEY; KEYGATE_API_SECRET, --secret-stdin or --secret)');
+    if (!key || !secret)
+      throw new UsageError(
+        'a key and a secret are required (--key or KEYGATE_API_KEY; KEYGATE_API_SECRET, --secret-stdin or --secret)',
+      );
     const rw = str(parsed, 'recv-window');
-    if (rw !== undefined && !/^[1-9]\d{0,5}$/.test(rw)) throw new UsageError('--recv-window must be a positive whole number of seconds');
-    io.out.write(`${await createToken({ apiKey: key, apiSecret: secret, ...(rw !== undefined && { recvWindow: Number(rw) }) })}\n`);
+    if (rw !== undefined && !/^[1-9]\d{0,5}$/.test(rw))
+      throw new UsageError('--recv-window must be a positive whole number of seconds');
+    io.out.write(
+      `${await createToken({ apiKey: key, apiSecret: secret, ...(rw !== undefined && { recvWindow: Number(rw) }) })}\n`,
+    );
     return 0;
   },
 };

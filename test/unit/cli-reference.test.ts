@@ -10,7 +10,8 @@ import { program } from '../../src/cli/main.js';
  *   KEYGATE_WRITE_DOCS=1 npx vitest run test/unit/cli-reference.test.ts
  */
 const FILE = new URL('../../docs/reference/cli.md', import.meta.url);
-const BEGIN = '<!-- BEGIN generated from src/cli by test/unit/cli-reference.test.ts (its header says how to rewrite it) -->\n';
+const BEGIN =
+  '<!-- BEGIN generated from src/cli by test/unit/cli-reference.test.ts (its header says how to rewrite it) -->\n';
 const END = '<!-- END generated -->\n';
 
 const doc = () => readFileSync(FILE, 'utf8');
@@ -18,12 +19,18 @@ const generatedPart = (text: string) => text.slice(text.indexOf(BEGIN) + BEGIN.l
 
 if (process.env.KEYGATE_WRITE_DOCS === '1') {
   const text = doc();
-  writeFileSync(FILE, `${text.slice(0, text.indexOf(BEGIN) + BEGIN.length)}${renderReference(program)}${text.slice(text.indexOf(END))}`);
+  writeFileSync(
+    FILE,
+    `${text.slice(0, text.indexOf(BEGIN) + BEGIN.length)}${renderReference(program)}${text.slice(text.indexOf(END))}`,
+  );
 }
 
 /** Every command path with its options, from the table. */
 function fromTable(cmd: Command, path: string): Array<[string, string[]]> {
-  return [[path, cmd.spec.options.map((o) => `--${o.name}`)], ...(cmd.subcommands ?? []).flatMap((c) => fromTable(c, `${path} ${c.spec.name}`))];
+  return [
+    [path, cmd.spec.options.map((o) => `--${o.name}`)],
+    ...(cmd.subcommands ?? []).flatMap((c) => fromTable(c, `${path} ${c.spec.name}`)),
+  ];
 }
 
 /** Every command heading with the options of its table, from the document. */
@@ -31,7 +38,10 @@ function fromDoc(text: string): Array<[string, string[]]> {
   return text
     .split(/^#+ /m)
     .slice(1)
-    .map((s) => [/^`([^`]+)`/.exec(s)?.[1] ?? s.split('\n')[0]!, [...s.matchAll(/^\| `(--[a-z-]+)/gm)].map((m) => m[1]!)]);
+    .map((s) => [
+      /^`([^`]+)`/.exec(s)?.[1] ?? s.split('\n')[0]!,
+      [...s.matchAll(/^\| `(--[a-z-]+)/gm)].map((m) => m[1]!),
+    ]);
 }
 
 describe('docs/reference/cli.md', () => {

@@ -1,7 +1,15 @@
 import { Readable, Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { KeyNotFound, UsageError } from '../../src/cli/cli-errors.js';
-import { flag, parseCommandLine, renderHelp, runCommand, str, type Command, type CommandSpec } from '../../src/cli/command-line.js';
+import {
+  flag,
+  parseCommandLine,
+  renderHelp,
+  runCommand,
+  str,
+  type Command,
+  type CommandSpec,
+} from '../../src/cli/command-line.js';
 
 const SPEC: CommandSpec = {
   name: 'thing',
@@ -35,7 +43,12 @@ describe('parseCommandLine', () => {
       return;
     }
     const p = parseCommandLine(SPEC, argv);
-    expect({ args: p.args, ...(str(p, 'count') !== undefined && { count: str(p, 'count') }), loud: flag(p, 'loud'), help: p.help }).toEqual(expected);
+    expect({
+      args: p.args,
+      ...(str(p, 'count') !== undefined && { count: str(p, 'count') }),
+      loud: flag(p, 'loud'),
+      help: p.help,
+    }).toEqual(expected);
   });
 });
 
@@ -51,20 +64,77 @@ describe('runCommand', () => {
   const io = () => {
     const text = { out: '', err: '' };
     const sink = (k: 'out' | 'err') => new Writable({ write: (c, _e, cb) => ((text[k] += String(c)), cb()) });
-    return { text, io: { out: sink('out'), err: sink('err'), env: {}, stdin: Readable.from([]), openKeyStore: () => Promise.reject(new Error('unused')) } };
+    return {
+      text,
+      io: {
+        out: sink('out'),
+        err: sink('err'),
+        env: {},
+        stdin: Readable.from([]),
+        openKeyStore: () => Promise.reject(new Error('unused')),
+      },
+    };
   };
   const leaf = (run: Command['run']): Command => ({ spec: SPEC, run });
-  const group = (sub: Command): Command => ({ spec: { name: 'top', summary: 'the top', options: [] }, subcommands: [sub] });
+  const group = (sub: Command): Command => ({
+    spec: { name: 'top', summary: 'the top', options: [] },
+    subcommands: [sub],
+  });
 
   it.each<[string, Command, string[], number, string, string | RegExp]>([
     ['a synchronous command stays synchronous', leaf(() => 0), ['a'], 0, '', ''],
     ['its own exit status', leaf(() => 1), ['a'], 1, '', ''],
-    ['--help on stdout, without running', leaf(() => { throw new Error('ran'); }), ['--help'], 0, 'Usage: keygate thing', ''],
-    ['a UsageError: exit 2, the command path, a pointer to help', leaf(() => { throw new UsageError('bad'); }), ['a'], 2, '', 'keygate thing: bad\nSee "keygate thing --help".\n'],
-    ['KeyNotFound: exit 1', leaf(() => { throw new KeyNotFound('k1'); }), ['a'], 1, '', 'keygate thing: no key "k1"\n'],
-    ['a subcommand, with its path in errors', group(leaf(() => { throw new UsageError('deep'); })), ['thing', 'a'], 2, '', /^keygate thing: deep\n/],
+    [
+      '--help on stdout, without running',
+      leaf(() => {
+        throw new Error('ran');
+      }),
+      ['--help'],
+      0,
+      'Usage: keygate thing',
+      '',
+    ],
+    [
+      'a UsageError: exit 2, the command path, a pointer to help',
+      leaf(() => {
+        throw new UsageError('bad');
+      }),
+      ['a'],
+      2,
+      '',
+      'keygate thing: bad\nSee "keygate thing --help".\n',
+    ],
+    [
+      'KeyNotFound: exit 1',
+      leaf(() => {
+        throw new KeyNotFound('k1');
+      }),
+      ['a'],
+      1,
+      '',
+      'keygate thing: no key "k1"\n',
+    ],
+    [
+      'a subcommand, with its path in errors',
+      group(
+        leaf(() => {
+          throw new UsageError('deep');
+        }),
+      ),
+      ['thing', 'a'],
+      2,
+      '',
+      /^keygate thing: deep\n/,
+    ],
     ['an unknown subcommand', group(leaf(() => 0)), ['other'], 2, '', /^keygate: unknown command "other"\n/],
-    ['no subcommand: help on stderr', group(leaf(() => 0)), [], 2, '', /^Usage: keygate <command>\n\nthe top\n\nCommands:\n {2}thing {2}do a thing\n/],
+    [
+      'no subcommand: help on stderr',
+      group(leaf(() => 0)),
+      [],
+      2,
+      '',
+      /^Usage: keygate <command>\n\nthe top\n\nCommands:\n {2}thing {2}do a thing\n/,
+    ],
   ])('%s', async (_name, cmd, argv, code, out, err) => {
     const { text, io: cliIo } = io();
     const path = cmd.subcommands ? 'keygate' : 'keygate thing';
@@ -78,7 +148,23 @@ describe('runCommand', () => {
 
   it('an error that is not a CliError is a bug: rethrown, sync or async', async () => {
     const { io: cliIo } = io();
-    expect(() => runCommand(leaf(() => { throw new TypeError('bug'); }), ['a'], cliIo, 'x')).toThrow('bug');
-    await expect(runCommand(leaf(() => Promise.reject(new TypeError('async bug'))), ['a'], cliIo, 'x')).rejects.toThrow('async bug');
+    expect(() =>
+      runCommand(
+        leaf(() => {
+          throw new TypeError('bug');
+        }),
+        ['a'],
+        cliIo,
+        'x',
+      ),
+    ).toThrow('bug');
+    await expect(
+      runCommand(
+        leaf(() => Promise.reject(new TypeError('async bug'))),
+        ['a'],
+        cliIo,
+        'x',
+      ),
+    ).rejects.toThrow('async bug');
   });
 });

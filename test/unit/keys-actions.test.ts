@@ -15,14 +15,25 @@ import { makeKey } from '../helpers/keygate.js';
  */
 const dir = mkdtempSync(join(tmpdir(), 'keygate-keys-actions-'));
 const KEYS_FILE = join(dir, 'import.yaml');
-writeFileSync(KEYS_FILE, 'keys:\n  - { apiKey: imported-1, apiSecret: imported-secret-0123456789, scopes: [a] }\n  - { apiKey: active, apiSecret: replaced-secret-0123456789 }\n');
+writeFileSync(
+  KEYS_FILE,
+  'keys:\n  - { apiKey: imported-1, apiSecret: imported-secret-0123456789, scopes: [a] }\n  - { apiKey: active, apiSecret: replaced-secret-0123456789 }\n',
+);
 const BROKEN_FILE = join(dir, 'broken.yaml');
 writeFileSync(BROKEN_FILE, 'keys:\n  - { apiKey: fine-key, apiSecret: fine-secret-0123456789 }\n  - { apiKey: x }\n');
 
 let store: MemoryStore;
 let encrypted: boolean;
 beforeEach(() => {
-  store = createMemoryStore({ keys: [makeKey({ apiKey: 'active', label: 'first' }), makeKey({ apiKey: 'gone', state: 'revoked', revokedAt: new Date().toISOString() })] }, { clock: systemClock() });
+  store = createMemoryStore(
+    {
+      keys: [
+        makeKey({ apiKey: 'active', label: 'first' }),
+        makeKey({ apiKey: 'gone', state: 'revoked', revokedAt: new Date().toISOString() }),
+      ],
+    },
+    { clock: systemClock() },
+  );
   encrypted = false;
 });
 
@@ -48,21 +59,59 @@ async function keys(...args: string[]): Promise<Run> {
 }
 
 const json = (r: Run) => JSON.parse(r.out) as Record<string, unknown>;
-const auditActions = (r: Run) => r.err.split('\n').filter((l) => l.includes('"audit"')).map((l) => (JSON.parse(l) as { audit: { action: string; actor: string } }).audit);
+const auditActions = (r: Run) =>
+  r.err
+    .split('\n')
+    .filter((l) => l.includes('"audit"'))
+    .map((l) => (JSON.parse(l) as { audit: { action: string; actor: string } }).audit);
 
 describe('keygate keys: each action succeeds, audited as the actor', () => {
   it.each<[string, string[], (r: Run) => void]>([
-    ['create', ['create', '--scopes', 'a,b', '--label', 'ci', '--ttl', '1d', '--rate-limit', '5/s', '--burst', '9'], (r) => expect(r.out).toMatch(/^Created key key_[0-9a-f]+\n {2}apiKey: {4}kg_[0-9a-f]{32}\n {2}apiSecret: \S{43}\n[^]*rate limit: 5\/s/)],
-    ['list', ['list'], (r) => expect(r.out.split('\n').map((l) => l.split(/\s+/)[0])).toEqual(['API', 'active', 'gone', ''])],
+    [
+      'create',
+      ['create', '--scopes', 'a,b', '--label', 'ci', '--ttl', '1d', '--rate-limit', '5/s', '--burst', '9'],
+      (r) =>
+        expect(r.out).toMatch(
+          /^Created key key_[0-9a-f]+\n {2}apiKey: {4}kg_[0-9a-f]{32}\n {2}apiSecret: \S{43}\n[^]*rate limit: 5\/s/,
+        ),
+    ],
+    [
+      'list',
+      ['list'],
+      (r) => expect(r.out.split('\n').map((l) => l.split(/\s+/)[0])).toEqual(['API', 'active', 'gone', '']),
+    ],
     ['list --state', ['list', '--state', 'revoked'], (r) => expect(r.out).not.toMatch(/^active/m)],
-    ['show', ['show', 'active'], (r) => expect(json(r)).toMatchObject({ apiKey: 'active', status: 'active', label: 'first', lastUsedAt: null })],
+    [
+      'show',
+      ['show', 'active'],
+      (r) => expect(json(r)).toMatchObject({ apiKey: 'active', status: 'active', label: 'first', lastUsedAt: null }),
+    ],
     ['usage', ['usage', 'active', '--days', '3'], (r) => expect(r.out).toContain('requests, last 3 days (UTC): 0')],
-    ['update', ['update', 'active', '--scopes', 'x', '--no-expiry'], (r) => expect(json(r)).toMatchObject({ apiKey: 'active', scopes: ['x'] })],
-    ['rotate', ['rotate', 'active', '--grace', '0'], (r) => expect(r.out).toMatch(/^Rotated active \(id-active\)\n {2}new apiSecret: \S{43}\n/)],
+    [
+      'update',
+      ['update', 'active', '--scopes', 'x', '--no-expiry'],
+      (r) => expect(json(r)).toMatchObject({ apiKey: 'active', scopes: ['x'] }),
+    ],
+    [
+      'rotate',
+      ['rotate', 'active', '--grace', '0'],
+      (r) => expect(r.out).toMatch(/^Rotated active \(id-active\)\n {2}new apiSecret: \S{43}\n/),
+    ],
     ['revoke', ['revoke', 'active', '--reason', 'left'], (r) => expect(r.out).toBe('revoked active (id-active)\n')],
     ['delete', ['delete', 'gone'], (r) => expect(r.out).toBe('deleted gone (id-gone)\n')],
-    ['export', ['export'], (r) => expect(r.out).toMatch(/^# keygate keys export \(no secrets: not importable\)\nkeys:\n {2}- id: id-active\n {4}apiKey: active\n/)],
-    ['import', ['import', KEYS_FILE], (r) => expect(r.out).toBe('imported 1 new, replaced 0, skipped 1 existing (use --replace to overwrite)\n')],
+    [
+      'export',
+      ['export'],
+      (r) =>
+        expect(r.out).toMatch(
+          /^# keygate keys export \(no secrets: not importable\)\nkeys:\n {2}- id: id-active\n {4}apiKey: active\n/,
+        ),
+    ],
+    [
+      'import',
+      ['import', KEYS_FILE],
+      (r) => expect(r.out).toBe('imported 1 new, replaced 0, skipped 1 existing (use --replace to overwrite)\n'),
+    ],
   ])('%s', async (_name, args, check) => {
     const r = await keys(...args);
     expect(r.code, r.err).toBe(0);
@@ -97,15 +146,39 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
 
 describe('keygate keys --json: every action prints JSON', () => {
   const cases: Record<string, [string[], (v: Record<string, unknown>) => void]> = {
-    create: [['create', '--owner', 'acct_1', '--json'], (v) => expect(Object.keys(v).sort()).toEqual(['allowIps', 'apiKey', 'apiSecret', 'id', 'owner', 'scopes'])],
-    list: [['list', '--json'], (v) => expect((v as unknown as Array<{ apiKey: string }>).map((k) => k.apiKey)).toEqual(['active', 'gone'])],
+    create: [
+      ['create', '--owner', 'acct_1', '--json'],
+      (v) => expect(Object.keys(v).sort()).toEqual(['allowIps', 'apiKey', 'apiSecret', 'id', 'owner', 'scopes']),
+    ],
+    list: [
+      ['list', '--json'],
+      (v) => expect((v as unknown as Array<{ apiKey: string }>).map((k) => k.apiKey)).toEqual(['active', 'gone']),
+    ],
     show: [['show', 'active', '--json'], (v) => expect(v).toMatchObject({ apiKey: 'active', status: 'active' })],
-    usage: [['usage', 'active', '--days', '2', '--json'], (v) => expect(v).toMatchObject({ apiKey: 'active', days: 2, total: 0, lastUsedAt: null })],
-    update: [['update', 'active', '--label', 'new', '--json'], (v) => expect(v).toMatchObject({ apiKey: 'active', label: 'new' })],
-    rotate: [['rotate', 'active', '--json'], (v) => expect(Object.keys(v).sort()).toEqual(['apiKey', 'apiSecret', 'id', 'previousSecretValidUntil'])],
-    revoke: [['revoke', 'active', '--reason', 'r', '--json'], (v) => expect(v).toMatchObject({ apiKey: 'active', status: 'revoked', state: 'revoked', revokeReason: 'r' })],
+    usage: [
+      ['usage', 'active', '--days', '2', '--json'],
+      (v) => expect(v).toMatchObject({ apiKey: 'active', days: 2, total: 0, lastUsedAt: null }),
+    ],
+    update: [
+      ['update', 'active', '--label', 'new', '--json'],
+      (v) => expect(v).toMatchObject({ apiKey: 'active', label: 'new' }),
+    ],
+    rotate: [
+      ['rotate', 'active', '--json'],
+      (v) => expect(Object.keys(v).sort()).toEqual(['apiKey', 'apiSecret', 'id', 'previousSecretValidUntil']),
+    ],
+    revoke: [
+      ['revoke', 'active', '--reason', 'r', '--json'],
+      (v) => expect(v).toMatchObject({ apiKey: 'active', status: 'revoked', state: 'revoked', revokeReason: 'r' }),
+    ],
     delete: [['delete', 'active', '--json'], (v) => expect(v).toEqual({ deleted: 'active', id: 'id-active' })],
-    export: [['export', '--json'], (v) => expect(v).toEqual({ keys: [expect.objectContaining({ apiKey: 'active' }), expect.objectContaining({ apiKey: 'gone' })] })],
+    export: [
+      ['export', '--json'],
+      (v) =>
+        expect(v).toEqual({
+          keys: [expect.objectContaining({ apiKey: 'active' }), expect.objectContaining({ apiKey: 'gone' })],
+        }),
+    ],
     import: [['import', KEYS_FILE, '--json'], (v) => expect(v).toEqual({ created: 1, replaced: 0, skipped: 1 })],
     reencrypt: [['reencrypt', '--json'], (v) => expect(v).toEqual({ resealed: 2 })],
   };
@@ -130,7 +203,11 @@ describe('keygate keys: a missing key is exit 1 on stderr', () => {
   });
 
   it.each([
-    ['update of a revoked key', ['update', 'gone', '--label', 'x'], 'the key is revoked: a revoked key cannot be changed'],
+    [
+      'update of a revoked key',
+      ['update', 'gone', '--label', 'x'],
+      'the key is revoked: a revoked key cannot be changed',
+    ],
     ['revoke of a revoked key', ['revoke', 'gone'], 'the key is already revoked'],
     ['rotate of a revoked key', ['rotate', 'gone'], 'only an active key can be rotated'],
   ])('%s is refused with exit 1', async (_name, args, message) => {
@@ -172,10 +249,26 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
   });
 
   it.each<[string, string[], RegExp]>([
-    ['a key the record parser refuses', ['create', '--allow-ip', '10.0.0.0/33'], /^keygate keys create: \n {2}- key\.allowIps/],
-    ['a rate the record parser refuses', ['update', 'active', '--rate-limit', '10/d'], /^keygate keys update: \n {2}- key\.rateLimit/],
-    ['an invalid keys file, nothing imported', ['import', BROKEN_FILE], /^keygate keys import: nothing imported:\n {2}- /],
-    ['reencrypt without an encryption key', ['reencrypt'], /^keygate keys reencrypt: KEYGATE_SECRET_ENCRYPTION_KEY is not set\n$/],
+    [
+      'a key the record parser refuses',
+      ['create', '--allow-ip', '10.0.0.0/33'],
+      /^keygate keys create: \n {2}- key\.allowIps/,
+    ],
+    [
+      'a rate the record parser refuses',
+      ['update', 'active', '--rate-limit', '10/d'],
+      /^keygate keys update: \n {2}- key\.rateLimit/,
+    ],
+    [
+      'an invalid keys file, nothing imported',
+      ['import', BROKEN_FILE],
+      /^keygate keys import: nothing imported:\n {2}- /,
+    ],
+    [
+      'reencrypt without an encryption key',
+      ['reencrypt'],
+      /^keygate keys reencrypt: KEYGATE_SECRET_ENCRYPTION_KEY is not set\n$/,
+    ],
     ['an unknown action', ['frobnicate'], /^keygate keys: unknown command "frobnicate"\n/],
     ['an unknown option before the action', ['--jsn'], /^keygate keys: unknown option '--jsn'\n/],
   ])('%s', async (_name, args, message) => {
@@ -194,20 +287,29 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
 });
 
 describe('keygate keys <action> --help', () => {
-  it.each(KEY_ACTIONS.map((a) => [a.spec.name, a] as const))('%s: its own usage and every one of its options, on stdout', async (name, action) => {
-    for (const args of [[name, '--help'], [name, '-h']]) {
-      const r = await keys(...args);
-      expect(r).toMatchObject({ code: 0, err: '' });
-      expect(r.out.split('\n')[0]).toBe(`Usage: keygate keys ${[name, ...(action.spec.args ?? []), ...(action.spec.options.length > 0 ? ['[options]'] : [])].join(' ')}`);
-      for (const o of action.spec.options) expect(r.out).toMatch(new RegExp(`^ {2}--${o.name}\\b.* {2}\\S`, 'm'));
-      expect(r.out).toContain('--json');
-    }
-  });
+  it.each(KEY_ACTIONS.map((a) => [a.spec.name, a] as const))(
+    '%s: its own usage and every one of its options, on stdout',
+    async (name, action) => {
+      for (const args of [
+        [name, '--help'],
+        [name, '-h'],
+      ]) {
+        const r = await keys(...args);
+        expect(r).toMatchObject({ code: 0, err: '' });
+        expect(r.out.split('\n')[0]).toBe(
+          `Usage: keygate keys ${[name, ...(action.spec.args ?? []), ...(action.spec.options.length > 0 ? ['[options]'] : [])].join(' ')}`,
+        );
+        for (const o of action.spec.options) expect(r.out).toMatch(new RegExp(`^ {2}--${o.name}\\b.* {2}\\S`, 'm'));
+        expect(r.out).toContain('--json');
+      }
+    },
+  );
 
   it('keygate keys --help lists every action with its summary', async () => {
     const r = await keys('--help');
     expect(r.code).toBe(0);
-    for (const a of KEY_ACTIONS) expect(r.out).toMatch(new RegExp(`^ {2}${a.spec.name} +${a.spec.summary.replace(/[()]/g, '\\$&')}$`, 'm'));
+    for (const a of KEY_ACTIONS)
+      expect(r.out).toMatch(new RegExp(`^ {2}${a.spec.name} +${a.spec.summary.replace(/[()]/g, '\\$&')}$`, 'm'));
   });
 });
 
@@ -219,6 +321,8 @@ describe('export --out', () => {
     expect(r.out).toBe('');
     expect(r.err).toContain(`exported 2 keys to ${out} with secrets`);
     expect(statSync(out).mode & 0o777).toBe(0o600);
-    expect((JSON.parse(readFileSync(out, 'utf8')) as { keys: Array<{ apiSecret: string }> }).keys[0]?.apiSecret).toBe('secret-for-active-0123456789');
+    expect((JSON.parse(readFileSync(out, 'utf8')) as { keys: Array<{ apiSecret: string }> }).keys[0]?.apiSecret).toBe(
+      'secret-for-active-0123456789',
+    );
   });
 });
