@@ -1,26 +1,20 @@
-import type { Command, OptionSpec } from './command-line.js';
+import { optionLabel, usageLine, type Command } from './command-line.js';
 
-const label = (o: OptionSpec) => (o.type === 'string' ? `--${o.name} <${o.value ?? 'value'}>` : `--${o.name}`);
 const cell = (s: string) => s.replace(/\|/g, '\\|');
 
 function section(cmd: Command, path: string, depth: number): string {
   const { spec, subcommands } = cmd;
-  const usage = [
-    path,
-    ...(subcommands ? ['<command>'] : (spec.args ?? [])),
-    ...(spec.options.length > 0 ? ['[options]'] : []),
-  ].join(' ');
   const parts = [
     `${'#'.repeat(depth)} \`${path}\``,
     `${spec.summary.replace(/^./, (c) => c.toUpperCase())}.`.replace(/\.\.$/, '.'),
-    `Usage: \`${usage}\``,
+    `Usage: \`${usageLine(path, cmd)}\``,
   ];
   if (spec.options.length > 0)
     parts.push(
       [
         '| Option | Meaning |',
         '| --- | --- |',
-        ...spec.options.map((o) => `| \`${cell(label(o))}\` | ${cell(o.help)} |`),
+        ...spec.options.map((o) => `| \`${cell(optionLabel(o))}\` | ${cell(o.help)} |`),
       ].join('\n'),
     );
   if (spec.details) parts.push(`\`\`\`text\n${spec.details.trimEnd()}\n\`\`\``);

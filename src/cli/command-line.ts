@@ -87,10 +87,13 @@ function parseErrorText(err: Error & { code?: string }): string {
   }
 }
 
-const usageLine = (path: string, spec: CommandSpec, sub: boolean) =>
-  [path, ...(sub ? ['<command>'] : (spec.args ?? [])), ...(spec.options.length > 0 ? ['[options]'] : [])].join(' ');
+/** `keygate keys show <apiKey> [options]` */
+export const usageLine = (path: string, { spec, subcommands }: Command) =>
+  [path, ...(subcommands ? ['<command>'] : (spec.args ?? [])), ...(spec.options.length > 0 ? ['[options]'] : [])].join(
+    ' ',
+  );
 
-const optionLabel = (o: OptionSpec) =>
+export const optionLabel = (o: OptionSpec) =>
   o.type === 'string' ? `--${o.name} <${o.value ?? 'value'}>` : o.name === 'help' ? '-h, --help' : `--${o.name}`;
 
 function columns(rows: ReadonlyArray<readonly [string, string]>): string {
@@ -101,7 +104,7 @@ function columns(rows: ReadonlyArray<readonly [string, string]>): string {
 /** The text `<path> --help` prints. */
 export function renderHelp(path: string, cmd: Command): string {
   const { spec, subcommands } = cmd;
-  const parts = [`Usage: ${usageLine(path, spec, subcommands !== undefined)}`, spec.summary];
+  const parts = [`Usage: ${usageLine(path, cmd)}`, spec.summary];
   if (subcommands) parts.push(`Commands:\n${columns(subcommands.map((c) => [c.spec.name, c.spec.summary]))}`);
   parts.push(`Options:\n${columns([...spec.options, HELP].map((o) => [optionLabel(o), o.help]))}`);
   if (spec.details) parts.push(spec.details.trimEnd());

@@ -22,7 +22,7 @@ export interface KeyContext {
   /** The key, or KeyNotFound. */
   load(apiKey: string): Promise<KeyRecord>;
   /** An operation's value, or its refusal thrown: not found → KeyNotFound (exit 1), invalid → exit 2, conflict → exit 1. */
-  must<T>(result: Done<T>, apiKey: string): T;
+  must<T>(result: Done<T>, apiKey?: string): T;
   /** Writes a record as it is (import, reencrypt), published and audited. */
   save(record: KeyRecord, action: string, detail?: string): Promise<void>;
   /** The audit log line alone, for what changes no key (an export). */
@@ -52,7 +52,7 @@ export interface KeyContextDeps {
 
 export function createKeyContext(deps: KeyContextDeps): KeyContext {
   const ops = createKeyOperations({ store: deps.store, now: deps.now, audit: deps.audit });
-  const must = <T>(r: Done<T>, apiKey: string): T => {
+  const must = <T>(r: Done<T>, apiKey = ''): T => {
     if (r.ok) return r.value;
     if (r.refused === 'not_found') throw new KeyNotFound(apiKey);
     if (r.refused === 'invalid') throw new CliError(`\n  - ${r.problems.join('\n  - ')}`, 2);

@@ -120,10 +120,7 @@ const create: KeyAction = {
     const changes = changesFrom(p, ctx.now());
     if (changes.burst !== undefined) throw new UsageError('--burst needs --rate-limit');
     const owner = str(p, 'owner');
-    const { record } = ctx.must(
-      await ctx.ops.create({ ...changes, ...(owner !== undefined && { owner }) }, ctx.actor),
-      '',
-    );
+    const { record } = ctx.must(await ctx.ops.create({ ...changes, ...(owner !== undefined && { owner }) }, ctx.actor));
     if (flag(p, 'json')) {
       ctx.print({
         apiKey: record.apiKey,
