@@ -3,7 +3,7 @@ import { optionLabel, usageLine, type Command } from './command-line.js';
 const cell = (s: string) => s.replace(/\|/g, '\\|');
 
 function section(cmd: Command, path: string, depth: number): string {
-  const { spec, subcommands } = cmd;
+  const { spec } = cmd;
   const parts = [
     `${'#'.repeat(depth)} \`${path}\``,
     `${spec.summary.replace(/^./, (c) => c.toUpperCase())}.`.replace(/\.\.$/, '.'),
