@@ -1,7 +1,8 @@
 import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import type { Command } from './command-line.js';
 import { createDemoUpstream } from './demo-upstream.js';
-import { serveCommand } from './serve-command.js';
+import { serve } from './serve-command.js';
 
 const DEMO_KEYS = fileURLToPath(new URL('../../examples/demo-keys.yaml', import.meta.url));
 
@@ -9,20 +10,33 @@ const DEMO_KEYS = fileURLToPath(new URL('../../examples/demo-keys.yaml', import.
  * Quickstart: a tiny upstream on 127.0.0.1 that echoes what it received, and
  * Keygate in front of it on the embedded store with the demo key.
  */
-export async function demoCommand(argv: string[]): Promise<number> {
-  const upstream = createDemoUpstream();
-  const port = Number(process.env.KEYGATE_DEMO_UPSTREAM_PORT ?? 0);
-  await new Promise<void>((resolve) => upstream.listen(port, '127.0.0.1', resolve));
-  const address = upstream.address() as AddressInfo;
-  const env = {
-    ...process.env,
-    KEYGATE_UPSTREAM: `http://127.0.0.1:${address.port}`,
-    KEYGATE_KEYS_FILE: process.env.KEYGATE_KEYS_FILE || DEMO_KEYS,
-  };
-  process.stderr.write(`demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`);
-  try {
-    return await serveCommand(argv, env);
-  } finally {
-    upstream.close();
-  }
-}
+export const demoCommand: Command = {
+  spec: {
+    name: 'demo',
+    summary: 'run a demo upstream and Keygate in front of it with the demo key (the quickstart)',
+    options: [],
+    details: `The upstream listens on 127.0.0.1 (port KEYGATE_DEMO_UPSTREAM_PORT, default any free
+port); Keygate reads the other KEYGATE_* variables as "keygate serve" does, with
+KEYGATE_UPSTREAM set to the demo upstream and KEYGATE_KEYS_FILE defaulting to
+examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").`,
+  },
+  async run(_parsed, io) {
+    const upstream = createDemoUpstream();
+    const port = Number(io.env.KEYGATE_DEMO_UPSTREAM_PORT ?? 0);
+    await new Promise<void>((resolve) => upstream.listen(port, '127.0.0.1', resolve));
+    const address = upstream.address() as AddressInfo;
+    const env = {
+      ...io.env,
+      KEYGATE_UPSTREAM: `http://127.0.0.1:${address.port}`,
+      KEYGATE_KEYS_FILE: io.env.KEYGATE_KEYS_FILE || DEMO_KEYS,
+    };
+    io.err.write(
+      `demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`,
+    );
+    try {
+      return await serve(env);
+    } finally {
+      upstream.close();
+    }
+  },
+};

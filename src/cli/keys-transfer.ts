@@ -4,36 +4,67 @@ import { basename, dirname, join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { toExternal, type KeyRecord } from '../store/key-record.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
-import type { KeyActionContext, KeyActionValues } from './keys-actions.js';
-
-type Save = (record: KeyRecord, action: string, detail?: string) => Promise<void>;
+import { CliError } from './cli-errors.js';
+import { flag, str } from './command-line.js';
+import { JSON_OPTION, type KeyAction } from './key-context.js';
 
 /**
  * Export in the keys-file format, so a file exported with --with-secrets can
  * be imported elsewhere or used as KEYGATE_KEYS_FILE. Without --with-secrets
  * no secret (current or previous) leaves Redis.
  */
-export async function exportKeys(v: KeyActionValues, ctx: KeyActionContext): Promise<number> {
-  const keys = (await ctx.store.listKeys()).map((r) => {
-    const o = toExternal(r);
-    if (!v['with-secrets']) {
-      delete o.apiSecret;
-      delete o.previousSecrets;
+export const exportAction: KeyAction = {
+  spec: {
+    name: 'export',
+    summary: 'write every key in the keys-file format (YAML, or JSON)',
+    options: [
+      {
+        name: 'with-secrets',
+        type: 'boolean',
+        help: 'include the secrets, so the file can be imported or used as KEYGATE_KEYS_FILE',
+      },
+      {
+        name: 'out',
+        type: 'string',
+        value: 'file',
+        help: 'write a new 0600 file instead of stdout (JSON when it ends in .json)',
+      },
+      { name: 'json', type: 'boolean', help: 'JSON instead of YAML' },
+    ],
+  },
+  async run(ctx, p) {
+    const withSecrets = flag(p, 'with-secrets');
+    const out = str(p, 'out');
+    const keys = (await ctx.store.listKeys()).map((r) => {
+      const o = toExternal(r);
+      if (!withSecrets) {
+        delete o.apiSecret;
+        delete o.previousSecrets;
+      }
+      return o;
+    });
+    const doc = { keys };
+    const text =
+      flag(p, 'json') || out?.endsWith('.json')
+        ? `${JSON.stringify(doc, null, 2)}\n`
+        : `# keygate keys export${withSecrets ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc)}`;
+    if (out) {
+      writePrivateFile(out, text);
+      ctx.err.write(`exported ${keys.length} keys to ${out}${withSecrets ? ' with secrets' : ''}\n`);
+    } else {
+      ctx.out.write(text);
     }
-    return o;
-  });
-  const doc = { keys };
-  const json = v.json || v.out?.endsWith('.json');
-  const text = json ? `${JSON.stringify(doc, null, 2)}\n` : `# keygate keys export${v['with-secrets'] ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc)}`;
-  if (v.out) {
-    writePrivateFile(v.out, text);
-    ctx.err.write(`exported ${keys.length} keys to ${v.out}${v['with-secrets'] ? ' with secrets' : ''}\n`);
-  } else {
-    ctx.out.write(text);
-  }
-  ctx.audit({ at: new Date(ctx.now()).toISOString(), actor: ctx.actor, action: v['with-secrets'] ? 'export-with-secrets' : 'export', apiKey: '*', id: '*', detail: `${keys.length} keys` });
-  return 0;
-}
+    // One entry for the whole export (apiKey "*"), on the audit log: an export changes no key.
+    ctx.audit({
+      at: new Date(ctx.now()).toISOString(),
+      actor: ctx.actor,
+      action: withSecrets ? 'export-with-secrets' : 'export',
+      apiKey: '*',
+      id: '*',
+      detail: `${keys.length} keys`,
+    });
+  },
+};
 
 /**
  * Writes `text` to `path` as a new 0600 file, whatever was there before. A
@@ -55,40 +86,55 @@ export function writePrivateFile(path: string, text: string): void {
 }
 
 /** Import a keys file: everything is validated before anything is written. Existing keys are kept unless --replace. */
-export async function importKeys(file: string, v: KeyActionValues, ctx: KeyActionContext, save: Save): Promise<number> {
-  let records: KeyRecord[];
-  try {
-    records = loadKeysFile(file);
-  } catch (err) {
-    if (!(err instanceof KeysFileError)) throw err;
-    ctx.err.write(`keygate keys import: nothing imported:\n  - ${err.problems.join('\n  - ')}\n`);
-    return 2;
-  }
-  let created = 0;
-  let replaced = 0;
-  let skipped = 0;
-  for (const r of records) {
-    const existing = await ctx.store.getKey(r.apiKey);
-    if (existing && !v.replace) {
-      skipped++;
-      continue;
+export const importAction: KeyAction = {
+  spec: {
+    name: 'import',
+    summary: 'add the keys of a keys file (all or nothing: the whole file is checked first)',
+    args: ['<file>'],
+    options: [
+      { name: 'replace', type: 'boolean', help: 'overwrite keys that already exist (default: keep them)' },
+      JSON_OPTION,
+    ],
+  },
+  async run(ctx, p) {
+    let records: KeyRecord[];
+    try {
+      records = loadKeysFile(p.args[0] as string);
+    } catch (err) {
+      if (!(err instanceof KeysFileError)) throw err;
+      throw new CliError(`nothing imported:\n  - ${err.problems.join('\n  - ')}`, 2);
     }
-    await save(r, existing ? 'import-replace' : 'import');
-    if (existing) replaced++;
-    else created++;
-  }
-  ctx.out.write(`imported ${created} new, replaced ${replaced}, skipped ${skipped} existing (use --replace to overwrite)\n`);
-  return 0;
-}
+    const counts = { created: 0, replaced: 0, skipped: 0 };
+    for (const r of records) {
+      const existing = await ctx.store.getKey(r.apiKey);
+      if (existing && !flag(p, 'replace')) {
+        counts.skipped++;
+        continue;
+      }
+      await ctx.save(r, existing ? 'import-replace' : 'import');
+      if (existing) counts.replaced++;
+      else counts.created++;
+    }
+    if (flag(p, 'json')) ctx.print(counts);
+    else
+      ctx.out.write(
+        `imported ${counts.created} new, replaced ${counts.replaced}, skipped ${counts.skipped} existing (use --replace to overwrite)\n`,
+      );
+  },
+};
 
 /** Re-writes every key so its secrets are sealed with the current encryption key. */
-export async function reencryptKeys(ctx: KeyActionContext, save: Save): Promise<number> {
-  if (!ctx.encrypted) {
-    ctx.err.write('keygate keys reencrypt: KEYGATE_SECRET_ENCRYPTION_KEY is not set\n');
-    return 2;
-  }
-  const all = await ctx.store.listKeys();
-  for (const r of all) await save(r, 'reencrypt');
-  ctx.out.write(`re-sealed ${all.length} keys with the current encryption key\n`);
-  return 0;
-}
+export const reencryptAction: KeyAction = {
+  spec: {
+    name: 'reencrypt',
+    summary: 're-seal every secret with KEYGATE_SECRET_ENCRYPTION_KEY (after a key change)',
+    options: [JSON_OPTION],
+  },
+  async run(ctx, p) {
+    if (!ctx.encrypted) throw new CliError('KEYGATE_SECRET_ENCRYPTION_KEY is not set', 2);
+    const all = await ctx.store.listKeys();
+    for (const r of all) await ctx.save(r, 'reencrypt');
+    if (flag(p, 'json')) ctx.print({ resealed: all.length });
+    else ctx.out.write(`re-sealed ${all.length} keys with the current encryption key\n`);
+  },
+};

@@ -1,55 +1,68 @@
 import { checkConfigCommand } from './check-config-command.js';
-import { keysCommand } from './keys-command.js';
-import { packageVersion, serveCommand } from './serve-command.js';
-import { tokenCommand } from './token-command.js';
-import { managementTokenCommand } from './management-token-command.js';
+import type { CliIo } from './cli-io.js';
+import { UsageError } from './cli-errors.js';
+import { flag, runCommand, type Command } from './command-line.js';
 import { demoCommand } from './demo-command.js';
 import { demoUpstreamCommand } from './demo-upstream.js';
+import { keysCommand, openRedisKeyStore } from './keys-command.js';
+import { managementTokenCmd } from './management-token-command.js';
+import { packageVersion, serveCommand } from './serve-command.js';
+import { tokenCommand } from './token-command.js';
 
-const USAGE = `Usage: keygate <command>
+// The container tests and operators ask an image which build it holds.
+const printVersion = (io: CliIo) => (io.out.write(`keygate ${packageVersion()}\n`), 0);
 
-  serve                         run the proxy (reads KEYGATE_* environment variables)
-  demo                          run a demo upstream and Keygate with the demo key (quickstart)
-  demo-upstream [--host H] [--port P]   run only the demo upstream (compose, Kubernetes example)
-  keys create|list|show|revoke|delete   manage API keys in Redis (KEYGATE_REDIS_URL)
-  token --key K [--secret-stdin] [--recv-window N]   print a signed token (secret from KEYGATE_API_SECRET or stdin)
-  management-token --name N --access read|write   print a new management API token and its tokens-file line
-  check-config                  validate the environment, policy file and keys file; start nothing; exit 0 or 1
-  --version                     print the version
+const versionCommand: Command = {
+  spec: { name: 'version', summary: 'print the version (also: keygate --version)', options: [] },
+  run: (_p, io) => printVersion(io),
+};
 
-Run "keygate <command> --help" for the options of one command.
-`;
+const helpCommand: Command = {
+  spec: {
+    name: 'help',
+    summary: 'print the help of a command: keygate help keys create',
+    args: ['[command]', '[action]'],
+    options: [],
+  },
+  // "keygate help X Y" is "keygate X Y --help".
+  run: (parsed, io) => runCommand(program, [...parsed.args, '--help'], io, 'keygate'),
+};
 
-export async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
-  switch (command) {
-    case 'serve':
-      return serveCommand(rest);
-    case 'demo':
-      return demoCommand(rest);
-    case 'demo-upstream':
-      return demoUpstreamCommand(rest);
-    case 'keys':
-      return keysCommand(rest);
-    case 'token':
-      return tokenCommand(rest);
-    case 'management-token':
-      return managementTokenCommand(rest);
-    case 'check-config':
-      return checkConfigCommand(rest);
-    case '--version':
-    case 'version':
-      // The container tests and operators ask an image which build it holds.
-      process.stdout.write(`keygate ${packageVersion()}\n`);
-      return 0;
-    case undefined:
-    case '-h':
-    case '--help':
-    case 'help':
-      process.stdout.write(USAGE);
-      return command === undefined ? 1 : 0;
-    default:
-      process.stderr.write(`keygate: unknown command ${JSON.stringify(command)}\n\n${USAGE}`);
-      return 1;
-  }
+/** Every command, as `keygate --help` lists them; docs/reference/cli.md is generated from this table. */
+export const program: Command = {
+  spec: {
+    name: 'keygate',
+    summary: 'Keygate: an authentication sidecar for signed HS256 tokens.',
+    options: [{ name: 'version', type: 'boolean', help: 'print the version' }],
+    details:
+      'Exit status: 0 success, 1 the command failed (invalid configuration, no such key), 2 usage error (on stderr).',
+  },
+  subcommands: [
+    serveCommand,
+    demoCommand,
+    demoUpstreamCommand,
+    keysCommand,
+    tokenCommand,
+    managementTokenCmd,
+    checkConfigCommand,
+    versionCommand,
+    helpCommand,
+  ],
+  run: (parsed, io) => {
+    if (!flag(parsed, 'version')) throw new UsageError('give a command');
+    return printVersion(io);
+  },
+};
+
+const processIo = (): CliIo => ({
+  out: process.stdout,
+  err: process.stderr,
+  env: process.env,
+  stdin: process.stdin,
+  openKeyStore: openRedisKeyStore,
+});
+
+/** `keygate <argv>`: the exit status. Usage errors are written to stderr and are 2. */
+export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
+  return runCommand(program, argv, io, 'keygate');
 }

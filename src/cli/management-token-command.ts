@@ -1,37 +1,52 @@
-import { parseArgs } from 'node:util';
 import { generateManagementToken, sha256Hex } from '../config/management-tokens.js';
+import { UsageError } from './cli-errors.js';
+import { runCommand, str, type Command } from './command-line.js';
 
-const HELP = `Usage: keygate management-token --name NAME --access read|write
-
-Prints a new management API token (32 random bytes) once, and the line to add
-to KEYGATE_MANAGEMENT_TOKENS_FILE (which holds only its SHA-256). NAME is the
-actor recorded in the audit stream for every change made with the token.
-Keygate reloads the tokens file when it changes.
-`;
-
-export function managementTokenCommand(argv: string[], out: NodeJS.WritableStream = process.stdout, err: NodeJS.WritableStream = process.stderr): number {
-  let values: { name?: string; access?: string; help?: boolean };
-  try {
-    ({ values } = parseArgs({ args: argv, options: { name: { type: 'string' }, access: { type: 'string' }, help: { type: 'boolean', short: 'h' } } }));
-  } catch (e) {
-    err.write(`keygate management-token: ${(e as Error).message}\n\n${HELP}`);
-    return 2;
-  }
-  if (values.help) {
-    out.write(HELP);
+export const managementTokenCmd: Command = {
+  spec: {
+    name: 'management-token',
+    summary: 'print a new management API token and its line for the tokens file',
+    options: [
+      {
+        name: 'name',
+        type: 'string',
+        value: 'name',
+        help: 'who uses the token: the actor in the audit stream (1 to 64 of A-Z a-z 0-9 _ . @ -)',
+      },
+      { name: 'access', type: 'string', value: 'read|write', help: 'what the token may do' },
+    ],
+    details: `Prints the token (32 random bytes) once, and the line to add to
+KEYGATE_MANAGEMENT_TOKENS_FILE, which holds only its SHA-256. Keygate reloads
+the tokens file when it changes.`,
+  },
+  run(parsed, io) {
+    const name = str(parsed, 'name');
+    const access = str(parsed, 'access');
+    const problems: string[] = [];
+    if (!name || !/^[A-Za-z0-9_.@-]{1,64}$/.test(name)) problems.push('--name: 1 to 64 of A-Z a-z 0-9 _ . @ -');
+    if (access !== 'read' && access !== 'write') problems.push('--access: read or write');
+    if (problems.length > 0) throw new UsageError(problems.join('; '));
+    const token = generateManagementToken();
+    io.out.write(
+      `token (shown only now; give it to ${name} and keep it secret):\n  ${token}\n\n` +
+        `add to KEYGATE_MANAGEMENT_TOKENS_FILE under "tokens:":\n  - { name: ${name}, sha256: ${sha256Hex(token)}, access: ${access} }\n`,
+    );
     return 0;
-  }
-  const problems: string[] = [];
-  if (!values.name || !/^[A-Za-z0-9_.@-]{1,64}$/.test(values.name)) problems.push('--name: 1 to 64 of A-Z a-z 0-9 _ . @ -');
-  if (values.access !== 'read' && values.access !== 'write') problems.push('--access: read or write');
-  if (problems.length > 0) {
-    err.write(`keygate management-token: ${problems.join('; ')}\n\n${HELP}`);
-    return 2;
-  }
-  const token = generateManagementToken();
-  out.write(
-    `token (shown only now; give it to ${values.name} and keep it secret):\n  ${token}\n\n` +
-      `add to KEYGATE_MANAGEMENT_TOKENS_FILE under "tokens:":\n  - { name: ${values.name}, sha256: ${sha256Hex(token)}, access: ${values.access} }\n`,
-  );
-  return 0;
+  },
+};
+
+/** The command on its own, synchronous (it never waits on anything). */
+export function managementTokenCommand(
+  argv: string[],
+  out: NodeJS.WritableStream = process.stdout,
+  err: NodeJS.WritableStream = process.stderr,
+): number {
+  const io = {
+    out,
+    err,
+    env: process.env,
+    stdin: process.stdin,
+    openKeyStore: () => Promise.reject(new Error('not used')),
+  };
+  return runCommand(managementTokenCmd, argv, io, 'keygate management-token') as number;
 }

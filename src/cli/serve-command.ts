@@ -1,4 +1,3 @@
-import { parseArgs } from 'node:util';
 import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
@@ -6,6 +5,7 @@ import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
 import { serveWorkers } from './serve-workers.js';
 import { packageVersion } from '../observe/package-version.js';
+import type { Command } from './command-line.js';
 
 export { packageVersion };
 
@@ -57,12 +57,20 @@ export function describeConfig(config: Config): Record<string, unknown> {
   };
 }
 
-export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { help: { type: 'boolean', short: 'h' } } });
-  if (values.help) {
-    process.stdout.write('Usage: keygate serve\n\nConfigured by KEYGATE_* environment variables; see README "Configuration".\n');
-    return 0;
-  }
+export const serveCommand: Command = {
+  spec: {
+    name: 'serve',
+    summary: 'run the proxy',
+    options: [],
+    details: `Configured by KEYGATE_* environment variables (docs/reference/configuration.md).
+Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 when the configuration is invalid
+(every problem is listed on stderr).`,
+  },
+  run: (_parsed, io) => serve(io.env),
+};
+
+/** Runs Keygate until SIGTERM/SIGINT; 1 when the configuration is invalid. */
+export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   const { config, problems } = loadStartupConfig(env);
   if (!config) {
     process.stderr.write(`keygate: invalid configuration, not starting:\n  - ${problems.join('\n  - ')}\n`);
@@ -70,15 +78,26 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   }
   const logger = createLogger({ level: config.logLevel });
   if (config.workers > 1) return serveWorkers(config, logger);
-  if (!config.redis && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
-  if (config.redis && !config.secretEncryptionKeys) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
+  if (!config.redis && !config.keysFile)
+    logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
+  if (config.redis && !config.secretEncryptionKeys)
+    logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
   const { port, adminPort, managementPort } = await keygate.listen();
-  logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) } }, 'keygate started');
+  logger.info(
+    {
+      version: packageVersion(),
+      config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) },
+    },
+    'keygate started',
+  );
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
-      logger.info({ signal, deadlineMs: config.limits.shutdownTimeoutMs }, 'shutting down: draining in-flight requests');
+      logger.info(
+        { signal, deadlineMs: config.limits.shutdownTimeoutMs },
+        'shutting down: draining in-flight requests',
+      );
       process.off('SIGTERM', onTerm);
       process.off('SIGINT', onInt);
       keygate.close().then(resolve, (err: Error) => {

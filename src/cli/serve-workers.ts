@@ -7,11 +7,13 @@ import { createKeygate } from '../create-keygate.js';
 import { createAdminServer } from '../http/admin-server.js';
 
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
-type Message =
-  | { type: 'keygate:listening'; port: number }
-  | { type: 'keygate:readyz'; id: number; reason?: string };
+type Message = { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; reason?: string };
 
-const isMessage = (m: unknown): m is Message => typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string' && (m as { type: string }).type.startsWith('keygate:');
+const isMessage = (m: unknown): m is Message =>
+  typeof m === 'object' &&
+  m !== null &&
+  typeof (m as { type?: unknown }).type === 'string' &&
+  (m as { type: string }).type.startsWith('keygate:');
 
 /**
  * KEYGATE_WORKERS > 1: the primary forks that many workers (node:cluster).
@@ -83,7 +85,10 @@ async function runWorker(config: Config, logger: Logger): Promise<number> {
   }
   process.send?.({ type: 'keygate:listening', port });
   const reason = await stopped;
-  logger.info({ reason, deadlineMs: config.limits.shutdownTimeoutMs }, 'worker shutting down: draining in-flight requests');
+  logger.info(
+    { reason, deadlineMs: config.limits.shutdownTimeoutMs },
+    'worker shutting down: draining in-flight requests',
+  );
   await keygate.close().catch((err: Error) => logger.error({ err: err.message }, 'error during shutdown'));
   logger.info('worker stopped');
   logger.flush();
@@ -103,7 +108,8 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
   const fork = (): Promise<Worker> =>
     new Promise((resolve, reject) => {
       const worker = cluster.fork();
-      const onExit = (code: number | null, signal: string | null) => reject(new Error(`worker ${worker.process.pid} exited before listening (code ${code}, signal ${signal})`));
+      const onExit = (code: number | null, signal: string | null) =>
+        reject(new Error(`worker ${worker.process.pid} exited before listening (code ${code}, signal ${signal})`));
       worker.once('exit', onExit);
       worker.on('message', (m: unknown) => {
         if (isMessage(m) && m.type === 'keygate:listening') {
@@ -125,11 +131,17 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     fork().catch((err: Error) => giveUp(err.message));
   };
 
-  const live = () => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
+  const live = () =>
+    Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
   const stopAll = async (): Promise<boolean> => {
     stopping = true;
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
-    const exits = workers.map((w) => new Promise<boolean>((resolve) => (w.isDead() ? resolve(w.process.exitCode === 0) : w.once('exit', (code) => resolve(code === 0)))));
+    const exits = workers.map(
+      (w) =>
+        new Promise<boolean>((resolve) =>
+          w.isDead() ? resolve(w.process.exitCode === 0) : w.once('exit', (code) => resolve(code === 0)),
+        ),
+    );
     for (const w of workers) w.process.kill('SIGTERM');
     const hardStop = setTimeout(() => {
       for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
@@ -179,10 +191,13 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     logger.flush();
     return 1;
   }
-  const admin = createAdminServer({ limits: config.limits }, {
-    metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
-    ready: askWorkers,
-  });
+  const admin = createAdminServer(
+    { limits: config.limits },
+    {
+      metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
+      ready: askWorkers,
+    },
+  );
   const adminPort = await new Promise<number>((resolve, reject) => {
     admin.once('error', reject);
     admin.listen(config.adminPort, config.adminHost, () => resolve((admin.address() as AddressInfo).port));
@@ -191,7 +206,10 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
 
   const reason = await Promise.race([signals, gaveUp]);
   const failed = !['SIGTERM', 'SIGINT'].includes(reason);
-  logger.info({ reason, deadlineMs: config.limits.shutdownTimeoutMs }, 'shutting down: workers drain in-flight requests');
+  logger.info(
+    { reason, deadlineMs: config.limits.shutdownTimeoutMs },
+    'shutting down: workers drain in-flight requests',
+  );
   const clean = await stopAll();
   admin.closeAllConnections();
   await new Promise<void>((resolve) => admin.close(() => resolve()));

@@ -92,6 +92,76 @@ describe('keygate CLI', () => {
     expect(stdout).toBe(`keygate ${(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version}\n`);
   });
 
+  /** The CLI's exit status, stdout and stderr, whatever the status. */
+  const outcome = (args: string[], env: Record<string, string> = {}) =>
+    cli(args, env).then(
+      ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+    );
+  const COMMANDS = ['serve', 'demo', 'demo-upstream', 'keys', 'token', 'management-token', 'check-config', 'version', 'help'];
+
+  it('keygate --help lists every command, on stdout, exit 0', async () => {
+    const { code, stdout, stderr } = await outcome(['--help']);
+    expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
+    expect(stdout).toMatch(/^Usage: keygate <command>/);
+    const listed = stdout.slice(stdout.indexOf('Commands:')).split('\n\n')[0]!.split('\n').slice(1).map((l) => l.trim().split(/\s+/)[0]);
+    expect(listed).toEqual(COMMANDS);
+  });
+
+  it.each(COMMANDS)('keygate %s --help: the same usage as keygate help <command>, exit 0, starting nothing', async (command) => {
+    const [flagged, asked] = await Promise.all([outcome([command, '--help'], { KEYGATE_REDIS_URL: '' }), outcome(['help', command], { KEYGATE_REDIS_URL: '' })]);
+    expect(flagged).toEqual(asked);
+    expect(flagged.code).toBe(0);
+    expect(flagged.stderr).toBe('');
+    expect(flagged.stdout).toMatch(new RegExp(`^Usage: keygate ${command}\\b`));
+  });
+
+  it('keygate keys create --help prints the options of create, not the generic keys help', async () => {
+    const { code, stdout } = await outcome(['keys', 'create', '--help']);
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^Usage: keygate keys create \[options\]/);
+    for (const o of ['--owner', '--scopes', '--allow-ip', '--ttl', '--rate-limit', '--burst', '--json']) expect(stdout).toContain(o);
+    expect(stdout).not.toContain('--with-secrets');
+  });
+
+  it('demo --help prints its usage and does not start the demo', async () => {
+    const started = Date.now();
+    const { code, stdout, stderr } = await outcome(['demo', '--help'], { KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0' });
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/^Usage: keygate demo\n/);
+    expect(stderr).toBe('');
+    expect(stdout + stderr).not.toMatch(/demo upstream on|keygate started/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it.each<[string[], string]>([
+    [['keys', 'list', '--jsn'], "keygate keys list: unknown option '--jsn'"],
+    [['keys', 'show'], 'keygate keys show: missing argument <apiKey>'],
+    [['keys', 'create', '--ttl'], "keygate keys create: option '--ttl' needs a value"],
+    [['keys', 'frobnicate'], 'keygate keys: unknown command "frobnicate"'],
+    [['token', '--key'], "keygate token: option '--key' needs a value"],
+    [['token', '--recv-window', '0', '--key', 'k', '--secret', 's'], 'keygate token: --recv-window must be a positive whole number of seconds'],
+    [['serve', '--port', '80'], "keygate serve: unknown option '--port'"],
+    [['demo', '--verbose'], "keygate demo: unknown option '--verbose'"],
+    [['demo-upstream', '--port', 'x'], 'keygate demo-upstream: --port must be 0-65535'],
+    [['management-token', '--name', 'ci', '--access', 'admin'], 'keygate management-token: --access: read or write'],
+    [['check-config', 'extra'], 'keygate check-config: unexpected argument "extra"'],
+    [['version', '--short'], "keygate version: unknown option '--short'"],
+    [['help', 'nosuch'], 'keygate: unknown command "nosuch"'],
+    [['nosuch'], 'keygate: unknown command "nosuch"'],
+    [['--jsn'], "keygate: unknown option '--jsn'"],
+  ])('usage error %j: exit 2, the command and the problem on stderr, nothing on stdout', async (args, message) => {
+    const { code, stdout, stderr } = await outcome(args, { KEYGATE_REDIS_URL: '', KEYGATE_API_SECRET: '' });
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr.split('\n')[0]).toBe(message);
+  });
+
+  it.each([[[]], [['keys']]])('%j without a command prints the help on stderr, exit 2', async (args) => {
+    const { code, stdout, stderr } = await outcome(args);
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr).toMatch(/^Usage: keygate /);
+  });
+
   it('keys create refuses a bad CIDR', async () => {
     await expect(cli(['keys', 'create', '--allow-ip', '10.0.0.0/33'], { KEYGATE_REDIS_URL: redis.url })).rejects.toMatchObject({ code: 2 });
   });
@@ -100,6 +170,12 @@ describe('keygate CLI', () => {
     const err = await cli(['keys', 'list'], { KEYGATE_REDIS_URL: '' }).catch((e: { code: number; stderr: string }) => e);
     expect(err).toMatchObject({ code: 2 });
     expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
+  });
+
+  it('keys against a Redis that does not answer: exit 1, naming the action, after the 5 s wait', async () => {
+    const { code, stdout, stderr } = await outcome(['keys', 'list'], { KEYGATE_REDIS_URL: 'redis://127.0.0.1:1' });
+    expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+    expect(stderr).toMatch(/^keygate keys list: Redis did not answer within 5 s: /);
   });
 
   it('serve exits non-zero at start and lists every configuration problem at once', async () => {

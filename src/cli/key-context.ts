@@ -1,0 +1,75 @@
+import type { KeyRecord } from '../store/key-record.js';
+import { createKeyOperations, type Done, type KeyOperations } from '../store/key-lifecycle.js';
+import type { AuditEntry, Store } from '../store/types.js';
+import { CliError, KeyNotFound } from './cli-errors.js';
+import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
+
+/**
+ * What every `keygate keys` action works with. Changes go through
+ * createKeyOperations, the code path the management API uses too: one
+ * validation, one write (published to every instance), one audit entry.
+ */
+export interface KeyContext {
+  readonly ops: KeyOperations;
+  /** For reads the operations do not cover (usage counters, the whole key set). */
+  readonly store: Store;
+  readonly actor: string;
+  readonly now: () => number;
+  readonly out: NodeJS.WritableStream;
+  readonly err: NodeJS.WritableStream;
+  /** True when secrets are sealed at rest. */
+  readonly encrypted: boolean;
+  /** The key, or KeyNotFound. */
+  load(apiKey: string): Promise<KeyRecord>;
+  /** An operation's value, or its refusal thrown: not found → KeyNotFound (exit 1), invalid → exit 2, conflict → exit 1. */
+  must<T>(result: Done<T>, apiKey?: string): T;
+  /** Writes a record as it is (import, reencrypt), published and audited. */
+  save(record: KeyRecord, action: string, detail?: string): Promise<void>;
+  /** The audit log line alone, for what changes no key (an export). */
+  audit(entry: AuditEntry): void;
+  /** Pretty JSON on stdout. */
+  print(value: unknown): void;
+}
+
+/** Every key action takes --json. */
+export const JSON_OPTION: OptionSpec = { name: 'json', type: 'boolean', help: 'print JSON' };
+
+/** One row of the keys table: its command line, and what it does with a context. */
+export interface KeyAction {
+  readonly spec: CommandSpec;
+  run(ctx: KeyContext, parsed: Parsed): Promise<void>;
+}
+
+export interface KeyContextDeps {
+  store: Store;
+  now: () => number;
+  actor: string;
+  audit: (entry: AuditEntry) => void;
+  out: NodeJS.WritableStream;
+  err: NodeJS.WritableStream;
+  encrypted: boolean;
+}
+
+export function createKeyContext(deps: KeyContextDeps): KeyContext {
+  const ops = createKeyOperations({ store: deps.store, now: deps.now, audit: deps.audit });
+  const must = <T>(r: Done<T>, apiKey = ''): T => {
+    if (r.ok) return r.value;
+    if (r.refused === 'not_found') throw new KeyNotFound(apiKey);
+    if (r.refused === 'invalid') throw new CliError(`\n  - ${r.problems.join('\n  - ')}`, 2);
+    throw new CliError(r.message, 1);
+  };
+  return {
+    ops,
+    store: deps.store,
+    actor: deps.actor,
+    now: deps.now,
+    out: deps.out,
+    err: deps.err,
+    encrypted: deps.encrypted,
+    must,
+    load: async (apiKey) => must(await ops.get(apiKey), apiKey),
+    save: (record, action, detail) => ops.save(record, action, deps.actor, detail),
+    audit: deps.audit,
+    print: (value) => deps.out.write(`${JSON.stringify(value, null, 2)}\n`),
+  };
+}
