@@ -36,10 +36,6 @@ module.exports = {
       from: {},
       to: {
         circular: true,
-        // TEMPORARY: keys-actions.ts and keys-transfer.ts import each other. The `cli` branch rewrites
-        // src/cli/keys-*.ts and removes that cycle; delete this `via` when it lands. Any other cycle,
-        // including one that passes through these two files and a third, still fails.
-        via: { pathNot: '^src/cli/keys-(actions|transfer)\\.ts$' },
       },
     },
     {
