@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { expectNothingForwarded, OTHER_SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { token } from '../helpers/tokens.js';
-import { exchange, firstBody } from '../helpers/wire.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
 
 /**
  * Request targets sent byte for byte over raw sockets (an HTTP client would
@@ -109,7 +109,7 @@ describe('adversarial: request targets', () => {
     const r = await exchange(f.gate.port, line('GET', target));
     expect(r.statuses).toEqual([200]);
     await settle();
-    expect(f.upstream.arrived.map((a) => a.url)).toEqual([target]);
+    expect(f.upstream.received.map((a) => a.url)).toEqual([target]);
     expect(f.upstream.wire().startsWith(`GET ${target} HTTP/1.1\r\n`)).toBe(true);
   });
 
@@ -144,7 +144,7 @@ describe('adversarial: request targets', () => {
     const r = await exchange(f.gate.port, line('GET', target));
     expect(r.statuses).toEqual([200]);
     await settle();
-    expect(f.upstream.arrived.map((a) => a.url)).toEqual([target]);
+    expect(f.upstream.received.map((a) => a.url)).toEqual([target]);
     expect(f.upstream.wire().startsWith(`GET ${target} HTTP/1.1\r\n`)).toBe(true);
   });
 });

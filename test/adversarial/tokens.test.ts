@@ -1,9 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { expectNothingForwarded, OTHER_SECRET, PATH, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import { expectNothingForwarded, OTHER_SECRET, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { bearer, send } from '../helpers/http.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { b64url, claims, HS256, nowNonce, sign, token } from '../helpers/tokens.js';
-import { exchange, firstBody } from '../helpers/wire.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 const ok = { type: 'OpenAPIV2', sub: 'good' };
@@ -136,13 +137,13 @@ describe.each(['memory', 'redis'] as const)('adversarial tokens end to end (%s s
   beforeEach(() => f.upstream.reset());
 
   it.each(CASES.map(([name, make, status, code]) => [name, status, code ?? '', make] as const))('%s → %i %s', async (_name, status, code, make) => {
-    const res = await send(f.gate.url, `${PATH}?probe=1`, { headers: bearer(make()) });
+    const res = await send(f.gate.url, `${ACCOUNTS_PATH}?probe=1`, { headers: bearer(make()) });
     expect(res.status).toBe(status);
     await settle();
     if (status === 200) {
-      expect(f.upstream.arrived.map((a) => a.url)).toEqual([`${PATH}?probe=1`]);
-      expect(f.upstream.arrived[0]!.headers['x-api-key-id']).toBe('key-good');
-      expect(f.upstream.arrived[0]!.headers.authorization).toBeUndefined();
+      expect(f.upstream.received.map((a) => a.url)).toEqual([`${ACCOUNTS_PATH}?probe=1`]);
+      expect(f.upstream.received[0]!.headers['x-api-key-id']).toBe('key-good');
+      expect(f.upstream.received[0]!.headers.authorization).toBeUndefined();
       return;
     }
     expect(res.headers['content-type']).toBe('application/json');
@@ -152,80 +153,80 @@ describe.each(['memory', 'redis'] as const)('adversarial tokens end to end (%s s
 
   it('a token too big for the header limit gets 431 and a closed connection, not a crash', async () => {
     const huge = sign(HS256, payload({ pad: 'x'.repeat(20_000) }), SECRET);
-    const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${huge}\r\n\r\n`);
+    const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${huge}\r\n\r\n`);
     expect(r.statuses).toEqual([431]);
     expect(r.closed).toBe(true);
     await settle();
     expectNothingForwarded(f.upstream);
-    expect((await send(f.gate.url, PATH, { headers: bearer(token('good', SECRET)) })).status).toBe(200);
+    expect((await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).status).toBe(200);
   });
 
   it('a token just under the token cap but with a bad signature gets 40106 (decoded, then refused)', async () => {
     const body = payload({ pad: 'x'.repeat(2_800) });
     const t = sign(HS256, body, 'wrong-secret-0123456789');
     expect(t.length).toBeLessThan(f.gate.config.limits.maxTokenBytes);
-    const res = await send(f.gate.url, PATH, { headers: bearer(t) });
+    const res = await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
     expect(res.json()).toEqual({ code: 40106, message: 'Invalid Token' });
     expectNothingForwarded(f.upstream);
   });
 
   it('sequential replay: the second use gets 40106 and only the first reaches the upstream', async () => {
     const t = token('good', SECRET);
-    expect((await send(f.gate.url, PATH, { headers: bearer(t) })).status).toBe(200);
+    expect((await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(t) })).status).toBe(200);
     for (let i = 0; i < 5; i++) {
-      const again = await send(f.gate.url, PATH, { headers: bearer(t) });
+      const again = await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
       expect(again.json()).toEqual({ code: 40106, message: 'Invalid Token' });
     }
     await settle();
-    expect(f.upstream.arrived).toHaveLength(1);
+    expect(f.upstream.received).toHaveLength(1);
   });
 
   it('the same nonce value spelled with leading zeros is still a replay', async () => {
     const nonce = nowNonce();
-    expect((await send(f.gate.url, PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
-    const res = await send(f.gate.url, PATH, { headers: bearer(token('good', SECRET, { nonce: `0${nonce}` })) });
+    expect((await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
+    const res = await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce: `0${nonce}` })) });
     expect(res.json()).toEqual({ code: 40106, message: 'Invalid Token' });
     await settle();
-    expect(f.upstream.arrived).toHaveLength(1);
+    expect(f.upstream.received).toHaveLength(1);
   });
 
   it('a replay with a different path or method is still a replay', async () => {
     const t = token('good', SECRET);
-    expect((await send(f.gate.url, PATH, { headers: bearer(t) })).status).toBe(200);
+    expect((await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(t) })).status).toBe(200);
     expect((await send(f.gate.url, '/api/v3/items/7', { method: 'DELETE', headers: bearer(t) })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
     await settle();
-    expect(f.upstream.arrived.map((a) => a.method)).toEqual(['GET']);
+    expect(f.upstream.received.map((a) => a.method)).toEqual(['GET']);
   });
 
   it('50 concurrent copies of one token: exactly one 200, 49 × 40106, one request upstream', async () => {
     const t = token('good', SECRET);
-    const replies = await Promise.all(Array.from({ length: 50 }, () => send(f.gate.url, PATH, { headers: bearer(t) })));
+    const replies = await Promise.all(Array.from({ length: 50 }, () => send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(t) })));
     expect(replies.filter((r) => r.status === 200)).toHaveLength(1);
     expect(replies.filter((r) => r.status === 401 && (r.json() as { code: number }).code === 40106)).toHaveLength(49);
     await settle();
-    expect(f.upstream.arrived).toHaveLength(1);
+    expect(f.upstream.received).toHaveLength(1);
   });
 
   it('50 concurrent tokens sharing one nonce under two keys: one 200 per key', async () => {
     const nonce = nowNonce();
     const replies = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => send(f.gate.url, PATH, { headers: bearer(i % 2 ? token('good', SECRET, { nonce }) : token('other', OTHER_SECRET, { nonce })) })),
+      Array.from({ length: 50 }, (_, i) => send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(i % 2 ? token('good', SECRET, { nonce }) : token('other', OTHER_SECRET, { nonce })) })),
     );
     expect(replies.filter((r) => r.status === 200)).toHaveLength(2);
     await settle();
-    expect(f.upstream.arrived.map((a) => a.headers['x-api-key-id']).sort()).toEqual(['key-good', 'key-other']);
+    expect(f.upstream.received.map((a) => a.headers['x-api-key-id']).sort()).toEqual(['key-good', 'key-other']);
   });
 
   it('a forged token does not burn the nonce for the real client', async () => {
     const nonce = nowNonce();
-    expect((await send(f.gate.url, PATH, { headers: bearer(token('good', OTHER_SECRET, { nonce })) })).status).toBe(401);
-    expect((await send(f.gate.url, PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
+    expect((await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', OTHER_SECRET, { nonce })) })).status).toBe(401);
+    expect((await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
   });
 
   it('a token refused with 40106 carries the same body as the seed, whatever the reason', async () => {
     const bodies = new Set<string>();
     for (const t of [sign(HS256, claims('good', { nonce: '-1' }), SECRET), 'a.b.c', sign({ alg: 'none' }, claims('good'), SECRET)]) {
-      const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`);
+      const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`);
       bodies.add(JSON.stringify(firstBody(r.text)));
     }
     expect([...bodies]).toEqual(['{"code":40106,"message":"Invalid Token"}']);
