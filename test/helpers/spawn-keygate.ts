@@ -86,6 +86,9 @@ export function spawnKeygate(args: string[], options: SpawnOptions = {}): Keygat
     }
   });
   child.stderr.on('data', (c: Buffer) => (err += c.toString()));
+  // stdout can still hold lines when 'exit' fires: a line is missing only once the pipe has closed.
+  let drained = false;
+  child.stdout.once('close', () => (drained = true));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; at: number }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal, at: Date.now() })),
   );
@@ -100,7 +103,7 @@ export function spawnKeygate(args: string[], options: SpawnOptions = {}): Keygat
       for (;;) {
         const found = lines.find(accepts);
         if (found) return found;
-        if (Date.now() > deadline || child.exitCode !== null || child.signalCode !== null) throw new Error(`keygate wrote no such line:\n${out}\n${err}`);
+        if (Date.now() > deadline || drained) throw new Error(`keygate wrote no such line:\n${out}\n${err}`);
         await new Promise((r) => setTimeout(r, 25));
       }
     },
