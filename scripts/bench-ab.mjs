@@ -1,12 +1,8 @@
 #!/usr/bin/env node
+// @ts-check
 // A/B benchmark: this working tree's build against a baseline git revision,
-// side by side in one run. This is how a lever's worth is measured (README
-// "Performance").
-//
-//   npm run bench:ab -- --baseline HEAD~1                 CPU per request at 1,500 req/s
-//   npm run bench:ab -- --baseline v0.1.0 --saturate      also wrk req/s at saturation
-//   npm run bench:ab -- --public                          also the current build on a public route (no auth)
-//   options: --rate N  --duration S  --rounds N  --stores embedded,redis  --out FILE
+// side by side in one run. This is how a lever's worth is measured
+// (docs/performance.md).
 //
 // Both builds (and a bare http-proxy, for reference) run at once against one
 // upstream and one Redis; each round measures every target in turn, starting
@@ -17,28 +13,46 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { join } from 'node:path';
 import {
   PATH,
+  ROOT as root,
   createChildren,
   cpuUs,
-  freePort,
-  jsonPort,
-  keygateEnv,
+  get,
   median,
   mintTokens,
+  parseOptions,
+  requireWrk,
   round3,
+  runFixedRate,
   runMain,
+  runWrkSync,
+  startBareProxy,
+  startKeygate,
   startRedisWithKey,
+  startUpstream,
   writeKeysFile,
   writeResult,
 } from './bench/lib.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { values: args } = parseArgs({
-  options: {
+const USAGE = `
+Usage: npm run bench:ab -- [options]
+
+  --baseline REV       the revision to compare with (default HEAD)
+  --saturate           also wrk req/s at saturation
+  --public             also the current build on a public route (no auth)
+  --rate N             offered rate, requests per second (default 1500)
+  --duration S         seconds per measurement (default 5)
+  --rounds N           rounds (default 5)
+  --stores LIST        embedded and/or redis (default embedded,redis)
+  --out FILE           result file (default bench-results/ab-latest.json)
+
+  npm run bench:ab -- --baseline HEAD~1                 CPU per request at 1,500 req/s
+  npm run bench:ab -- --baseline v0.1.0 --saturate      also wrk req/s at saturation
+`;
+const args = parseOptions(
+  {
     baseline: { type: 'string', default: 'HEAD' },
     rate: { type: 'string', default: '1500' },
     duration: { type: 'string', default: '5' },
@@ -48,22 +62,26 @@ const { values: args } = parseArgs({
     public: { type: 'boolean' },
     out: { type: 'string', default: join(root, 'bench-results', 'ab-latest.json') },
   },
-});
+  USAGE,
+);
 const RATE = Number(args.rate);
 const DURATION = Number(args.duration);
 const ROUNDS = Number(args.rounds);
 const STORES = args.stores.split(',').map((s) => s.trim());
-if (STORES.some((s) => s !== 'embedded' && s !== 'redis')) throw new Error(`--stores takes embedded and/or redis, not ${args.stores}`);
-if (args.saturate && spawnSync('wrk', ['--version']).error) {
-  console.error('bench:ab: --saturate needs wrk on PATH (apt-get install -y wrk)');
-  process.exit(1);
+if (STORES.some((s) => s !== 'embedded' && s !== 'redis')) {
+  throw new Error(`--stores takes embedded and/or redis, not ${args.stores}`);
 }
+if (args.saturate) requireWrk('bench:ab --saturate');
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-ab-'));
 const children = createChildren(dir, root);
+/** @param {...string} a */
 const git = (...a) => spawnSync('git', a, { cwd: root, encoding: 'utf8' });
 
-/** A detached worktree of `ref`, built with this checkout's node_modules. */
+/**
+ * A detached worktree of `ref`, built with this checkout's node_modules.
+ * @param {string} ref
+ */
 function buildBaseline(ref) {
   git('worktree', 'prune'); // entries left by a run that was killed
   const rev = git('rev-parse', '--short', `${ref}^{commit}`);
@@ -72,32 +90,30 @@ function buildBaseline(ref) {
   const add = git('worktree', 'add', '--detach', tree, ref);
   if (add.status !== 0) throw new Error(`git worktree add failed: ${add.stderr}`);
   symlinkSync(join(root, 'node_modules'), join(tree, 'node_modules'));
-  const tsc = spawnSync(process.execPath, [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'], { cwd: tree, encoding: 'utf8' });
+  const tsc = spawnSync(
+    process.execPath,
+    [join(root, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+    { cwd: tree, encoding: 'utf8' },
+  );
   if (tsc.status !== 0) throw new Error(`baseline ${ref} does not build: ${tsc.stdout}${tsc.stderr}`);
   return { tree, rev: rev.stdout.trim() };
 }
 
 const PUBLIC_PATH = '/public/bench';
 
+/** @param {string} url @param {number} seconds @param {string} [path] */
 function fixedRate(url, seconds, path = PATH) {
-  const tokens = mintTokens(dir, Math.round(RATE * seconds));
-  const r = spawnSync(process.execPath, [join(root, 'scripts/bench/fixed-rate.mjs'), url, String(RATE), String(seconds), tokens, path], { encoding: 'utf8' });
-  const line = r.stdout.trim().split('\n').pop();
-  if (r.status !== 0 || !line?.startsWith('{')) throw new Error(`fixed-rate load failed: ${r.stderr || r.stdout}`);
-  return JSON.parse(line);
+  return runFixedRate(url, RATE, seconds, mintTokens(dir, Math.round(RATE * seconds)), path);
 }
 
+/** @param {string} url @param {string} [path] */
 function saturate(url, path = PATH) {
-  const tokens = mintTokens(dir, Math.max(RATE * 4, 30_000) * DURATION);
-  const r = spawnSync('wrk', ['-t2', '-c50', `-d${DURATION}s`, '--latency', '-s', join(root, 'scripts/bench/load.lua'), url], {
-    env: { ...process.env, TOKENS_FILE: tokens, WRK_THREADS: '2', BENCH_PATH: path },
-    encoding: 'utf8',
-  });
-  const line = r.stdout.split('\n').filter((l) => l.startsWith('{')).pop();
-  if (!line) throw new Error(`wrk failed: ${r.stderr || r.stdout}`);
-  const res = JSON.parse(line);
-  return { rps: res.requests / (res.durationUs / 1e6), non2xx: res.non2xx, errors: res.errors };
+  const tokensFile = mintTokens(dir, Math.max(RATE * 4, 30_000) * DURATION);
+  const res = runWrkSync({ url, tokensFile, seconds: DURATION, connections: 50, threads: 2, path });
+  return { rps: res.rps, non2xx: res.non2xx, errors: res.errors };
 }
+
+/** @typedef {{ name: string, url: string, pid: number, path?: string }} Target */
 
 async function main() {
   const baseline = buildBaseline(args.baseline);
@@ -110,67 +126,84 @@ async function main() {
 
   const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root) : undefined;
   const keysFile = redis?.keysFile ?? writeKeysFile(dir);
-  const upstream = await children.start('upstream', 'node', ['scripts/bench/upstream.mjs'], {}, (o) => jsonPort(o) !== undefined);
-  const upstreamUrl = `http://127.0.0.1:${jsonPort(upstream.output())}`;
-  const bare = await children.start('bare-proxy', 'node', ['scripts/bench/bare-proxy.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
-  const targets = [{ name: 'bare-http-proxy', url: `http://127.0.0.1:${jsonPort(bare.output())}`, pid: bare.pid }];
+  const upstream = await startUpstream(children);
+  const bare = await startBareProxy(children, upstream.url);
+  /** @type {Target[]} */
+  const targets = [{ name: 'bare-http-proxy', url: bare.url, pid: bare.pid }];
   for (const store of STORES) {
     for (const b of builds) {
-      const port = await freePort();
-      const env = store === 'redis' ? { KEYGATE_REDIS_URL: redis.url } : { KEYGATE_KEYS_FILE: keysFile };
-      const child = await children.start(`${b.name}-${store}`, 'node', ['bin/keygate.js', 'serve'], keygateEnv(upstreamUrl, port, await freePort(), env), (o) => o.includes('keygate started'), b.tree);
-      targets.push({ name: `${b.name}:${store}`, url: `http://127.0.0.1:${port}`, pid: child.pid });
+      /** @type {Record<string, string>} */
+      const env = redis && store === 'redis' ? { KEYGATE_REDIS_URL: redis.url } : { KEYGATE_KEYS_FILE: keysFile };
+      const kg = await startKeygate(children, `${b.name}-${store}`, upstream.url, env, b.tree);
+      targets.push({ name: `${b.name}:${store}`, url: kg.url, pid: kg.pid });
     }
   }
 
   if (args.public) {
     // The current build with authentication out of the way: what the proxying around it costs.
     const policy = join(dir, 'public-policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`);
-    const port = await freePort();
-    const child = await children.start('current-public', 'node', ['bin/keygate.js', 'serve'], keygateEnv(upstreamUrl, port, await freePort(), { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy }), (o) => o.includes('keygate started'));
-    targets.push({ name: 'current:public', url: `http://127.0.0.1:${port}`, pid: child.pid, path: PUBLIC_PATH });
+    writeFileSync(
+      policy,
+      `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`,
+    );
+    const env = { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy };
+    const kg = await startKeygate(children, 'current-public', upstream.url, env);
+    targets.push({ name: 'current:public', url: kg.url, pid: kg.pid, path: PUBLIC_PATH });
   }
 
   for (const t of targets) fixedRate(t.url, 2, t.path); // warm-up: JIT, connection pools, key cache
+  /** @type {Record<string, { cpuUsPerRequest: number[], rps: number[] }>} */
   const samples = Object.fromEntries(targets.map((t) => [t.name, { cpuUsPerRequest: [], rps: [] }]));
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < targets.length; i++) {
-      const t = targets[(i + round) % targets.length];
-      const before = cpuUs(t.pid);
+      const t = /** @type {Target} */ (targets[(i + round) % targets.length]);
+      const before = cpuUs(t.pid) ?? NaN;
       const r = fixedRate(t.url, DURATION, t.path);
-      const perRequest = (cpuUs(t.pid) - before) / r.requests;
-      if (r.non2xx || r.errors) throw new Error(`${t.name}: ${r.non2xx} non-2xx and ${r.errors} errors at ${RATE} req/s`);
-      samples[t.name].cpuUsPerRequest.push(perRequest);
-      let line = `round ${round + 1}/${ROUNDS} ${t.name.padEnd(18)} ${perRequest.toFixed(1).padStart(6)} us CPU/request at ${RATE} req/s${r.late ? ` (behind schedule ${r.late}x)` : ''}`;
+      const perRequest = ((cpuUs(t.pid) ?? NaN) - before) / r.requests;
+      if (r.non2xx || r.errors)
+        throw new Error(`${t.name}: ${r.non2xx} non-2xx and ${r.errors} errors at ${RATE} req/s`);
+      get(samples, t.name).cpuUsPerRequest.push(perRequest);
+      const late = r.late ? ` (behind schedule ${r.late}x)` : '';
+      let line = `round ${round + 1}/${ROUNDS} ${t.name.padEnd(18)} ${perRequest.toFixed(1).padStart(6)} us CPU/request at ${RATE} req/s${late}`;
       if (args.saturate) {
         const s = saturate(t.url, t.path);
         if (s.non2xx || s.errors) throw new Error(`${t.name}: ${s.non2xx} non-2xx and ${s.errors} errors under wrk`);
-        samples[t.name].rps.push(s.rps);
+        get(samples, t.name).rps.push(s.rps);
         line += `, ${Math.round(s.rps)} req/s saturated`;
       }
       process.stdout.write(`${line}\n`);
     }
   }
 
+  /** @type {Record<string, { cpuUsPerRequest: number, samples: number[], rps?: number }>} */
   const summary = Object.fromEntries(
     targets.map((t) => {
-      const s = samples[t.name];
-      return [t.name, { cpuUsPerRequest: round3(median(s.cpuUsPerRequest)), samples: s.cpuUsPerRequest.map(round3), ...(args.saturate && { rps: Math.round(median(s.rps)) }) }];
+      const s = get(samples, t.name);
+      return [
+        t.name,
+        {
+          cpuUsPerRequest: round3(median(s.cpuUsPerRequest)),
+          samples: s.cpuUsPerRequest.map(round3),
+          ...(args.saturate && { rps: Math.round(median(s.rps)) }),
+        },
+      ];
     }),
   );
-  const bareCpu = summary['bare-http-proxy'].cpuUsPerRequest;
+  const bareTarget = get(summary, 'bare-http-proxy');
   const comparison = Object.fromEntries(
     STORES.map((store) => {
-      const cur = summary[`current:${store}`];
-      const base = summary[`baseline:${store}`];
+      const cur = get(summary, `current:${store}`);
+      const base = get(summary, `baseline:${store}`);
       return [
         store,
         {
           cpuCurrentVsBaseline: round3(cur.cpuUsPerRequest / base.cpuUsPerRequest),
-          cpuCurrentVsBare: round3(cur.cpuUsPerRequest / bareCpu),
-          cpuBaselineVsBare: round3(base.cpuUsPerRequest / bareCpu),
-          ...(args.saturate && { rpsCurrentVsBaseline: round3(cur.rps / base.rps), rpsCurrentVsBare: round3(cur.rps / summary['bare-http-proxy'].rps) }),
+          cpuCurrentVsBare: round3(cur.cpuUsPerRequest / bareTarget.cpuUsPerRequest),
+          cpuBaselineVsBare: round3(base.cpuUsPerRequest / bareTarget.cpuUsPerRequest),
+          ...(args.saturate && {
+            rpsCurrentVsBaseline: round3((cur.rps ?? NaN) / (base.rps ?? NaN)),
+            rpsCurrentVsBare: round3((cur.rps ?? NaN) / (bareTarget.rps ?? NaN)),
+          }),
         },
       ];
     }),
@@ -180,12 +213,24 @@ async function main() {
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },
     builds: Object.fromEntries(builds.map((b) => [b.name, b.label])),
     baselineWorktree: join(dir, 'baseline'),
-    settings: { ratePerSecond: RATE, durationSeconds: DURATION, rounds: ROUNDS, stores: STORES, saturate: Boolean(args.saturate), publicRoute: Boolean(args.public) },
+    settings: {
+      ratePerSecond: RATE,
+      durationSeconds: DURATION,
+      rounds: ROUNDS,
+      stores: STORES,
+      saturate: Boolean(args.saturate),
+      publicRoute: Boolean(args.public),
+    },
     targets: summary,
     comparison,
   };
-  console.log(`current = ${builds[0].label}, baseline = ${builds[1].label}`);
-  for (const [name, s] of Object.entries(summary)) console.log(`${name.padEnd(18)} ${s.cpuUsPerRequest.toFixed(1).padStart(7)} us CPU/request (median of ${ROUNDS})${s.rps ? `, ${s.rps} req/s saturated` : ''}`);
+  console.log(`current = ${builds[0]?.label}, baseline = ${builds[1]?.label}`);
+  for (const [name, s] of Object.entries(summary)) {
+    const saturated = s.rps ? `, ${s.rps} req/s saturated` : '';
+    console.log(
+      `${name.padEnd(18)} ${s.cpuUsPerRequest.toFixed(1).padStart(7)} us CPU/request (median of ${ROUNDS})${saturated}`,
+    );
+  }
   console.log(JSON.stringify(comparison, null, 2));
   writeResult(args.out, result);
 }

@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// @ts-check
 // Micro-benchmark of the auth hot path's pieces, in one process, interleaved
 // (best of 30 batches of 1000 each, so a busy machine skews every variant alike).
 //
@@ -19,7 +20,6 @@
 // to Keygate's verifier from the same run.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { openSync } from 'node:fs';
-import { Socket } from 'node:net';
 import { compactVerify } from 'jose';
 import { systemClock } from '../dist/clock.js';
 import { responseHead } from '../dist/http/response-head.js';
@@ -28,29 +28,32 @@ import { createAuthenticator } from '../dist/pipeline/authenticate.js';
 import { decodeToken } from '../dist/pipeline/decode-token.js';
 import { verifySignature } from '../dist/pipeline/verify-signature.js';
 import { forwardHeaders } from '../dist/pipeline/forward-headers.js';
-import { compileRouteTable } from '../dist/config/route-trie.js';
-import { compileRoute, DEFAULT_MATCHING, findRoute } from '../dist/config/routes.js';
+import { compileRouteTable, findRoute } from '../dist/config/route-trie.js';
+import { compileRoute, DEFAULT_MATCHING } from '../dist/config/routes.js';
 import { checkOverride } from '../dist/pipeline/check-override.js';
 import { checkTarget } from '../dist/pipeline/check-target.js';
 import { createKeyCache } from '../dist/store/key-cache.js';
 import { parseKeyRecord } from '../dist/store/key-record.js';
 import { createMemoryStore } from '../dist/store/memory-store.js';
+import { SECRET, get, mint as mintWith } from './bench/lib.mjs';
 
-const SECRET = 'bench-secret-0123456789abcdef';
 const BATCH = 1000;
 const ROUNDS = 30;
-const H = Buffer.from('{"alg":"HS256","typ":"JWT"}').toString('base64url');
 let nonce = BigInt(Date.now()) * 1_000_000n;
-const mint = () => {
-  const p = Buffer.from(JSON.stringify({ type: 'OpenAPIV2', sub: 'k', nonce: (++nonce).toString() })).toString('base64url');
-  return `${H}.${p}.${createHmac('sha256', SECRET).update(`${H}.${p}`).digest('base64url')}`;
-};
+const mint = () => mintWith(++nonce, SECRET, 'k');
 
 const clock = systemClock();
-const store = createMemoryStore({ keys: [parseKeyRecord({ apiKey: 'k', apiSecret: SECRET, scopes: ['accounts:read'] }, 'k').record] }, { clock });
+const { record } = parseKeyRecord({ apiKey: 'k', apiSecret: SECRET, scopes: ['accounts:read'] }, 'k');
+if (!record) throw new Error('bench key does not parse');
+const store = createMemoryStore({ keys: [record] }, { clock });
 const keys = createKeyCache({ ttlMs: 60_000, negativeTtlMs: 1_000, maxEntries: 10 }, { store, clock });
-const auth = createAuthenticator({ maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 }, { keys, store, clock });
-const verifyKeys = (await keys.get('k')).verifyKeys;
+const auth = createAuthenticator(
+  { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60, defaultRateLimit: undefined },
+  { keys, store, clock },
+);
+const prepared = await keys.get('k');
+if (!prepared) throw new Error('bench key is not in the store');
+const verifyKeys = prepared.verifyKeys;
 const rawKey = new TextEncoder().encode(SECRET);
 // jose's fastest form: the secret imported once as a CryptoKey (what Keygate cached before node:crypto).
 const cryptoKey = await crypto.subtle.importKey('raw', rawKey, { name: 'HMAC', hash: 'SHA-256' }, false, ['verify']);
@@ -60,13 +63,26 @@ const requestLog = createRequestLogger(pinoLogger);
 const decodeOptions = { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 };
 
 // An upstream response head as the bench upstream sends it, and a request to answer.
-const upstreamRaw = ['Content-Type', 'application/json', 'Content-Length', '28', 'Date', 'Sun, 22 Nov 2026 09:00:00 GMT', 'Connection', 'keep-alive', 'Keep-Alive', 'timeout=60'].map((h) => Buffer.from(h, 'latin1'));
+const upstreamRaw = [
+  'Content-Type',
+  'application/json',
+  'Content-Length',
+  '28',
+  'Date',
+  'Sun, 22 Nov 2026 09:00:00 GMT',
+  'Connection',
+  'keep-alive',
+  'Keep-Alive',
+  'timeout=60',
+].map((h) => Buffer.from(h, 'latin1'));
 
 const KEYGATE = 'verifySignature: node:crypto, cached KeyObject (used)';
 const JOSE = 'jose compactVerify HS256, cached CryptoKey';
 const NOW = Date.now();
 // Policies shaped like real APIs: resources with :id, sub-resources, list routes, a catch-all last.
+/** @param {number} n */
 function routeTable(n) {
+  /** @type {Array<{ method: string | string[], path: string, scopes: string[] }>} */
   const rules = [];
   for (let i = 0; rules.length < n - 1; i++) {
     rules.push({ method: 'GET', path: `/api/v3/res${i}/:id/sub${i % 7}/:sub`, scopes: [`r${i}`] });
@@ -75,8 +91,10 @@ function routeTable(n) {
   }
   rules.length = n - 1;
   rules.push({ method: ['GET', 'HEAD'], path: '/api/v3/*', scopes: ['read'] });
+  /** @type {string[]} */
   const problems = [];
-  const table = compileRouteTable(rules.map((r, i) => compileRoute(r, `routes[${i}]`, problems)), DEFAULT_MATCHING, problems);
+  const compiled = rules.map((r, i) => compileRoute(r, `routes[${i}]`, problems)).filter((r) => r !== undefined);
+  const table = compileRouteTable(compiled, DEFAULT_MATCHING, problems);
   if (problems.length > 0) throw new Error(problems.join('\n'));
   return table;
 }
@@ -84,44 +102,108 @@ const NORMAL_TARGET = '/api/v3/res1/42/sub1/9?x=1';
 // The most segments step 1 accepts (64), each short, in upper case (so both readings run), matching no route for DELETE.
 const WORST_TARGET = `/API/V3/${'X/'.repeat(61)}`;
 const NO_OVERRIDE = new Set();
-const requestHeaders = { host: '127.0.0.1:8080', 'user-agent': 'wrk', accept: '*/*', authorization: 'Bearer x', 'x-request-id': 'r1', connection: 'keep-alive' };
+const requestHeaders = {
+  host: '127.0.0.1:8080',
+  'user-agent': 'wrk',
+  accept: '*/*',
+  authorization: 'Bearer x',
+  'x-request-id': 'r1',
+  connection: 'keep-alive',
+};
+/** @param {ReturnType<typeof routeTable>} table @param {string} method @param {string} url */
 const matchOnce = (table, method, url) => {
   const target = checkTarget(method, url);
   if (!target.ok) throw new Error(`bench target refused: ${target.reason}`);
   const m = checkOverride(method, requestHeaders, target.query, NO_OVERRIDE);
+  if (!('methods' in m)) throw new Error(`bench request refused: ${m.reason}`);
   return findRoute(table, m.methods, target.path);
 };
+/** @type {Record<string, (token: string) => unknown>} */
 const routeVariants = {};
 for (const n of [10, 200, 2000]) {
   const t0 = performance.now();
   const table = routeTable(n);
   console.log(`route table: ${n} routes compiled in ${(performance.now() - t0).toFixed(1)} ms, ${table.states} states`);
-  if (!matchOnce(table, 'GET', NORMAL_TARGET) || matchOnce(table, 'DELETE', WORST_TARGET)) throw new Error('route table answers unexpectedly');
+  if (!matchOnce(table, 'GET', NORMAL_TARGET) || matchOnce(table, 'DELETE', WORST_TARGET))
+    throw new Error('route table answers unexpectedly');
   routeVariants[`route match, ${n} routes, normal target`] = () => matchOnce(table, 'GET', NORMAL_TARGET);
   routeVariants[`route match, ${n} routes, worst target`] = () => matchOnce(table, 'DELETE', WORST_TARGET);
 }
 
+/** @type {Record<string, (token: string) => unknown>} */
 const variants = {
   [KEYGATE]: (t) => {
     if (!verifySignature(t, verifyKeys, NOW).ok) throw new Error('bench token did not verify');
   },
   'node:crypto HMAC, keyed from the string per call': (t) => {
     const d = t.lastIndexOf('.');
-    return timingSafeEqual(createHmac('sha256', SECRET).update(t.slice(0, d)).digest(), Buffer.from(t.slice(d + 1), 'base64url'));
+    return timingSafeEqual(
+      createHmac('sha256', SECRET).update(t.slice(0, d)).digest(),
+      Buffer.from(t.slice(d + 1), 'base64url'),
+    );
   },
   [JOSE]: (t) => compactVerify(t, cryptoKey, { algorithms: ['HS256'] }),
   'jose compactVerify HS256, raw Uint8Array': (t) => compactVerify(t, rawKey, { algorithms: ['HS256'] }),
   'WebCrypto subtle.verify only': (t) => {
     const d = t.lastIndexOf('.');
-    return crypto.subtle.verify('HMAC', cryptoKey, Buffer.from(t.slice(d + 1), 'base64url'), Buffer.from(t.slice(0, d)));
+    return crypto.subtle.verify(
+      'HMAC',
+      cryptoKey,
+      Buffer.from(t.slice(d + 1), 'base64url'),
+      Buffer.from(t.slice(0, d)),
+    );
   },
   'decodeToken pre-checks': (t) => decodeToken(t, decodeOptions),
   'one request line (fixed serializer, used)': () =>
-    requestLog({ requestId: 'f7c1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'k', code: 'ok', status: 200, authMs: 0.05, upstreamMs: 0.4, durationMs: 0.6 }, false),
+    requestLog(
+      {
+        requestId: 'f7c1',
+        method: 'GET',
+        route: '/api/v3/viewer/accounts',
+        clientIp: '127.0.0.1',
+        keyId: 'k',
+        code: 'ok',
+        status: 200,
+        authMs: 0.05,
+        upstreamMs: 0.4,
+        durationMs: 0.6,
+      },
+      false,
+    ),
   'the same line through pino (before)': () =>
-    pinoLogger.info({ requestId: 'f7c1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'k', code: 'ok', status: 200, authMs: 0.05, upstreamMs: 0.4, durationMs: 0.6 }, 'request'),
+    pinoLogger.info(
+      {
+        requestId: 'f7c1',
+        method: 'GET',
+        route: '/api/v3/viewer/accounts',
+        clientIp: '127.0.0.1',
+        keyId: 'k',
+        code: 'ok',
+        status: 200,
+        authMs: 0.05,
+        upstreamMs: 0.4,
+        durationMs: 0.6,
+      },
+      'request',
+    ),
   'forwardHeaders (upstream head from the raw headers)': () =>
-    forwardHeaders(['Host', '127.0.0.1:8080', 'User-Agent', 'wrk', 'Accept', '*/*', 'Authorization', 'Bearer x', 'X-Request-Id', 'r1', 'Connection', 'keep-alive'], { peerIp: '127.0.0.1', peerTrusted: false, requestId: 'r1' }),
+    forwardHeaders(
+      [
+        'Host',
+        '127.0.0.1:8080',
+        'User-Agent',
+        'wrk',
+        'Accept',
+        '*/*',
+        'Authorization',
+        'Bearer x',
+        'X-Request-Id',
+        'r1',
+        'Connection',
+        'keep-alive',
+      ],
+      { peerIp: '127.0.0.1', peerTrusted: false, requestId: 'r1' },
+    ),
   'responseHead (upstream response head)': () => responseHead(upstreamRaw, 'r1'),
   'authenticate() end to end (memory store)': (t) => auth(['Authorization', `Bearer ${t}`]),
   ...routeVariants,
@@ -132,11 +214,11 @@ for (let round = 0; round < ROUNDS; round++) {
   for (const [name, fn] of Object.entries(variants)) {
     const tokens = Array.from({ length: BATCH }, mint); // fresh nonces: authenticate() records each once
     const t0 = performance.now();
-    for (let i = 0; i < BATCH; i++) await fn(tokens[i]);
-    best[name] = Math.min(best[name], ((performance.now() - t0) * 1000) / BATCH);
+    for (let i = 0; i < BATCH; i++) await fn(/** @type {string} */ (tokens[i]));
+    best[name] = Math.min(best[name] ?? Infinity, ((performance.now() - t0) * 1000) / BATCH);
   }
 }
 const rows = Object.entries(best).map(([name, us]) => ({ variant: name, usPerOp: Math.round(us * 100) / 100 }));
 console.table(rows);
 console.log(JSON.stringify(rows));
-console.log(`jose / node:crypto verify, same run: ${(best[JOSE] / best[KEYGATE]).toFixed(1)}×`);
+console.log(`jose / node:crypto verify, same run: ${(get(best, JOSE) / get(best, KEYGATE)).toFixed(1)}×`);

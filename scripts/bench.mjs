@@ -1,15 +1,6 @@
 #!/usr/bin/env node
-// Keygate benchmark harness. See README "Performance".
-//
-//   npm run bench                      full run (3 rounds x 10 s per target)
-//   npm run bench -- --short           a few seconds per target (CI)
-//   npm run bench -- --million         add a 1,000,000-request RSS run
-//   --connections 10,50                 the connection counts swept (default both)
-//   --targets a,b --forward-only        only these targets (and the bare hop), forwarded traffic only
-//                                       (keygate-redis-limited / keygate-embedded-limited: the same with a
-//                                       rate limit on every key, never reached: what checking it costs)
-//   --limit-cost [--rate 1500]          only that cost: the four Keygate targets at a fixed offered rate
-//                                       (open loop, below saturation), alternating, CPU per request paired by round
+// @ts-check
+// Keygate benchmark harness. See docs/performance.md.
 //
 // Headline: CPU time per request of each target (all its threads and child
 // processes, from /proc), with req/s and p50/p99 beside it and every ratio
@@ -22,32 +13,66 @@
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { join } from 'node:path';
 import {
   PATH,
+  ROOT as root,
   createChildren,
   cpuUs,
   currentRssMb,
   freePort,
-  jsonPort,
-  keygateEnv,
+  get,
   median,
   mintTokens as mintTokensIn,
+  parseOptions,
   peakRssMb,
+  redisCli,
+  requireWrk,
   round3,
+  runFixedRate,
   runMain,
+  runWrkSync,
   sleep,
+  startBareProxy,
+  startBareUndici,
+  startKeygate,
   startRedisWithKey,
+  startUpstream,
   treeSum,
   writeResult,
 } from './bench/lib.mjs';
 import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.mjs';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const { values: args } = parseArgs({
-  options: {
+/** @typedef {import('./bench/lib.mjs').WrkResult} WrkResult */
+/** @typedef {import('./bench/lib.mjs').TokenMix} TokenMix */
+/**
+ * One process (tree) under load. `pids`: several trees measured together (nginx + Keygate);
+ * `noTokens`: sent without tokens; `redis`: its Redis commands and CPU are counted too.
+ * @typedef {{ name: string, url: string, pid: number, pids?: number[], noTokens?: boolean, path?: string, redis?: { port: number, pid: number } }} Target
+ */
+/**
+ * One wrk run with what the harness measured around it.
+ * @typedef {WrkResult & { cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number> }} Measured
+ */
+
+const USAGE = `
+Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
+
+  (no option)                 full run (3 rounds x 10 s per target)
+  --short                     a few seconds per target (CI)
+  --duration S --rounds N     seconds per measurement, rounds per target
+  --million                   add a 1,000,000-request RSS run
+  --connections 10,50         the connection counts swept (default both)
+  --targets a,b --forward-only
+                              only these targets (and the bare hop), forwarded traffic only
+                              (keygate-redis-limited / keygate-embedded-limited: the same with a
+                              rate limit on every key, never reached: what checking it costs)
+  --limit-cost [--rate 1500]  only that cost: the four Keygate targets at a fixed offered rate
+                              (open loop, below saturation), alternating, CPU per request paired by round
+  --out FILE                  result file (default bench-results/latest.json)
+`;
+const args = parseOptions(
+  {
     short: { type: 'boolean' },
     duration: { type: 'string' },
     rounds: { type: 'string' },
@@ -59,137 +84,186 @@ const { values: args } = parseArgs({
     'forward-only': { type: 'boolean' },
     out: { type: 'string', default: join(root, 'bench-results', 'latest.json') },
   },
-});
+  USAGE,
+);
 const DURATION = Number(args.duration ?? (args.short ? 2 : 10));
 const ROUNDS = Number(args.rounds ?? (args.short ? 1 : 3));
 const CONNECTION_SWEEP = args.connections.split(',').map(Number);
+const MAX_CONNECTIONS = CONNECTION_SWEEP.at(-1) ?? 50;
 const PUBLIC_PATH = '/public/bench';
 const THREADS = 2;
+/** @type {Array<[withLimit: string, without: string]>} */
+const LIMITED_PAIRS = [
+  ['keygate-redis-limited', 'keygate-redis'],
+  ['keygate-embedded-limited', 'keygate-embedded'],
+];
 
-if (spawnSync('wrk', ['--version']).error) {
-  console.error('bench: wrk is not on PATH (apt-get install -y wrk); .ci/run installs it');
-  process.exit(1);
-}
+requireWrk('bench');
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-'));
 const children = createChildren(dir, root);
-const start = children.start;
+/** @param {number} count @param {TokenMix} [mix] */
 const mintTokens = (count, mix) => mintTokensIn(dir, count, mix);
 
-function runWrk(url, tokensFile, seconds, { connections = CONNECTION_SWEEP.at(-1), path = PATH } = {}) {
-  const r = spawnSync('wrk', [`-t${THREADS}`, `-c${connections}`, `-d${seconds}s`, '--latency', '-s', join(root, 'scripts/bench/load.lua'), url], {
-    env: { ...process.env, TOKENS_FILE: tokensFile ?? '', WRK_THREADS: String(THREADS), BENCH_PATH: path },
-    encoding: 'utf8',
-    maxBuffer: 10_000_000,
-  });
-  const line = r.stdout.split('\n').filter((l) => l.startsWith('{')).pop();
-  if (!line) throw new Error(`wrk failed: ${r.stderr || r.stdout}`);
-  const res = JSON.parse(line);
-  return { ...res, rps: res.requests / (res.durationUs / 1e6) };
+/**
+ * @param {string} url
+ * @param {string | undefined} tokensFile
+ * @param {number} seconds
+ * @param {{ connections?: number, path?: string }} [options]
+ */
+function runWrk(url, tokensFile, seconds, { connections = MAX_CONNECTIONS, path = PATH } = {}) {
+  return runWrkSync({ url, tokensFile, seconds, connections, threads: THREADS, path });
 }
 
 /**
  * CPU per request with a rate limit on every key against without, at the same fixed offered
  * rate (saturated req/s on this shared machine swings far more than the cost being measured).
  * Targets alternate round by round; each limited/unlimited pair is compared within its round.
+ * @param {Target[]} targets
  */
 function limitCost(targets) {
   const rate = Number(args.rate);
+  /** @type {Record<string, ReturnType<typeof fixedRate>[]>} */
   const results = Object.fromEntries(targets.map((t) => [t.name, []]));
   for (const t of targets) fixedRate(t, rate, 2); // warm-up: JIT, key caches, pools
   for (let round = 0; round < ROUNDS; round++) {
-    const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+    const order = targets.map((_, i) => /** @type {Target} */ (targets[(i + round) % targets.length]));
     for (const t of order) {
       const r = fixedRate(t, rate, DURATION);
-      results[t.name].push(r);
-      process.stdout.write(`round ${round + 1}/${ROUNDS} ${t.name.padEnd(25)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request at ${rate} req/s${r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : ''}\n`);
+      get(results, t.name).push(r);
+      const redis = r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : '';
+      process.stdout.write(
+        `round ${round + 1}/${ROUNDS} ${t.name.padEnd(25)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request at ${rate} req/s${redis}\n`,
+      );
     }
   }
+  /** @type {Record<string, Record<string, unknown> & { cpuUsPerRequest: number, unlimitedCpuUsPerRequest: number, ratioMedianOfRounds: number, ratios: number[] }>} */
   const out = {};
-  for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
-    const a = results[withLimit];
-    const b = results[without];
-    const ratios = a.map((r, i) => r.cpuUsPerRequest / b[i].cpuUsPerRequest);
-    out[withLimit] = {
+  for (const [withLimit, without] of LIMITED_PAIRS) {
+    const a = get(results, withLimit);
+    const b = get(results, without);
+    const ratios = a.map((r, i) => r.cpuUsPerRequest / (b[i]?.cpuUsPerRequest ?? NaN));
+    const redisA = a.at(-1);
+    const redisB = b.at(-1);
+    const o = {
       cpuUsPerRequest: round3(median(a.map((r) => r.cpuUsPerRequest))),
       unlimitedCpuUsPerRequest: round3(median(b.map((r) => r.cpuUsPerRequest))),
       ratioMedianOfRounds: round3(median(ratios)),
       ratios: ratios.map(round3),
-      ...(a[0].redisCallsPerRequest && { redisCallsPerRequest: a.at(-1).redisCallsPerRequest, unlimitedRedisCallsPerRequest: b.at(-1).redisCallsPerRequest, redisCpuUsPerRequest: round3(median(a.map((r) => r.redisCpuUsPerRequest))), unlimitedRedisCpuUsPerRequest: round3(median(b.map((r) => r.redisCpuUsPerRequest))) }),
+      ...(a[0]?.redisCallsPerRequest && {
+        redisCallsPerRequest: redisA?.redisCallsPerRequest,
+        unlimitedRedisCallsPerRequest: redisB?.redisCallsPerRequest,
+        redisCpuUsPerRequest: round3(median(a.map((r) => r.redisCpuUsPerRequest ?? NaN))),
+        unlimitedRedisCpuUsPerRequest: round3(median(b.map((r) => r.redisCpuUsPerRequest ?? NaN))),
+      }),
     };
-    console.log(`limit on every key, ${rate} req/s: ${withLimit} ${out[withLimit].cpuUsPerRequest} µs/req vs ${without} ${out[withLimit].unlimitedCpuUsPerRequest} µs/req; per-round ratios ${JSON.stringify(out[withLimit].ratios)}, median ${out[withLimit].ratioMedianOfRounds}×`);
+    out[withLimit] = o;
+    console.log(
+      `limit on every key, ${rate} req/s: ${withLimit} ${o.cpuUsPerRequest} µs/req vs ${without} ${o.unlimitedCpuUsPerRequest} µs/req; per-round ratios ${JSON.stringify(o.ratios)}, median ${o.ratioMedianOfRounds}×`,
+    );
   }
-  writeResult(args.out, { limitCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out } });
+  writeResult(args.out, {
+    limitCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out },
+  });
 }
 
+/**
+ * @param {Target} t
+ * @param {number} rate
+ * @param {number} seconds
+ * @returns {{ cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number> }}
+ */
 function fixedRate(t, rate, seconds) {
   const tokens = mintTokens(Math.round(rate * seconds));
-  if (t.redis) redisCli(t.redisPort, 'config', 'resetstat');
+  if (t.redis) redisCli(t.redis.port, 'config', 'resetstat');
   const cpuBefore = treeSum(t.pid, cpuUs);
-  const redisCpuBefore = t.redis ? cpuUs(t.redisPid) : 0;
-  const r = spawnSync(process.execPath, [join(root, 'scripts/bench/fixed-rate.mjs'), t.url, String(rate), String(seconds), tokens], { encoding: 'utf8' });
-  const line = r.stdout.trim().split('\n').pop();
-  if (r.status !== 0 || !line?.startsWith('{')) throw new Error(`fixed-rate load failed: ${r.stderr || r.stdout}`);
-  const res = JSON.parse(line);
-  if (res.non2xx || res.errors) throw new Error(`${t.name}: ${res.non2xx} non-2xx and ${res.errors} errors at ${rate} req/s`);
+  const redisCpuBefore = t.redis ? (cpuUs(t.redis.pid) ?? NaN) : 0;
+  const res = runFixedRate(t.url, rate, seconds, tokens, PATH);
+  if (res.non2xx || res.errors) {
+    throw new Error(`${t.name}: ${res.non2xx} non-2xx and ${res.errors} errors at ${rate} req/s`);
+  }
   const requests = res.requests;
   return {
     cpuUsPerRequest: (treeSum(t.pid, cpuUs) - cpuBefore) / requests,
-    ...(t.redis && { redisCpuUsPerRequest: (cpuUs(t.redisPid) - redisCpuBefore) / requests, redisCallsPerRequest: commandStats(t.redisPort, requests) }),
+    ...(t.redis && {
+      redisCpuUsPerRequest: ((cpuUs(t.redis.pid) ?? NaN) - redisCpuBefore) / requests,
+      redisCallsPerRequest: commandStats(t.redis.port, requests),
+    }),
   };
 }
 
-function redisCli(port, ...args) {
-  return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout;
-}
-
-/** INFO commandstats since the last RESETSTAT, per request: { evalsha: 1, time: 1, … }. */
+/**
+ * INFO commandstats since the last RESETSTAT, per request: { evalsha: 1, time: 1, … }.
+ * @param {number} port
+ * @param {number} requests
+ */
 function commandStats(port, requests) {
+  /** @type {Record<string, number>} */
   const out = {};
   for (const m of redisCli(port, 'info', 'commandstats').matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)) {
-    if (m[1] !== 'info' && m[1] !== 'config|resetstat') out[m[1]] = round3(Number(m[2]) / requests);
+    const command = m[1] ?? '';
+    if (command !== 'info' && command !== 'config|resetstat') out[command] = round3(Number(m[2]) / requests);
   }
   return out;
 }
 
-async function redisInfoMemory(port) {
-  const r = spawnSync('redis-cli', ['-p', String(port), 'info', 'memory'], { encoding: 'utf8' });
-  return Number(/used_memory:(\d+)/.exec(r.stdout)?.[1] ?? NaN);
+/** @param {number} port */
+function redisInfoMemory(port) {
+  return Number(/used_memory:(\d+)/.exec(redisCli(port, 'info', 'memory'))?.[1] ?? NaN);
 }
 
 async function main() {
   const startedAt = new Date().toISOString();
   // --- infrastructure -------------------------------------------------------
   const { port: redisPort, url: redisUrl, keysFile } = await startRedisWithKey(children, dir, root);
-  const redisPid = Number(/process_id:(\d+)/.exec(redisCli(redisPort, 'info', 'server'))?.[1]);
-  const upstream = await start('upstream', 'node', ['scripts/bench/upstream.mjs'], {}, (o) => jsonPort(o) !== undefined);
-  const upstreamUrl = `http://127.0.0.1:${jsonPort(upstream.output())}`;
-  const bare = await start('bare-proxy', 'node', ['scripts/bench/bare-proxy.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
-  const barePort = jsonPort(bare.output());
-  const bareUndici = await start('bare-undici', 'node', ['scripts/bench/bare-undici.mjs'], { UPSTREAM: upstreamUrl }, (o) => jsonPort(o) !== undefined);
+  const redis = {
+    port: redisPort,
+    pid: Number(/process_id:(\d+)/.exec(redisCli(redisPort, 'info', 'server'))?.[1]),
+  };
+  const upstream = await startUpstream(children);
+  const upstreamUrl = upstream.url;
+  const bare = await startBareProxy(children, upstreamUrl);
+  const bareUndici = await startBareUndici(children, upstreamUrl);
 
+  /** @param {string} name @param {Record<string, string>} env @returns {Promise<Target & { child: import('./bench/lib.mjs').Child }>} */
   async function keygate(name, env) {
-    const port = await freePort();
-    const child = await start(name, 'node', ['bin/keygate.js', 'serve'], keygateEnv(upstreamUrl, port, await freePort(), env), (o) => o.includes('keygate started'));
-    return { name, child, url: `http://127.0.0.1:${port}`, pid: child.pid };
+    const { child, url, pid } = await startKeygate(children, name, upstreamUrl, env);
+    return { name, child, url, pid };
   }
   const kgRedis = await keygate('keygate-redis', { KEYGATE_REDIS_URL: redisUrl });
   const kgMemory = await keygate('keygate-embedded', { KEYGATE_KEYS_FILE: keysFile });
   const policy = join(dir, 'public-policy.yaml');
-  writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`);
-  const kgPublic = { ...(await keygate('keygate-public', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy })), path: PUBLIC_PATH, noTokens: true };
+  writeFileSync(
+    policy,
+    `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`,
+  );
+  const kgPublic = {
+    ...(await keygate('keygate-public', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy })),
+    path: PUBLIC_PATH,
+    noTokens: true,
+  };
   // A limit on every key (the policy default), far above what the load reaches: every request runs
   // the GCRA check and gets RateLimit headers, none is refused.
   const limitedPolicy = join(dir, 'limited-policy.yaml');
-  writeFileSync(limitedPolicy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 1000000/s }\n`);
-  const kgRedisLimited = await keygate('keygate-redis-limited', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_CONFIG: limitedPolicy });
-  const kgMemoryLimited = await keygate('keygate-embedded-limited', { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: limitedPolicy });
-  for (const t of [kgRedis, kgRedisLimited]) Object.assign(t, { redis: true, redisPort, redisPid });
+  writeFileSync(
+    limitedPolicy,
+    `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 1000000/s }\n`,
+  );
+  const kgRedisLimited = await keygate('keygate-redis-limited', {
+    KEYGATE_REDIS_URL: redisUrl,
+    KEYGATE_CONFIG: limitedPolicy,
+  });
+  const kgMemoryLimited = await keygate('keygate-embedded-limited', {
+    KEYGATE_KEYS_FILE: keysFile,
+    KEYGATE_CONFIG: limitedPolicy,
+  });
+  for (const t of [kgRedis, kgRedisLimited]) t.redis = redis;
 
+  /** @type {Target[]} */
   const targets = [
     { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid, noTokens: true },
-    { name: 'bare-http-proxy', url: `http://127.0.0.1:${barePort}`, pid: bare.pid, noTokens: true },
-    { name: 'bare-undici', url: `http://127.0.0.1:${jsonPort(bareUndici.output())}`, pid: bareUndici.pid, noTokens: true },
+    { name: 'bare-http-proxy', url: bare.url, pid: bare.pid, noTokens: true },
+    { name: 'bare-undici', url: bareUndici.url, pid: bareUndici.pid, noTokens: true },
     kgPublic,
     kgRedis,
     kgRedisLimited,
@@ -197,57 +271,92 @@ async function main() {
     kgMemoryLimited,
   ];
   if (nginxAvailable()) {
+    /** @param {number} port */
+    const answers = (port) => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${port}/`]).status === 0;
     const port = await freePort();
-    const nginx = await start('nginx', 'nginx', nginxArgs(dir, port, upstreamUrl), {}, () => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${port}/`]).status === 0);
-    targets.splice(1, 0, { name: 'nginx', url: `http://127.0.0.1:${port}`, pid: nginx.pid, noTokens: true });
+    const nginx = await children.start('nginx', 'nginx', nginxArgs(dir, port, upstreamUrl), {}, () => answers(port));
+    targets.splice(1, 0, {
+      name: 'nginx',
+      url: `http://127.0.0.1:${port}`,
+      pid: /** @type {number} */ (nginx.pid),
+      noTokens: true,
+    });
     // Forward-auth: the shipped nginx config asking Keygate (Redis store, as keygate-redis); CPU is nginx's plus Keygate's.
     const faPolicy = join(dir, 'forward-auth-policy.yaml');
-    writeFileSync(faPolicy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ntrustedProxies: [127.0.0.1/32]\n`);
-    const kgFa = await keygate('keygate-forward-auth', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: faPolicy });
+    writeFileSync(
+      faPolicy,
+      `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ntrustedProxies: [127.0.0.1/32]\n`,
+    );
+    const kgFa = await keygate('keygate-forward-auth', {
+      KEYGATE_REDIS_URL: redisUrl,
+      KEYGATE_MODE: 'forward-auth',
+      KEYGATE_CONFIG: faPolicy,
+    });
     const faPort = await freePort();
-    const faNginx = await start('nginx-forward-auth', 'nginx', forwardAuthNginxArgs(dir, root, faPort, kgFa.url, upstreamUrl), {}, () => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${faPort}/`]).status === 0);
-    targets.push({ name: 'nginx+forward-auth', url: `http://127.0.0.1:${faPort}`, pid: faNginx.pid, pids: [faNginx.pid, kgFa.pid] });
+    const faArgs = forwardAuthNginxArgs(dir, root, faPort, kgFa.url, upstreamUrl);
+    const faNginx = await children.start('nginx-forward-auth', 'nginx', faArgs, {}, () => answers(faPort));
+    const faPid = /** @type {number} */ (faNginx.pid);
+    targets.push({
+      name: 'nginx+forward-auth',
+      url: `http://127.0.0.1:${faPort}`,
+      pid: faPid,
+      pids: [faPid, kgFa.pid],
+    });
   } else console.log('nginx not on PATH: the nginx reference is not measured (apt-get install -y nginx)');
   if (args.targets) {
     const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
-    for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i].name)) targets.splice(i, 1);
+    for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i]?.name ?? '')) targets.splice(i, 1);
   }
   if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
-  const bareIndex = targets.findIndex((t) => t.name === 'bare-http-proxy');
+  const bareTarget = targets.find((t) => t.name === 'bare-http-proxy');
+  if (!bareTarget) throw new Error('bench: the bare http-proxy hop is not measured');
 
   // --- warm-up and token budget ---------------------------------------------
-  const warm = runWrk(targets[bareIndex].url, mintTokens(20_000), 1);
+  const warm = runWrk(bareTarget.url, mintTokens(20_000), 1);
   // Keygate can outrun the bare hop measured here: leave room so tokens never run out (a wrapped
   // token file would replay tokens and turn forwarded traffic into refusals).
   const budget = Math.ceil(Math.max(warm.rps, 5_000) * 4 * DURATION);
-  for (const t of targets) runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(warm.rps * 2)), 1, { path: t.path });
+  for (const t of targets) {
+    runWrk(t.url, t.noTokens ? undefined : mintTokens(Math.ceil(warm.rps * 2)), 1, { path: t.path });
+  }
 
   // --- scenario 1: forwarded traffic at each connection count, alternating targets
+  /** @type {Record<string, Record<string, Summary>>} */
   const sweep = {};
+  /** @type {number | undefined} */
   let nonceBytesPerRequest;
   for (const connections of CONNECTION_SWEEP) {
+    /** @type {Record<string, Measured[]>} */
     const results = Object.fromEntries(targets.map((t) => [t.name, []]));
     for (let round = 0; round < ROUNDS; round++) {
-      const order = targets.map((_, i) => targets[(i + round) % targets.length]);
+      const order = targets.map((_, i) => /** @type {Target} */ (targets[(i + round) % targets.length]));
       for (const t of order) {
         const tokens = t.noTokens ? undefined : mintTokens(budget);
-        const memBefore = t === kgRedis ? await redisInfoMemory(redisPort) : undefined;
+        const memBefore = t === kgRedis ? redisInfoMemory(redisPort) : NaN;
         if (t.redis) redisCli(redisPort, 'config', 'resetstat');
         const cpuBefore = targetSum(t, cpuUs);
-        const redisCpuBefore = cpuUs(redisPid);
-        const r = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
-        r.cpuUsPerRequest = (targetSum(t, cpuUs) - cpuBefore) / r.requests;
-        if (t.redis) r.redisCpuUsPerRequest = (cpuUs(redisPid) - redisCpuBefore) / r.requests;
+        const redisCpuBefore = cpuUs(redis.pid) ?? NaN;
+        const w = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
+        /** @type {Measured} */
+        const r = { ...w, cpuUsPerRequest: (targetSum(t, cpuUs) - cpuBefore) / w.requests };
+        if (t.redis) r.redisCpuUsPerRequest = ((cpuUs(redis.pid) ?? NaN) - redisCpuBefore) / r.requests;
         // Commands Redis ran per request, from INFO commandstats (those run inside the admit script included).
         if (t.redis) r.redisCallsPerRequest = commandStats(redisPort, r.requests);
-        if (t === kgRedis && nonceBytesPerRequest === undefined) nonceBytesPerRequest = ((await redisInfoMemory(redisPort)) - memBefore) / (r.requests - r.non2xx);
-        results[t.name].push(r);
-        process.stdout.write(`c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}${r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : ''}\n`);
+        if (t === kgRedis && nonceBytesPerRequest === undefined) {
+          nonceBytesPerRequest = (redisInfoMemory(redisPort) - memBefore) / (r.requests - r.non2xx);
+        }
+        get(results, t.name).push(r);
+        const redisCalls = r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : '';
+        process.stdout.write(
+          `c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}${redisCalls}\n`,
+        );
       }
     }
+    /** @type {Record<string, Summary>} */
     const summary = {};
     for (const t of targets) {
-      const rs = results[t.name];
+      const rs = get(results, t.name);
+      const last = rs.at(-1);
       summary[t.name] = {
         cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUsPerRequest)) * 10) / 10,
         rps: Math.round(median(rs.map((r) => r.rps))),
@@ -257,12 +366,14 @@ async function main() {
         errors: rs.reduce((a, r) => a + r.errors, 0),
         tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
         peakRssMb: Math.round(targetSum(t, peakRssMb) * 10) / 10,
-        ...(rs[0]?.redisCallsPerRequest && { redisCallsPerRequest: rs.at(-1).redisCallsPerRequest, redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest)) * 10) / 10 }),
+        ...(rs[0]?.redisCallsPerRequest && {
+          redisCallsPerRequest: last?.redisCallsPerRequest,
+          redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest ?? NaN)) * 10) / 10,
+        }),
       };
     }
-    const bareS = summary['bare-http-proxy'];
-    for (const t of targets) {
-      const s = summary[t.name];
+    const bareS = get(summary, 'bare-http-proxy');
+    for (const s of Object.values(summary)) {
       s.vsBare = {
         cpuPerRequest: round3(s.cpuUsPerRequest / bareS.cpuUsPerRequest),
         throughput: round3(s.rps / bareS.rps),
@@ -271,19 +382,26 @@ async function main() {
       };
     }
     // Paired per round (the two targets ran back to back), so machine drift between rounds cancels out.
-    for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
-      if (!summary[withLimit] || !summary[without]) continue;
-      const ratios = results[withLimit].map((r, i) => r.cpuUsPerRequest / results[without][i].cpuUsPerRequest);
-      summary[withLimit].cpuPerRequestVsUnlimited = { medianOfRoundRatios: round3(median(ratios)), rounds: ratios.map(round3) };
+    for (const [withLimit, without] of LIMITED_PAIRS) {
+      const a = summary[withLimit];
+      if (!a || !summary[without]) continue;
+      const unlimited = get(results, without);
+      const ratios = get(results, withLimit).map((r, i) => r.cpuUsPerRequest / (unlimited[i]?.cpuUsPerRequest ?? NaN));
+      a.cpuPerRequestVsUnlimited = { medianOfRoundRatios: round3(median(ratios)), rounds: ratios.map(round3) };
     }
-    sweep[connections] = summary;
+    sweep[String(connections)] = summary;
   }
-  const headline = sweep[CONNECTION_SWEEP.at(-1)];
+  const headline = get(sweep, String(MAX_CONNECTIONS));
   const summary = headline;
+  /** @param {string} name */
+  const vsBare = (name) => /** @type {VsBare} */ (get(headline, name).vsBare);
+  /** @param {string} name */
   const ratio = (name) => ({
-    cpuPerRequestVsBare: headline[name].vsBare.cpuPerRequest,
-    throughputVsBare: headline[name].vsBare.throughput,
-    addedP99MsByConnections: Object.fromEntries(CONNECTION_SWEEP.map((c) => [c, sweep[c][name].vsBare.addedP99Ms])),
+    cpuPerRequestVsBare: vsBare(name).cpuPerRequest,
+    throughputVsBare: vsBare(name).throughput,
+    addedP99MsByConnections: Object.fromEntries(
+      CONNECTION_SWEEP.map((c) => [c, get(get(sweep, String(c)), name).vsBare?.addedP99Ms]),
+    ),
   });
   printTable(sweep);
   if (args['forward-only']) return writeResult(args.out, { forwardByConnections: sweep });
@@ -291,13 +409,21 @@ async function main() {
   // --- scenario 2: mixed (10% replays, 10% bad signatures) and pure rejections
   // The authenticated targets this run measured (--targets may have left one out).
   const authTargets = [kgRedis, kgMemory].filter((t) => summary[t.name] !== undefined);
+  /** @type {Record<string, object>} */
   const mixed = {};
   for (const t of authTargets) {
     const r = runWrk(t.url, mintTokens(budget, { replay: 0.1, bad: 0.1 }), DURATION);
-    mixed[t.name] = { rps: Math.round(r.rps), p50Us: r.p50Us, p99Us: r.p99Us, non2xxShare: round3(r.non2xx / r.requests) };
+    mixed[t.name] = {
+      rps: Math.round(r.rps),
+      p50Us: r.p50Us,
+      p99Us: r.p99Us,
+      non2xxShare: round3(r.non2xx / r.requests),
+    };
   }
+  /** @type {Record<string, object>} */
   const rejection = {};
   for (const t of authTargets) {
+    const forwarded = get(summary, t.name);
     const cpuBefore = treeSum(t.pid, cpuUs);
     const r = runWrk(t.url, mintTokens(budget, { replay: 0, bad: 1 }), DURATION);
     const cpu = (treeSum(t.pid, cpuUs) - cpuBefore) / r.requests;
@@ -306,9 +432,9 @@ async function main() {
       p50Us: r.p50Us,
       p99Us: r.p99Us,
       non2xxShare: round3(r.non2xx / r.requests),
-      vsForward: round3(r.rps / summary[t.name].rps),
+      vsForward: round3(r.rps / forwarded.rps),
       cpuUsPerRequest: Math.round(cpu * 10) / 10,
-      cpuVsForward: round3(cpu / summary[t.name].cpuUsPerRequest),
+      cpuVsForward: round3(cpu / forwarded.cpuUsPerRequest),
     };
   }
 
@@ -320,66 +446,115 @@ async function main() {
     runWrk(kg2.url, mintTokens(Math.ceil(warm.rps * 2)), 1);
     const r = runWrk(kg2.url, mintTokens(budget), DURATION);
     const single = runWrk(kgRedis.url, mintTokens(budget), DURATION);
-    workers = { rps2: Math.round(r.rps), rps1: Math.round(single.rps), factor: round3(r.rps / single.rps), p99Us: r.p99Us, note: 'wrk, the upstream and Redis share the same 2 cores' };
+    workers = {
+      rps2: Math.round(r.rps),
+      rps1: Math.round(single.rps),
+      factor: round3(r.rps / single.rps),
+      p99Us: r.p99Us,
+      note: 'wrk, the upstream and Redis share the same 2 cores',
+    };
     kg2.child.kill('SIGTERM');
   } catch (err) {
-    workers = { unsupported: String(err.message).slice(0, 200) };
+    workers = { unsupported: String(err instanceof Error ? err.message : err).slice(0, 200) };
   }
 
   // --- scenario 4 (optional): RSS over 1,000,000 requests ---------------------
   let million;
   if (args.million) {
+    /** @type {number[]} */
     const rss = [];
-    const before = currentRssMb(kgRedis.pid);
+    const before = currentRssMb(kgRedis.pid) ?? NaN;
     let total = 0;
     const t0 = Date.now();
     while (total < 1_000_000) {
       const r = runWrk(kgRedis.url, mintTokens(budget), DURATION);
       total += r.requests;
-      rss.push(Math.round(currentRssMb(kgRedis.pid)));
+      rss.push(Math.round(currentRssMb(kgRedis.pid) ?? NaN));
       process.stdout.write(`million: ${total} requests, RSS ${rss.at(-1)} MB\n`);
     }
-    million = { requests: total, seconds: Math.round((Date.now() - t0) / 1000), rssStartMb: Math.round(before), rssSamplesMb: rss, rssEndMb: rss.at(-1) };
+    million = {
+      requests: total,
+      seconds: Math.round((Date.now() - t0) / 1000),
+      rssStartMb: Math.round(before),
+      rssSamplesMb: rss,
+      rssEndMb: rss.at(-1),
+    };
   }
 
+  const measured = ['keygate-redis', 'keygate-embedded', 'keygate-public'].filter((n) => headline[n] !== undefined);
   const result = {
     startedAt,
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },
-    settings: { durationSeconds: DURATION, rounds: ROUNDS, connections: CONNECTION_SWEEP, wrkThreads: THREADS, keygateLogLevel: 'info' },
+    settings: {
+      durationSeconds: DURATION,
+      rounds: ROUNDS,
+      connections: CONNECTION_SWEEP,
+      wrkThreads: THREADS,
+      keygateLogLevel: 'info',
+    },
     forward: headline,
     forwardByConnections: sweep,
-    ratios: Object.fromEntries(['keygate-redis', 'keygate-embedded', 'keygate-public'].filter((n) => headline[n] !== undefined).map((n) => [n, ratio(n)])),
+    ratios: Object.fromEntries(measured.map((n) => [n, ratio(n)])),
     mixed10pctReplay10pctBad: mixed,
     pureRejection: rejection,
     workers,
-    redisNonceBytesPerRequest: Math.round(nonceBytesPerRequest),
+    redisNonceBytesPerRequest: Math.round(nonceBytesPerRequest ?? NaN),
     ...(million && { million }),
   };
-  console.log(JSON.stringify({ ratios: result.ratios, pureRejection: rejection, workers, redisNonceBytesPerRequest: result.redisNonceBytesPerRequest }, null, 2));
+  const { ratios, redisNonceBytesPerRequest } = result;
+  console.log(JSON.stringify({ ratios, pureRejection: rejection, workers, redisNonceBytesPerRequest }, null, 2));
   writeResult(args.out, result);
 }
 
-/** A target's processes: one tree, or several (nginx + Keygate in forward-auth) summed. */
+/**
+ * @typedef {{ cpuPerRequest: number, throughput: number, addedP50Ms: number, addedP99Ms: number }} VsBare
+ * @typedef {{
+ *   cpuUsPerRequest: number, rps: number, p50Us: number, p99Us: number, non2xx: number, errors: number,
+ *   tokensWrapped: boolean, peakRssMb: number, redisCallsPerRequest?: Record<string, number>,
+ *   redisCpuUsPerRequest?: number, vsBare?: VsBare,
+ *   cpuPerRequestVsUnlimited?: { medianOfRoundRatios: number, rounds: number[] },
+ * }} Summary A target's medians over the rounds at one connection count.
+ */
+
+/**
+ * A target's processes: one tree, or several (nginx + Keygate in forward-auth) summed.
+ * @param {Target} t
+ * @param {(pid: number) => number | undefined} measure
+ */
 function targetSum(t, measure) {
   return (t.pids ?? [t.pid]).reduce((sum, pid) => sum + treeSum(pid, measure), 0);
 }
 
-/** The headline: CPU per request first, then req/s and latency, each against the bare http-proxy hop. */
+/**
+ * The headline: CPU per request first, then req/s and latency, each against the bare http-proxy hop.
+ * @param {Record<string, Record<string, Summary>>} sweep
+ */
 function printTable(sweep) {
+  /** @param {number} us */
+  const ms = (us) => `${(us / 1000).toFixed(2)} ms`;
   for (const [connections, summary] of Object.entries(sweep)) {
     console.log(`\n${connections} connections (median of ${ROUNDS} round(s) x ${DURATION} s)`);
     console.log('| Target | CPU per request | vs bare | req/s | vs bare | p50 | p99 | added p99 |');
     console.log('|---|---|---|---|---|---|---|---|');
     for (const [name, s] of Object.entries(summary)) {
-      console.log(`| ${name} | ${s.cpuUsPerRequest} µs | ${s.vsBare.cpuPerRequest}× | ${s.rps} | ${s.vsBare.throughput}× | ${(s.p50Us / 1000).toFixed(2)} ms | ${(s.p99Us / 1000).toFixed(2)} ms | ${s.vsBare.addedP99Ms} ms |`);
+      const v = s.vsBare;
+      console.log(
+        `| ${name} | ${s.cpuUsPerRequest} µs | ${v?.cpuPerRequest}× | ${s.rps} | ${v?.throughput}× | ${ms(s.p50Us)} | ${ms(s.p99Us)} | ${v?.addedP99Ms} ms |`,
+      );
     }
     // What a rate limit on every key costs, measured side by side in this run.
-    for (const [withLimit, without] of [['keygate-redis-limited', 'keygate-redis'], ['keygate-embedded-limited', 'keygate-embedded']]) {
+    for (const [withLimit, without] of LIMITED_PAIRS) {
       const a = summary[withLimit];
       const b = summary[without];
       if (!a || !b) continue;
-      const redis = a.redisCpuUsPerRequest !== undefined ? `; Redis CPU ${a.redisCpuUsPerRequest} vs ${b.redisCpuUsPerRequest} µs/req; Redis commands per request with the limit ${JSON.stringify(a.redisCallsPerRequest)}, without ${JSON.stringify(b.redisCallsPerRequest)}` : '';
-      console.log(`limit on every key: ${withLimit} ${a.cpuUsPerRequest} µs/req vs ${without} ${b.cpuUsPerRequest} µs/req (medians) = ${round3(a.cpuUsPerRequest / b.cpuUsPerRequest)}×; per-round ratios ${JSON.stringify(a.cpuPerRequestVsUnlimited.rounds)}, median ${a.cpuPerRequestVsUnlimited.medianOfRoundRatios}×${redis}`);
+      const redis =
+        a.redisCpuUsPerRequest !== undefined
+          ? `; Redis CPU ${a.redisCpuUsPerRequest} vs ${b.redisCpuUsPerRequest} µs/req; Redis commands per request with the limit ${JSON.stringify(a.redisCallsPerRequest)}, without ${JSON.stringify(b.redisCallsPerRequest)}`
+          : '';
+      const paired = a.cpuPerRequestVsUnlimited;
+      console.log(
+        `limit on every key: ${withLimit} ${a.cpuUsPerRequest} µs/req vs ${without} ${b.cpuUsPerRequest} µs/req (medians) = ${round3(a.cpuUsPerRequest / b.cpuUsPerRequest)}×; per-round ratios ${JSON.stringify(paired?.rounds)}, median ${paired?.medianOfRoundRatios}×${redis}`,
+      );
     }
   }
 }

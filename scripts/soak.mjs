@@ -15,28 +15,21 @@ import { spawn, spawnSync } from 'node:child_process';
 import { createHmac, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
-import { createServer as createNetServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { join } from 'node:path';
+import { ROOT, freePort, parseOptions, sleep } from './bench/lib.mjs';
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const BIN = join(ROOT, 'bin', 'keygate.js');
 
-const { values } = parseArgs({
-  options: {
+const values = parseOptions(
+  {
     duration: { type: 'string', default: '60s' },
     rate: { type: 'string', default: '200' },
     json: { type: 'boolean', default: false },
     'max-rss-growth-mb': { type: 'string', default: '64' },
-    help: { type: 'boolean', short: 'h' },
   },
-});
-if (values.help) {
-  process.stdout.write('Usage: npm run soak -- [--duration 10m|90s] [--rate 200] [--json] [--max-rss-growth-mb 64]\n');
-  process.exit(0);
-}
+  'Usage: npm run soak -- [--duration 10m|90s] [--rate 200] [--json] [--max-rss-growth-mb 64]',
+);
 
 /** @param {string} text */
 function parseDuration(text) {
@@ -50,18 +43,6 @@ const rate = Number(values.rate);
 if (!Number.isFinite(rate) || rate <= 0 || rate > 5_000) throw new Error('--rate: requests per second, 1..5000');
 const maxGrowthMb = Number(values['max-rss-growth-mb']);
 const log = (/** @type {string} */ msg) => values.json || process.stderr.write(`[soak] ${msg}\n`);
-
-/** @returns {Promise<number>} */
-const freePort = () =>
-  new Promise((resolve, reject) => {
-    const s = createNetServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = /** @type {import('node:net').AddressInfo} */ (s.address());
-      s.close(() => resolve(port));
-    });
-  });
-const sleep = (/** @type {number} */ ms) => new Promise((r) => setTimeout(r, ms));
 
 // ---- the parts ----------------------------------------------------------------
 const children = /** @type {import('node:child_process').ChildProcess[]} */ ([]);
@@ -79,7 +60,13 @@ if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) 
 }
 const redisPort = await freePort();
 const redisUrl = `redis://127.0.0.1:${redisPort}`;
-children.push(spawn('redis-server', ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], { stdio: 'ignore' }));
+children.push(
+  spawn(
+    'redis-server',
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
+    { stdio: 'ignore' },
+  ),
+);
 
 const upstream = createServer((req, res) => {
   req.resume();
@@ -92,14 +79,26 @@ await new Promise((r) => upstream.listen(0, '127.0.0.1', () => r(undefined)));
 const upstreamPort = /** @type {import('node:net').AddressInfo} */ (upstream.address()).port;
 
 const policy = join(dir, 'policy.yaml');
-writeFileSync(policy, 'routes:\n  - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }\n  - { method: POST, path: /api/v3/items/:id, scopes: [items:write] }\n');
-const env = { PATH: process.env.PATH ?? '', KEYGATE_REDIS_URL: redisUrl, KEYGATE_LOG_LEVEL: 'warn', KEYGATE_CONFIG: policy };
+writeFileSync(
+  policy,
+  'routes:\n  - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }\n  - { method: POST, path: /api/v3/items/:id, scopes: [items:write] }\n',
+);
+const env = {
+  PATH: process.env.PATH ?? '',
+  KEYGATE_REDIS_URL: redisUrl,
+  KEYGATE_LOG_LEVEL: 'warn',
+  KEYGATE_CONFIG: policy,
+};
 
 // A key created the way an operator would.
 /** @type {{ apiKey: string, apiSecret: string, id: string } | undefined} */
 let key;
 for (let i = 0; i < 50 && !key; i++) {
-  const out = spawnSync(process.execPath, [BIN, 'keys', 'create', '--scopes', 'accounts:read,items:write', '--label', 'soak', '--json'], { env, encoding: 'utf8' });
+  const out = spawnSync(
+    process.execPath,
+    [BIN, 'keys', 'create', '--scopes', 'accounts:read,items:write', '--label', 'soak', '--json'],
+    { env, encoding: 'utf8' },
+  );
   if (out.status === 0) key = JSON.parse(out.stdout);
   else await sleep(100);
 }
@@ -108,12 +107,22 @@ if (!key) throw new Error('soak: could not create a key in Redis');
 const port = await freePort();
 const adminPort = await freePort();
 const gate = spawn(process.execPath, [BIN, 'serve'], {
-  env: { ...env, KEYGATE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`, KEYGATE_HOST: '127.0.0.1', KEYGATE_ADMIN_HOST: '127.0.0.1', KEYGATE_PORT: String(port), KEYGATE_ADMIN_PORT: String(adminPort) },
+  env: {
+    ...env,
+    KEYGATE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
+    KEYGATE_HOST: '127.0.0.1',
+    KEYGATE_ADMIN_HOST: '127.0.0.1',
+    KEYGATE_PORT: String(port),
+    KEYGATE_ADMIN_PORT: String(adminPort),
+  },
   stdio: ['ignore', 'ignore', 'inherit'],
 });
 children.push(gate);
 for (let i = 0; ; i++) {
-  const ok = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then((r) => r.ok, () => false);
+  const ok = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
+    (r) => r.ok,
+    () => false,
+  );
   if (ok) break;
   if (i > 200 || gate.exitCode !== null) throw new Error('soak: keygate did not become ready');
   await sleep(50);
@@ -137,14 +146,92 @@ const used = /** @type {string[]} */ ([]);
 /** @typedef {{ name: string, weight: number, make: () => { method: string, path: string, headers: Record<string, string>, body?: string, token?: string }, status: number, code?: number }} Kind */
 /** @type {Kind[]} */
 const KINDS = [
-  { name: 'good', weight: 55, status: 200, make: () => { const t = mint(apiKey, apiSecret); return { method: 'GET', path: '/api/v3/viewer/accounts', headers: { authorization: `Bearer ${t}` }, token: t }; } },
-  { name: 'good-post', weight: 10, status: 200, make: () => { const t = mint(apiKey, apiSecret); return { method: 'POST', path: `/api/v3/items/${seq}`, headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' }, body: JSON.stringify({ n: seq, pad: randomBytes(256).toString('hex') }), token: t }; } },
-  { name: 'replayed', weight: 10, status: 401, code: 40106, make: () => ({ method: 'GET', path: '/api/v3/viewer/accounts', headers: { authorization: `Bearer ${used[Math.floor(Math.random() * used.length)] ?? 'x.y.z'}` } }) },
-  { name: 'bad-signature', weight: 8, status: 401, code: 40106, make: () => ({ method: 'GET', path: '/api/v3/viewer/accounts', headers: { authorization: `Bearer ${mint(apiKey, 'not-the-secret-0123456789')}` } }) },
-  { name: 'no-auth', weight: 6, status: 401, code: 40004, make: () => ({ method: 'GET', path: '/api/v3/viewer/accounts', headers: {} }) },
-  { name: 'unknown-key', weight: 4, status: 404, code: 10013, make: () => ({ method: 'GET', path: '/api/v3/viewer/accounts', headers: { authorization: `Bearer ${mint(`kg_unknown_${seq % 500}`, apiSecret)}` } }) },
-  { name: 'bad-target', weight: 4, status: 400, code: 40000, make: () => ({ method: 'GET', path: '/api/v3/%2e%2e/admin', headers: { authorization: `Bearer ${mint(apiKey, apiSecret)}` } }) },
-  { name: 'unlisted-route', weight: 3, status: 403, code: 10403, make: () => ({ method: 'GET', path: '/api/v3/admin/users', headers: { authorization: `Bearer ${mint(apiKey, apiSecret)}` } }) },
+  {
+    name: 'good',
+    weight: 55,
+    status: 200,
+    make: () => {
+      const t = mint(apiKey, apiSecret);
+      return { method: 'GET', path: '/api/v3/viewer/accounts', headers: { authorization: `Bearer ${t}` }, token: t };
+    },
+  },
+  {
+    name: 'good-post',
+    weight: 10,
+    status: 200,
+    make: () => {
+      const t = mint(apiKey, apiSecret);
+      return {
+        method: 'POST',
+        path: `/api/v3/items/${seq}`,
+        headers: { authorization: `Bearer ${t}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ n: seq, pad: randomBytes(256).toString('hex') }),
+        token: t,
+      };
+    },
+  },
+  {
+    name: 'replayed',
+    weight: 10,
+    status: 401,
+    code: 40106,
+    make: () => ({
+      method: 'GET',
+      path: '/api/v3/viewer/accounts',
+      headers: { authorization: `Bearer ${used[Math.floor(Math.random() * used.length)] ?? 'x.y.z'}` },
+    }),
+  },
+  {
+    name: 'bad-signature',
+    weight: 8,
+    status: 401,
+    code: 40106,
+    make: () => ({
+      method: 'GET',
+      path: '/api/v3/viewer/accounts',
+      headers: { authorization: `Bearer ${mint(apiKey, 'not-the-secret-0123456789')}` },
+    }),
+  },
+  {
+    name: 'no-auth',
+    weight: 6,
+    status: 401,
+    code: 40004,
+    make: () => ({ method: 'GET', path: '/api/v3/viewer/accounts', headers: {} }),
+  },
+  {
+    name: 'unknown-key',
+    weight: 4,
+    status: 404,
+    code: 10013,
+    make: () => ({
+      method: 'GET',
+      path: '/api/v3/viewer/accounts',
+      headers: { authorization: `Bearer ${mint(`kg_unknown_${seq % 500}`, apiSecret)}` },
+    }),
+  },
+  {
+    name: 'bad-target',
+    weight: 4,
+    status: 400,
+    code: 40000,
+    make: () => ({
+      method: 'GET',
+      path: '/api/v3/%2e%2e/admin',
+      headers: { authorization: `Bearer ${mint(apiKey, apiSecret)}` },
+    }),
+  },
+  {
+    name: 'unlisted-route',
+    weight: 3,
+    status: 403,
+    code: 10403,
+    make: () => ({
+      method: 'GET',
+      path: '/api/v3/admin/users',
+      headers: { authorization: `Bearer ${mint(apiKey, apiSecret)}` },
+    }),
+  },
 ];
 const totalWeight = KINDS.reduce((s, k) => s + k.weight, 0);
 const pick = () => {
@@ -174,27 +261,32 @@ function fire(kind) {
     else stats.unexpected++;
     if (samples.length < 20) samples.push(`${kind.name}: ${problem}`);
   };
-  const req = request({ host: '127.0.0.1', port, method: spec.method, path: spec.path, headers: spec.headers, agent, timeout: 10_000 }, (res) => {
-    const chunks = /** @type {Buffer[]} */ ([]);
-    res.on('data', (c) => chunks.push(c));
-    res.on('error', (err) => done(`error ${err.message}`));
-    res.on('end', () => {
-      const body = Buffer.concat(chunks).toString();
-      if (res.statusCode !== kind.status) return done(`status ${res.statusCode} ${body.slice(0, 100)}`);
-      if (kind.code !== undefined && !body.includes(`"code":${kind.code}`)) return done(`body ${body.slice(0, 100)}`);
-      if (kind.status === 200 && spec.token) {
-        used.push(spec.token);
-        if (used.length > 1_000) used.shift();
-      }
-      done(undefined);
-    });
-  });
+  const req = request(
+    { host: '127.0.0.1', port, method: spec.method, path: spec.path, headers: spec.headers, agent, timeout: 10_000 },
+    (res) => {
+      const chunks = /** @type {Buffer[]} */ ([]);
+      res.on('data', (c) => chunks.push(c));
+      res.on('error', (err) => done(`error ${err.message}`));
+      res.on('end', () => {
+        const body = Buffer.concat(chunks).toString();
+        if (res.statusCode !== kind.status) return done(`status ${res.statusCode} ${body.slice(0, 100)}`);
+        if (kind.code !== undefined && !body.includes(`"code":${kind.code}`)) return done(`body ${body.slice(0, 100)}`);
+        if (kind.status === 200 && spec.token) {
+          used.push(spec.token);
+          if (used.length > 1_000) used.shift();
+        }
+        done(undefined);
+      });
+    },
+  );
   req.on('timeout', () => req.destroy(new Error('client timeout (10 s)')));
   req.on('error', (err) => done(`error ${err.message}`));
   req.end(spec.body);
 }
 
-log(`keygate pid ${gate.pid} on :${port}, redis :${redisPort}, upstream :${upstreamPort}; ${rate} req/s for ${Math.round(durationMs / 1000)} s`);
+log(
+  `keygate pid ${gate.pid} on :${port}, redis :${redisPort}, upstream :${upstreamPort}; ${rate} req/s for ${Math.round(durationMs / 1000)} s`,
+);
 const rssSamples = /** @type {Array<[number, number]>} */ ([]);
 const started = performance.now();
 const TICK_MS = 10;
@@ -216,7 +308,9 @@ await new Promise((resolve) => {
       rssSamples.push([Math.round(elapsed), rss()]);
       if (!values.json && ticks % Math.round(10_000 / TICK_MS) === 0) {
         const bad = Object.values(byKind).reduce((s, k) => s + k.unexpected + k.errors, 0);
-        log(`${Math.round(elapsed / 1000)} s: ${sent} sent, ${bad} unexpected/errors, in flight ${inflight}, RSS ${Math.round(rss() / 1048576)} MB`);
+        log(
+          `${Math.round(elapsed / 1000)} s: ${sent} sent, ${bad} unexpected/errors, in flight ${inflight}, RSS ${Math.round(rss() / 1048576)} MB`,
+        );
       }
     }
   }, TICK_MS);
@@ -235,7 +329,15 @@ const rssEnd = rss();
 const rssMid = (rssSamples.find(([t]) => t >= durationMs / 2) ?? [0, rssBase])[1];
 const rssMax = Math.max(rssEnd, ...rssSamples.map(([, r]) => r));
 const mb = (/** @type {number} */ b) => Math.round((b / 1048576) * 10) / 10;
-const totals = Object.values(byKind).reduce((t, k) => ({ sent: t.sent + k.sent, ok: t.ok + k.ok, unexpected: t.unexpected + k.unexpected, errors: t.errors + k.errors }), { sent: 0, ok: 0, unexpected: 0, errors: 0 });
+const totals = Object.values(byKind).reduce(
+  (t, k) => ({
+    sent: t.sent + k.sent,
+    ok: t.ok + k.ok,
+    unexpected: t.unexpected + k.unexpected,
+    errors: t.errors + k.errors,
+  }),
+  { sent: 0, ok: 0, unexpected: 0, errors: 0 },
+);
 const report = {
   durationS: Math.round((performance.now() - started) / 100) / 10,
   targetRate: rate,
@@ -243,17 +345,36 @@ const report = {
   ...totals,
   leftInFlight: inflight,
   latencyMs: { p50: pct(all, 50), p95: pct(all, 95), p99: pct(all, 99), max: pct(all, 100) },
-  byKind: Object.fromEntries(Object.entries(byKind).map(([name, k]) => [name, { sent: k.sent, unexpected: k.unexpected, errors: k.errors, p50: pct(k.ms, 50), p99: pct(k.ms, 99) }])),
+  byKind: Object.fromEntries(
+    Object.entries(byKind).map(([name, k]) => [
+      name,
+      { sent: k.sent, unexpected: k.unexpected, errors: k.errors, p50: pct(k.ms, 50), p99: pct(k.ms, 99) },
+    ]),
+  ),
   // secondHalfGrowthMb: a leak keeps growing; a heap settling into its working size does not.
-  memory: { rssAfterWarmUpMb: mb(rssBase), rssEndMb: mb(rssEnd), rssMaxMb: mb(rssMax), growthMb: mb(rssEnd - rssBase), secondHalfGrowthMb: mb(rssEnd - rssMid), limitMb: maxGrowthMb },
+  memory: {
+    rssAfterWarmUpMb: mb(rssBase),
+    rssEndMb: mb(rssEnd),
+    rssMaxMb: mb(rssMax),
+    growthMb: mb(rssEnd - rssBase),
+    secondHalfGrowthMb: mb(rssEnd - rssMid),
+    limitMb: maxGrowthMb,
+  },
   samples,
 };
-const pass = totals.unexpected === 0 && totals.errors === 0 && inflight === 0 && (rssEnd - rssBase) / 1048576 < maxGrowthMb;
+const pass =
+  totals.unexpected === 0 && totals.errors === 0 && inflight === 0 && (rssEnd - rssBase) / 1048576 < maxGrowthMb;
 if (values.json) process.stdout.write(`${JSON.stringify({ pass, ...report })}\n`);
 else {
-  log(`${pass ? 'PASS' : 'FAIL'}: ${totals.sent} requests at ${report.achievedRate}/s, ${totals.unexpected} unexpected, ${totals.errors} errors`);
-  log(`latency ms p50 ${report.latencyMs.p50} p95 ${report.latencyMs.p95} p99 ${report.latencyMs.p99} max ${report.latencyMs.max}`);
-  log(`keygate RSS ${report.memory.rssAfterWarmUpMb} MB after warm-up -> ${report.memory.rssEndMb} MB at end (max ${report.memory.rssMaxMb} MB, growth ${report.memory.growthMb} MB, second half ${report.memory.secondHalfGrowthMb} MB, limit ${maxGrowthMb} MB)`);
+  log(
+    `${pass ? 'PASS' : 'FAIL'}: ${totals.sent} requests at ${report.achievedRate}/s, ${totals.unexpected} unexpected, ${totals.errors} errors`,
+  );
+  log(
+    `latency ms p50 ${report.latencyMs.p50} p95 ${report.latencyMs.p95} p99 ${report.latencyMs.p99} max ${report.latencyMs.max}`,
+  );
+  log(
+    `keygate RSS ${report.memory.rssAfterWarmUpMb} MB after warm-up -> ${report.memory.rssEndMb} MB at end (max ${report.memory.rssMaxMb} MB, growth ${report.memory.growthMb} MB, second half ${report.memory.secondHalfGrowthMb} MB, limit ${maxGrowthMb} MB)`,
+  );
   for (const s of samples) log(`  ${s}`);
   process.stdout.write(`${JSON.stringify(report.byKind, null, 2)}\n`);
 }

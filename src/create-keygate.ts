@@ -20,6 +20,7 @@ import { loadKeysFile } from './store/keys-file.js';
 import { createPolicySource } from './store/policy-file-watcher.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
+import { createSecretCipher } from './store/secret-cipher.js';
 import type { Store } from './store/types.js';
 
 export interface KeygateDeps {
@@ -55,8 +56,10 @@ export interface Keygate {
 export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
+    // Config holds the key bytes; the live cipher is built here, with the store that uses it.
+    const cipher = config.secretEncryptionKeys && createSecretCipher(config.secretEncryptionKeys);
     return createRedisStore(
-      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(config.secretCipher && { cipher: config.secretCipher }) },
+      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(cipher && { cipher }) },
       {
         logger: deps.logger,
         events: {

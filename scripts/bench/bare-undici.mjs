@@ -1,24 +1,35 @@
+// @ts-check
 // Reference: the smallest undici forwarding hop (Pool.dispatch, head and body
 // relayed, no checks, no auth). Shows what the forwarding engine alone costs.
 import { createServer } from 'node:http';
 import { Pool } from 'undici';
 
-const pool = new Pool(process.env.UPSTREAM, { connections: 256, pipelining: 1 });
+const pool = new Pool(process.env.UPSTREAM ?? '', { connections: 256, pipelining: 1 });
 const server = createServer((req, res) => {
+  /** @type {string[]} */
   const headers = [];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const n = req.rawHeaders[i].toLowerCase();
-    if (n !== 'connection' && n !== 'keep-alive') headers.push(req.rawHeaders[i], req.rawHeaders[i + 1]);
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) {
+    const n = raw[i] ?? '';
+    const v = raw[i + 1] ?? '';
+    if (n.toLowerCase() !== 'connection' && n.toLowerCase() !== 'keep-alive') headers.push(n, v);
   }
   pool.dispatch(
-    { method: req.method, path: req.url, headers, body: null },
+    {
+      method: /** @type {import('undici').Dispatcher.HttpMethod} */ (req.method),
+      path: req.url ?? '/',
+      headers,
+      body: null,
+    },
     {
       onConnect() {},
       onHeaders(status, raw) {
+        /** @type {string[]} */
         const head = [];
         for (let i = 0; i < raw.length; i += 2) {
-          const n = raw[i].toString('latin1');
-          if (n.toLowerCase() !== 'connection' && n.toLowerCase() !== 'keep-alive') head.push(n, raw[i + 1].toString('latin1'));
+          const n = raw[i]?.toString('latin1') ?? '';
+          const v = raw[i + 1]?.toString('latin1') ?? '';
+          if (n.toLowerCase() !== 'connection' && n.toLowerCase() !== 'keep-alive') head.push(n, v);
         }
         res.writeHead(status, head);
         return true;
@@ -38,6 +49,7 @@ const server = createServer((req, res) => {
 });
 server.keepAliveTimeout = 5_000;
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
 });
 process.on('SIGTERM', () => process.exit(0));

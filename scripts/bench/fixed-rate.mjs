@@ -1,3 +1,4 @@
+// @ts-check
 // Open-loop load at a fixed rate: sends RATE requests per second for SECONDS,
 // each with the next token from TOKENS_FILE, and prints one JSON line with
 // what it sent and got. Used by bench-ab.mjs to compare CPU per request at
@@ -8,10 +9,15 @@ import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 
 const [base, rateArg, secondsArg, tokensFile, path = '/api/v3/viewer/accounts'] = process.argv.slice(2);
+if (!base || !tokensFile) {
+  process.stderr.write('usage: node fixed-rate.mjs <base-url> <rate> <seconds> <tokens-file> [path]\n');
+  process.exit(2);
+}
 const rate = Number(rateArg);
 const total = Math.round(rate * Number(secondsArg));
 const tokens = readFileSync(tokensFile, 'utf8').trim().split('\n');
-if (tokens.length < total) throw new Error(`fixed-rate: ${total} requests need ${total} tokens, the file has ${tokens.length}`);
+if (tokens.length < total)
+  throw new Error(`fixed-rate: ${total} requests need ${total} tokens, the file has ${tokens.length}`);
 const url = new URL(path, base);
 const agent = new Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -32,11 +38,20 @@ function finish() {
 }
 
 function send() {
-  const req = request({ agent, host: url.hostname, port: url.port, path: url.pathname, headers: { authorization: `Bearer ${tokens[sent++]}` } }, (res) => {
-    if (res.statusCode < 200 || res.statusCode > 299) non2xx++;
-    res.resume();
-    res.on('end', finish);
-  });
+  const req = request(
+    {
+      agent,
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname,
+      headers: { authorization: `Bearer ${tokens[sent++]}` },
+    },
+    (res) => {
+      if (!res.statusCode || res.statusCode < 200 || res.statusCode > 299) non2xx++;
+      res.resume();
+      res.on('end', finish);
+    },
+  );
   req.on('error', () => {
     errors++;
     finish();

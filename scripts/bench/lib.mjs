@@ -1,25 +1,88 @@
-// Pieces shared by the benchmark scripts (bench.mjs, bench-ab.mjs): child
-// processes with output in files, /proc readings, token minting.
+// @ts-check
+// Pieces shared by the benchmark and soak scripts (bench.mjs, bench-ab.mjs,
+// bench-overload.mjs, bench-verify.mjs, soak.mjs): argument parsing, child
+// processes with output in files, the processes every harness starts (upstream,
+// bare proxy, Redis, Keygate), load generators (wrk, fixed-rate.mjs), /proc
+// readings, token minting.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+/** @typedef {import('node:child_process').ChildProcess} ChildProcess */
+/** @typedef {ChildProcess & { output: () => string }} Child A started child; `output()` reads its log so far. */
+/** @typedef {ReturnType<typeof createChildren>} Children */
+/** @typedef {Record<string, string>} Env */
+/** @typedef {{ replay: number, bad: number }} TokenMix Shares of replayed and badly signed tokens. */
+/**
+ * What scripts/bench/load.lua prints at the end of a wrk run, plus `rps`.
+ * @typedef {{ requests: number, durationUs: number, non2xx: number, errors: number, p50Us: number, p99Us: number, tokensWrapped?: number, rps: number }} WrkResult
+ */
+/** What scripts/bench/fixed-rate.mjs prints. @typedef {{ requests: number, non2xx: number, errors: number, late: number, seconds: number }} FixedRateResult */
+
+/** The repository root. */
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 export const API_KEY = 'bench-key';
 export const SECRET = 'bench-secret-0123456789abcdef';
 export const PATH = '/api/v3/viewer/accounts';
 
+/** @param {number} ms */
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** @param {number[]} xs @returns {number} NaN for no values */
 export function median(xs) {
   const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  const mid = s.length / 2;
+  return s.length % 2 ? (s[(s.length - 1) / 2] ?? NaN) : ((s[mid - 1] ?? NaN) + (s[mid] ?? NaN)) / 2;
 }
 
+/**
+ * `record[name]`, which the harness has filled in (noUncheckedIndexedAccess: a missing one is a bug).
+ * @template T
+ * @param {Record<string, T>} record
+ * @param {string} name
+ * @returns {T}
+ */
+export function get(record, name) {
+  const value = record[name];
+  if (value === undefined) throw new Error(`no results for ${name}`);
+  return value;
+}
+
+/** @param {number} x */
 export const round3 = (x) => Math.round(x * 1000) / 1000;
 
-/** Runs a harness's main(); any error exits 1; `cleanup` runs either way. */
+/**
+ * Command-line options with node:util's parseArgs, plus --help (prints `usage`, exits 0);
+ * a usage error prints the problem and `usage` on stderr and exits 2.
+ * @template {NonNullable<import('node:util').ParseArgsConfig['options']>} const T
+ * @param {T} options
+ * @param {string} usage
+ */
+export function parseOptions(options, usage) {
+  try {
+    const { values } = parseArgs({ options: { ...options, help: { type: 'boolean', short: 'h' } } });
+    if ('help' in values && values.help) {
+      process.stdout.write(`${usage.trim()}\n`);
+      process.exit(0);
+    }
+    // parseArgs types the values of the options given, not of `help` added here.
+    return /** @type {ReturnType<typeof parseArgs<{ options: T }>>['values']} */ (values);
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n\n${usage.trim()}\n`);
+    process.exit(2);
+  }
+}
+
+/**
+ * Runs a harness's main(); any error exits 1; `cleanup` runs either way.
+ * @param {() => Promise<unknown>} main
+ * @param {() => void} cleanup
+ */
 export function runMain(main, cleanup) {
   main()
     .catch((err) => {
@@ -29,24 +92,29 @@ export function runMain(main, cleanup) {
     .finally(cleanup);
 }
 
+/** @param {string} file @param {unknown} result */
 export function writeResult(file, result) {
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, `${JSON.stringify(result, null, 2)}\n`);
   console.log(`wrote ${file}`);
 }
 
+/** @returns {Promise<number>} */
 export function freePort() {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
     s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
+      const { port } = /** @type {import('node:net').AddressInfo} */ (s.address());
       s.close(() => resolve(port));
     });
   });
 }
 
-/** The port a child printed as {"port":N} on its first line. */
+/**
+ * The port a child printed as {"port":N} on its first line.
+ * @param {string} out
+ */
 export function jsonPort(out) {
   const m = /\{"port":(\d+)\}/.exec(out);
   return m ? Number(m[1]) : undefined;
@@ -56,9 +124,20 @@ export function jsonPort(out) {
  * Children whose output goes to files in `dir`, never to a pipe: the harness
  * blocks in spawnSync while load runs, and an undrained pipe would make
  * Keygate's async logger buffer lines in memory (a real log shipper drains).
+ * @param {string} dir
+ * @param {string} root
  */
 export function createChildren(dir, root) {
+  /** @type {ChildProcess[]} */
   const children = [];
+  /**
+   * @param {string} name
+   * @param {string} cmd
+   * @param {string[]} argv
+   * @param {Env} env
+   * @param {(output: string) => boolean} ready
+   * @returns {Promise<Child>}
+   */
   async function start(name, cmd, argv, env, ready, cwd = root) {
     const logFile = join(dir, `${name}.log`);
     const fd = openSync(logFile, 'w');
@@ -68,11 +147,12 @@ export function createChildren(dir, root) {
     const output = () => readFileSync(logFile, 'utf8');
     const deadline = Date.now() + 15_000;
     while (!ready(output())) {
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`${name} did not start: ${output().slice(0, 2000)}`);
+      if (child.exitCode !== null || Date.now() > deadline) {
+        throw new Error(`${name} did not start: ${output().slice(0, 2000)}`);
+      }
       await sleep(20);
     }
-    child.output = output;
-    return child;
+    return Object.assign(child, { output });
   }
   const killAll = () => {
     for (const c of children) c.kill('SIGTERM');
@@ -80,26 +160,101 @@ export function createChildren(dir, root) {
   return { start, killAll };
 }
 
-/** A throwaway redis-server on a free port, with the bench key imported by `keygateDir`'s CLI. */
+/**
+ * A small node script of scripts/bench/ that prints {"port":N} once it listens.
+ * @param {Children} children
+ * @param {string} name the log's name
+ * @param {string} script file name in scripts/bench/
+ * @param {Env} [env]
+ */
+async function startListener(children, name, script, env = {}) {
+  const child = await children.start(name, 'node', [`scripts/bench/${script}`], env, (o) => jsonPort(o) !== undefined);
+  return { child, pid: /** @type {number} */ (child.pid), url: `http://127.0.0.1:${jsonPort(child.output())}` };
+}
+
+/** The benchmark upstream (scripts/bench/upstream.mjs). @param {Children} children */
+export const startUpstream = (children) => startListener(children, 'upstream', 'upstream.mjs');
+
+/** The bare http-proxy hop every figure is compared with. @param {Children} children @param {string} upstreamUrl */
+export const startBareProxy = (children, upstreamUrl) =>
+  startListener(children, 'bare-proxy', 'bare-proxy.mjs', { UPSTREAM: upstreamUrl });
+
+/** The bare undici hop. @param {Children} children @param {string} upstreamUrl */
+export const startBareUndici = (children, upstreamUrl) =>
+  startListener(children, 'bare-undici', 'bare-undici.mjs', { UPSTREAM: upstreamUrl });
+
+/**
+ * `keygate serve` from `cwd`'s bin/keygate.js on free loopback ports (keygateEnv plus `env`).
+ * @param {Children} children
+ * @param {string} name
+ * @param {string} upstreamUrl
+ * @param {Env} env
+ * @param {string} [cwd] the checkout to run (default: this one)
+ */
+export async function startKeygate(children, name, upstreamUrl, env, cwd) {
+  const port = await freePort();
+  const adminPort = await freePort();
+  const child = await children.start(
+    name,
+    'node',
+    ['bin/keygate.js', 'serve'],
+    keygateEnv(upstreamUrl, port, adminPort, env),
+    (o) => o.includes('keygate started'),
+    cwd,
+  );
+  return {
+    child,
+    pid: /** @type {number} */ (child.pid),
+    url: `http://127.0.0.1:${port}`,
+    adminUrl: `http://127.0.0.1:${adminPort}`,
+  };
+}
+
+/**
+ * A throwaway redis-server on a free port, with the bench key imported by `keygateDir`'s CLI.
+ * @param {Children} children
+ * @param {string} dir
+ * @param {string} keygateDir
+ */
 export async function startRedisWithKey(children, dir, keygateDir) {
   const port = await freePort();
-  await children.start('redis', 'redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {}, () =>
-    spawnSync('redis-cli', ['-p', String(port), 'ping'], { encoding: 'utf8' }).stdout?.trim() === 'PONG',
-  );
+  const argv = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
+  await children.start('redis', 'redis-server', argv, {}, () => redisCli(port, 'ping').trim() === 'PONG');
   const url = `redis://127.0.0.1:${port}`;
   const keysFile = writeKeysFile(dir);
-  const imp = spawnSync('node', ['bin/keygate.js', 'keys', 'import', keysFile], { cwd: keygateDir, env: { ...process.env, KEYGATE_REDIS_URL: url }, encoding: 'utf8' });
+  const imp = spawnSync('node', ['bin/keygate.js', 'keys', 'import', keysFile], {
+    cwd: keygateDir,
+    env: { ...process.env, KEYGATE_REDIS_URL: url },
+    encoding: 'utf8',
+  });
   if (imp.status !== 0) throw new Error(`key import failed: ${imp.stderr}`);
   return { port, url, keysFile };
 }
 
+/**
+ * redis-cli against a loopback port; its stdout ('' when it could not run).
+ * @param {number} port
+ * @param {...string} args
+ */
+export function redisCli(port, ...args) {
+  return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout ?? '';
+}
+
+/** @param {string} dir */
 export function writeKeysFile(dir) {
   const file = join(dir, 'keys.yaml');
   writeFileSync(file, `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench, scopes: [accounts:read] }\n`);
   return file;
 }
 
-/** Environment for `keygate serve` on loopback, with everything else off unless `env` sets it. */
+/**
+ * Environment for `keygate serve` on loopback, with everything else off unless `env` sets it.
+ * @param {string} upstreamUrl
+ * @param {number} port
+ * @param {number} adminPort
+ * @param {Env} env
+ * @returns {Env}
+ */
 export function keygateEnv(upstreamUrl, port, adminPort, env) {
   return {
     KEYGATE_UPSTREAM: upstreamUrl,
@@ -113,49 +268,150 @@ export function keygateEnv(upstreamUrl, port, adminPort, env) {
   };
 }
 
-export const CLOCK_TICKS = Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+// ---- load generators ----------------------------------------------------------
 
-/** CPU time (user + system) a process has used so far, in µs (/proc/<pid>/stat, clock ticks). */
+/**
+ * Exits 1 with an install hint when wrk is not on PATH.
+ * @param {string} what who needs it, for the message
+ */
+export function requireWrk(what) {
+  if (spawnSync('wrk', ['--version']).error) {
+    console.error(`${what} needs wrk on PATH (apt-get install -y wrk); .ci/run installs it`);
+    process.exit(1);
+  }
+}
+
+/**
+ * wrk's argv and environment for scripts/bench/load.lua: each request carries the next token
+ * of `tokensFile` (none when undefined) on `path`.
+ * @param {{ url: string, tokensFile: string | undefined, seconds: number, connections: number, threads: number, path?: string, timeout?: string }} o
+ */
+export function wrkCommand({ url, tokensFile, seconds, connections, threads, path = PATH, timeout }) {
+  const argv = [`-t${threads}`, `-c${connections}`, `-d${seconds}s`, ...(timeout ? ['--timeout', timeout] : [])];
+  argv.push('--latency', '-s', join(ROOT, 'scripts/bench/load.lua'), url);
+  const env = { ...process.env, TOKENS_FILE: tokensFile ?? '', WRK_THREADS: String(threads), BENCH_PATH: path };
+  return { argv, env };
+}
+
+/**
+ * The JSON line load.lua printed, with req/s.
+ * @param {string} stdout
+ * @param {string} stderr
+ * @returns {WrkResult}
+ */
+export function parseWrkOutput(stdout, stderr) {
+  const line = stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .pop();
+  if (!line) throw new Error(`wrk failed: ${stderr || stdout}`);
+  const res = /** @type {Omit<WrkResult, 'rps'>} */ (JSON.parse(line));
+  return { ...res, rps: res.requests / (res.durationUs / 1e6) };
+}
+
+/**
+ * wrk to the end (the harness blocks meanwhile; children log to files, see createChildren).
+ * @param {Parameters<typeof wrkCommand>[0]} o
+ */
+export function runWrkSync(o) {
+  const { argv, env } = wrkCommand(o);
+  const r = spawnSync('wrk', argv, { env, encoding: 'utf8', maxBuffer: 10_000_000 });
+  return parseWrkOutput(r.stdout ?? '', r.stderr ?? '');
+}
+
+/**
+ * Open-loop load at a fixed rate (scripts/bench/fixed-rate.mjs), one token per request.
+ * @param {string} url
+ * @param {number} rate requests per second
+ * @param {number} seconds
+ * @param {string} tokensFile
+ * @param {string} [path]
+ * @returns {FixedRateResult}
+ */
+export function runFixedRate(url, rate, seconds, tokensFile, path = PATH) {
+  const script = join(ROOT, 'scripts/bench/fixed-rate.mjs');
+  const r = spawnSync(process.execPath, [script, url, String(rate), String(seconds), tokensFile, path], {
+    encoding: 'utf8',
+  });
+  const line = r.stdout.trim().split('\n').pop();
+  if (r.status !== 0 || !line?.startsWith('{')) throw new Error(`fixed-rate load failed: ${r.stderr || r.stdout}`);
+  return /** @type {FixedRateResult} */ (JSON.parse(line));
+}
+
+// ---- /proc readings ---------------------------------------------------------
+
+/** @type {number | undefined} */
+let clockTicks;
+/** Clock ticks per second (getconf CLK_TCK, asked once, on first use). */
+function clockTicksPerSecond() {
+  clockTicks ??= Number(spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).stdout.trim()) || 100;
+  return clockTicks;
+}
+
+/**
+ * CPU time (user + system) a process has used so far, in µs (/proc/<pid>/stat, clock ticks).
+ * @param {number} pid
+ * @returns {number | undefined} undefined once the process is gone
+ */
 export function cpuUs(pid) {
   try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    const fields = (readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1] ?? '').split(' ');
     // fields[11] = utime, fields[12] = stime (fields 14 and 15 of stat(5), counted after the comm field)
-    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / CLOCK_TICKS;
+    return ((Number(fields[11]) + Number(fields[12])) * 1e6) / clockTicksPerSecond();
   } catch {
     return undefined;
   }
 }
 
-export function peakRssMb(pid) {
+/**
+ * A kB field of /proc/<pid>/status, in MB.
+ * @param {number} pid
+ * @param {string} field
+ */
+function statusMb(pid, field) {
   try {
-    return Number(/VmHWM:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+    const m = new RegExp(`${field}:\\s+(\\d+)`).exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : undefined;
   } catch {
     return undefined;
   }
 }
 
-export function currentRssMb(pid) {
-  try {
-    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
-  } catch {
-    return undefined;
-  }
-}
+/** @param {number} pid */
+export const peakRssMb = (pid) => statusMb(pid, 'VmHWM');
 
-/** Sum over a process and its direct children (KEYGATE_WORKERS > 1 runs workers). */
+/** @param {number} pid */
+export const currentRssMb = (pid) => statusMb(pid, 'VmRSS');
+
+/**
+ * Sum over a process and its direct children (KEYGATE_WORKERS > 1 runs workers).
+ * @param {number} pid
+ * @param {(pid: number) => number | undefined} fn
+ */
 export function treeSum(pid, fn) {
   let total = fn(pid) ?? 0;
   try {
-    for (const c of readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) total += fn(Number(c)) ?? 0;
+    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    for (const c of kids) total += fn(Number(c)) ?? 0;
   } catch {
     // no children file: single process
   }
   return total;
 }
 
+// ---- tokens -------------------------------------------------------------------
+
 const HEADER = Buffer.from('{"alg":"HS256","typ":"JWT"}').toString('base64url');
-export function mint(nonce, secret = SECRET) {
-  const payload = Buffer.from(JSON.stringify({ type: 'OpenAPIV2', sub: API_KEY, nonce: nonce.toString() })).toString('base64url');
+
+/**
+ * An HS256 token for `sub` with this nonce, signed with `secret`.
+ * @param {bigint | number | string} nonce
+ * @param {string} [secret]
+ * @param {string} [sub]
+ */
+export function mint(nonce, secret = SECRET, sub = API_KEY) {
+  const claims = { type: 'OpenAPIV2', sub, nonce: nonce.toString() };
+  const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
   const sig = createHmac('sha256', secret).update(`${HEADER}.${payload}`).digest('base64url');
   return `${HEADER}.${payload}.${sig}`;
 }
@@ -164,9 +420,13 @@ let lastNonce = BigInt(Date.now()) * 1_000_000n;
 /**
  * Writes `count` tokens to a new file in `dir`, each with a fresh nonce (never
  * reused across calls); `mix` sets the share of replays and bad signatures.
+ * @param {string} dir
+ * @param {number} count
+ * @param {TokenMix} [mix]
  */
 export function mintTokens(dir, count, mix = { replay: 0, bad: 0 }) {
   const file = join(dir, `tokens-${Date.now()}-${count}.txt`);
+  /** @type {string[]} */
   const lines = new Array(count);
   const floor = BigInt(Date.now()) * 1_000_000n;
   let nonce = lastNonce > floor ? lastNonce : floor;

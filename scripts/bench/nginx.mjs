@@ -1,3 +1,4 @@
+// @ts-check
 // The physical reference: nginx as a plain reverse proxy with keep-alive to the
 // upstream (one worker, access log buffered to a file), started only when
 // nginx is on PATH.
@@ -9,7 +10,12 @@ export function nginxAvailable() {
   return !spawnSync('nginx', ['-v']).error;
 }
 
-/** Writes a config into `dir` and returns the argv to run nginx in the foreground. */
+/**
+ * Writes a config into `dir` and returns the argv to run nginx in the foreground.
+ * @param {string} dir
+ * @param {number} port
+ * @param {string} upstreamUrl
+ */
 export function nginxArgs(dir, port, upstreamUrl) {
   const prefix = join(dir, 'nginx');
   mkdirSync(join(prefix, 'logs'), { recursive: true });
@@ -42,6 +48,11 @@ http {
 /**
  * The shipped deploy/nginx/forward-auth.conf with only its placeholders filled in (nginx in front,
  * Keygate in forward-auth mode as its auth endpoint). Returns the argv to run it in the foreground.
+ * @param {string} dir
+ * @param {string} root the repository
+ * @param {number} port
+ * @param {string} keygateUrl
+ * @param {string} upstreamUrl
  */
 export function forwardAuthNginxArgs(dir, root, port, keygateUrl, upstreamUrl) {
   const prefix = join(dir, 'nginx-forward-auth');

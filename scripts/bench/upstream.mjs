@@ -1,3 +1,4 @@
+// @ts-check
 // Minimal upstream for benchmarks: a small JSON answer, keep-alive, nothing else.
 import { createServer } from 'node:http';
 
@@ -9,6 +10,7 @@ const server = createServer((req, res) => {
 });
 server.keepAliveTimeout = 60_000;
 server.listen(Number(process.env.PORT ?? 0), '127.0.0.1', () => {
-  process.stdout.write(`${JSON.stringify({ port: server.address().port })}\n`);
+  const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+  process.stdout.write(`${JSON.stringify({ port })}\n`);
 });
 process.on('SIGTERM', () => process.exit(0));

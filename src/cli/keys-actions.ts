@@ -1,6 +1,6 @@
 import { publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
 import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
-import { describeRateLimit } from '../store/rate-limit.js';
+import { describeRateLimit } from '../config/rate-limit-spec.js';
 import { createKeyOperations, parseDuration, type KeyChanges, type Refusal } from '../store/key-lifecycle.js';
 import type { AuditEntry, Store } from '../store/types.js';
 import { exportKeys, importKeys, reencryptKeys } from './keys-transfer.js';

@@ -2,8 +2,9 @@ import { userInfo, hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import pino from 'pino';
 import { readRedisSettings } from '../config/redis-settings.js';
-import { loadSecretCipher } from '../config/secret-encryption.js';
+import { loadSecretEncryptionKeys } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
+import { createSecretCipher } from '../store/secret-cipher.js';
 import { waitStoreReady } from '../store/wait-ready.js';
 import { runKeyAction, type KeyActionContext } from './keys-actions.js';
 
@@ -77,7 +78,8 @@ export async function keysCommand(argv: string[], env: NodeJS.ProcessEnv = proce
     process.stderr.write(NO_REDIS);
     return 2;
   }
-  const cipher = loadSecretCipher(env, problems);
+  const encryptionKeys = loadSecretEncryptionKeys(env, problems);
+  const cipher = encryptionKeys && createSecretCipher(encryptionKeys);
   if (problems.length > 0) {
     process.stderr.write(`keygate keys: ${problems.join('\n  ')}\n`);
     return 2;

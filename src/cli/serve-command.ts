@@ -43,7 +43,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     redis: describeRedis(config.redis),
     workers: config.workers,
     keysFile: config.keysFile,
-    secretsAtRest: config.redis ? (config.secretCipher ? 'aes-256-gcm' : 'plain') : undefined,
+    secretsAtRest: config.redis ? (config.secretEncryptionKeys ? 'aes-256-gcm' : 'plain') : undefined,
     configFile: config.configFile,
     routes: config.policy.routes.rules.length,
     publicRoutes: config.policy.publicRoutes.rules.length + config.policy.publicApiRoutes.rules.length,
@@ -71,7 +71,7 @@ export async function serveCommand(argv: string[], env: NodeJS.ProcessEnv = proc
   const logger = createLogger({ level: config.logLevel });
   if (config.workers > 1) return serveWorkers(config, logger);
   if (!config.redis && !config.keysFile) logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
-  if (config.redis && !config.secretCipher) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
+  if (config.redis && !config.secretEncryptionKeys) logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
   const { port, adminPort, managementPort } = await keygate.listen();
   logger.info({ version: packageVersion(), config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) } }, 'keygate started');

@@ -1,17 +1,16 @@
 import type { BlockList } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { parseCidrList } from './cidr.js';
+import { parseCidrList } from '../net/cidr.js';
 import { readDataFileWithLines } from './read-data-file.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';
-import { OVERRIDE_NAMES } from '../pipeline/check-override.js';
+import { OVERRIDE_NAMES } from './method-override.js';
 import { compileRouteTable, overlappingRules, type RouteTable } from './route-trie.js';
 import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
-import { loadSecretCipher } from './secret-encryption.js';
+import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
-import type { SecretCipher } from '../store/secret-cipher.js';
-import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from '../store/rate-limit.js';
+import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from './rate-limit-spec.js';
 
 /** Every request under this prefix is authenticated, unless the policy lists it in `public`. */
 export const API_PREFIX = '/api/v3/';
@@ -39,8 +38,11 @@ export interface Config {
   /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
   readonly workers: number;
   readonly keysFile: string | undefined;
-  /** Seals key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY); undefined = stored plain. */
-  readonly secretCipher: SecretCipher | undefined;
+  /**
+   * Seal key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY[_PREVIOUS]); undefined = stored plain.
+   * Secret bytes, like the Redis password: describeConfig (src/cli/serve-command.ts) picks what is logged.
+   */
+  readonly secretEncryptionKeys: SecretEncryptionKeys | undefined;
   readonly configFile: string;
   readonly logLevel: string;
   /** The management API's listener (KEYGATE_MANAGEMENT_PORT); undefined = no listener. */
@@ -163,7 +165,7 @@ export function loadConfig(env: Env): Config {
     problems.push(`KEYGATE_WORKERS: ${workers} workers need Redis (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES); the embedded store's replay guard is per process, so a token could be replayed once per worker`);
   }
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
-  const secretCipher = loadSecretCipher(env, problems);
+  const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
 
   const logLevel = env.KEYGATE_LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
@@ -213,7 +215,7 @@ export function loadConfig(env: Env): Config {
     redis,
     workers,
     keysFile,
-    secretCipher,
+    secretEncryptionKeys,
     configFile,
     logLevel,
     rateLimitHeaders: rawRateLimitHeaders !== 'off',
@@ -412,10 +414,21 @@ function defaultRateLimitOf(value: unknown, file: string, problems: string[]): P
   return { defaultRateLimitSpec: spec, defaultRateLimit: spec && compileRateLimit(spec) };
 }
 
+/**
+ * Freezes plain objects and arrays, all the way down. Anything else (URL, Set,
+ * Map, BlockList, the key bytes) is left as built: config holds only data, so
+ * there is no live object in it that freezing could break.
+ */
 function deepFreeze<T>(o: T): T {
-  if (o && typeof o === 'object' && !Object.isFrozen(o) && !(o instanceof URL) && !(o instanceof Map) && !(o instanceof Set) && o.constructor?.name !== 'BlockList' && typeof (o as { seal?: unknown }).seal !== 'function') {
+  if ((Array.isArray(o) || isPlainObject(o)) && !Object.isFrozen(o)) {
     Object.freeze(o);
     for (const v of Object.values(o)) deepFreeze(v);
   }
   return o;
+}
+
+function isPlainObject(o: unknown): o is object {
+  if (typeof o !== 'object' || o === null) return false;
+  const proto: unknown = Object.getPrototypeOf(o);
+  return proto === Object.prototype || proto === null;
 }

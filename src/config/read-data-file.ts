@@ -26,7 +26,7 @@ export function readDataFileWithLines(path: string): { data: unknown; lineOf(at:
   return {
     data,
     lineOf(at) {
-      const node = doc?.getIn(at, true);
+      const node: unknown = doc?.getIn(at, true);
       return isNode(node) && node.range ? lines.linePos(node.range[0]).line : undefined;
     },
   };

@@ -1,6 +1,3 @@
-import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../pipeline/check-target.js';
-import type { RouteTable } from './route-trie.js';
-
 /**
  * Route patterns: `METHOD /path/with/:param/segments` with an optional final
  * `*` that matches the rest (one or more segments, the last may be empty).
@@ -37,6 +34,15 @@ export interface RouteMatching {
 }
 
 export const DEFAULT_MATCHING: RouteMatching = Object.freeze({ caseSensitive: false, trailingSlash: 'ignore' });
+
+/**
+ * Bounds on the path, checked before anything else looks at it: the route
+ * table walks a path once per segment, and these keep even that walk (and
+ * src/pipeline/check-target.ts's own scans) small. Longer request paths
+ * are refused, never truncated, and so is a route pattern that no request could match.
+ */
+export const MAX_PATH_BYTES = 4096;
+export const MAX_PATH_SEGMENTS = 64;
 
 const METHOD = /^[A-Z]{1,16}$/;
 const PARAM = /^:[A-Za-z_][A-Za-z0-9_]*$/;
@@ -99,23 +105,4 @@ export function isUnderPrefix(path: string, prefix: string, matching: RouteMatch
   const head = matching.caseSensitive ? path.slice(0, prefix.length) : path.slice(0, prefix.length).toLowerCase();
   if (head === prefix) return true;
   return matching.trailingSlash === 'ignore' && head === prefix.slice(0, -1) && path.length === prefix.length - 1;
-}
-
-/**
- * The route a request is authorized against. `methods` is the request method,
- * and second, the method an allowed override header or `_method` asks for
- * (src/pipeline/check-override.ts): then both must be authorized, so the
- * scopes of both routes are required.
- */
-export function findRoute(table: RouteTable, methods: readonly string[], path: string): RouteMatch | undefined {
-  const first = table.match(methods[0] as string, path);
-  if (methods.length === 1) return first;
-  const second = table.match(methods[1] as string, path);
-  if (!first || !second) {
-    const found = first ?? second;
-    return found && { pattern: found.pattern, scopes: found.scopes, partial: true };
-  }
-  if (first === second) return first;
-  // The upstream runs the overridden method's handler: log that pattern, require both routes' scopes.
-  return { pattern: second.pattern, scopes: [...new Set([...first.scopes, ...second.scopes])] };
 }

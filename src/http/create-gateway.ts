@@ -2,9 +2,10 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { ipAllowed, normalizeIp } from '../config/cidr.js';
+import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import { API_PREFIX, TIME_PATH, type Config, type Policy } from '../config/load-config.js';
-import { findRoute, isUnderPrefix } from '../config/routes.js';
+import { findRoute } from '../config/route-trie.js';
+import { isUnderPrefix } from '../config/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, PUBLIC, TIME, statusClass, type Metrics } from '../observe/metrics.js';
@@ -12,7 +13,7 @@ import type { Authenticated, Authenticator, RateLimited } from '../pipeline/auth
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget } from '../pipeline/check-target.js';
-import { clientIp } from '../pipeline/client-ip.js';
+import { clientIp } from '../net/client-ip.js';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { ForwardAuth } from './forward-auth.js';

@@ -94,7 +94,7 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
         if (m < 0 || u < 0) return deny('bad_check');
         return { ok: true, method: raw[m], url: raw[u] };
       }
-      if (envoy) return { ok: true, method: req.method, url: url.slice((prefix as string).length) };
+      if (envoy) return { ok: true, method: req.method, url: url.slice(prefix.length) };
       // With a prefix configured, a check outside it describes nothing.
       if (prefix !== undefined) return deny('bad_check');
       return { ok: true, method: req.method, url };

@@ -2,7 +2,7 @@ import type { ManagementError } from '../errors.js';
 import { OWNER, OWNER_RULE, publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
 import type { Done, KeyChanges, KeyOperations, NewKeyInput } from '../store/key-lifecycle.js';
 import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
-import type { RateLimitSpec } from '../store/rate-limit.js';
+import type { RateLimitSpec } from '../config/rate-limit-spec.js';
 import type { Store } from '../store/types.js';
 
 /** What a handler decided: a JSON answer, or a catalogue error (src/errors.ts MANAGEMENT_ERRORS). */
@@ -177,7 +177,7 @@ export const ROUTES: readonly Route[] = [
       if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) problems.push('Idempotency-Key: 1 to 255 visible ASCII characters');
       // Collect the record parser's problems too, so one answer lists everything.
       if (problems.length > 0) {
-        const more = await deps.ops.check(input);
+        const more = deps.ops.check(input);
         return invalid([...problems, ...more.map((p) => p.replace(/^key\./, 'body.'))]);
       }
       const made = await deps.ops.create(input, actor, idempotencyKey === undefined ? undefined : { key: idempotencyKey, body: JSON.stringify(body ?? null) });

@@ -68,7 +68,7 @@ function match(method: string, path: string): Matched | 'no_route' | 'method_not
 /** The console's files, read once at start: a handful of small files, served from memory. */
 function loadConsole(dir: string): Map<string, { type: string; body: Buffer }> {
   const files = new Map<string, { type: string; body: Buffer }>();
-  let names: string[] = [];
+  let names: string[];
   try {
     names = readdirSync(dir);
   } catch {
@@ -132,7 +132,7 @@ export function createManagementServer(
     for (let i = 0; i < raw.length; i += 2) {
       if ((raw[i] as string).toLowerCase() !== 'authorization') continue;
       if (value !== undefined) return undefined;
-      value = raw[i + 1] as string;
+      value = raw[i + 1];
     }
     const m = value === undefined ? null : /^Bearer ([\x21-\x7e]{1,512})$/.exec(value);
     return m ? matchToken(deps.tokens(), m[1] as string) : undefined;

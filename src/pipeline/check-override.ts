@@ -1,15 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
+import { OVERRIDE_HEADERS, OVERRIDE_PARAM } from '../config/method-override.js';
 import { deny, type Denial } from '../errors.js';
-
-/**
- * Ways a client can ask the upstream to run another method than the one on
- * the request line. Common middleware (Express method-override, Rails, Laravel,
- * Symfony, ASP.NET, Google APIs) honours one or more of them, which would let a
- * POST authorized as a POST run a DELETE handler.
- */
-export const OVERRIDE_HEADERS = ['x-http-method-override', 'x-http-method', 'x-method-override'] as const;
-export const OVERRIDE_PARAM = '_method';
-export const OVERRIDE_NAMES: readonly string[] = [...OVERRIDE_HEADERS, OVERRIDE_PARAM];
 
 const METHOD = /^[A-Z]{1,16}$/;
 // Header names as a lenient server may fold them ("_" for "-", as CGI-style servers do).

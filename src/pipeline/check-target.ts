@@ -1,3 +1,4 @@
+import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../config/routes.js';
 import { deny, type Denial } from '../errors.js';
 
 export interface Target {
@@ -16,13 +17,6 @@ const PCT = /%([0-9A-Fa-f]{2})/g;
 // and every unreserved character, which has one canonical (unescaped) spelling.
 const REFUSED_ESCAPES = /^(2[fF]|5[cC]|[01][0-9a-fA-F]|7[fF]|2[eE]|[46][1-9a-fA-F]|[57][0-9aA]|3[0-9]|2[dD]|5[fF]|7[eE])$/;
 const METHOD = /^[A-Z]{1,16}$/;
-/**
- * Bounds on the path, checked before anything else looks at it: the route
- * table walks a path once per segment, and these keep even that walk (and
- * this step's own scans) small. Longer paths are refused, never truncated.
- */
-export const MAX_PATH_BYTES = 4096;
-export const MAX_PATH_SEGMENTS = 64;
 
 /**
  * Step 1 of every request: accept only a plain origin-form target whose path

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { generateKeyMaterial, keyStatus, parseKeyRecord, toExternal, type KeyRecord, type KeyStatus } from './key-record.js';
 import type { KeyUsage } from './key-usage.js';
-import type { RateLimitSpec } from './rate-limit.js';
+import type { RateLimitSpec } from '../config/rate-limit-spec.js';
 import type { AuditEntry, Store } from './types.js';
 
 /**

@@ -26,17 +26,7 @@ function kidOf(key: Buffer): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 8);
 }
 
-/** Accepts 32 bytes as 64 hex characters or as base64/base64url; returns problems otherwise. */
-export function parseEncryptionKey(raw: string | undefined, name: string, problems: string[]): Buffer | undefined {
-  if (raw === undefined || raw === '') return undefined;
-  const bytes = /^[0-9a-fA-F]{64}$/.test(raw) ? Buffer.from(raw, 'hex') : /^[A-Za-z0-9+/_-]{43}=?$/.test(raw) ? Buffer.from(raw, 'base64') : undefined;
-  if (!bytes || bytes.length !== 32) {
-    problems.push(`${name}: must be 32 random bytes, as 64 hex characters or base64 (e.g. openssl rand -base64 32)`);
-    return undefined;
-  }
-  return bytes;
-}
-
+/** `options` is what config read (SecretEncryptionKeys in src/config/secret-encryption.ts). */
 export function createSecretCipher(options: { current: Buffer; previous?: readonly Buffer[] }): SecretCipher {
   const currentKid = kidOf(options.current);
   const keys = new Map<string, Buffer>([[currentKid, options.current]]);

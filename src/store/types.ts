@@ -1,6 +1,7 @@
 import type { KeyRecord } from './key-record.js';
 import type { KeyUsage } from './key-usage.js';
-import type { CompiledLimit, RateState } from './rate-limit.js';
+import type { CompiledLimit } from '../config/rate-limit-spec.js';
+import type { RateState } from './rate-limit.js';
 
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
 export class StoreUnavailableError extends Error {

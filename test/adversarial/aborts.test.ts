@@ -151,7 +151,6 @@ describe('adversarial: aborted requests do not leak', () => {
     const two = await round();
 
     const mb = (b: number) => Math.round((b / 1024 / 1024) * 10) / 10;
-    // eslint-disable-next-line no-console
     console.log(
       `[aborts] 2 × ${TOTAL} aborted requests ${JSON.stringify(one.counts)} in ${one.elapsedMs} + ${two.elapsedMs} ms; ` +
         `fds idle ${idle.fds}, baseline ${base.fds} → ${one.after.fds} → ${two.after.fds}; upstream sockets ${base.upstream} → ${one.after.upstream} → ${two.after.upstream}; ` +

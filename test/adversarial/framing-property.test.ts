@@ -52,7 +52,6 @@ describe('adversarial: framing property (fast-check)', () => {
     f = await startFixture();
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[framing-property] ${tried} random requests, ${forwarded} forwarded`);
     await f.close();
   });

@@ -8,7 +8,7 @@ import { ACCOUNTS_PATH } from '../helpers/constants.js';
 const measured: Record<string, unknown> = {};
 
 describe('adversarial: limits are set, documented and enforced', () => {
-  it('every limit has a safe default (the README configuration table)', () => {
+  it('every limit has a safe default (the docs/reference/configuration.md table)', () => {
     const { limits } = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:1' });
     expect(limits).toMatchObject({
       headersTimeoutMs: 10_000,
@@ -64,7 +64,6 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
     });
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[limits] measured ms: ${JSON.stringify(measured)}`);
     await f.close();
   });

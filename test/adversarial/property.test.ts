@@ -43,7 +43,6 @@ describe('adversarial: property tests (fast-check)', () => {
     f = await startFixture();
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[property] ${tried} random requests sent`);
     await f.close();
   });

@@ -61,7 +61,6 @@ describe('adversarial: Redis faults', () => {
     f = await startFixture({ redisUrl: redis.url, env: { KEYGATE_REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS) } });
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[redis-faults] ${faults} faults injected; measured ms: ${JSON.stringify(measured)}`);
     await f?.close();
     await redis?.stop();
@@ -206,7 +205,7 @@ describe('adversarial: Redis faults', () => {
   });
 
   it('documented limit: a Redis that loses its data (restart without persistence) forgets recent nonces', async () => {
-    // README "Security": the replay guard is only as durable as Redis. This test pins that statement down.
+    // docs/security.md "Limits": the replay guard is only as durable as Redis. This test pins that statement down.
     const t = token('good', SECRET);
     expect((await timed(t)).reply?.status).toBe(200);
     expect((await timed(t)).reply?.status).toBe(401);

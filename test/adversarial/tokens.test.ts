@@ -8,10 +8,8 @@ import { exchange, firstBody } from '../helpers/raw-socket.js';
 import { MALFORMED_TOKENS, type TokenKit } from '../helpers/cases/malformed-tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-const B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_';
 const ok = { type: 'OpenAPIV2', sub: 'good' };
 const payload = (extra: Record<string, unknown> = {}) => ({ ...ok, nonce: nowNonce(), ...extra });
-const withHeader = (header: unknown, extra: Record<string, unknown> = {}) => sign(header, payload(extra), SECRET);
 const parts = () => token('good', SECRET).split('.') as [string, string, string];
 const raw = (h: string, p: string, s: string) => `${h}.${p}.${s}`;
 /** Signs arbitrary header/payload JSON text (to keep duplicate keys, odd spacing...). */

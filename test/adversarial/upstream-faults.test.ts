@@ -28,7 +28,6 @@ describe('adversarial: upstream faults', () => {
     f = await startFixture({ env: { KEYGATE_UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS) } });
   });
   afterAll(async () => {
-    // eslint-disable-next-line no-console
     console.log(`[upstream-faults] ${faults} faults injected; measured ms: ${JSON.stringify(measured)}`);
     await f.close();
   });

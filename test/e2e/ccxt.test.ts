@@ -51,7 +51,7 @@ describe('CCXT (bigone) through Keygate', () => {
     upstream.received.length = 0;
   });
 
-  /** What a user writes: CCXT's bigone class with its URLs pointed at Keygate (README "Using Keygate with CCXT"). */
+  /** What a user writes: CCXT's bigone class with its URLs pointed at Keygate (docs/ccxt.md). */
   const client = (apiKey?: string, secret?: string): BigOne =>
     new ccxt.bigone({
       apiKey,
@@ -108,7 +108,6 @@ describe('CCXT (bigone) through Keygate', () => {
 
     const cancelled = await exchange.cancelOrder(order.id as string, 'BTC/USDT');
     expect(cancelled).toMatchObject({ id: order.id, status: 'canceled' });
-    // eslint-disable-next-line no-console
     console.log(
       `[ccxt] markets ${Object.keys(markets).sort().join(', ')}; time ${new Date(Number(time)).toISOString()}; ` +
         `balance BTC ${JSON.stringify(balance.BTC)} USDT ${JSON.stringify(balance.USDT)}; ` +
@@ -134,7 +133,7 @@ describe('CCXT (bigone) through Keygate', () => {
     await exchange.loadMarkets();
     upstream.received.length = 0;
     const results = await Promise.allSettled(Array.from({ length: 30 }, () => exchange.fetchBalance()));
-    expect(results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason))).toEqual([]);
+    expect(results.filter((r) => r.status === 'rejected').map((r) => String(r.reason))).toEqual([]);
     expect(upstream.received).toHaveLength(30);
     for (const r of upstream.received) expect([r.url, keyIdsOf(r)]).toEqual(['/api/v3/viewer/accounts', ['id-parallel']]);
   });
@@ -197,7 +196,6 @@ describe('CCXT (bigone) through Keygate', () => {
     expect(unsigned).toBeInstanceOf(ccxt.AuthenticationError);
     expect(String(unsigned)).toContain('"code":40004');
     for (const [what, e] of [['missing scope', denied], ['wrong secret', invalid], ['rate limited', limitedError], ['unsigned private call', unsigned]] as const) {
-      // eslint-disable-next-line no-console
       console.log(`[ccxt] ${what}: ${(e as Error).constructor.name}: ${String((e as Error).message).slice(0, 160)}`);
     }
 

@@ -14,7 +14,7 @@ import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 /** Debian's chromium (.ci/run installs it); driven through the DevTools protocol by playwright-core. */
 const CHROMIUM = '/usr/bin/chromium';
-/** Where the README's screenshot lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
+/** Where the screenshot in docs/management-api.md lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
 const SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-keys.png');
 
 describe('operator console in a real browser', () => {

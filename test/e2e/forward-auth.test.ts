@@ -164,10 +164,10 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
   });
 
   it.each<{ name: string; headers: Record<string, string>; code: ErrorCode }>([
-    { name: 'no token', headers: {}, code: 40004 as ErrorCode },
-    { name: 'bad header format', headers: { Authorization: 'Basic Zm9vOmJhcg==' }, code: 40107 as ErrorCode },
-    { name: 'unknown key', headers: { Authorization: `Bearer ${token('nobody', SECRET)}` }, code: 10013 as ErrorCode },
-    { name: 'bad signature', headers: { Authorization: `Bearer ${token('good', 'wrong-secret-0123456789')}` }, code: 40106 as ErrorCode },
+    { name: 'no token', headers: {}, code: 40004 },
+    { name: 'bad header format', headers: { Authorization: 'Basic Zm9vOmJhcg==' }, code: 40107 },
+    { name: 'unknown key', headers: { Authorization: `Bearer ${token('nobody', SECRET)}` }, code: 10013 },
+    { name: 'bad signature', headers: { Authorization: `Bearer ${token('good', 'wrong-secret-0123456789')}` }, code: 40106 },
   ])('Traefik: refused ($name) with the seed status and body as they are, plus X-Keygate-Code', async ({ headers, code }) => {
     const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers });
     expect(r.status).toBe(ERRORS[code].status);

@@ -266,7 +266,7 @@ describe('forwarding: upstream failures', () => {
   });
 });
 
-// README "Header mutation": only X-Forwarded-For/-Proto/-Host carry a trusted proxy's values on;
+// docs/security.md "Header mutation": only X-Forwarded-For/-Proto/-Host carry a trusted proxy's values on;
 // Forwarded, X-Forwarded-Port and X-Real-IP are dropped from every peer, trusted or not.
 describe.each([
   ['a trusted proxy', '127.0.0.1/32', { 'x-forwarded-for': '203.0.113.7, 127.0.0.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'api.example.com' }],

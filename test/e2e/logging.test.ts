@@ -60,7 +60,7 @@ describe('request logs', () => {
   });
 });
 
-/** Fields a request line may carry (README "Operations → Logs"); anything else is a leak risk. */
+/** Fields a request line may carry (docs/operations.md "Logs"); anything else is a leak risk. */
 const REQUEST_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'requestId', 'method', 'route', 'clientIp', 'keyId', 'code', 'reason', 'status', 'authMs', 'upstreamMs', 'durationMs', 'aborted', 'parserError']);
 
 describe('request log lines after a mixed run', () => {

@@ -185,7 +185,7 @@ async function runCombo(combo: Combo): Promise<Outcome> {
 describe('differential: Keygate requires at least the scopes of the handler the upstream runs', () => {
   const counts: Record<string, Omit<Outcome, 'violations'>> = {};
   afterAll(() => {
-    // The figures the README and the issue's closing note quote.
+    // The figures docs/security.md and the issue's closing note quote.
     console.log(`[differential] ${JSON.stringify(counts)}`);
   });
 

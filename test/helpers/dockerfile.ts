@@ -88,6 +88,7 @@ export function dockerignored(patterns: string[], path: string): boolean {
         .replace(/\*\*/g, '\u0000')
         .replace(/\*/g, '[^/]*')
         .replace(/\?/g, '[^/]')
+        // eslint-disable-next-line no-control-regex -- NUL held the place of "**" while "*" was translated
         .replace(/\u0000/g, '.*')}$`,
     );
   const parts = path.split('/');

@@ -45,8 +45,8 @@ export function render(dir: string): Manifest[] {
     out = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
-    if (e.code === 'ENOENT') throw new Error(KUBECTL_MISSING);
-    throw new Error(`kubectl kustomize ${dir} failed: ${e.stderr ?? e.message}`);
+    if (e.code === 'ENOENT') throw new Error(KUBECTL_MISSING, { cause: err });
+    throw new Error(`kubectl kustomize ${dir} failed: ${e.stderr ?? e.message}`, { cause: err });
   }
   return parseYamlStream(out, `kubectl kustomize ${dir}`);
 }

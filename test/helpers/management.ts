@@ -60,7 +60,9 @@ export function createOpenApiCheck(): { check(method: string, path: string, repl
       let pointer = `openapi#/paths/${template.replace(/~/g, '~0').replace(/\//g, '~1')}/${method.toLowerCase()}/responses/${reply.status}`;
       if (response.$ref) {
         const name = response.$ref.split('/').pop() as string;
-        response = doc.components.responses[name] as typeof response;
+        const referenced = doc.components.responses[name];
+        if (!referenced) throw new Error(`OpenAPI: ${response.$ref} is not in components/responses`);
+        response = referenced;
         pointer = `openapi#/components/responses/${name}`;
       }
       const schema = response.content?.['application/json']?.schema;

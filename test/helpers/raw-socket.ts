@@ -16,7 +16,11 @@ export interface Exchange {
  * on a fresh connection and collects the answer until the server closes or stays quiet for quietMs.
  * For requests an HTTP client would refuse to send or would fix up on the way.
  */
-export function exchange(port: number, data: string | Buffer | Array<string | Buffer | number>, options: { quietMs?: number; maxMs?: number } = {}): Promise<Exchange> {
+export function exchange(
+  port: number,
+  data: string | Buffer | Array<string | Buffer | number>,
+  options: { quietMs?: number; maxMs?: number } = {},
+): Promise<Exchange> {
   const quietMs = options.quietMs ?? 300;
   const maxMs = options.maxMs ?? 10_000;
   return new Promise((resolve, reject) => {

@@ -44,7 +44,15 @@ export async function startRecordingUpstream(): Promise<RecordingUpstream> {
   let bytes: Buffer[] = [];
   const sockets = new Set<Socket>();
   const server = createServer((req, res) => {
-    const entry: Received = { method: req.method ?? '', url: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders, body: '', rawTrailers: [], complete: false };
+    const entry: Received = {
+      method: req.method ?? '',
+      url: req.url ?? '',
+      headers: req.headers,
+      rawHeaders: req.rawHeaders,
+      body: '',
+      rawTrailers: [],
+      complete: false,
+    };
     received.push(entry);
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
@@ -74,7 +82,8 @@ export async function startRecordingUpstream(): Promise<RecordingUpstream> {
     port,
     received,
     wire: () => Buffer.concat(bytes).toString('latin1'),
-    connections: () => new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n)))),
+    connections: () =>
+      new Promise((resolve, reject) => server.getConnections((err, n) => (err ? reject(err) : resolve(n)))),
     handler: undefined,
     reset() {
       received.length = 0;

@@ -48,7 +48,10 @@ export interface KeygateProcess {
   /** The JSON log lines written to stdout so far. */
   lines(): Array<Record<string, unknown>>;
   /** Resolves with the first log line `match` accepts (a message, or a predicate), as soon as it is written. */
-  line(match: string | ((line: Record<string, unknown>) => boolean), timeoutMs?: number): Promise<Record<string, unknown>>;
+  line(
+    match: string | ((line: Record<string, unknown>) => boolean),
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
   stderr(): string;
   /** Everything written to stdout and stderr, for failure messages. */
   output(): string;
@@ -136,7 +139,10 @@ export interface ServedKeygate extends KeygateProcess {
  * Redis and no keys file unless `env` names them. Resolves once the admin /healthz answers (Keygate opens
  * the proxy port first); rejects with the process's output if it exits or is not healthy within 15 s.
  */
-export async function serveKeygate(env: ChildEnv, options: { args?: string[]; baseEnv?: 'inherit' | 'clean' } = {}): Promise<ServedKeygate> {
+export async function serveKeygate(
+  env: ChildEnv,
+  options: { args?: string[]; baseEnv?: 'inherit' | 'clean' } = {},
+): Promise<ServedKeygate> {
   const port = await freePort();
   const adminPort = await freePort();
   const p = spawnKeygate(options.args ?? ['serve'], {
@@ -154,12 +160,19 @@ export async function serveKeygate(env: ChildEnv, options: { args?: string[]; ba
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   const deadline = Date.now() + 15_000;
   for (;;) {
-    if (p.child.exitCode !== null || p.child.signalCode !== null) throw new Error(`keygate exited at start:\n${p.output()}`);
+    if (p.child.exitCode !== null || p.child.signalCode !== null)
+      throw new Error(`keygate exited at start:\n${p.output()}`);
     if (Date.now() > deadline) {
       await p.stop('SIGKILL');
       throw new Error(`keygate did not become healthy:\n${p.output()}`);
     }
-    if (await fetch(`${adminUrl}/healthz`).then((r) => r.ok, () => false)) break;
+    if (
+      await fetch(`${adminUrl}/healthz`).then(
+        (r) => r.ok,
+        () => false,
+      )
+    )
+      break;
     await new Promise((r) => setTimeout(r, 50));
   }
   return {

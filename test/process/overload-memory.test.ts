@@ -82,7 +82,6 @@ describe('overload: memory', () => {
     } finally {
       clearInterval(sampler);
     }
-    // eslint-disable-next-line no-console
     console.log(`[overload-memory] RSS after each round ${rss.map((b) => (b / MB).toFixed(1)).join(' → ')} MB, peak ${(peak / MB).toFixed(1)} MB`);
     expect(peak).toBeLessThan(300 * MB);
     // No growth across rounds. RSS moves by up to ~15 MB between rounds as the heap settles,

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type Config } from '../../src/config/load-config.js';
+import { createSecretCipher } from '../../src/store/secret-cipher.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
 
@@ -31,7 +32,9 @@ const problemsOf = (env: Record<string, string>): string[] => {
 describe('secrets from files (_FILE variables)', () => {
   const key = randomBytes(32).toString('base64');
   const previous = randomBytes(32).toString('hex');
-  const sealedWith = (c: Config) => c.secretCipher!.seal('the-api-secret', 'aad');
+  // Config holds the key bytes; the cipher is built from them as createKeygate does.
+  const cipherOf = (c: Config) => createSecretCipher(c.secretEncryptionKeys!);
+  const sealedWith = (c: Config) => cipherOf(c).seal('the-api-secret', 'aad');
 
   it.each<[string, Record<string, string>, (c: Config) => unknown, unknown]>([
     ['KEYGATE_REDIS_URL_FILE', { KEYGATE_REDIS_URL_FILE: secretFile('redis://:pw-from-file@r:6379\n') }, (c) => c.redis, { mode: 'standalone', url: 'redis://:pw-from-file@r:6379' }],
@@ -45,13 +48,13 @@ describe('secrets from files (_FILE variables)', () => {
       'KEYGATE_SECRET_ENCRYPTION_KEY_FILE',
       { KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(`${key}\n`) },
       // Sealed with the file's key, opened by a config that has the same key inline.
-      (c) => loadConfig({ ...UPSTREAM, KEYGATE_SECRET_ENCRYPTION_KEY: key }).secretCipher!.open(sealedWith(c), 'aad'),
+      (c) => cipherOf(loadConfig({ ...UPSTREAM, KEYGATE_SECRET_ENCRYPTION_KEY: key })).open(sealedWith(c), 'aad'),
       'the-api-secret',
     ],
     [
       'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS_FILE',
       { KEYGATE_SECRET_ENCRYPTION_KEY: key, KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS_FILE: secretFile(previous) },
-      (c) => c.secretCipher!.open(loadConfig({ ...UPSTREAM, KEYGATE_SECRET_ENCRYPTION_KEY: previous }).secretCipher!.seal('old', 'aad'), 'aad'),
+      (c) => cipherOf(c).open(cipherOf(loadConfig({ ...UPSTREAM, KEYGATE_SECRET_ENCRYPTION_KEY: previous })).seal('old', 'aad'), 'aad'),
       'old',
     ],
   ])('%s is read like the variable itself', (_name, env, pick, expected) => {

@@ -26,7 +26,6 @@ describe('soak (short)', () => {
       byKind: Record<string, { sent: number }>;
       samples: string[];
     };
-    // eslint-disable-next-line no-console
     console.log(`[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, latencyMs: report.latencyMs, memory: report.memory })}`);
     expect(report.samples).toEqual([]);
     expect(report.unexpected).toBe(0);

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { compileRouteTable } from '../../src/config/route-trie.js';
-import { compileRoute, DEFAULT_MATCHING, findRoute } from '../../src/config/routes.js';
+import { compileRouteTable, findRoute } from '../../src/config/route-trie.js';
+import { compileRoute, DEFAULT_MATCHING } from '../../src/config/routes.js';
 import { authorize } from '../../src/pipeline/authorize.js';
-import { prepareKey } from '../../src/store/key-cache.js';
+import { prepareKey } from '../../src/store/prepared-key.js';
 import { makeKey } from '../helpers/keygate.js';
 
 const errors: string[] = [];
@@ -41,7 +41,7 @@ describe('authorize: allow-list, listed route, scopes (all 403 10403)', () => {
     ['override to an unlisted method, allow, scope held', {}, '1.1.1.1', 'GET>PATCH', '/api/v3/viewer/accounts', 'allow', 'ok:/api/v3/viewer/accounts'],
   ];
   it.each(cases)('%s', async (_name, key, ip, method, path, unlisted, expected) => {
-    const prepared = await prepareKey(makeKey({ apiKey: 'k', ...key }));
+    const prepared = prepareKey(makeKey({ apiKey: 'k', ...key }));
     const r = authorize(prepared, ip, findRoute(routes, method.split('>'), path), unlisted);
     if (expected.startsWith('ok:')) expect(r).toEqual({ ok: true, route: expected.slice(3) });
     else expect(r).toEqual({ ok: false, code: 10403, reason: expected });

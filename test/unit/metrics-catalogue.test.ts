@@ -4,19 +4,21 @@ import { parse as parseYaml } from 'yaml';
 import { REASONS } from '../../src/errors.js';
 import { createMetrics, LABEL_VALUES } from '../../src/observe/metrics.js';
 import { NOT_READY_REASONS } from '../../src/observe/readiness.js';
+import { codeSpans, readDoc, section, tableRows } from '../helpers/markdown.js';
 
 const root = new URL('../../', import.meta.url);
-const readme = readFileSync(new URL('README.md', root), 'utf8');
-const section = (title: string) => {
-  const start = readme.indexOf(`\n## ${title}\n`);
-  expect(start, `README has a "## ${title}" section`).toBeGreaterThan(-1);
-  const end = readme.indexOf('\n## ', start + 4);
-  return readme.slice(start, end === -1 ? undefined : end);
-};
+const metricsDoc = readDoc('docs/reference/metrics.md');
+const errorsDoc = readDoc('docs/reference/errors.md');
 const rowOf = (text: string, first: string) => text.split('\n').find((l) => l.startsWith(`| \`${first}\` |`));
+/** The names in backticks that open a row of the text's tables, e.g. every `keygate_…` metric row. */
+const rowNames = (text: string, pattern: RegExp) =>
+  tableRows(text)
+    .map((cells) => codeSpans(cells[0]!)[0])
+    .filter((name): name is string => name !== undefined && pattern.test(name));
+const alerts = (parseYaml(readFileSync(new URL('deploy/prometheus/alerts.yml', root), 'utf8')) as { groups: Array<{ rules: Array<{ alert: string }> }> }).groups.flatMap((g) => g.rules);
 
-describe('README "Metrics" lists every metric with its labels and their values', () => {
-  const metrics = section('Metrics');
+describe('docs/reference/metrics.md lists every metric with its labels and their values', () => {
+  const metrics = metricsDoc;
   const own = createMetrics({ defaultMetrics: false }).registry.getMetricsAsArray();
   const VALUES_OF: Record<string, string> = {
     keygate_auth_duration_seconds: 'authOutcome',
@@ -32,7 +34,7 @@ describe('README "Metrics" lists every metric with its labels and their values',
 
   it.each(own.map((m) => [m.name, m]))('%s', (name, m) => {
     const row = rowOf(metrics, name);
-    expect(row, `no README row for ${name}`).toBeDefined();
+    expect(row, `no row for ${name}`).toBeDefined();
     expect(row).toContain(`| ${m.type} |`);
     const labels = (m as unknown as { labelNames: string[] }).labelNames;
     for (const l of labels) expect(row, `${name} label ${l}`).toContain(`\`${l}\``);
@@ -44,19 +46,30 @@ describe('README "Metrics" lists every metric with its labels and their values',
   it('lists Node default metrics and every alert of deploy/prometheus/alerts.yml', () => {
     expect(metrics).toContain('`process_*`, `nodejs_*`');
     expect(metrics).not.toMatch(/^\| `keygate_(process|nodejs)_/m);
-    const alerts = (parseYaml(readFileSync(new URL('deploy/prometheus/alerts.yml', root), 'utf8')) as { groups: Array<{ rules: Array<{ alert: string }> }> }).groups.flatMap((g) => g.rules);
     for (const a of alerts) expect(rowOf(metrics, a.alert), a.alert).toBeDefined();
   });
-});
 
-describe('README "Operations" documents readiness', () => {
-  it.each(Object.keys(NOT_READY_REASONS))('/readyz reason %s', (reason) => {
-    expect(rowOf(section('Operations'), reason)).toBeDefined();
+  // The other direction: no row for a metric or an alert that no longer exists.
+  it('has a row only for metrics the registry has', () => {
+    expect(rowNames(metrics, /^keygate_/).sort()).toEqual(own.map((m) => m.name).sort());
+  });
+  it('has a row only for alerts deploy/prometheus/alerts.yml has', () => {
+    expect(rowNames(section(metrics, 'Dashboard and alerts'), /^Keygate[A-Z]/).sort()).toEqual(alerts.map((a) => a.alert).sort());
   });
 });
 
-describe('README "Rejection reasons" lists every reason with the code it carries', () => {
-  it.each(Object.entries(REASONS))('README row for %s shows its code', (reason, { code }) => {
-    expect(rowOf(readme, reason)).toContain(`| \`${reason}\` | ${code} |`);
+describe('docs/operations.md "Health and readiness" documents readiness', () => {
+  const health = section(readDoc('docs/operations.md'), 'Health and readiness');
+  it.each(Object.keys(NOT_READY_REASONS))('/readyz reason %s', (reason) => {
+    expect(rowOf(health, reason)).toBeDefined();
+  });
+  it('has a row only for reasons /readyz can give', () => {
+    expect(rowNames(health, /^[a-z_]+$/).sort()).toEqual(Object.keys(NOT_READY_REASONS).sort());
+  });
+});
+
+describe('docs/reference/errors.md "Rejection reasons" lists every reason with the code it carries', () => {
+  it.each(Object.entries(REASONS))('row for %s shows its code', (reason, { code }) => {
+    expect(rowOf(errorsDoc, reason)).toContain(`| \`${reason}\` | ${code} |`);
   });
 });

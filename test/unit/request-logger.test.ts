@@ -1,5 +1,4 @@
 import { Writable } from 'node:stream';
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { createLogger, createRequestLogger, REQUEST_LINE_FIELDS } from '../../src/observe/logger.js';
 
@@ -11,7 +10,7 @@ function capture(level = 'info') {
       cb();
     },
   });
-  return { logger: createLogger({ level }, sink as unknown as pino.DestinationStream), lines };
+  return { logger: createLogger({ level }, sink), lines };
 }
 
 const withoutTime = (line: string) => {

@@ -27,32 +27,90 @@ export const MALFORMED_TOKENS: ReadonlyArray<readonly [name: string, make: (k: T
   ['four segments', (k) => `${good(k)}.x`, 'malformed'],
   ['five segments (JWE shape)', (k) => `${good(k)}.x.y`, 'malformed'],
   ['empty signature', (k) => `${k.parts()[0]}.${k.parts()[1]}.`, 'malformed'],
-  ['truncated signature (20 characters)', (k) => { const [h, p, s] = k.parts(); return raw(h, p, s.slice(0, 20)); }, 'malformed'],
-  ['truncated signature (42 characters)', (k) => { const [h, p, s] = k.parts(); return raw(h, p, s.slice(0, 42)); }, 'malformed'],
+  [
+    'truncated signature (20 characters)',
+    (k) => {
+      const [h, p, s] = k.parts();
+      return raw(h, p, s.slice(0, 20));
+    },
+    'malformed',
+  ],
+  [
+    'truncated signature (42 characters)',
+    (k) => {
+      const [h, p, s] = k.parts();
+      return raw(h, p, s.slice(0, 42));
+    },
+    'malformed',
+  ],
   ['HS512-length signature', (k) => k.sign(HS256, k.claims(), 'sha512'), 'malformed'],
-  ['signature with a non-canonical last character (same bytes, other spelling)', (k) => {
-    const [h, p, s] = k.parts();
-    const i = B64.indexOf(s[42]!);
-    return raw(h, p, s.slice(0, 42) + B64[(i & ~3) | ((i + 1) & 3)]);
-  }, 'malformed'],
-  ['signature in standard base64 (+/)', (k) => {
-    const [h, p, s] = k.parts();
-    const std = s.replaceAll('-', '+').replaceAll('_', '/');
-    return raw(h, p, std === s ? `+${s.slice(1)}` : std); // a signature without - or _ gets a + of its own
-  }, 'malformed'],
-  ['padding "=" on the header', (k) => { const [h, p, s] = k.parts(); return raw(`${h}=`, p, s); }, 'malformed'],
-  ['padding "=" on the payload', (k) => { const [h, p, s] = k.parts(); return raw(h, `${p}=`, s); }, 'malformed'],
-  ['standard base64 characters in the payload', (k) => { const [h, p, s] = k.parts(); return raw(h, `${p}+/`, s); }, 'malformed'],
-  ['empty header segment', (k) => { const [, p, s] = k.parts(); return raw('', p, s); }, 'malformed'],
+  [
+    'signature with a non-canonical last character (same bytes, other spelling)',
+    (k) => {
+      const [h, p, s] = k.parts();
+      const i = B64.indexOf(s[42]!);
+      return raw(h, p, s.slice(0, 42) + B64[(i & ~3) | ((i + 1) & 3)]);
+    },
+    'malformed',
+  ],
+  [
+    'signature in standard base64 (+/)',
+    (k) => {
+      const [h, p, s] = k.parts();
+      const std = s.replaceAll('-', '+').replaceAll('_', '/');
+      return raw(h, p, std === s ? `+${s.slice(1)}` : std); // a signature without - or _ gets a + of its own
+    },
+    'malformed',
+  ],
+  [
+    'padding "=" on the header',
+    (k) => {
+      const [h, p, s] = k.parts();
+      return raw(`${h}=`, p, s);
+    },
+    'malformed',
+  ],
+  [
+    'padding "=" on the payload',
+    (k) => {
+      const [h, p, s] = k.parts();
+      return raw(h, `${p}=`, s);
+    },
+    'malformed',
+  ],
+  [
+    'standard base64 characters in the payload',
+    (k) => {
+      const [h, p, s] = k.parts();
+      return raw(h, `${p}+/`, s);
+    },
+    'malformed',
+  ],
+  [
+    'empty header segment',
+    (k) => {
+      const [, p, s] = k.parts();
+      return raw('', p, s);
+    },
+    'malformed',
+  ],
   ['only dots', () => '..', 'malformed'],
   ['token over KEYGATE_MAX_TOKEN_BYTES (5000 bytes)', (k) => good(k, { pad: 'x'.repeat(5000) }), 'token_too_large'],
   // header
   ['header JSON null', (k) => raw(b64url('null'), k.parts()[1], k.parts()[2]), 'malformed'],
   ['header not JSON', (k) => raw(b64url('{alg:HS256}'), k.parts()[1], k.parts()[2]), 'malformed'],
   ['header plain text', (k) => raw(b64url('nope'), k.parts()[1], k.parts()[2]), 'malformed'],
-  ['header not UTF-8', (k) => raw(b64url(Buffer.from([0x7b, 0xc3, 0x28, 0x7d])), k.parts()[1], k.parts()[2]), 'malformed'],
+  [
+    'header not UTF-8',
+    (k) => raw(b64url(Buffer.from([0x7b, 0xc3, 0x28, 0x7d])), k.parts()[1], k.parts()[2]),
+    'malformed',
+  ],
   ['header is a JSON array', (k) => raw(b64url('["HS256"]'), k.parts()[1], k.parts()[2]), 'malformed'],
-  ['alg none, empty signature', (k) => `${b64url(JSON.stringify({ alg: 'none', typ: 'JWT' }))}.${b64url(JSON.stringify(k.claims()))}.`, 'malformed'],
+  [
+    'alg none, empty signature',
+    (k) => `${b64url(JSON.stringify({ alg: 'none', typ: 'JWT' }))}.${b64url(JSON.stringify(k.claims()))}.`,
+    'malformed',
+  ],
   ['alg none, HS256 signature', (k) => k.sign({ alg: 'none', typ: 'JWT' }, k.claims()), 'bad_header'],
   ['alg None', (k) => k.sign({ alg: 'None', typ: 'JWT' }, k.claims()), 'bad_header'],
   ['alg NONE', (k) => k.sign({ alg: 'NONE', typ: 'JWT' }, k.claims()), 'bad_header'],
@@ -72,7 +130,11 @@ export const MALFORMED_TOKENS: ReadonlyArray<readonly [name: string, make: (k: T
   // payload
   ['payload not JSON', (k) => raw(k.parts()[0], b64url('{"type":'), k.parts()[2]), 'malformed'],
   ['payload not JSON ({bad)', (k) => raw(k.parts()[0], b64url('{bad'), k.parts()[2]), 'malformed'],
-  ['payload not UTF-8', (k) => raw(k.parts()[0], b64url(Buffer.from([0x7b, 0xff, 0xfe, 0x7d])), k.parts()[2]), 'malformed'],
+  [
+    'payload not UTF-8',
+    (k) => raw(k.parts()[0], b64url(Buffer.from([0x7b, 0xff, 0xfe, 0x7d])), k.parts()[2]),
+    'malformed',
+  ],
   ['payload JSON array', (k) => k.sign(HS256, [1, 2]), 'malformed'],
   ['payload JSON string', (k) => k.sign(HS256, 'str'), 'malformed'],
   ['payload JSON number', (k) => k.sign(HS256, 42), 'malformed'],
@@ -94,7 +156,11 @@ export const MALFORMED_TOKENS: ReadonlyArray<readonly [name: string, make: (k: T
   ['nonce as number', (k) => good(k, { nonce: 1795330124122000000 }), 'bad_claims'],
   ['nonce empty', (k) => good(k, { nonce: '' }), 'bad_claims'],
   ['nonce " 1"', (k) => good(k, { nonce: ' 1' }), 'bad_claims'],
-  ['nonce with leading space before a good value', (k) => good(k, { nonce: ` ${String(k.claims().nonce)}` }), 'bad_claims'],
+  [
+    'nonce with leading space before a good value',
+    (k) => good(k, { nonce: ` ${String(k.claims().nonce)}` }),
+    'bad_claims',
+  ],
   ['nonce "1e18"', (k) => good(k, { nonce: '1e18' }), 'bad_claims'],
   ['nonce "-1"', (k) => good(k, { nonce: '-1' }), 'bad_claims'],
   ['nonce "0x1"', (k) => good(k, { nonce: '0x1' }), 'bad_claims'],

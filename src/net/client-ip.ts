@@ -1,6 +1,6 @@
 import type { BlockList } from 'node:net';
 import { isIP } from 'node:net';
-import { ipAllowed, normalizeIp } from '../config/cidr.js';
+import { ipAllowed, normalizeIp } from './cidr.js';
 
 /**
  * The caller's address: the socket peer, unless the peer is a trusted proxy,
