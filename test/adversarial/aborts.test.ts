@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { POLICY, SECRET, settle } from '../helpers/adversarial.js';
-import { spawnKeygate, type ChildKeygate } from '../helpers/child-keygate.js';
+import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { exchange } from '../helpers/wire.js';
-import { startWireUpstream, type WireUpstream } from '../helpers/wire.js';
+import { exchange } from '../helpers/raw-socket.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const TOTAL = Number(process.env.KEYGATE_ABORTS ?? 10_000);
 const CONCURRENCY = 64;
@@ -87,10 +87,10 @@ async function run(port: number, n: number): Promise<Record<Kind, number>> {
  * sockets, in-flight requests and RSS must come back to the baseline.
  */
 describe('adversarial: aborted requests do not leak', () => {
-  let upstream: WireUpstream;
-  let gate: ChildKeygate;
+  let upstream: RecordingUpstream;
+  let gate: ServedKeygate;
   beforeAll(async () => {
-    upstream = await startWireUpstream();
+    upstream = await startRecordingUpstream();
     upstream.handler = (req, res) => {
       req.on('error', () => {});
       const probe = req.headers['x-probe'];
@@ -110,11 +110,11 @@ describe('adversarial: aborted requests do not leak', () => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-aborts-'));
     const keys = join(dir, 'keys.yaml');
     writeFileSync(keys, `keys:\n  - apiKey: good\n    apiSecret: ${SECRET}\n    id: key-good\n    scopes: [accounts:read, items:write]\n`);
-    gate = await spawnKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' });
+    gate = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' }, { baseEnv: 'clean' });
   });
   afterAll(async () => {
     await gate?.stop();
-    upstream.arrived.length = 0;
+    upstream.received.length = 0;
     await upstream?.close();
   });
 
@@ -127,7 +127,7 @@ describe('adversarial: aborted requests do not leak', () => {
     // Warm-up: pools, JIT and buffers reach their working size before the RSS baseline is taken.
     await run(gate.port, WARM_UP);
     await settle(500);
-    upstream.arrived.length = 0;
+    upstream.received.length = 0;
     const base = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
     expect(base.fds, 'the warm-up itself leaked sockets').toBeLessThanOrEqual(idle.fds + FD_SLACK + base.upstream);
 
@@ -155,7 +155,7 @@ describe('adversarial: aborted requests do not leak', () => {
       `[aborts] 2 × ${TOTAL} aborted requests ${JSON.stringify(one.counts)} in ${one.elapsedMs} + ${two.elapsedMs} ms; ` +
         `fds idle ${idle.fds}, baseline ${base.fds} → ${one.after.fds} → ${two.after.fds}; upstream sockets ${base.upstream} → ${one.after.upstream} → ${two.after.upstream}; ` +
         `RSS baseline ${mb(base.rss)} MB → after round 1 ${mb(one.after.rss)} MB → after round 2 ${mb(two.after.rss)} MB; in-flight ${two.after.inflight}; ` +
-        `requests reaching the upstream: ${upstream.arrived.length} (incomplete: ${upstream.arrived.filter((a) => !a.complete).length})`,
+        `requests reaching the upstream: ${upstream.received.length} (incomplete: ${upstream.received.filter((a) => !a.complete).length})`,
     );
     for (const { after } of [one, two]) {
       expect(after.inflight).toBe(0);
@@ -168,7 +168,7 @@ describe('adversarial: aborted requests do not leak', () => {
     const growth = Math.min(one.after.rss - base.rss, two.after.rss - one.after.rss);
     expect(growth, `RSS grew in both rounds: ${mb(one.after.rss - base.rss)} MB, then ${mb(two.after.rss - one.after.rss)} MB`).toBeLessThan(RSS_SLACK_BYTES);
     // Only authenticated requests ever reached the upstream.
-    expect(upstream.arrived.every((a) => a.headers['x-api-key-id'] === 'key-good')).toBe(true);
+    expect(upstream.received.every((a) => a.headers['x-api-key-id'] === 'key-good')).toBe(true);
     // And Keygate still serves.
     const ok = await exchange(gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`, { quietMs: 3_000 });
     expect(ok.statuses).toEqual([200]);

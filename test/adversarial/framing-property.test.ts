@@ -1,7 +1,8 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DOCUMENTED_STATUSES, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
-import { exchange, headerNames } from '../helpers/wire.js';
+import { headerNames } from '../helpers/recording-upstream.js';
+import { exchange } from '../helpers/raw-socket.js';
 
 /**
  * Random header lists against the forwarding path: any mix of Connection
@@ -87,8 +88,8 @@ describe('adversarial: framing property (fast-check)', () => {
         expect(answer.statuses.length, answer.text).toBeLessThanOrEqual(1);
         if (status === 200) {
           forwarded++;
-          expect(f.upstream.arrived.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
-          const got = f.upstream.arrived[0]!;
+          expect(f.upstream.received.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
+          const got = f.upstream.received[0]!;
           expect(got.complete).toBe(true);
           expect(got.body).toBe(sentBody);
           const ids = headerNames(got.rawHeaders).filter((n) => n.toLowerCase().replace(/[^a-z0-9]/g, '-').startsWith('x-api-key'));
@@ -98,7 +99,7 @@ describe('adversarial: framing property (fast-check)', () => {
         } else {
           expect(DOCUMENTED_STATUSES.has(status), answer.text).toBe(true);
           expect(status).toBeGreaterThanOrEqual(400);
-          expect(f.upstream.arrived).toEqual([]);
+          expect(f.upstream.received).toEqual([]);
           expect(f.upstream.wire()).toBe('');
         }
       }),

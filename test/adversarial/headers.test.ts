@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { expectNothingForwarded, PATH, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
-import { exchange, firstBody, headerNames } from '../helpers/wire.js';
+import { expectNothingForwarded, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import { headerNames } from '../helpers/recording-upstream.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-const req = (headers: string, path = PATH, method = 'GET') => `${method} ${path} HTTP/1.1\r\nHost: gate.test\r\n${headers}\r\n`;
+const req = (headers: string, path = ACCOUNTS_PATH, method = 'GET') => `${method} ${path} HTTP/1.1\r\nHost: gate.test\r\n${headers}\r\n`;
 
 /** Hostile headers over raw sockets: answer, connection state and what the upstream got. */
 describe('adversarial: headers', () => {
@@ -67,12 +69,12 @@ describe('adversarial: headers', () => {
     ['Keep-Alive and TE hop-by-hop headers', 'Keep-Alive: timeout=600\r\nTE: trailers\r\n'],
   ];
   it.each(spoofs)('client-sent %s never reaches the upstream; ours does, exactly once', async (_name, extra) => {
-    const r = await exchange(f.gate.port, req(`${f.auth()}${extra}`, `${PATH}?spoof=1`));
+    const r = await exchange(f.gate.port, req(`${f.auth()}${extra}`, `${ACCOUNTS_PATH}?spoof=1`));
     expect(r.statuses).toEqual([200]);
     await settle();
-    expect(f.upstream.arrived).toHaveLength(1);
-    const got = f.upstream.arrived[0]!;
-    expect(got.url).toBe(`${PATH}?spoof=1`);
+    expect(f.upstream.received).toHaveLength(1);
+    const got = f.upstream.received[0]!;
+    expect(got.url).toBe(`${ACCOUNTS_PATH}?spoof=1`);
     const identity = headerNames(got.rawHeaders).filter((n) => n.toLowerCase().replace(/[^a-z0-9]/g, '-').startsWith('x-api-key'));
     expect(identity).toEqual(['x-api-key-id']);
     expect(got.headers['x-api-key-id']).toBe('key-good');
@@ -93,7 +95,7 @@ describe('adversarial: headers', () => {
     const r = await exchange(f.gate.port, req(`${f.auth()}${extra}`));
     expect(r.statuses).toEqual([200]);
     await settle();
-    expect(f.upstream.arrived.map((a) => a.url)).toEqual([PATH]);
+    expect(f.upstream.received.map((a) => a.url)).toEqual([ACCOUNTS_PATH]);
     expect(f.upstream.wire()).not.toContain('/api/v3/admin/users');
   });
 
@@ -118,7 +120,7 @@ describe('adversarial: headers', () => {
     const r = await exchange(f.gate.port, req('X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nAuthorization: Bearer x.y.z\r\nConnection: X-Api-Key-Id\r\n', '/status'));
     expect(r.statuses).toEqual([200]);
     await settle();
-    const names = headerNames(f.upstream.arrived[0]!.rawHeaders).map((n) => n.toLowerCase());
+    const names = headerNames(f.upstream.received[0]!.rawHeaders).map((n) => n.toLowerCase());
     expect(names.filter((n) => n.replace(/[^a-z0-9]/g, '-').startsWith('x-api-key'))).toEqual([]);
     expect(names).not.toContain('authorization');
   });
@@ -130,7 +132,7 @@ describe('adversarial: headers', () => {
     );
     expect(r.statuses).toEqual([200]);
     await settle();
-    const got = f.upstream.arrived[0]!;
+    const got = f.upstream.received[0]!;
     expect(got.headers['x-forwarded-for']).toBe('127.0.0.1');
     expect(got.headers['x-forwarded-host']).toBe('gate.test');
     expect(got.headers['x-forwarded-proto']).toBe('http');
@@ -138,11 +140,11 @@ describe('adversarial: headers', () => {
   });
 
   it('duplicate Host: refused (400 40000 ambiguous_header) before authentication, nothing forwarded', async () => {
-    const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: first.test\r\nHost: second.test\r\n${f.auth()}\r\n`);
+    const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: first.test\r\nHost: second.test\r\n${f.auth()}\r\n`);
     expect(r.statuses).toEqual([400]);
     expect(r.text).toContain('"code":40000');
     await settle();
-    expect(f.upstream.arrived).toHaveLength(0);
+    expect(f.upstream.received).toHaveLength(0);
   });
 
   it('a client X-Request-Id with CRLF-looking text is replaced, not echoed', async () => {
@@ -150,7 +152,7 @@ describe('adversarial: headers', () => {
     expect(r.statuses).toEqual([200]);
     expect(r.text).not.toContain('%0d%0a');
     await settle();
-    expect(f.upstream.arrived[0]!.headers['x-request-id']).not.toContain('%0d');
+    expect(f.upstream.received[0]!.headers['x-request-id']).not.toContain('%0d');
   });
 
   it('the client’s Connection: close is honoured after a forwarded request', async () => {
@@ -190,7 +192,7 @@ describe('adversarial: headers', () => {
       ['a 20 kB Authorization header', () => `Authorization: Bearer ${'a'.repeat(20_000)}.b.c\r\n`],
       ['a 20 kB request target', (a: string) => `${a}`],
     ])('%s → 431, closed, nothing forwarded', async (name, headers) => {
-      const path = name.includes('target') ? `${PATH}?${'q'.repeat(20_000)}` : PATH;
+      const path = name.includes('target') ? `${ACCOUNTS_PATH}?${'q'.repeat(20_000)}` : ACCOUNTS_PATH;
       const r = await exchange(f.gate.port, req(headers(f.auth()), path));
       expect(r.statuses).toEqual([431]);
       expect(r.closed).toBe(true);
@@ -202,7 +204,7 @@ describe('adversarial: headers', () => {
       const r = await exchange(f.gate.port, req(`${f.auth()}X-Big: ${'a'.repeat(14_000)}\r\n`));
       expect(r.statuses).toEqual([200]);
       await settle();
-      expect(f.upstream.arrived[0]!.headers['x-big']).toHaveLength(14_000);
+      expect(f.upstream.received[0]!.headers['x-big']).toHaveLength(14_000);
     });
   });
 });

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { expectNothingForwarded, PATH, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import { expectNothingForwarded, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { HS256, claims, sign, token } from '../helpers/tokens.js';
-import { exchange } from '../helpers/wire.js';
+import { exchange } from '../helpers/raw-socket.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const measured: Record<string, unknown> = {};
 
@@ -69,7 +70,7 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
   beforeEach(() => f.upstream.reset());
 
   it('slowloris: 20 connections trickling header bytes are all cut soon after headersTimeout, nothing forwarded', async () => {
-    const head = `GET ${PATH} HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(200)}`;
+    const head = `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(200)}`;
     const trickle = [...head].flatMap((ch) => [ch, 100]);
     const results = await Promise.all(Array.from({ length: 20 }, () => exchange(f.gate.port, trickle, { quietMs: 10_000, maxMs: 15_000 })));
     const ms = results.map((r) => Math.round(r.ms)).sort((a, b) => a - b);
@@ -95,7 +96,7 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
     expect(r.ms).toBeLessThan(REQUEST_TIMEOUT_MS + 2_500);
     await settle(100);
     // The upstream saw the authenticated request start, but never a complete body.
-    expect(f.upstream.arrived.every((a) => !a.complete)).toBe(true);
+    expect(f.upstream.received.every((a) => !a.complete)).toBe(true);
   });
 
   it('slow body without credentials is answered 401 and closed at once, not read', async () => {
@@ -107,7 +108,7 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
   });
 
   it('an idle keep-alive connection is closed after keepAliveTimeout', async () => {
-    const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n\r\n`, { quietMs: 10_000 });
+    const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n\r\n`, { quietMs: 10_000 });
     measured.keepAliveCloseMs = Math.round(r.ms);
     expect(r.statuses).toEqual([200]);
     expect(r.closed).toBe(true);
@@ -117,9 +118,9 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
 
   it('configured token and header caps are enforced (1024-byte token, 4096-byte headers)', async () => {
     const over = sign(HS256, claims('good', { pad: 'x'.repeat(1_100) }), SECRET);
-    const r1 = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${over}\r\nConnection: close\r\n\r\n`);
+    const r1 = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${over}\r\nConnection: close\r\n\r\n`);
     expect(r1.statuses).toEqual([401]);
-    const r2 = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nX-Pad: ${'p'.repeat(4_200)}\r\n\r\n`);
+    const r2 = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nX-Pad: ${'p'.repeat(4_200)}\r\n\r\n`);
     expect(r2.statuses).toEqual([431]);
     expect(r2.closed).toBe(true);
     await settle();

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { DOCUMENTED_CODES, DOCUMENTED_STATUSES, expectNothingForwarded, OTHER_SECRET, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { b64url, HS256, nowNonce, sign, token } from '../helpers/tokens.js';
-import { exchange, firstBody } from '../helpers/wire.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
 
 /**
  * Property tests over real sockets. Keygate runs in this process, so a crash
@@ -37,7 +37,7 @@ describe('adversarial: property tests (fast-check)', () => {
   const expectRefused = (answer: { status: number; code: unknown; text: string }) => {
     expectDocumented(answer);
     expect(answer.status).toBeGreaterThanOrEqual(400);
-    expect(f.upstream.arrived).toEqual([]);
+    expect(f.upstream.received).toEqual([]);
   };
   beforeAll(async () => {
     f = await startFixture();
@@ -112,7 +112,7 @@ describe('adversarial: property tests (fast-check)', () => {
         const answer = await ask(f, get(`Bearer ${edited}`));
         expectDocumented(answer);
         expect(answer.status, `${kind} ${JSON.stringify(ch)} at ${i}`).toBeGreaterThanOrEqual(400);
-        expect(f.upstream.arrived).toEqual([]);
+        expect(f.upstream.received).toEqual([]);
       }),
       { numRuns: RUNS },
     );
@@ -148,10 +148,10 @@ describe('adversarial: property tests (fast-check)', () => {
         expectDocumented(answer.status === 200 ? { ...answer, status: 400 } : answer);
         if (answer.status === 200) {
           await settle(5);
-          expect(f.upstream.arrived.map((a) => a.url)).toEqual([t]);
+          expect(f.upstream.received.map((a) => a.url)).toEqual([t]);
         } else {
           expect([400, 403, 404]).toContain(answer.status);
-          expect(f.upstream.arrived).toEqual([]);
+          expect(f.upstream.received).toEqual([]);
         }
       }),
       { numRuns: RUNS },

@@ -1,9 +1,10 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { KEYS, PATH, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import { KEYS, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const REDIS_TIMEOUT_MS = 300;
 /** Generous bound for "503 fast" on a shared 2-core machine: the command timeout plus slack. */
@@ -35,7 +36,7 @@ describe('adversarial: Redis faults', () => {
   async function timed(t = token('good', SECRET)): Promise<Timed> {
     const started = performance.now();
     try {
-      const reply = await send(f.gate.url, PATH, { headers: bearer(t), timeoutMs: 5_000 });
+      const reply = await send(f.gate.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 5_000 });
       return { reply, error: undefined, ms: performance.now() - started };
     } catch (err) {
       return { reply: undefined, error: (err as Error).message, ms: performance.now() - started };
@@ -81,7 +82,7 @@ describe('adversarial: Redis faults', () => {
     expect(s.max).toBeLessThan(FAST_MS);
     expect((await fetch(`${f.gate.adminUrl}/readyz`)).status).toBe(503);
     await settle();
-    expect(f.upstream.arrived).toEqual([]);
+    expect(f.upstream.received).toEqual([]);
 
     const back = performance.now();
     await redis.start();
@@ -109,7 +110,7 @@ describe('adversarial: Redis faults', () => {
     expect(s.p50).toBeGreaterThanOrEqual(REDIS_TIMEOUT_MS - 50); // it really waited for Redis...
     expect(s.max).toBeLessThan(FAST_MS); // ...but no longer than the timeout allows
     await settle();
-    expect(f.upstream.arrived).toEqual([]);
+    expect(f.upstream.received).toEqual([]);
     measured.pausedRecovery = Math.round(await recoveryMs(resumed));
   });
 
@@ -133,7 +134,7 @@ describe('adversarial: Redis faults', () => {
     const done = performance.now();
     measured.busyRecovery = Math.round(await recoveryMs(done));
     await settle();
-    expect(f.upstream.arrived.length).toBe(1); // the recovery request only
+    expect(f.upstream.received.length).toBe(1); // the recovery request only
   });
 
   it('a key already in the cache does not let a request through while Redis is frozen (the nonce still needs Redis)', async () => {
@@ -148,7 +149,7 @@ describe('adversarial: Redis faults', () => {
       redis.resume();
     }
     await settle();
-    expect(f.upstream.arrived).toEqual([]);
+    expect(f.upstream.received).toEqual([]);
   });
 
   it('killed with 50 requests in flight: each gets 200 (checked before the kill) or 503, none hangs, upstream count matches', async () => {
@@ -161,7 +162,7 @@ describe('adversarial: Redis faults', () => {
     for (const s of statuses) expect([200, 503]).toContain(s);
     measured.killedInFlight = { ok: statuses.filter((s) => s === 200).length, unavailable: statuses.filter((s) => s === 503).length, maxMs: Math.round(Math.max(...replies.map((r) => r.ms))) };
     await settle(100);
-    expect(f.upstream.arrived.length).toBe(statuses.filter((s) => s === 200).length);
+    expect(f.upstream.received.length).toBe(statuses.filter((s) => s === 200).length);
     await redis.start();
     await expect.poll(async () => {
       await restoreKeys().catch(() => {});
@@ -200,7 +201,7 @@ describe('adversarial: Redis faults', () => {
     measured.restartLoop = { requests: seen.length, ok, unavailable: seen.filter((s) => s === 503).length, unknownKey: seen.filter((s) => s === 404).length };
     expect(seen.filter((s) => s !== 200 && s !== 503 && s !== 404)).toEqual([]);
     await settle(100);
-    expect(f.upstream.arrived.length).toBe(ok + 1);
+    expect(f.upstream.received.length).toBe(ok + 1);
   });
 
   it('documented limit: a Redis that loses its data (restart without persistence) forgets recent nonces', async () => {

@@ -1,10 +1,12 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { expectNothingForwarded, KEYS, PATH, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import { expectNothingForwarded, KEYS, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';
 import { startKeygate } from '../helpers/keygate.js';
 import { token } from '../helpers/tokens.js';
-import { exchange, firstBody, headerNames } from '../helpers/wire.js';
+import { headerNames } from '../helpers/recording-upstream.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 /**
  * The six ways forwarding broke Keygate's promises before it owned the request
@@ -48,12 +50,12 @@ describe('adversarial: Keygate owns the request path', () => {
       const framing = chunked ? `Transfer-Encoding: chunked\r\n\r\n${hex(SMUGGLED)}\r\n${SMUGGLED}\r\n0\r\n\r\n` : `Content-Length: ${Buffer.byteLength(SMUGGLED)}\r\n\r\n${SMUGGLED}`;
       const r = await exchange(f.gate.port, `${method} ${path} HTTP/1.1\r\nHost: x\r\n${auth}Connection: ${connection}\r\n${framing}`);
       // Until the body has fully arrived upstream (a loaded machine may take a while), then a little more.
-      for (let waited = 0; waited < 3_000 && !f.upstream.arrived[0]?.complete; waited += 20) await settle(20);
+      for (let waited = 0; waited < 3_000 && !f.upstream.received[0]?.complete; waited += 20) await settle(20);
       await settle(50);
       expect(r.statuses).toEqual([200]);
-      expect(f.upstream.arrived.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
+      expect(f.upstream.received.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
       expectFramedOnce(f.upstream.wire(), SMUGGLED);
-      const got = f.upstream.arrived[0]!;
+      const got = f.upstream.received[0]!;
       expect(got.body).toBe(SMUGGLED);
       const ids = headerNames(got.rawHeaders).filter((n) => n.toLowerCase() === 'x-api-key-id');
       expect(ids).toHaveLength(path === '/status' ? 0 : 1);
@@ -63,11 +65,11 @@ describe('adversarial: Keygate owns the request path', () => {
     });
 
     it('Connection may still remove an extension hop-by-hop header', async () => {
-      const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: x-trace-hop\r\nX-Trace-Hop: 1\r\nX-Kept: 2\r\n\r\n`);
+      const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: x-trace-hop\r\nX-Trace-Hop: 1\r\nX-Kept: 2\r\n\r\n`);
       expect(r.statuses).toEqual([200]);
       await settle();
-      expect(f.upstream.arrived[0]!.headers['x-trace-hop']).toBeUndefined();
-      expect(f.upstream.arrived[0]!.headers['x-kept']).toBe('2');
+      expect(f.upstream.received[0]!.headers['x-trace-hop']).toBeUndefined();
+      expect(f.upstream.received[0]!.headers['x-kept']).toBe('2');
     });
   });
 
@@ -82,19 +84,19 @@ describe('adversarial: Keygate owns the request path', () => {
       expectNothingForwarded(f.upstream);
     });
     it('a duplicate Authorization placed past the limit: 431, nothing forwarded', async () => {
-      const r = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}${fillers(150)}Authorization: Bearer ${f.tok()}\r\n\r\n`);
+      const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}${fillers(150)}Authorization: Bearer ${f.tok()}\r\n\r\n`);
       expect(r.statuses).toEqual([431]);
       await settle();
       expectNothingForwarded(f.upstream);
     });
     it('exactly at the limit (100 fields) is served; one more is refused', async () => {
       // Host + Authorization + 98 fillers = 100 fields.
-      const at = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}${fillers(98)}\r\n`);
+      const at = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}${fillers(98)}\r\n`);
       expect(at.statuses).toEqual([200]);
-      const over = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}${fillers(99)}\r\n`);
+      const over = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}${fillers(99)}\r\n`);
       expect(over.statuses).toEqual([431]);
       await settle();
-      expect(f.upstream.arrived).toHaveLength(1);
+      expect(f.upstream.received).toHaveLength(1);
     });
   });
 
@@ -103,7 +105,7 @@ describe('adversarial: Keygate owns the request path', () => {
       const r = await exchange(f.gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`);
       await settle();
       if (r.statuses[0] === 200) {
-        expect(f.upstream.arrived.map((a) => a.url)).toEqual([target]);
+        expect(f.upstream.received.map((a) => a.url)).toEqual([target]);
         expect(f.upstream.wire().startsWith(`GET ${target} HTTP/1.1\r\n`)).toBe(true);
       } else {
         // Refused at step 1 (a structure-hiding escape): then nothing at all reaches the upstream.
@@ -129,7 +131,7 @@ async function rawUpstream(answer: string): Promise<{ url: string; server: Serve
 }
 
 describe('adversarial: what comes back from the upstream is checked before it is relayed', () => {
-  const get = () => `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
+  const get = () => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
   const answers: Array<[string, string]> = [
     ['status 099 (below 100)', 'HTTP/1.1 099 Odd\r\nContent-Length: 2\r\n\r\nok'],
     ['status 000', 'HTTP/1.1 000 Zero\r\nContent-Length: 2\r\n\r\nok'],
@@ -186,7 +188,7 @@ describe('adversarial: slow clients cannot starve the upstream pool', () => {
       const slow = [slowBody(f.gate.port, f.tok()), slowBody(f.gate.port, f.tok())];
       await settle(200); // both hold an upstream socket now
       const started = performance.now();
-      const next = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 3_000 });
+      const next = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 3_000 });
       expect(next.statuses).toEqual([200]);
       expect(performance.now() - started).toBeLessThan(3_000);
       for (const r of await Promise.all(slow)) {
@@ -195,8 +197,8 @@ describe('adversarial: slow clients cannot starve the upstream pool', () => {
         expect(r.closed).toBe(true);
       }
       // The slow bodies never completed upstream.
-      expect(f.upstream.arrived.filter((a) => a.method === 'POST' && a.complete)).toHaveLength(0);
-      expect(f.upstream.arrived.filter((a) => a.method === 'GET')).toHaveLength(1);
+      expect(f.upstream.received.filter((a) => a.method === 'POST' && a.complete)).toHaveLength(0);
+      expect(f.upstream.received.filter((a) => a.method === 'GET')).toHaveLength(1);
     } finally {
       await f.close();
     }
@@ -207,7 +209,7 @@ describe('adversarial: slow clients cannot starve the upstream pool', () => {
     try {
       const slow = [slowBody(f.gate.port, f.tok()), slowBody(f.gate.port, f.tok())];
       await settle(200);
-      const next = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 3_000 });
+      const next = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 3_000 });
       expect(next.statuses).toEqual([503]);
       expect(firstBody(next.text)).toEqual({ code: 50300, message: 'Service unavailable' });
       expect(next.ms).toBeLessThan(2_000);
@@ -216,7 +218,7 @@ describe('adversarial: slow clients cannot starve the upstream pool', () => {
       await Promise.all(slow);
       await settle(100);
       // The queued GET never reached the upstream after its client was answered.
-      expect(f.upstream.arrived.filter((a) => a.method === 'GET')).toHaveLength(0);
+      expect(f.upstream.received.filter((a) => a.method === 'GET')).toHaveLength(0);
     } finally {
       await f.close();
     }

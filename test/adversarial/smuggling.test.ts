@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { expectNothingForwarded, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
-import { exchange, headerNames } from '../helpers/wire.js';
+import { headerNames } from '../helpers/recording-upstream.js';
+import { exchange } from '../helpers/raw-socket.js';
 
 /**
  * Request smuggling and framing, over raw sockets. Each case asserts the
@@ -78,8 +79,8 @@ describe('adversarial: smuggling and framing', () => {
     const r = await exchange(f.gate.port, `${method} ${path} HTTP/1.1\r\nHost: x\r\n${withAuth ? f.auth() : ''}Transfer-Encoding: chunked\r\n\r\n${hex(smuggled)}\r\n${smuggled}\r\n0\r\n\r\n`);
     await settle(100);
     expect(r.statuses).toEqual([200]);
-    expect(f.upstream.arrived.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
-    expect(f.upstream.arrived[0]!.body).toBe(smuggled);
+    expect(f.upstream.received.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
+    expect(f.upstream.received[0]!.body).toBe(smuggled);
     // Framed by Keygate from what its parser read: chunked, or (when the whole body had already
     // arrived) its exact length; never both, never neither, so the body stays a body.
     const wire = f.upstream.wire();
@@ -101,15 +102,15 @@ describe('adversarial: smuggling and framing', () => {
     const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v3/viewer/accounts?second HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`);
     expect(r.statuses).toEqual([401, 200]);
     await settle();
-    expect(f.upstream.arrived.map((a) => a.url)).toEqual(['/api/v3/viewer/accounts?second']);
-    expect(f.upstream.arrived[0]!.headers['x-api-key-id']).toBe('key-good');
+    expect(f.upstream.received.map((a) => a.url)).toEqual(['/api/v3/viewer/accounts?second']);
+    expect(f.upstream.received[0]!.headers['x-api-key-id']).toBe('key-good');
   });
 
   it('pipelined: good request, then one without credentials → 200, 401; only the first forwarded', async () => {
     const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts?first HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\nGET /api/v3/viewer/accounts?second HTTP/1.1\r\nHost: x\r\n\r\n`);
     expect(r.statuses).toEqual([200, 401]);
     await settle();
-    expect(f.upstream.arrived.map((a) => a.url)).toEqual(['/api/v3/viewer/accounts?first']);
+    expect(f.upstream.received.map((a) => a.url)).toEqual(['/api/v3/viewer/accounts?first']);
   });
 
   it('pipelined: a denied request carrying a request in its body → one 401, connection closed, body never parsed', async () => {
@@ -148,9 +149,9 @@ describe('adversarial: smuggling and framing', () => {
     const r = await exchange(f.gate.port, [`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${f.auth()}Expect: 100-continue\r\nContent-Length: 3\r\n\r\n`, 100, 'abc']);
     expect(r.statuses).toEqual([100, 200]);
     await settle();
-    expect(f.upstream.arrived).toHaveLength(1);
-    expect(f.upstream.arrived[0]).toMatchObject({ method: 'POST', url: '/api/v3/items/1', body: 'abc' });
-    expect(f.upstream.arrived[0]!.headers.expect).toBeUndefined();
+    expect(f.upstream.received).toHaveLength(1);
+    expect(f.upstream.received[0]).toMatchObject({ method: 'POST', url: '/api/v3/items/1', body: 'abc' });
+    expect(f.upstream.received[0]!.headers.expect).toBeUndefined();
   });
 
   it('chunked trailers are not forwarded: neither the Trailer header nor trailer fields', async () => {
@@ -160,7 +161,7 @@ describe('adversarial: smuggling and framing', () => {
     );
     expect(r.statuses).toEqual([200]);
     await settle();
-    const got = f.upstream.arrived[0]!;
+    const got = f.upstream.received[0]!;
     expect(got.body).toBe('abc');
     expect(got.rawTrailers).toEqual([]);
     expect(got.headers.trailer).toBeUndefined();
@@ -199,7 +200,7 @@ describe('adversarial: smuggling and framing', () => {
     const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
     expect(r.statuses).toEqual([200]);
     await settle();
-    const got = f.upstream.arrived[0]!;
+    const got = f.upstream.received[0]!;
     expect(got.headers.upgrade).toBeUndefined();
     expect(String(got.headers.connection)).not.toMatch(/upgrade/i);
   });
@@ -208,7 +209,7 @@ describe('adversarial: smuggling and framing', () => {
     const r = await exchange(f.gate.port, 'GET /status HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n');
     expect(r.statuses).toEqual([200]);
     await settle();
-    const names = headerNames(f.upstream.arrived[0]!.rawHeaders).map((n) => n.toLowerCase());
+    const names = headerNames(f.upstream.received[0]!.rawHeaders).map((n) => n.toLowerCase());
     expect(names).not.toContain('upgrade');
     expect(names).not.toContain('http2-settings');
   });

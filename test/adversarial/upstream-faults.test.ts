@@ -1,11 +1,12 @@
 import { createServer, type Server } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { KEYS, PATH, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import { KEYS, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
 import { startKeygate } from '../helpers/keygate.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/free-port.js';
 import { token } from '../helpers/tokens.js';
 import { SECRET } from '../helpers/adversarial.js';
-import { exchange, firstBody } from '../helpers/wire.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const UPSTREAM_TIMEOUT_MS = 500;
 /** Upper bound for "within the configured timeout": the timeout plus generous slack for a busy 2-core machine. */
@@ -21,7 +22,7 @@ const measured: Record<string, number> = {};
 describe('adversarial: upstream faults', () => {
   let f: Fixture;
   let faults = 0;
-  const get = (extra = '') => `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n${extra}\r\n`;
+  const get = (extra = '') => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n${extra}\r\n`;
 
   beforeAll(async () => {
     f = await startFixture({ env: { KEYGATE_UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS) } });

@@ -7,9 +7,9 @@ import { join, relative } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { podman, podmanOk, tier } from '../helpers/podman.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/free-port.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const t = tier();
 const root = new URL('../..', import.meta.url).pathname;
@@ -124,7 +124,7 @@ describe('a container from the image, with a read-only root filesystem and no ca
   const url = () => `http://127.0.0.1:${port}`;
 
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     [port, adminPort] = [await freePort(), await freePort()];
     // Host network: the container reaches the test's recording upstream on 127.0.0.1.
     // --health-interval disable: no systemd here to time the checks; the tests run them.

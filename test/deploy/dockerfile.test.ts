@@ -1,13 +1,15 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
+import { DEMO_KEY, DEMO_SECRET } from '../helpers/constants.js';
 import { copyArgs, dockerignored, execForm, parseDockerfile, type Stage } from '../helpers/dockerfile.js';
 import { bearer, send } from '../helpers/http.js';
-import { freePort } from '../helpers/redis-server.js';
+import { freePort } from '../helpers/free-port.js';
+import { spawnKeygate, type KeygateProcess } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 
 const run = promisify(execFile);
@@ -137,7 +139,7 @@ describe('Dockerfile', () => {
  */
 describe('the runtime stage, assembled without Docker', () => {
   let app: string;
-  const procs: ChildProcess[] = [];
+  const procs: KeygateProcess[] = [];
 
   beforeAll(async () => {
     app = mkdtempSync(join(tmpdir(), 'keygate-image-'));
@@ -157,12 +159,13 @@ describe('the runtime stage, assembled without Docker', () => {
     await run('npm', [...install.slice(1), '--prefer-offline'], { cwd: app, env: { ...process.env, NODE_ENV: 'production' }, timeout: 120_000 });
   }, 150_000);
   afterAll(() => {
-    for (const p of procs) p.kill('SIGKILL');
+    for (const p of procs) p.child.kill('SIGKILL');
     if (app) rmSync(app, { recursive: true, force: true });
   });
 
   const start = (args: string[], env: Record<string, string>) => {
-    const p = spawn('node', [join(app, 'bin/keygate.js'), ...args], { cwd: app, env: { PATH: process.env.PATH!, NODE_ENV: 'production', ...env }, stdio: 'ignore' });
+    // As the image runs it: the assembled tree's bin/keygate.js, PATH and NODE_ENV only.
+    const p = spawnKeygate(args, { bin: join(app, 'bin/keygate.js'), cwd: app, baseEnv: 'clean', env: { NODE_ENV: 'production', ...env } });
     procs.push(p);
     return p;
   };
@@ -194,7 +197,7 @@ describe('the runtime stage, assembled without Docker', () => {
     });
     expect(await healthcheck(await freePort()), 'nothing listening: unhealthy').not.toBe(0);
     await expect.poll(() => healthcheck(adminPort), { timeout: 15_000, interval: 200 }).toBe(0);
-    const r = await send(`http://127.0.0.1:${port}`, '/api/v3/viewer/accounts', { headers: bearer(token('demo-key', 'demo-secret-0123456789abcdef')) });
+    const r = await send(`http://127.0.0.1:${port}`, '/api/v3/viewer/accounts', { headers: bearer(token(DEMO_KEY, DEMO_SECRET)) });
     expect(r.status).toBe(200);
     expect(r.json()).toMatchObject({ upstream: 'demo', apiKeyId: 'demo' });
   });

@@ -10,7 +10,8 @@ import { makeKey, startKeygate, waitStoreReady, type RunningKeygate } from '../h
 import { startNginx, type RunningNginx } from '../helpers/nginx.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { claims, nowNonce, sign, HS256, token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 const KEYS: KeyRecord[] = [
@@ -19,7 +20,6 @@ const KEYS: KeyRecord[] = [
   makeKey({ apiKey: 'faraway', secret: SECRET, allowIps: ['10.0.0.0/8'] }),
   makeKey({ apiKey: 'revoked', secret: SECRET, state: 'revoked', revokedAt: '2026-01-01T00:00:00Z' }),
 ];
-const PATH = '/api/v3/viewer/accounts';
 const ok = (apiKey: string, extra: Record<string, unknown> = {}) => () => bearer(token(apiKey, SECRET, extra));
 
 interface Row {
@@ -59,10 +59,10 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
 
   beforeAll(async () => {
     redis = await startRedis();
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     const dir = mkdtempSync(join(tmpdir(), 'keygate-fa-nginx-'));
     const policy = join(dir, 'policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`);
+    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`);
     kg = await startKeygate({ upstream: 'http://unused.invalid', redisUrl: redis.url, keys: KEYS, env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy } });
     nginx = await startNginx(kg.url, upstream.url);
   }, 30_000);
@@ -77,8 +77,8 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
 
   it.each(ROWS)('$name: the seed status, code and body reach the client, nothing reaches the upstream', async ({ headers, code, path }) => {
     const before = upstream.received.length;
-    const r = await send(nginx.url, path ?? PATH, { headers: headers() });
-    answers.push(`${(path ?? PATH).padEnd(26)} ${r.status} ${r.body}   x-keygate-code: ${r.headers['x-keygate-code']}`);
+    const r = await send(nginx.url, path ?? ACCOUNTS_PATH, { headers: headers() });
+    answers.push(`${(path ?? ACCOUNTS_PATH).padEnd(26)} ${r.status} ${r.body}   x-keygate-code: ${r.headers['x-keygate-code']}`);
     expect(r.status).toBe(ERRORS[code].status);
     expect(r.body).toBe(JSON.stringify({ code, message: ERRORS[code].message }));
     expect(r.headers['content-type']).toBe('application/json');
@@ -87,7 +87,7 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
   });
 
   it('a nonce outside recv_window also carries the server time, as in proxy mode', async () => {
-    const r = await send(nginx.url, PATH, { headers: bearer(token('good', SECRET, { nonce: nowNonce(-31_000) })) });
+    const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce: nowNonce(-31_000) })) });
     expect(r.status).toBe(401);
     expect(r.headers['x-server-time']).toMatch(/^\d{19}$/);
   });
@@ -95,18 +95,18 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
   it('a valid token reaches the upstream with exactly one X-Api-Key-Id, never the client copy; the same token again is refused', async () => {
     const before = upstream.received.length;
     const t = token('good', SECRET);
-    const r = await send(nginx.url, `${PATH}?page=2`, { headers: { ...bearer(t), 'x-api-key-id': 'forged', 'X-API-KEY-ID': 'forged-2' } });
+    const r = await send(nginx.url, `${ACCOUNTS_PATH}?page=2`, { headers: { ...bearer(t), 'x-api-key-id': 'forged', 'X-API-KEY-ID': 'forged-2' } });
     answers.push(`valid token               ${r.status} ${r.body}`);
     expect(r.status).toBe(200);
     expect(upstream.received.length).toBe(before + 1);
     const got = upstream.received.at(-1)!;
-    expect(got.url).toBe(`${PATH}?page=2`);
+    expect(got.url).toBe(`${ACCOUNTS_PATH}?page=2`);
     const ids = got.rawHeaders.filter((_, i) => i % 2 === 0 && got.rawHeaders[i]!.toLowerCase() === 'x-api-key-id');
     expect(ids).toHaveLength(1);
     expect(got.headers['x-api-key-id']).toBe('key-good');
     expect(got.headers['x-request-id']).toMatch(/^[0-9a-f]{32}$/);
 
-    const again = await send(nginx.url, `${PATH}?page=2`, { headers: bearer(t) });
+    const again = await send(nginx.url, `${ACCOUNTS_PATH}?page=2`, { headers: bearer(t) });
     answers.push(`same token again          ${again.status} ${again.body}   x-keygate-code: ${again.headers['x-keygate-code']}`);
     expect(again.status).toBe(401);
     expect(again.body).toBe('{"code":40106,"message":"Invalid Token"}');
@@ -115,18 +115,18 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
 
   it('the check and the upstream see the same request id, and the outcome is logged once per request', async () => {
     const before = kg.logs.length;
-    const r = await send(nginx.url, PATH, { headers: bearer('not-a-jwt') });
+    const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer('not-a-jwt') });
     expect(r.status).toBe(401);
     const lines = kg.logs.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ code: 40106, reason: 'malformed', method: 'GET', route: PATH, status: 401 });
+    expect(lines[0]).toMatchObject({ code: 40106, reason: 'malformed', method: 'GET', route: ACCOUNTS_PATH, status: 401 });
     expect(r.headers['x-request-id']).toBe(lines[0]!.requestId);
   });
 
   it('50 concurrent copies of one token: exactly one reaches the upstream', async () => {
     const before = upstream.received.length;
     const t = sign(HS256, claims('good'), SECRET);
-    const replies = await Promise.all(Array.from({ length: 50 }, () => send(nginx.url, PATH, { headers: bearer(t) })));
+    const replies = await Promise.all(Array.from({ length: 50 }, () => send(nginx.url, ACCOUNTS_PATH, { headers: bearer(t) })));
     const statuses = replies.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
     expect(statuses.filter((s) => s === 401)).toHaveLength(49);
@@ -151,7 +151,7 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     const before = upstream.received.length;
     await redis.kill();
     try {
-      const r = await send(nginx.url, PATH, { headers: bearer(token('good', SECRET)) });
+      const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
       answers.push(`Redis down                ${r.status} ${r.body}   x-keygate-code: ${r.headers['x-keygate-code']}`);
       expect(r.status).toBe(503);
       expect(r.body).toBe('{"code":50300,"message":"Service unavailable"}');
@@ -165,7 +165,7 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     const deadline = Date.now() + 10_000;
     let status = 0;
     while (Date.now() < deadline && status !== 200) {
-      status = (await send(nginx.url, PATH, { headers: bearer(token('good', SECRET)) })).status;
+      status = (await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).status;
       if (status !== 200) await new Promise((r) => setTimeout(r, 100));
     }
     expect(status).toBe(200);

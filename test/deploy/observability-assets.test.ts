@@ -6,11 +6,12 @@ import { parse as parseYaml } from 'yaml';
 import { parseExposition, sampleNames, type Family, type Sample } from '../helpers/exposition.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
-import { ACCOUNTS, MIXED_SECRET, mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic } from '../helpers/mixed-traffic.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { MIXED_SECRET, mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic } from '../helpers/mixed-traffic.js';
 import { token } from '../helpers/tokens.js';
 import { promtoolVersion, recordPromtoolAbsent, runPromtool } from '../helpers/promtool.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const root = new URL('../../', import.meta.url);
 const ALERTS = 'deploy/prometheus/alerts.yml';
@@ -62,11 +63,11 @@ describe('dashboard and alert rules match the real /metrics', () => {
 
   beforeAll(async () => {
     redis = await startRedis(); // our own: frozen below so Redis-failure series exist too
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
     await runMixedTraffic(gate, upstream);
     redis.pause();
-    const frozen = await send(gate.url, ACCOUNTS, { headers: bearer(token('good', MIXED_SECRET)) }).finally(() => redis.resume());
+    const frozen = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', MIXED_SECRET)) }).finally(() => redis.resume());
     expect(frozen.status).toBe(503); // outcome="error", reason store_unavailable, redis_errors{kind="timeout"}
     families = parseExposition(await (await fetch(`${gate.adminUrl}/metrics`)).text());
     names = sampleNames(families);

@@ -1,11 +1,10 @@
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
 import { makeKey, startKeygate } from '../helpers/keygate.js';
-import { freePort } from '../helpers/redis-server.js';
-import { startUpstream } from '../helpers/upstream.js';
-import { exchange } from '../helpers/wire.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { exchange } from '../helpers/raw-socket.js';
+import { serveKeygate } from '../helpers/spawn-keygate.js';
 
 /** /healthz, /readyz and friends on the admin port (Redis down: test/redis-faults; shutting down: test/lifecycle). */
 describe('admin endpoints', () => {
@@ -15,7 +14,7 @@ describe('admin endpoints', () => {
     { name: 'only revoked keys (still loaded: they answer 10013)', keys: [makeKey({ apiKey: 'r', state: 'revoked' })], status: 200, body: { status: 'ready' } },
   ];
   it.each(cases)('/readyz when $name: $status', async ({ keys, status, body }) => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const gate = await startKeygate({ upstream: upstream.url, keys });
     try {
       const res = await fetch(`${gate.adminUrl}/readyz`);
@@ -34,7 +33,7 @@ describe('admin endpoints', () => {
   });
 
   it('answers 404 for unknown admin paths and 405 for writes', async () => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'k' })] });
     try {
       expect((await fetch(`${gate.adminUrl}/nope`)).status).toBe(404);
@@ -50,14 +49,9 @@ describe('admin endpoints', () => {
     expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).adminHost).toBe('127.0.0.1');
     expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_ADMIN_HOST: '0.0.0.0' }).adminHost).toBe('0.0.0.0');
     // The real CLI with no KEYGATE_ADMIN_HOST: /proc/net/tcp shows what the admin socket is bound to.
-    const adminPort = await freePort();
-    const env = { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: String(adminPort), KEYGATE_REDIS_URL: '', KEYGATE_KEYS_FILE: '' };
-    delete (env as Record<string, string | undefined>).KEYGATE_ADMIN_HOST;
-    const child = spawn('node', ['bin/keygate.js', 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    const child = await serveKeygate({ KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_ADMIN_HOST: undefined });
+    const { adminPort } = child;
     try {
-      await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
       const hexPort = adminPort.toString(16).toUpperCase().padStart(4, '0');
       const listening = [...readFileSync('/proc/net/tcp', 'utf8').split('\n'), ...readFileSync('/proc/net/tcp6', 'utf8').split('\n')]
         .map((l) => l.trim().split(/\s+/))
@@ -65,14 +59,12 @@ describe('admin endpoints', () => {
         .map((f) => f[1]!.split(':')[0]);
       expect(listening).toEqual(['0100007F']); // 127.0.0.1, and nothing on 0.0.0.0 or ::
     } finally {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
+      await child.stop();
     }
   });
 
   it('cuts a slow client on the admin port after KEYGATE_HEADERS_TIMEOUT_MS, like the proxy port', async () => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'k' })], env: { KEYGATE_HEADERS_TIMEOUT_MS: '600', KEYGATE_REQUEST_TIMEOUT_MS: '1000' } });
     try {
       const head = `GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(40)}`;

@@ -6,7 +6,8 @@ import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.j
 import { bearer, send } from '../helpers/http.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { HS256, claims, nowNonce, sign, token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 const KEYS: KeyRecord[] = [
@@ -18,7 +19,6 @@ const KEYS: KeyRecord[] = [
   makeKey({ apiKey: 'revoked', secret: SECRET, state: 'revoked', revokedAt: '2026-01-01T00:00:00Z' }),
   makeKey({ apiKey: 'lapsed', secret: SECRET, expiresAt: '2020-01-01T00:00:00Z' }),
 ];
-const PATH = '/api/v3/viewer/accounts';
 
 interface Case {
   name: string;
@@ -87,7 +87,7 @@ describe.each(['memory', 'redis'] as const)('authentication over real sockets (%
   let redis: TestRedis | undefined;
 
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     if (kind === 'redis') {
       redis = await startRedis({ shared: true });
       await redis.flush();
@@ -106,7 +106,7 @@ describe.each(['memory', 'redis'] as const)('authentication over real sockets (%
   it.each(CASES)('$name → $status $code', async (c) => {
     let headers = c.headers();
     if (c.name === 'client module token') headers = bearer(await createToken({ apiKey: 'good', apiSecret: SECRET }));
-    const res = await send(gate.url, c.path ?? PATH, { headers });
+    const res = await send(gate.url, c.path ?? ACCOUNTS_PATH, { headers });
     expect(res.status).toBe(c.status);
     if (c.status === 200) {
       expect(upstream.received).toHaveLength(1);
@@ -122,8 +122,8 @@ describe.each(['memory', 'redis'] as const)('authentication over real sockets (%
 
   it('rejects a replayed token (sequential) with 40106', async () => {
     const t = token('good', SECRET);
-    expect((await send(gate.url, PATH, { headers: bearer(t) })).status).toBe(200);
-    const again = await send(gate.url, PATH, { headers: bearer(t) });
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) })).status).toBe(200);
+    const again = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
     expect(again.status).toBe(401);
     expect(again.json()).toEqual({ code: 40106, message: 'Invalid Token' });
     expect(upstream.received).toHaveLength(1);
@@ -131,7 +131,7 @@ describe.each(['memory', 'redis'] as const)('authentication over real sockets (%
 
   it('lets exactly one of 50 concurrent copies of a token through', async () => {
     const t = token('good', SECRET);
-    const replies = await Promise.all(Array.from({ length: 50 }, () => send(gate.url, PATH, { headers: bearer(t) })));
+    const replies = await Promise.all(Array.from({ length: 50 }, () => send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) })));
     const statuses = replies.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
     expect(statuses.filter((s) => s === 401)).toHaveLength(49);
@@ -140,18 +140,18 @@ describe.each(['memory', 'redis'] as const)('authentication over real sockets (%
 
   it('accepts the same nonce under two different keys', async () => {
     const nonce = nowNonce();
-    expect((await send(gate.url, PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
-    expect((await send(gate.url, PATH, { headers: bearer(token('local', SECRET, { nonce })) })).status).toBe(200);
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('local', SECRET, { nonce })) })).status).toBe(200);
   });
 
   it('does not burn a nonce with a forged signature', async () => {
     const nonce = nowNonce();
-    expect((await send(gate.url, PATH, { headers: bearer(token('good', 'forged-secret-0123456789', { nonce })) })).status).toBe(401);
-    expect((await send(gate.url, PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', 'forged-secret-0123456789', { nonce })) })).status).toBe(401);
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce })) })).status).toBe(200);
   });
 
   it('counts every outcome by code and reason in the metrics', async () => {
-    await send(gate.url, PATH, { headers: bearer('x.y.z') });
+    await send(gate.url, ACCOUNTS_PATH, { headers: bearer('x.y.z') });
     const text = await (await fetch(`${gate.adminUrl}/metrics`)).text();
     expect(text).toMatch(/keygate_requests_total\{code="ok"\} [1-9]/);
     expect(text).toMatch(/keygate_requests_total\{code="40106"\} [1-9]/);

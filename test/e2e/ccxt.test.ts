@@ -6,7 +6,7 @@ import { parseExposition, valueOf } from '../helpers/exposition.js';
 import { send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import type { RecordingUpstream } from '../helpers/upstream.js';
+import type { RecordingUpstream } from '../helpers/recording-upstream.js';
 
 /** The policy shipped for a BigONE-shaped API, used as shipped. */
 const POLICY = fileURLToPath(new URL('../../examples/bigone-policy.yaml', import.meta.url));

@@ -9,11 +9,11 @@ import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 /** Debian's chromium (.ci/run installs it); driven through the DevTools protocol by playwright-core. */
 const CHROMIUM = '/usr/bin/chromium';
-const PATH = '/api/v3/viewer/accounts';
 /** Where the screenshot in docs/management-api.md lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
 const SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-keys.png');
 
@@ -31,7 +31,7 @@ describe('operator console in a real browser', () => {
   beforeAll(async () => {
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
     redis = await startRedis();
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     tokens = writeTokensFile([{ name: 'operator', access: 'write' }]);
     gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_MANAGEMENT_PORT: '0', KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file } });
     api = managementClient(gate.managementUrl as string, tokens.tokens.operator as string);
@@ -99,7 +99,7 @@ describe('operator console in a real browser', () => {
 
     const t1 = token(apiKey, secret);
     const before = upstream.received.length;
-    const ok = await send(gate.url, PATH, { headers: { ...bearer(t1), 'X-Api-Key-Owner': 'acct_forged' } });
+    const ok = await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(t1), 'X-Api-Key-Owner': 'acct_forged' } });
     expect(ok.status).toBe(200);
     expect([upstream.received[before]?.headers['x-api-key-owner'], upstream.received.length - before]).toEqual(['acct_3141', 1]);
 
@@ -122,14 +122,14 @@ describe('operator console in a real browser', () => {
     await page.click('#create-form button[type=submit]');
     await expect.poll(() => page.textContent('#create-form .error')).toContain('invalid scope "bad scope"');
     await page.click('#create-form .cancel');
-    expect((await send(gate.url, PATH, { headers: bearer(token(apiKey, secret)) })).status).toBe(200);
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) })).status).toBe(200);
 
     await row.locator('button', { hasText: 'Revoke' }).click();
     await page.waitForSelector('#confirm-dialog[open]');
     await page.fill('#confirm-dialog input[name=reason]', 'demo over');
     await page.click('#confirm-dialog button[value=yes]');
     await expect.poll(() => row.locator('.status').textContent(), { timeout: 5_000 }).toBe('revoked');
-    const refused = await send(gate.url, PATH, { headers: bearer(token(apiKey, secret)) });
+    const refused = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) });
     expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
     const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as { revokeReason: string };
     expect(stored.revokeReason).toBe('demo over');

@@ -10,11 +10,12 @@ import { createMetrics } from '../../src/observe/metrics.js';
 import { createAuthenticator, type Authenticator } from '../../src/pipeline/authenticate.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
-import { KEYS, PATH, POLICY, SECRET } from '../helpers/adversarial.js';
+import { KEYS, POLICY, SECRET } from '../helpers/adversarial.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';
 import { token } from '../helpers/tokens.js';
-import { exchange, firstBody } from '../helpers/wire.js';
-import { startWireUpstream, type WireUpstream } from '../helpers/wire.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 /**
  * The gateway's error boundary: a step that throws (synchronously or in a
@@ -23,7 +24,7 @@ import { startWireUpstream, type WireUpstream } from '../helpers/wire.js';
  * process keeps serving the next request.
  */
 describe('create-gateway: one error boundary, one outcome', () => {
-  let upstream: WireUpstream;
+  let upstream: RecordingUpstream;
   let url: number;
   let logs: string[];
   const metrics = createMetrics({ defaultMetrics: false });
@@ -32,7 +33,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
   let close: () => Promise<void>;
 
   beforeAll(async () => {
-    upstream = await startWireUpstream();
+    upstream = await startRecordingUpstream();
     const config = loadConfig({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_CONFIG: POLICY, KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0' });
     logs = [];
     const logger = pino({ level: 'info' }, new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }));
@@ -74,7 +75,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
     upstream.reset();
   });
 
-  const get = () => `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
+  const get = () => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
   const count = async (code: string) => valueOf(parseExposition(await metrics.registry.metrics()), 'keygate_requests_total', { code }) ?? 0;
 
   it.each(['sync', 'async', 'forward'] as const)('a %s throw → 500 50000, logged with its stack, counted; the next request is served', async (mode) => {
@@ -83,7 +84,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
     const r = await exchange(url, get(), { quietMs: 2_000 });
     expect(r.statuses).toEqual([500]);
     expect(firstBody(r.text)).toEqual({ code: 50000, message: 'Internal error' });
-    expect(upstream.arrived).toHaveLength(0);
+    expect(upstream.received).toHaveLength(0);
     expect(await count('50000')).toBe(before + 1);
     const reasons = valueOf(parseExposition(await metrics.registry.metrics()), 'keygate_auth_rejections_total', { code: '50000', reason: 'internal_error' });
     expect(reasons).toBeGreaterThanOrEqual(1);
@@ -95,8 +96,8 @@ describe('create-gateway: one error boundary, one outcome', () => {
     boom.mode = 'none';
     const next = await exchange(url, get(), { quietMs: 2_000 });
     expect(next.statuses).toEqual([200]);
-    expect(upstream.arrived).toHaveLength(1);
-    expect(upstream.arrived[0]!.headers['x-api-key-id']).toBe('key-good');
+    expect(upstream.received).toHaveLength(1);
+    expect(upstream.received[0]!.headers['x-api-key-id']).toBe('key-good');
   });
 
   it('records one log line and one count per request, when the response closes', async () => {

@@ -16,9 +16,9 @@ import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.j
 import { render, podContainers, type Manifest } from '../helpers/kustomize.js';
 import { FORWARD_AUTH_CONF, PLACEHOLDERS } from '../helpers/nginx.js';
 import { token } from '../helpers/tokens.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 const traefik = parse(readFileSync(join(repoRoot, 'deploy/traefik/forward-auth.yaml'), 'utf8')) as {
   http: { middlewares: { keygate: { forwardAuth: { address: string; trustForwardHeader: boolean; authRequestHeaders: string[]; authResponseHeaders: string[] } } }; routers: Record<string, { middlewares: string[] }> };
 };
@@ -123,7 +123,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-fa-'));
     const policy = join(dir, 'policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`);
+    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`);
     kg = await startKeygate({ upstream: 'http://unused.invalid', keys: KEYS, env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy, KEYGATE_FORWARD_AUTH_PATH_PREFIX: ENVOY_PREFIX } });
   });
   afterAll(() => kg?.close());
@@ -155,7 +155,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
   };
 
   it('Traefik: allowed is 200 with an empty body, X-Api-Key-Id and X-Request-Id; the X-Api-Key-Id a client sends never reaches Keygate\'s answer', async () => {
-    const r = await traefikCheck({ method: 'GET', uri: `${PATH}?page=1`, headers: { Authorization: `Bearer ${token('good', SECRET)}`, 'X-Request-Id': 'req-traefik-1', 'X-Api-Key-Id': 'forged' } });
+    const r = await traefikCheck({ method: 'GET', uri: `${ACCOUNTS_PATH}?page=1`, headers: { Authorization: `Bearer ${token('good', SECRET)}`, 'X-Request-Id': 'req-traefik-1', 'X-Api-Key-Id': 'forged' } });
     expect(r.status).toBe(200);
     expect(r.body).toBe('');
     expect(r.headers['x-api-key-id']).toBe('key-good');
@@ -169,27 +169,27 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     { name: 'unknown key', headers: { Authorization: `Bearer ${token('nobody', SECRET)}` }, code: 10013 },
     { name: 'bad signature', headers: { Authorization: `Bearer ${token('good', 'wrong-secret-0123456789')}` }, code: 40106 },
   ])('Traefik: refused ($name) with the seed status and body as they are, plus X-Keygate-Code', async ({ headers, code }) => {
-    const r = await traefikCheck({ method: 'GET', uri: PATH, headers });
+    const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers });
     expect(r.status).toBe(ERRORS[code].status);
     expect(r.body).toBe(seedBody(code));
     expect(r.headers['x-keygate-code']).toBe(String(code));
   });
 
   it('Traefik: the original method is what is authorised (route is GET only) and X-Forwarded-For decides the caller IP', async () => {
-    const post = await traefikCheck({ method: 'POST', uri: PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}` } });
+    const post = await traefikCheck({ method: 'POST', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}` } });
     expect([post.status, post.body]).toEqual([403, seedBody(10403)]);
-    const inside = await traefikCheck({ method: 'GET', uri: PATH, ip: '203.0.113.5', headers: { Authorization: `Bearer ${token('office', SECRET)}` } });
+    const inside = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, ip: '203.0.113.5', headers: { Authorization: `Bearer ${token('office', SECRET)}` } });
     expect(inside.status).toBe(200);
-    const outside = await traefikCheck({ method: 'GET', uri: PATH, ip: '198.51.100.9', headers: { Authorization: `Bearer ${token('office', SECRET)}` } });
+    const outside = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, ip: '198.51.100.9', headers: { Authorization: `Bearer ${token('office', SECRET)}` } });
     expect([outside.status, outside.body]).toEqual([403, seedBody(10403)]);
   });
 
   it('Envoy: allowed on the prefixed path; refused with the exact seed answer; the original method counts', async () => {
-    const okR = await envoyCheck({ method: 'GET', path: PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}`, 'x-request-id': 'envoy-1', 'x-forwarded-for': '198.51.100.9', 'x-api-key-id': 'forged' } });
+    const okR = await envoyCheck({ method: 'GET', path: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}`, 'x-request-id': 'envoy-1', 'x-forwarded-for': '198.51.100.9', 'x-api-key-id': 'forged' } });
     expect([okR.status, okR.body, okR.headers['x-api-key-id'], okR.headers['x-request-id']]).toEqual([200, '', 'key-good', 'envoy-1']);
-    const bad = await envoyCheck({ method: 'GET', path: PATH, headers: { Authorization: `Bearer  ${token('good', SECRET)}` } });
+    const bad = await envoyCheck({ method: 'GET', path: ACCOUNTS_PATH, headers: { Authorization: `Bearer  ${token('good', SECRET)}` } });
     expect([bad.status, bad.body, bad.headers['x-keygate-code']]).toEqual([400, seedBody(40107), '40107']);
-    const del = await envoyCheck({ method: 'DELETE', path: PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}` } });
+    const del = await envoyCheck({ method: 'DELETE', path: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}` } });
     expect([del.status, del.body]).toEqual([403, seedBody(10403)]);
   });
 
@@ -203,28 +203,28 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     ['a key with an owner', 'owned', 'key-owned', 'acct_42'],
     ['a key without one (empty, so a client copy is overwritten)', 'good', 'key-good', ''],
   ])('X-Api-Key-Owner beside X-Api-Key-Id: %s', async (_name, sub, id, owner) => {
-    const r = await traefikCheck({ method: 'GET', uri: PATH, headers: { Authorization: `Bearer ${token(sub, SECRET)}`, 'X-Api-Key-Owner': 'forged' } });
+    const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token(sub, SECRET)}`, 'X-Api-Key-Owner': 'forged' } });
     expect([r.status, r.headers['x-api-key-id'], r.headers['x-api-key-owner']]).toEqual([200, id, owner]);
   });
 
   it('a check from an untrusted peer claiming another URI is refused (403 40300) and burns no nonce', async () => {
     const t = token('good', SECRET);
-    const r = await ask(kg.url, '/', { from: '127.0.0.2', headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': PATH } });
+    const r = await ask(kg.url, '/', { from: '127.0.0.2', headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH } });
     expect([r.status, r.body, r.headers['x-keygate-code']]).toEqual([403, seedBody(40300), '40300']);
-    const again = await traefikCheck({ method: 'GET', uri: PATH, headers: { Authorization: `Bearer ${t}` } });
+    const again = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${t}` } });
     expect(again.status).toBe(200);
   });
 
   it('two descriptions of the original request are refused (400 40000) before the token is looked at', async () => {
     const t = token('good', SECRET);
-    const r = await ask(kg.url, '/', { headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': '/public/x', 'x-forwarded-method': 'GET', 'x-forwarded-uri': PATH } });
+    const r = await ask(kg.url, '/', { headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': '/public/x', 'x-forwarded-method': 'GET', 'x-forwarded-uri': ACCOUNTS_PATH } });
     expect([r.status, r.body]).toEqual([400, seedBody(40000)]);
-    const again = await traefikCheck({ method: 'GET', uri: PATH, headers: { Authorization: `Bearer ${t}` } });
+    const again = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${t}` } });
     expect(again.status).toBe(200);
   });
 
   it('X-Keygate-Refusal-Status (nginx) turns a refusal into 401 or 403, keeping the code; other values are ignored', async () => {
-    const base = { 'x-original-method': 'GET', 'x-original-uri': PATH, authorization: `Bearer ${token('nobody', SECRET)}` };
+    const base = { 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH, authorization: `Bearer ${token('nobody', SECRET)}` };
     const as401 = await ask(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '401' } });
     expect([as401.status, as401.headers['x-keygate-code']]).toEqual([401, '10013']);
     const ignored = await ask(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '200' } });

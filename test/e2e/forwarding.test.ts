@@ -5,12 +5,12 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';
-import { rawRequest, statusOf } from '../helpers/raw-http.js';
+import { exchange, statusOf } from '../helpers/raw-socket.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 
 function policyFile(yaml: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-policy-'));
@@ -23,7 +23,7 @@ describe('forwarding: what the upstream receives', () => {
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({
       upstream: upstream.url,
       keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read', 'items:write'] })],
@@ -49,7 +49,7 @@ public:
   });
 
   it('injects X-Api-Key-Id and strips the token and every spoofed identity header', async () => {
-    const res = await send(gate.url, `${PATH}?limit=5`, {
+    const res = await send(gate.url, `${ACCOUNTS_PATH}?limit=5`, {
       headers: {
         ...bearer(token('good', SECRET)),
         'X-Api-Key-Id': 'admin',
@@ -68,7 +68,7 @@ public:
     expect(res.status).toBe(200);
     expect(upstream.received).toHaveLength(1);
     const got = upstream.received[0]!;
-    expect(got.url).toBe(`${PATH}?limit=5`);
+    expect(got.url).toBe(`${ACCOUNTS_PATH}?limit=5`);
     expect(got.headers.authorization).toBeUndefined();
     const identity = got.rawHeaders.filter((_, i) => i % 2 === 0).filter((n) => n.toLowerCase().replaceAll('_', '-').startsWith('x-api-key'));
     expect(identity).toEqual(['x-api-key-id']);
@@ -85,8 +85,8 @@ public:
   });
 
   it('keeps a sane client X-Request-Id and replaces an unsafe one', async () => {
-    await send(gate.url, PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'abc-123' } });
-    await send(gate.url, PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'bad id with spaces' } });
+    await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'abc-123' } });
+    await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'bad id with spaces' } });
     expect(upstream.received[0]!.headers['x-request-id']).toBe('abc-123');
     expect(upstream.received[1]!.headers['x-request-id']).not.toBe('bad id with spaces');
   });
@@ -118,7 +118,7 @@ public:
       res.setHeader('x-upstream', 'yes');
       res.end('teapot');
     };
-    const res = await send(gate.url, PATH, { headers: bearer(token('good', SECRET)) });
+    const res = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
     expect(res.status).toBe(418);
     expect(res.body).toBe('teapot');
     expect(res.headers['x-upstream']).toBe('yes');
@@ -127,7 +127,7 @@ public:
   it('refuses odd request targets sent raw, never forwarding them', async () => {
     const t = token('good', SECRET);
     for (const target of ['/api/v3/viewer/../viewer/accounts', '//api/v3/viewer/accounts', '/api/v3/viewer%2Faccounts', 'http://127.0.0.1/api/v3/viewer/accounts', '*']) {
-      const reply = await rawRequest(gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`);
+      const reply = (await exchange(gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`)).text;
       expect(statusOf(reply), target).toBe(400);
     }
     expect(upstream.received).toHaveLength(0);
@@ -139,7 +139,7 @@ describe('forwarding: public /api/v3/ routes (opt-in)', () => {
   let gate: RunningKeygate;
   const requestsCounted = async (code: string) => valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), 'keygate_requests_total', { code }) ?? 0;
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({
       upstream: upstream.url,
       keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read'] })],
@@ -193,7 +193,7 @@ methodOverride: [X-HTTP-Method-Override]
     }
     expect((await requestsCounted('public')) - before).toBe(cases.length);
     // Nothing was verified, so the token carried on the public calls was not spent: it still works where it is needed.
-    const authed = await send(gate.url, PATH, { headers: bearer(t) });
+    const authed = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
     expect(authed.status).toBe(200);
     expect(upstream.received.at(-1)!.headers['x-api-key-id']).toBe('key-good');
   });
@@ -203,7 +203,7 @@ methodOverride: [X-HTTP-Method-Override]
       ['POST', '/api/v3/asset_pairs', undefined],
       ['GET', '/api/v3/asset_pairs/BTC-USDT/trades', undefined],
       ['GET', '/api/v3/asset_pairs/BTC-USDT/depth/full', undefined],
-      ['GET', PATH, undefined],
+      ['GET', ACCOUNTS_PATH, undefined],
       // An allowed override: the request is public only if both of its methods are; here only GET is.
       ['POST', '/api/v3/asset_pairs', 'GET'],
     ] as const) {
@@ -216,12 +216,12 @@ methodOverride: [X-HTTP-Method-Override]
 
 describe('forwarding: upstream failures', () => {
   it('answers 502 JSON when the upstream refuses connections', async () => {
-    const dead = await startUpstream();
+    const dead = await startRecordingUpstream();
     const url = dead.url;
     await dead.close();
     const gate = await startKeygate({ upstream: url, keys: [makeKey({ apiKey: 'good', secret: SECRET })] });
     try {
-      const res = await send(gate.url, PATH, { headers: bearer(token('good', SECRET)) });
+      const res = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
       expect(res.status).toBe(502);
       expect(res.json()).toEqual({ code: 50200, message: 'Bad gateway' });
     } finally {
@@ -230,17 +230,17 @@ describe('forwarding: upstream failures', () => {
   });
 
   it('answers 504 JSON when the upstream does not answer in time, and keeps serving', async () => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'good', secret: SECRET })], env: { KEYGATE_UPSTREAM_TIMEOUT_MS: '200' } });
     try {
       upstream.handler = () => {}; // never answers
       const started = Date.now();
-      const res = await send(gate.url, PATH, { headers: bearer(token('good', SECRET)) });
+      const res = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
       expect(res.status).toBe(504);
       expect(res.json()).toEqual({ code: 50400, message: 'Gateway timeout' });
       expect(Date.now() - started).toBeLessThan(2_000);
       upstream.handler = undefined;
-      expect((await send(gate.url, PATH, { headers: bearer(token('good', SECRET)) })).status).toBe(200);
+      expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).status).toBe(200);
     } finally {
       await gate.close();
       await upstream.close();
@@ -248,7 +248,7 @@ describe('forwarding: upstream failures', () => {
   });
 
   it('cuts the client connection when the upstream dies mid-response, without crashing', async () => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'good', secret: SECRET })] });
     try {
       upstream.handler = (_req, res) => {
@@ -256,9 +256,9 @@ describe('forwarding: upstream failures', () => {
         res.write('partial');
         setTimeout(() => res.socket?.destroy(), 20);
       };
-      await expect(send(gate.url, PATH, { headers: bearer(token('good', SECRET)) })).rejects.toThrow();
+      await expect(send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).rejects.toThrow();
       upstream.handler = undefined;
-      expect((await send(gate.url, PATH, { headers: bearer(token('good', SECRET)) })).status).toBe(200);
+      expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).status).toBe(200);
     } finally {
       await gate.close();
       await upstream.close();
@@ -275,11 +275,11 @@ describe.each([
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({
       upstream: upstream.url,
       keys: [makeKey({ apiKey: 'good', secret: SECRET })],
-      env: { KEYGATE_CONFIG: policyFile(`routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`) },
+      env: { KEYGATE_CONFIG: policyFile(`routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`) },
     });
   });
   afterAll(async () => {
@@ -288,7 +288,7 @@ describe.each([
   });
 
   it('keeps or replaces X-Forwarded-For/-Proto/-Host, and always drops Forwarded, X-Forwarded-Port and X-Real-IP', async () => {
-    const res = await send(gate.url, PATH, {
+    const res = await send(gate.url, ACCOUNTS_PATH, {
       headers: {
         ...bearer(token('good', SECRET)),
         host: '127.0.0.1',

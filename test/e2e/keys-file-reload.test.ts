@@ -6,10 +6,10 @@ import { FILE_LAYOUTS } from '../helpers/file-layouts.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const S = 'file-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 const doc = (keys: string[], revoked: string[] = []) =>
   `keys:\n${[...keys.map((k) => `  - { apiKey: ${k}, apiSecret: ${S}, scopes: [accounts:read] }`), ...revoked.map((k) => `  - { apiKey: ${k}, apiSecret: ${S}, scopes: [accounts:read], state: revoked }`)].join('\n')}\n`;
 
@@ -18,11 +18,11 @@ describe('embedded mode: keys file reload', () => {
   const file = join(dir, 'keys.yaml');
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
-  const status = async (k: string) => (await send(gate.url, PATH, { headers: bearer(token(k, S)) })).status;
+  const status = async (k: string) => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(k, S)) })).status;
 
   beforeAll(async () => {
     writeFileSync(file, doc(['one']));
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, env: { KEYGATE_KEYS_FILE: file } });
   });
   afterAll(async () => {
@@ -67,10 +67,10 @@ describe.each(FILE_LAYOUTS)('embedded mode: a revoked key stops working without 
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
   const file = layout('keys.yaml', doc(['keep', 'leaver']));
-  const status = async (k: string) => (await send(gate.url, PATH, { headers: bearer(token(k, S)) })).status;
+  const status = async (k: string) => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(k, S)) })).status;
 
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, env: { KEYGATE_KEYS_FILE: file.path } });
   });
   afterAll(async () => {

@@ -9,7 +9,7 @@ import { MIXED_SECRET, mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic, waitF
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const SECRET = 'log-secret-must-never-appear-0123';
 
@@ -17,7 +17,7 @@ describe('request logs', () => {
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' })] });
   });
   afterAll(async () => {
@@ -69,7 +69,7 @@ describe('request log lines after a mixed run', () => {
   let mixed: MixedResult;
   let lines: Array<Record<string, unknown>>;
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
     mixed = await runMixedTraffic(gate, upstream);
     const total = Object.values(mixed.requests).reduce((a, b) => a + b, 0);
@@ -126,7 +126,7 @@ describe('logs on store errors', () => {
     { name: 'unexpected store error (500, logged with its stack)', error: () => new Error('disk on fire'), logged: 'internal error while handling a request', status: 500, code: 50000, reason: 'internal_error' },
   ];
   it.each(cases)('$name: is refused and logs no token or secret', async ({ error, logged, status, code, reason }) => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const inner = createMemoryStore({ keys: [makeKey({ apiKey: 'good', secret: SECRET })] }, { clock: systemClock() });
     const store = Object.create(inner) as typeof inner;
     store.getKey = async () => {

@@ -7,9 +7,9 @@ import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.j
 import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-const PATH = '/api/v3/viewer/accounts';
 type Key = { apiKey: string; id: string; owner?: string; apiSecret?: string; scopes: string[]; state: string; status: string };
 
 describe('management API: keys over HTTP, two instances on one Redis', () => {
@@ -27,7 +27,7 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     tokens = writeTokensFile([
       { name: 'settings-backend', access: 'write' },
       { name: 'auditor', access: 'read' },
@@ -57,7 +57,7 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
   const proxied = (gate: RunningKeygate, apiKey: string, secret: string, headers: Record<string, string> = {}) => {
     const t = token(apiKey, secret);
     used.add(t);
-    return send(gate.url, PATH, { headers: { ...bearer(t), ...headers } });
+    return send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(t), ...headers } });
   };
   const seen = (r: Reply) => [r.status, r.status >= 400 ? (r.json() as { code: number }).code : 0];
 
@@ -333,7 +333,7 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
 
 describe('management API with the embedded store', () => {
   it('reads, and every write route answers 409 writes_need_redis', async () => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const tokens = writeTokensFile([{ name: 'ops', access: 'write' }]);
     const gate = await startKeygate({
       upstream: upstream.url,

@@ -6,11 +6,12 @@ import { createMetrics, LABEL_VALUES } from '../../src/observe/metrics.js';
 import { parseExposition, valueOf, type Family } from '../helpers/exposition.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { send } from '../helpers/http.js';
-import { ACCOUNTS, mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic, waitFor, type MixedResult } from '../helpers/mixed-traffic.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic, waitFor, type MixedResult } from '../helpers/mixed-traffic.js';
 import { promtoolVersion, recordPromtoolAbsent, runPromtool } from '../helpers/promtool.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { statusOf } from '../helpers/raw-http.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { statusOf } from '../helpers/raw-socket.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const scrape = async (gate: RunningKeygate) => {
   const res = await fetch(`${gate.adminUrl}/metrics`);
@@ -66,7 +67,7 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
   beforeAll(async () => {
     redis = await startRedis({ shared: true });
     await redis.flush();
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
     before = (await scrape(gate)).families;
     mixed = await runMixedTraffic(gate, upstream);
@@ -215,10 +216,10 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
 
 describe('/metrics with the embedded memory store', () => {
   it('has no keygate_redis_up series, and the Redis error counters stay at zero', async () => {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'm' })] });
     try {
-      await send(gate.url, ACCOUNTS);
+      await send(gate.url, ACCOUNTS_PATH);
       const { families } = await scrape(gate);
       expect(families.get('keygate_redis_up')?.samples).toEqual([]);
       expect(valueOf(families, 'keygate_redis_errors_total', { kind: 'error' })).toBe(0);

@@ -3,13 +3,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import type { Store } from '../../src/store/types.js';
-import { KEYS, PATH, SECRET, startFixture } from '../helpers/adversarial.js';
+import { KEYS, SECRET, startFixture } from '../helpers/adversarial.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';
 import { startKeygate, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream } from '../helpers/upstream.js';
-import { exchange, firstBody } from '../helpers/wire.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 /** Blocks this process's event loop, as a CPU-saturated Keygate would be. */
 function busy(ms: number) {
@@ -19,7 +20,7 @@ function busy(ms: number) {
   }
 }
 
-const get = () => `GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
+const get = () => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
 
 describe('overload: a healthy Redis is never reported down', () => {
   let redis: TestRedis;
@@ -29,7 +30,7 @@ describe('overload: a healthy Redis is never reported down', () => {
   afterAll(() => redis.stop());
 
   async function gateWithBlockingStore(blockMs: number) {
-    const upstream = await startUpstream();
+    const upstream = await startRecordingUpstream();
     const config = loadConfig({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url });
     const inner = createRedisStore({ connection: config.redis!, commandTimeoutMs: 300 }, { logger: pino({ level: 'silent' }) });
     await waitStoreReady(inner);
@@ -101,18 +102,18 @@ describe('overload: admission control', () => {
       release.push(() => res.end('late'));
     };
     try {
-      const held = Array.from({ length: 4 }, () => exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 5_000 }));
+      const held = Array.from({ length: 4 }, () => exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 5_000 }));
       while (release.length < 4) await new Promise((r) => setTimeout(r, 10));
-      const shed = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 2_000 });
+      const shed = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 2_000 });
       expect(shed.statuses).toEqual([503]);
       expect(firstBody(shed.text)).toEqual({ code: 50300, message: 'Service unavailable' });
       expect(shed.text.toLowerCase()).toContain('retry-after:');
       expect(shed.ms).toBeLessThan(500);
-      expect(f.upstream.arrived).toHaveLength(4);
+      expect(f.upstream.received).toHaveLength(4);
       for (const r of release) r();
       for (const r of await Promise.all(held)) expect(r.statuses).toEqual([200]);
       f.upstream.handler = undefined;
-      const after = await exchange(f.gate.port, `GET ${PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 2_000 });
+      const after = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 2_000 });
       expect(after.statuses).toEqual([200]);
       const metrics = parseExposition(await (await fetch(`${f.gate.adminUrl}/metrics`)).text());
       expect(valueOf(metrics, 'keygate_auth_rejections_total', { code: '50300', reason: 'overloaded' })).toBe(1);

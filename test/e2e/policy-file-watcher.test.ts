@@ -3,7 +3,7 @@ import { FILE_LAYOUTS } from '../helpers/file-layouts.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 const KEY = makeKey({ apiKey: 'policy-key', scopes: ['accounts:read', 'orders:read'] });
 const policy = (routes: string[], extra = '') =>
@@ -17,7 +17,7 @@ describe.each(FILE_LAYOUTS)('policy file reload: %s', (_name, layout) => {
   const call = (path: string, extra: Record<string, unknown> = {}) => send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret, extra)) });
 
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, keys: [KEY], env: { KEYGATE_CONFIG: file.path } });
   });
   afterAll(async () => {

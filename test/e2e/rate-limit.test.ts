@@ -8,10 +8,10 @@ import { bearer, send, type Reply } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'rate-limit-secret-0123456789';
-const PATH = '/api/v3/viewer/accounts';
 const TOO_MANY = { code: 10429, message: 'Too Many Requests' };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -28,11 +28,11 @@ describe('per-key rate limits across two instances', () => {
 
   beforeAll(async () => {
     redis = await startRedis();
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     // The policy's default applies to keys without their own limit.
     const dir = mkdtempSync(join(tmpdir(), 'keygate-rl-'));
     const policy = join(dir, 'policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 3/m }\n`);
+    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 3/m }\n`);
     const keys = [
       makeKey({ apiKey: 'ten', secret: SECRET, rateLimit: { rate: '10/s', burst: 10 } }),
       makeKey({ apiKey: 'forged', secret: SECRET, rateLimit: { rate: '10/m', burst: 10 } }),
@@ -53,7 +53,7 @@ describe('per-key rate limits across two instances', () => {
     await redis?.stop();
   });
 
-  const call = (gate: RunningKeygate, t: string) => send(gate.url, PATH, { headers: bearer(t) });
+  const call = (gate: RunningKeygate, t: string) => send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
   const forwardedFor = (apiKey: string) => upstream.received.filter((r) => r.headers['x-api-key-id'] === `id-${apiKey}`).length;
   const expectLimited = (r: Reply) => {
     expect(r.status).toBe(429);
@@ -89,7 +89,7 @@ describe('per-key rate limits across two instances', () => {
       const before = forwardedFor('ten');
       const tokens = Array.from({ length: 40 }, () => token('ten', SECRET));
       const t0 = performance.now();
-      const replies = await Promise.all(tokens.map((t, i) => get(i % 2 ? a : b, PATH, bearer(t))));
+      const replies = await Promise.all(tokens.map((t, i) => get(i % 2 ? a : b, ACCOUNTS_PATH, bearer(t))));
       const elapsedMs = performance.now() - t0;
       const ok = replies.filter((r) => r.status === 200);
       for (const r of replies.filter((r) => r.status !== 200)) expectLimited(r);
@@ -112,8 +112,8 @@ describe('per-key rate limits across two instances', () => {
     expect(exact, 'one burst of 40 completed within 100 ms').toBe(true);
     // After the interval the allowance is back: b (RateLimit switched off) and then a both pass.
     await sleep(1_100);
-    const viaB = await get(b, PATH, bearer(token('ten', SECRET)));
-    const viaA = await get(a, PATH, bearer(token('ten', SECRET)));
+    const viaB = await get(b, ACCOUNTS_PATH, bearer(token('ten', SECRET)));
+    const viaA = await get(a, ACCOUNTS_PATH, bearer(token('ten', SECRET)));
     agent.destroy();
     expect([viaB.status, viaA.status]).toEqual([200, 200]);
     expect(viaB.headers.ratelimit).toBeUndefined();

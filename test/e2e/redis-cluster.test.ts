@@ -1,15 +1,13 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { client, startRedisCluster, type TestCluster } from '../helpers/redis-topology.js';
+import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-const run = promisify(execFile);
 const SECRET = 'cluster-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 const KEYS = Array.from({ length: 24 }, (_, i) => `ck-${i}`);
 
 /** Real 3-master Redis Cluster (redis-cli --cluster create) behind three Keygate instances. */
@@ -20,7 +18,7 @@ describe('Redis Cluster', () => {
 
   beforeAll(async () => {
     cluster = await startRedisCluster({ masters: 3, password: 'cluster-pass-0123' });
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     const env = (nodes: string) => ({ KEYGATE_REDIS_CLUSTER_NODES: nodes, KEYGATE_REDIS_PASSWORD: cluster.password!, KEYGATE_KEY_CACHE_TTL_MS: '600000' });
     // One instance knows a single seed node and discovers the rest.
     gates = [
@@ -35,7 +33,7 @@ describe('Redis Cluster', () => {
     await cluster?.stop();
   });
 
-  const status = async (gate: RunningKeygate, t: string) => (await send(gate.url, PATH, { headers: bearer(t) })).status;
+  const status = async (gate: RunningKeygate, t: string) => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) })).status;
   const countOnNode = async (port: number, pattern: string) => {
     const c = client(port, cluster.password);
     await c.connect();
@@ -57,7 +55,7 @@ describe('Redis Cluster', () => {
       expect(await status(gates[i % 3]!, t), apiKey).toBe(200);
       used.push(t);
     }
-    for (const [i, t] of used.entries()) expect((await send(gates[(i + 1) % 3]!.url, PATH, { headers: bearer(t) })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+    for (const [i, t] of used.entries()) expect((await send(gates[(i + 1) % 3]!.url, ACCOUNTS_PATH, { headers: bearer(t) })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
     expect(upstream.received.length).toBe(KEYS.length);
     // Key records and nonces really live on all three masters. The admit script touches one key's
     // nonce, GCRA state and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT.
@@ -88,16 +86,12 @@ describe('Redis Cluster', () => {
 
   it('a key revoked with the CLI is refused by every instance within 1 second', async () => {
     for (const g of gates) expect(await status(g, token('ck-5', SECRET))).toBe(200);
-    await run('node', ['bin/keygate.js', 'keys', 'revoke', 'ck-5', '--reason', 'cluster test'], {
-      env: { ...process.env, KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password },
-    });
+    await runKeygate(['keys', 'revoke', 'ck-5', '--reason', 'cluster test'], { KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password });
     const cliDone = Date.now();
     for (const g of gates) await expect.poll(() => status(g, token('ck-5', SECRET)), { timeout: 1_000, interval: 20 }).toBe(404);
     console.log(`cluster revocation reached all 3 instances ${Date.now() - cliDone} ms after the CLI returned`);
     expect(await status(gates[0]!, token('ck-6', SECRET))).toBe(200);
-    const { stdout } = await run('node', ['bin/keygate.js', 'keys', 'list', '--json'], {
-      env: { ...process.env, KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password },
-    });
+    const { stdout } = await runKeygate(['keys', 'list', '--json'], { KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password });
     expect((JSON.parse(stdout) as Array<{ apiKey: string }>).map((k) => k.apiKey).sort()).toEqual([...KEYS].sort());
   });
 

@@ -3,21 +3,21 @@ import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.j
 import { bearer, send } from '../helpers/http.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 
 /** Fail closed: when Redis cannot answer, nothing passes, and nothing hangs. */
 describe('Redis faults', () => {
   let redis: TestRedis;
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
-  const call = () => send(gate.url, PATH, { headers: bearer(token('good', SECRET)), timeoutMs: 5_000 });
+  const call = () => send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)), timeoutMs: 5_000 });
 
   beforeAll(async () => {
     redis = await startRedis(); // always our own process: we kill it
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({
       upstream: upstream.url,
       redisUrl: redis.url,

@@ -1,15 +1,13 @@
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
+import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-const run = promisify(execFile);
 const SECRET = 'sentinel-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 
 interface Sample {
   at: number;
@@ -49,7 +47,7 @@ describe('Redis Sentinel failover during traffic', () => {
 
   beforeAll(async () => {
     redis = await startRedisSentinel({ password: 'sentinel-pass-0123' });
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     const env = { ...sentinelEnv(), KEYGATE_KEY_CACHE_TTL_MS: '600000', KEYGATE_LOG_LEVEL: 'warn' };
     const keys = ['steady', 'revoke-after-1', 'revoke-after-2'].map((apiKey) => makeKey({ apiKey, secret: SECRET }));
     gates = [await startKeygate({ upstream: upstream.url, env, keys }), await startKeygate({ upstream: upstream.url, env })];
@@ -62,7 +60,7 @@ describe('Redis Sentinel failover during traffic', () => {
   });
 
   const call = async (gate: RunningKeygate, t: string): Promise<{ status: number; code?: number }> => {
-    const r = await send(gate.url, PATH, { headers: bearer(t), timeoutMs: 5_000 });
+    const r = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 5_000 });
     return { status: r.status, ...(r.status !== 200 && { code: (r.json() as { code: number }).code }) };
   };
 
@@ -163,7 +161,7 @@ describe('Redis Sentinel failover during traffic', () => {
     }
     // Revocation still propagates to both instances through the new master.
     for (const g of gates) expect((await call(g, token(revokeKey, SECRET))).status).toBe(200);
-    await run('node', ['bin/keygate.js', 'keys', 'revoke', revokeKey], { env: { ...process.env, KEYGATE_REDIS_URL: '', ...sentinelEnv() } });
+    await runKeygate(['keys', 'revoke', revokeKey], { KEYGATE_REDIS_URL: '', ...sentinelEnv() });
     const cliDone = Date.now();
     for (const [i, g] of gates.entries()) {
       try {

@@ -5,10 +5,10 @@ import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../../src/errors
 import { renderError, renderRawError } from '../../src/http/render.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
-import { rawRequest } from '../helpers/raw-http.js';
+import { exchange } from '../helpers/raw-socket.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
 /** What every answer with this status must carry beyond the body (RFC 9110: a 401 challenge, a 503 retry hint). */
 const expectedHeaders = (status: number): Record<string, string | undefined> => ({
@@ -37,7 +37,7 @@ describe('renderError and renderRawError: status-driven headers for every code i
     expect(res.json()).toEqual(errorBody(c));
     for (const [name, value] of Object.entries(expectedHeaders(status))) expect(res.headers[name], name).toBe(value);
 
-    const text = await rawRequest(portOf(raw), 'GET / HTTP/1.1\r\nHost: x\r\n\r\n');
+    const text = (await exchange(portOf(raw), 'GET / HTTP/1.1\r\nHost: x\r\n\r\n')).text;
     const head = text.split('\r\n\r\n')[0]!.toLowerCase();
     expect(head.startsWith(`http/1.1 ${status} `)).toBe(true);
     for (const [name, value] of Object.entries(expectedHeaders(status))) {
@@ -54,7 +54,7 @@ describe('a running Keygate sends the challenge and the retry hint', () => {
   let redis: TestRedis;
   const key = makeKey({ apiKey: 'hdr-key' });
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, keys: [key] });
     // Redis is killed after Keygate connected: key lookups fail, and Keygate fails closed with 503.
     redis = await startRedis();

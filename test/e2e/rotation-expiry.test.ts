@@ -5,10 +5,10 @@ import { createMemoryStore } from '../../src/store/memory-store.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const OLD = 'old-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
 
 /** Time is driven by an injected clock: no sleeps. */
 describe('rotation grace period and key expiry', () => {
@@ -18,10 +18,10 @@ describe('rotation grace period and key expiry', () => {
   let gate: RunningKeygate;
   let nonce = 0n;
   // A fresh nonce at the injected clock's "now".
-  const call = (apiKey: string, secret: string) => send(gate.url, PATH, { headers: bearer(token(apiKey, secret, { nonce: (clock.nowNs() + nonce++).toString() })) });
+  const call = (apiKey: string, secret: string) => send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret, { nonce: (clock.nowNs() + nonce++).toString() })) });
 
   beforeAll(async () => {
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     gate = await startKeygate({ upstream: upstream.url, clock, store });
   });
   afterAll(async () => {

@@ -4,12 +4,11 @@ import { ERRORS } from '../../src/errors.js';
 import type { KeyRecord } from '../../src/store/key-record.js';
 import { makeKey, startKeygate, type RunningKeygate } from './keygate.js';
 import { token } from './tokens.js';
-import { startWireUpstream, type WireUpstream } from './wire.js';
+import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
 
 export const SECRET = 'adversarial-secret-0123456789';
 export const OTHER_SECRET = 'adversarial-other-0123456789';
 export const POLICY = fileURLToPath(new URL('../fixtures/adversarial-policy.yaml', import.meta.url));
-export const PATH = '/api/v3/viewer/accounts';
 
 export const KEYS: KeyRecord[] = [
   makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read', 'items:write'] }),
@@ -19,7 +18,7 @@ export const KEYS: KeyRecord[] = [
 ];
 
 export interface Fixture {
-  upstream: WireUpstream;
+  upstream: RecordingUpstream;
   gate: RunningKeygate;
   /** A fresh valid token for key "good". */
   tok(extra?: Record<string, unknown>): string;
@@ -29,7 +28,7 @@ export interface Fixture {
 }
 
 export async function startFixture(options: { env?: Record<string, string>; redisUrl?: string } = {}): Promise<Fixture> {
-  const upstream = await startWireUpstream();
+  const upstream = await startRecordingUpstream();
   const gate = await startKeygate({
     upstream: upstream.url,
     keys: KEYS,
@@ -54,8 +53,8 @@ export const DOCUMENTED_STATUSES = new Set([...Object.values(ERRORS).map((e) => 
 export const DOCUMENTED_CODES = new Set(Object.keys(ERRORS).map(Number));
 
 /** The upstream saw no request at all and no byte on the wire. */
-export function expectNothingForwarded(upstream: WireUpstream, label?: string): void {
-  expect(upstream.arrived.map((a) => `${a.method} ${a.url}`), label).toEqual([]);
+export function expectNothingForwarded(upstream: RecordingUpstream, label?: string): void {
+  expect(upstream.received.map((a) => `${a.method} ${a.url}`), label).toEqual([]);
   expect(upstream.wire(), label).toBe('');
 }
 

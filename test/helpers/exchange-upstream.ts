@@ -1,5 +1,5 @@
-import type { ServerResponse } from 'node:http';
-import { startUpstream, type RecordingUpstream } from './upstream.js';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
 
 /**
  * A recording upstream that answers the way the exchange API behind the
@@ -9,14 +9,16 @@ import { startUpstream, type RecordingUpstream } from './upstream.js';
  * each order, so a test sees which identity the upstream acted for.
  */
 export async function startExchangeUpstream(): Promise<RecordingUpstream & { readonly orders: Map<string, Record<string, unknown>> }> {
-  const up = await startUpstream();
+  const up = await startRecordingUpstream();
   const orders = new Map<string, Record<string, unknown>>();
   let nextId = 1000;
   const reply = (res: ServerResponse, status: number, body: unknown) => {
     res.writeHead(status, { 'content-type': 'application/json' });
     res.end(JSON.stringify(body));
   };
-  up.handler = (req, res, body) => {
+  // The recording upstream calls the handler when the headers arrive; orders need the whole body.
+  up.handler = (req, res, received) => req.on('end', () => answer(req, res, received.body));
+  const answer = (req: IncomingMessage, res: ServerResponse, body: string) => {
     const url = new URL(req.url ?? '/', 'http://upstream');
     const route = `${req.method} ${url.pathname}`;
     const now = new Date().toISOString().replace(/\.\d+Z$/, 'Z');

@@ -4,12 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { makeKey, type RunningKeygate } from './keygate.js';
 import { bearer, send } from './http.js';
-import { rawRequest, statusOf } from './raw-http.js';
+import { exchange, statusOf } from './raw-socket.js';
 import { claims, HS256, nowNonce, sign, token } from './tokens.js';
-import type { RecordingUpstream } from './upstream.js';
+import type { RecordingUpstream } from './recording-upstream.js';
+import { ACCOUNTS_PATH } from './constants.js';
 
 export const MIXED_SECRET = 'mixed-secret-never-logged-0123456789';
-export const ACCOUNTS = '/api/v3/viewer/accounts';
 
 /** Policy and settings the mixed run needs (a scoped route, a public route, a short upstream timeout). */
 export function mixedTrafficEnv(): Record<string, string> {
@@ -19,7 +19,7 @@ export function mixedTrafficEnv(): Record<string, string> {
     policy,
     [
       'routes:',
-      `  - { method: GET, path: ${ACCOUNTS}, scopes: [accounts:read] }`,
+      `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
       '  - { method: GET, path: /api/v3/admin/things, scopes: [admin] }',
       'unlistedRoutes: deny',
       'public:',
@@ -74,14 +74,14 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
   };
   const first = t('good');
   const cases: Array<{ status: number; code: string; reason?: string; run: () => Promise<number> }> = [
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(first) })).status },
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS}?page=2`, { headers: bearer(t('good')) })).status },
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('good')) })).status },
-    { status: 404, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS}?missing=1`, { headers: bearer(t('good')) })).status },
+    { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(first) })).status },
+    { status: 200, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?page=2`, { headers: bearer(t('good')) })).status },
+    { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('good')) })).status },
+    { status: 404, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?missing=1`, { headers: bearer(t('good')) })).status },
     { status: 200, code: 'public', run: async () => (await send(gate.url, '/status')).status },
-    { status: 401, code: '40106', reason: 'replay', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(first) })).status },
-    { status: 401, code: '40106', reason: 'bad_signature', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('good', 'wrong-secret-0123456789abcdef')) })).status },
-    { status: 401, code: '40106', reason: 'malformed', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer('x.y.z') })).status },
+    { status: 401, code: '40106', reason: 'replay', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(first) })).status },
+    { status: 401, code: '40106', reason: 'bad_signature', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('good', 'wrong-secret-0123456789abcdef')) })).status },
+    { status: 401, code: '40106', reason: 'malformed', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer('x.y.z') })).status },
     {
       status: 401,
       code: '40106',
@@ -89,38 +89,38 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
       run: async () => {
         const old = sign(HS256, claims('good', { nonce: nowNonce(-120_000) }), MIXED_SECRET);
         tokens.push(old);
-        return (await send(gate.url, ACCOUNTS, { headers: bearer(old) })).status;
+        return (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(old) })).status;
       },
     },
-    { status: 401, code: '40004', reason: 'missing_header', run: async () => (await send(gate.url, ACCOUNTS)).status },
-    { status: 400, code: '40107', reason: 'bad_header_format', run: async () => (await send(gate.url, ACCOUNTS, { headers: { authorization: `bearer ${t('good')}` } })).status },
+    { status: 401, code: '40004', reason: 'missing_header', run: async () => (await send(gate.url, ACCOUNTS_PATH)).status },
+    { status: 400, code: '40107', reason: 'bad_header_format', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: { authorization: `bearer ${t('good')}` } })).status },
     {
       status: 400,
       code: '40107',
       reason: 'duplicate_header',
-      run: async () => (await send(gate.url, ACCOUNTS, { headers: { authorization: [`Bearer ${t('good')}`, `Bearer ${t('good')}`] } as unknown as OutgoingHttpHeaders })).status,
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: { authorization: [`Bearer ${t('good')}`, `Bearer ${t('good')}`] } as unknown as OutgoingHttpHeaders })).status,
     },
-    { status: 404, code: '10013', reason: 'unknown_key', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('nobody')) })).status },
-    { status: 404, code: '10013', reason: 'revoked', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('gone')) })).status },
-    { status: 403, code: '10403', reason: 'ip_denied', run: async () => (await send(gate.url, ACCOUNTS, { headers: bearer(t('walled')) })).status },
+    { status: 404, code: '10013', reason: 'unknown_key', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('nobody')) })).status },
+    { status: 404, code: '10013', reason: 'revoked', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('gone')) })).status },
+    { status: 403, code: '10403', reason: 'ip_denied', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('walled')) })).status },
     { status: 403, code: '10403', reason: 'scope_denied', run: async () => (await send(gate.url, '/api/v3/admin/things', { headers: bearer(t('good')) })).status },
     { status: 403, code: '10403', reason: 'route_not_listed', run: async () => (await send(gate.url, '/api/v3/unlisted', { headers: bearer(t('good')) })).status },
     { status: 404, code: '40400', reason: 'no_route', run: async () => (await send(gate.url, '/nope')).status },
-    { status: 400, code: '40000', reason: 'bad_target', run: async () => statusOf(await rawRequest(gate.port, 'GET /api/v3/../x HTTP/1.1\r\nHost: a\r\n\r\n')) },
+    { status: 400, code: '40000', reason: 'bad_target', run: async () => statusOf((await exchange(gate.port, 'GET /api/v3/../x HTTP/1.1\r\nHost: a\r\n\r\n')).text) },
     {
       status: 400,
       code: '40000',
       reason: 'bad_request',
-      run: async () => statusOf(await rawRequest(gate.port, `GET ${ACCOUNTS} HTTP/1.1\r\nHost: a\r\nBad Header: y\r\nAuthorization: Bearer ${t('good')}\r\n\r\n`)),
+      run: async () => statusOf((await exchange(gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: a\r\nBad Header: y\r\nAuthorization: Bearer ${t('good')}\r\n\r\n`)).text),
     },
     {
       status: 431,
       code: '43100',
       reason: 'headers_too_large',
-      run: async () => statusOf(await rawRequest(gate.port, `GET ${ACCOUNTS} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${t('good')}\r\nX-Pad: ${'p'.repeat(6_000)}\r\n\r\n`)),
+      run: async () => statusOf((await exchange(gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${t('good')}\r\nX-Pad: ${'p'.repeat(6_000)}\r\n\r\n`)).text),
     },
-    { status: 502, code: '50200', reason: 'upstream_error', run: async () => (await send(gate.url, `${ACCOUNTS}?reset=1`, { headers: bearer(t('good')) })).status },
-    { status: 504, code: '50400', reason: 'upstream_timeout', run: async () => (await send(gate.url, `${ACCOUNTS}?slow=1`, { headers: bearer(t('good')) })).status },
+    { status: 502, code: '50200', reason: 'upstream_error', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?reset=1`, { headers: bearer(t('good')) })).status },
+    { status: 504, code: '50400', reason: 'upstream_timeout', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(t('good')) })).status },
   ];
   const result: MixedResult = { requests: {}, rejections: {}, upstream: {}, auth: {}, tokens };
   const bump = (o: Record<string, number>, k: string) => (o[k] = (o[k] ?? 0) + 1);

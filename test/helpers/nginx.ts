@@ -4,7 +4,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from './deploy.js';
-import { freePort } from './redis-server.js';
+import { freePort } from './free-port.js';
 
 /** The shipped nginx config and the placeholders its header documents. */
 export const FORWARD_AUTH_CONF = join(repoRoot, 'deploy/nginx/forward-auth.conf');

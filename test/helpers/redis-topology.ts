@@ -1,11 +1,11 @@
 import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, redisServerAvailable } from './redis-server.js';
+import { freePort, portIsFree } from './free-port.js';
+import { redisServerAvailable } from './redis-server.js';
 
 const run = promisify(execFile);
 
@@ -70,12 +70,7 @@ async function clusterPort(taken: Set<number>): Promise<number> {
   for (;;) {
     const p = await freePort();
     if (p >= 55_000 || taken.has(p) || taken.has(p + 10_000)) continue;
-    const bus = await new Promise<boolean>((resolve) => {
-      const s = createServer();
-      s.once('error', () => resolve(false));
-      s.listen(p + 10_000, '127.0.0.1', () => s.close(() => resolve(true)));
-    });
-    if (bus) {
+    if (await portIsFree(p + 10_000)) {
       taken.add(p).add(p + 10_000);
       return p;
     }

@@ -1,60 +1,24 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisStore } from '../../src/store/redis-store.js';
+import { ACCOUNTS_PATH, DEMO_KEY, DEMO_SECRET } from '../helpers/constants.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import pino from 'pino';
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 const SECRET = 'lifecycle-secret-0123456789abcdef';
-const PATH = '/api/v3/viewer/accounts';
-
-interface Served {
-  child: ChildProcess;
-  lines: Array<Record<string, unknown>>;
-  output: () => string;
-  port: number;
-  adminPort: number;
-  exited: Promise<{ code: number | null; at: number }>;
-}
-
-/** `node bin/keygate.js serve` as an operator runs it, on free ports; resolves once it logged "keygate started". */
-async function serve(env: Record<string, string>): Promise<Served> {
-  const child = spawn('node', ['bin/keygate.js', 'serve'], {
-    env: { ...process.env, KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_HOST: '127.0.0.1', KEYGATE_ADMIN_HOST: '127.0.0.1', KEYGATE_REDIS_URL: '', KEYGATE_KEYS_FILE: '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  const lines: Array<Record<string, unknown>> = [];
-  child.stdout.on('data', (c: Buffer) => {
-    out += c.toString();
-    const parts = out.split('\n');
-    out = parts.pop() ?? '';
-    for (const p of parts) if (p.trim()) lines.push(JSON.parse(p) as Record<string, unknown>);
-  });
-  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const exited = new Promise<{ code: number | null; at: number }>((resolve) => child.once('exit', (code) => resolve({ code, at: Date.now() })));
-  const deadline = Date.now() + 15_000;
-  let started: Record<string, unknown> | undefined;
-  while (!(started = lines.find((l) => l.msg === 'keygate started'))) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`keygate did not start:\n${err}\n${lines.map((l) => JSON.stringify(l)).join('\n')}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-  const config = started.config as { port: number; adminPort: number };
-  return { child, lines, output: () => `${lines.map((l) => JSON.stringify(l)).join('\n')}\n${out}\n${err}`, port: config.port, adminPort: config.adminPort, exited };
-}
 
 /** One request over a keep-alive agent (the connection would stay open if shutdown did not close it). */
 function call(port: number, agent: Agent, tok: string): Promise<{ status: number; body: string; at: number }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: PATH, agent, headers: { authorization: `Bearer ${tok}` } }, (res) => {
+    const req = request({ host: '127.0.0.1', port, path: ACCOUNTS_PATH, agent, headers: { authorization: `Bearer ${tok}` } }, (res) => {
       let body = '';
       res.on('data', (c: Buffer) => (body += c.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: Date.now() }));
@@ -75,7 +39,7 @@ const refused = (port: number) =>
     s.once('error', (e: NodeJS.ErrnoException) => resolve(e.code === 'ECONNREFUSED'));
   });
 
-const readyz = async (s: Served) => (await fetch(`http://127.0.0.1:${s.adminPort}/readyz`)).status;
+const readyz = async (s: ServedKeygate) => (await fetch(`http://127.0.0.1:${s.adminPort}/readyz`)).status;
 
 const quitCalls = async (redis: Redis) => Number(/cmdstat_quit:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
 
@@ -90,7 +54,7 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
     await waitStoreReady(store);
     await store.putKey(makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' }));
     await store.close();
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
   });
   afterAll(async () => {
     inspect?.disconnect();
@@ -100,11 +64,12 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
 
   it('logs one startup line with the version and the effective config, the Redis password masked', async () => {
     const url = `redis://default:hunter2-not-for-logs@127.0.0.1:${redis.port}`;
-    const s = await serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '2500' });
+    const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '2500' });
     try {
       // (The password is ignored by this test server: ioredis warns and carries on.)
       await expect.poll(() => readyz(s), { timeout: 10_000, interval: 50 }).toBe(200);
-      const started = s.lines.filter((l) => l.msg === 'keygate started');
+      await s.line('keygate started'); // written up to 100 ms after the ports answer (batched log)
+      const started = s.lines().filter((l) => l.msg === 'keygate started');
       expect(started).toHaveLength(1);
       expect(started[0]).toMatchObject({
         version: VERSION,
@@ -128,7 +93,7 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
     '%s: refuses new connections, reports not ready, finishes the in-flight request, closes Redis and exits 0',
     async (signal) => {
       upstream.handler = (_req, res) => setTimeout(() => res.end('{"slow":"done"}'), 1_500);
-      const s = await serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '10000', KEYGATE_KEEP_ALIVE_TIMEOUT_MS: '60000' });
+      const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '10000', KEYGATE_KEEP_ALIVE_TIMEOUT_MS: '60000' });
       const agent = new Agent({ keepAlive: true });
       try {
         await expect.poll(() => readyz(s), { timeout: 10_000, interval: 50 }).toBe(200); // Redis connects after "started"
@@ -153,9 +118,9 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
         // The keep-alive connection (60 s idle timeout) did not hold the process: well under the 10 s deadline.
         expect(at - signalled).toBeLessThan(8_000);
         expect(await quitCalls(inspect)).toBe(quitBefore + 2); // command and subscriber connections
-        expect(s.lines.find((l) => l.msg?.toString().startsWith('shutting down'))).toMatchObject({ signal, deadlineMs: 10_000 });
-        expect(s.lines.some((l) => l.msg === 'keygate stopped')).toBe(true);
-        expect(s.lines.some((l) => String(l.msg).includes('deadline reached'))).toBe(false);
+        expect(s.lines().find((l) => l.msg?.toString().startsWith('shutting down'))).toMatchObject({ signal, deadlineMs: 10_000 });
+        expect(s.lines().some((l) => l.msg === 'keygate stopped')).toBe(true);
+        expect(s.lines().some((l) => String(l.msg).includes('deadline reached'))).toBe(false);
       } finally {
         agent.destroy();
         upstream.handler = undefined;
@@ -166,11 +131,11 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
 
   it('cuts requests still in flight at KEYGATE_SHUTDOWN_TIMEOUT_MS and still exits 0 (embedded store)', async () => {
     upstream.handler = (_req, res) => setTimeout(() => res.end('too late'), 20_000);
-    const s = await serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml', KEYGATE_SHUTDOWN_TIMEOUT_MS: '500' });
+    const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml', KEYGATE_SHUTDOWN_TIMEOUT_MS: '500' });
     const agent = new Agent({ keepAlive: false });
     try {
       const seen = upstream.received.length;
-      const inFlight = call(s.port, agent, token('demo-key', 'demo-secret-0123456789abcdef')).then(
+      const inFlight = call(s.port, agent, token(DEMO_KEY, DEMO_SECRET)).then(
         () => 'answered',
         (e: Error) => e.message,
       );
@@ -182,8 +147,8 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
       expect(at - signalled).toBeGreaterThanOrEqual(450);
       expect(at - signalled).toBeLessThan(5_000);
       expect(await inFlight).toMatch(/socket hang up|ECONNRESET/);
-      expect(s.lines.find((l) => String(l.msg).includes('deadline reached'))).toMatchObject({ level: 40, deadlineMs: 500, connections: 1 });
-      expect(s.output()).not.toContain('demo-secret-0123456789abcdef');
+      expect(s.lines().find((l) => String(l.msg).includes('deadline reached'))).toMatchObject({ level: 40, deadlineMs: 500, connections: 1 });
+      expect(s.output()).not.toContain(DEMO_SECRET);
     } finally {
       agent.destroy();
       upstream.handler = undefined;

@@ -3,10 +3,11 @@ import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PATH, POLICY, SECRET } from '../helpers/adversarial.js';
-import { spawnKeygate, type ChildKeygate } from '../helpers/child-keygate.js';
+import { POLICY, SECRET } from '../helpers/adversarial.js';
+import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { startWireUpstream, type WireUpstream } from '../helpers/wire.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const CONNECTIONS = 1_500;
 const ROUNDS = 3;
@@ -32,7 +33,7 @@ async function idleThenBusy(port: number, n: number): Promise<number[]> {
             if (m && text.includes('\r\n\r\n')) resolve(Number(m[1]));
           });
           s.on('close', () => resolve(0));
-          s.write(`GET ${PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n\r\n`);
+          s.write(`GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n\r\n`);
         }),
     ),
   );
@@ -46,14 +47,14 @@ async function idleThenBusy(port: number, n: number): Promise<number[]> {
  * stays well under 300 MB and does not grow from round to round.
  */
 describe('overload: memory', () => {
-  let upstream: WireUpstream;
-  let gate: ChildKeygate;
+  let upstream: RecordingUpstream;
+  let gate: ServedKeygate;
   beforeAll(async () => {
-    upstream = await startWireUpstream();
+    upstream = await startRecordingUpstream();
     const dir = mkdtempSync(join(tmpdir(), 'keygate-overload-mem-'));
     const keys = join(dir, 'keys.yaml');
     writeFileSync(keys, `keys:\n  - apiKey: good\n    apiSecret: ${SECRET}\n    id: key-good\n    scopes: [accounts:read]\n`);
-    gate = await spawnKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' });
+    gate = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' }, { baseEnv: 'clean' });
   });
   afterAll(async () => {
     await gate?.stop();
@@ -69,7 +70,7 @@ describe('overload: memory', () => {
     const sampler = setInterval(() => (peak = Math.max(peak, gate.rss())), 50);
     try {
       for (let round = 0; round < ROUNDS; round++) {
-        upstream.arrived.length = 0;
+        upstream.received.length = 0;
         const statuses = await idleThenBusy(gate.port, CONNECTIONS);
         // Every connection got an answer: 200, or 503 shed under the in-flight bound (1,024 by
         // default, below the 1,500 sent at once); never a dropped socket.

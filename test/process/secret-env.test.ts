@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfig, type Config } from '../../src/config/load-config.js';
 import { createSecretCipher } from '../../src/store/secret-cipher.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { runKeygate } from '../helpers/spawn-keygate.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-secret-files-'));
 let n = 0;
@@ -81,13 +82,12 @@ describe('secrets from files (_FILE variables)', () => {
     afterAll(() => redis.stop());
 
     it('keys create and show with KEYGATE_REDIS_URL_FILE and KEYGATE_SECRET_ENCRYPTION_KEY_FILE', async () => {
-      const env = { ...process.env, KEYGATE_REDIS_URL: '', KEYGATE_REDIS_URL_FILE: secretFile(`${redis.url}\n`), KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(`${key}\n`) };
-      const run = promisify(execFile);
-      const created = JSON.parse((await run('node', ['bin/keygate.js', 'keys', 'create', '--json'], { env })).stdout) as { apiKey: string };
-      const shown = JSON.parse((await run('node', ['bin/keygate.js', 'keys', 'show', created.apiKey], { env })).stdout) as { apiKey: string };
+      const env = { KEYGATE_REDIS_URL: '', KEYGATE_REDIS_URL_FILE: secretFile(`${redis.url}\n`), KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(`${key}\n`) };
+      const created = JSON.parse((await runKeygate(['keys', 'create', '--json'], env)).stdout) as { apiKey: string };
+      const shown = JSON.parse((await runKeygate(['keys', 'show', created.apiKey], env)).stdout) as { apiKey: string };
       expect(shown.apiKey).toBe(created.apiKey);
       // Sealed at rest with the key from the file.
-      const raw = await run('redis-cli', ['-u', redis.url, 'GET', `keygate:key:${created.apiKey}`]);
+      const raw = await promisify(execFile)('redis-cli', ['-u', redis.url, 'GET', `keygate:key:${created.apiKey}`]);
       expect(raw.stdout).toMatch(/"encSecret":"kg1\./);
     });
   });

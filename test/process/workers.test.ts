@@ -1,36 +1,11 @@
-import { execFile, spawn, type ChildProcessByStdio } from 'node:child_process';
-import type { Readable } from 'node:stream';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
-import { freePort, startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { runKeygate, serveKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
-const run = promisify(execFile);
-const PATH = '/api/v3/viewer/accounts';
-
-interface Serve {
-  child: ChildProcessByStdio<null, Readable, Readable>;
-  lines: () => Array<Record<string, unknown>>;
-  stderr: () => string;
-  exit: Promise<number | null>;
-}
-
-function serve(env: Record<string, string>): Serve {
-  const child = spawn('node', ['bin/keygate.js', 'serve'], { env: { ...process.env, KEYGATE_REDIS_URL: '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (err += c.toString()));
-  const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const lines = () =>
-    out
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Record<string, unknown>);
-  return { child, lines, stderr: () => err, exit };
-}
 
 const alive = (pid: number) => {
   try {
@@ -49,7 +24,7 @@ describe('KEYGATE_WORKERS', () => {
 
   beforeAll(async () => {
     redis = await startRedis({ shared: true });
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     upstream.handler = (req, res) => {
       const reply = () => {
         res.setHeader('content-type', 'application/json');
@@ -58,7 +33,7 @@ describe('KEYGATE_WORKERS', () => {
       if (req.url?.includes('slow=1')) setTimeout(reply, 1_500);
       else reply();
     };
-    const { stdout } = await run('node', ['bin/keygate.js', 'keys', 'create', '--scopes', 'accounts:read', '--json'], { env: { ...process.env, KEYGATE_REDIS_URL: redis.url } });
+    const { stdout } = await runKeygate(['keys', 'create', '--scopes', 'accounts:read', '--json'], { KEYGATE_REDIS_URL: redis.url });
     key = JSON.parse(stdout) as { apiKey: string; apiSecret: string };
   });
   afterAll(async () => {
@@ -67,23 +42,14 @@ describe('KEYGATE_WORKERS', () => {
   });
 
   it('the embedded store refuses more than one worker, at start', async () => {
-    const s = serve({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_WORKERS: '2' });
-    expect(await s.exit).toBe(1);
+    const s = spawnKeygate(['serve'], { env: { KEYGATE_REDIS_URL: '', KEYGATE_UPSTREAM: upstream.url, KEYGATE_WORKERS: '2' } });
+    expect((await s.exited).code).toBe(1);
     expect(s.stderr()).toMatch(/KEYGATE_WORKERS: 2 workers need Redis/);
   });
 
   it('two workers share the port and Redis; metrics are summed; SIGTERM drains every worker and exits 0', async () => {
-    const [port, adminPort] = [await freePort(), await freePort()];
-    const s = serve({
-      KEYGATE_UPSTREAM: upstream.url,
-      KEYGATE_REDIS_URL: redis.url,
-      KEYGATE_WORKERS: '2',
-      KEYGATE_HOST: '127.0.0.1',
-      KEYGATE_ADMIN_HOST: '127.0.0.1',
-      KEYGATE_PORT: String(port),
-      KEYGATE_ADMIN_PORT: String(adminPort),
-      KEYGATE_LOG_LEVEL: 'info',
-    });
+    const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url, KEYGATE_WORKERS: '2', KEYGATE_LOG_LEVEL: 'info' });
+    const { port, adminPort } = s;
     try {
       await expect.poll(() => s.lines().some((l) => l.msg === 'keygate started'), { timeout: 15_000 }).toBe(true);
       const started = s.lines().find((l) => l.msg === 'keygate started')!;
@@ -97,7 +63,7 @@ describe('KEYGATE_WORKERS', () => {
       // Each request opens a new connection; the primary hands them out round-robin.
       let ok = 0;
       for (let i = 0; i < 20; i++) {
-        expect((await send(url, PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(200);
+        expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(200);
         ok++;
       }
       // Request lines reach stdout in batches (at most 100 ms late): poll for them.
@@ -109,9 +75,9 @@ describe('KEYGATE_WORKERS', () => {
       const crossWorker: boolean[] = [];
       for (let i = 0; i < 4; i++) {
         const t = token(key.apiKey, key.apiSecret);
-        expect((await send(url, PATH, { headers: { ...bearer(t), 'x-request-id': `first-${i}` } })).status).toBe(200);
+        expect((await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `first-${i}` } })).status).toBe(200);
         ok++;
-        expect((await send(url, PATH, { headers: { ...bearer(t), 'x-request-id': `again-${i}` } })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+        expect((await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `again-${i}` } })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
         await expect.poll(() => pidOf(`again-${i}`) !== undefined && pidOf(`first-${i}`) !== undefined).toBe(true);
         crossWorker.push(pidOf(`first-${i}`) !== pidOf(`again-${i}`));
       }
@@ -131,17 +97,17 @@ describe('KEYGATE_WORKERS', () => {
       process.kill(workerPids[0]!, 'SIGKILL');
       await expect.poll(() => s.lines().filter((l) => l.msg === 'worker died; starting a replacement').length, { timeout: 5_000 }).toBe(1);
       await expect.poll(async () => (await send(admin, '/readyz')).status, { timeout: 10_000, interval: 100 }).toBe(200);
-      for (let i = 0; i < 6; i++) expect((await send(url, PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(200);
+      for (let i = 0; i < 6; i++) expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(200);
       await expect.poll(() => servedBy().some((pid) => !workerPids.includes(pid))).toBe(true); // the replacement served some
       const replacement = servedBy().find((pid) => !workerPids.includes(pid));
 
       // Graceful shutdown: in-flight requests on both workers finish, then everything exits 0.
-      const slow = [0, 1].map(() => send(url, `${PATH}?slow=1`, { headers: bearer(token(key.apiKey, key.apiSecret)) }));
+      const slow = [0, 1].map(() => send(url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(token(key.apiKey, key.apiSecret)) }));
       await new Promise((r) => setTimeout(r, 300));
       const stopAt = Date.now();
       s.child.kill('SIGTERM');
       expect((await Promise.all(slow)).map((r) => r.status)).toEqual([200, 200]);
-      expect(await s.exit).toBe(0);
+      expect((await s.exited).code).toBe(0);
       const tookMs = Date.now() - stopAt;
       expect(tookMs).toBeGreaterThan(800);
       expect(s.lines().filter((l) => l.msg === 'worker stopped')).toHaveLength(2);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { checkTarget } from '../../src/pipeline/check-target.js';
+import { BAD_TARGETS } from '../helpers/cases/request-targets.js';
 
 describe('checkTarget: only plain origin-form targets pass', () => {
   const accepted: Array<[string, string, string, string]> = [
@@ -17,44 +18,24 @@ describe('checkTarget: only plain origin-form targets pass', () => {
     expect(checkTarget(method, url)).toEqual({ ok: true, path, query });
   });
 
+  // Targets only a direct call can express: other methods, none at all, bytes Node's parser refuses first.
   const refused: Array<[string, string | undefined, string]> = [
-    ['GET', '*', 'asterisk-form'],
-    ['GET', 'http://evil/api/v3/viewer/accounts', 'absolute-form'],
     ['CONNECT', 'example.com:443', 'CONNECT'],
     ['CONNECT', '/api/v3/viewer/accounts', 'CONNECT with a path'],
     ['TRACE', '/api/v3/viewer/accounts', 'TRACE'],
     ['get', '/api/v3/viewer/accounts', 'lower-case method'],
     ['GET', undefined, 'no target'],
     ['GET', '', 'empty target'],
-    ['GET', '//api/v3/viewer/accounts', 'leading double slash'],
-    ['GET', '/api/v3//viewer/accounts', 'empty segment'],
-    ['GET', '/api/v3/../admin', 'dot-dot'],
-    ['GET', '/api/v3/./viewer/accounts', 'dot'],
-    ['GET', '/api/v3/viewer/..', 'trailing dot-dot'],
-    ['GET', '/api/v3/%2e%2e/admin', 'encoded dot-dot'],
-    ['GET', '/api/v3/%2E%2E/admin', 'encoded dot-dot upper'],
-    ['GET', '/api/v3/.%2e/admin', 'half-encoded dot-dot'],
-    ['GET', '/api/v3/viewer%2faccounts', 'encoded slash'],
-    ['GET', '/api/v3/viewer%2Faccounts', 'encoded slash upper'],
-    ['GET', '/api/v3/viewer%5caccounts', 'encoded backslash'],
-    ['GET', '/api/v3/viewer\\accounts', 'backslash'],
-    ['GET', '/api/v3/viewer/accounts%00', 'encoded NUL'],
-    ['GET', '/api/v3/viewer/accounts%0a', 'encoded LF'],
     ['GET', '/api/v3/viewer/accounts\u0000', 'raw NUL'],
-    ['GET', '/api/v3/viewer/accounts;jsessionid=1', 'matrix params'],
-    ['GET', '/api/v3/viewer/accounts#frag', 'fragment'],
-    ['GET', '/api/v3/viewer/%61ccounts', 'encoded unreserved letter'],
-    ['GET', '/api/v3/viewer/acc%7Eounts', 'encoded tilde'],
-    ['GET', '/api/v3/viewer/accounts%', 'lone percent'],
-    ['GET', '/api/v3/viewer/accounts%zz', 'bad escape'],
-    ['GET', '/api/v3/viewer/accounts?a=%', 'bad escape in query'],
-    ['GET', '/api/v3/viewer/accounts?a=b#c', 'fragment in query'],
     ['GET', '/api/v3/vïewer/accounts', 'non-ASCII'],
     ['GET', '/api/v3/viewer accounts', 'space'],
-    ['GET', `/api/v3/${'a'.repeat(9000)}`, 'over-long target'],
   ];
   it.each(refused)('%s %s is refused (%s)', (method, url) => {
     expect(checkTarget(method, url)).toEqual({ ok: false, code: 40000, reason: 'bad_target' });
+  });
+  // The targets the over-the-wire table sends too (test/helpers/cases/request-targets.ts).
+  it.each(BAD_TARGETS)('GET %s is refused (shared table)', (_name, url) => {
+    expect(checkTarget('GET', url)).toEqual({ ok: false, code: 40000, reason: 'bad_target' });
   });
 
   // Bounds checked before any route is matched (MAX_PATH_BYTES, MAX_PATH_SEGMENTS).

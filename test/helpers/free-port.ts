@@ -1,0 +1,25 @@
+import { createServer } from 'node:net';
+
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on right now, for processes that must be told their port
+ * up front (a child `keygate serve`, redis-server, nginx). In-process servers listen on port 0 instead.
+ */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** Whether `port` on 127.0.0.1 can be bound now (a Redis cluster node also needs port + 10000 for its bus). */
+export function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => resolve(false));
+    s.listen(port, '127.0.0.1', () => s.close(() => resolve(true)));
+  });
+}
