@@ -28,9 +28,18 @@ function environment(base: 'inherit' | 'clean', env: ChildEnv): NodeJS.ProcessEn
 
 const execFileAsync = promisify(execFile);
 
-/** Runs one CLI command with this environment plus `env`; rejects (with stdout, stderr and code) when it exits non-zero. */
-export function runKeygate(args: string[], env: ChildEnv = {}): Promise<{ stdout: string; stderr: string }> {
-  return execFileAsync(process.execPath, [KEYGATE_BIN, ...args], { env: environment('inherit', env) });
+/**
+ * Runs one CLI command with this environment plus `env`, `input` on its stdin (then closed; none by default);
+ * rejects (with stdout, stderr and code) when it exits non-zero.
+ */
+export function runKeygate(
+  args: string[],
+  env: ChildEnv = {},
+  input?: string,
+): Promise<{ stdout: string; stderr: string }> {
+  const run = execFileAsync(process.execPath, [KEYGATE_BIN, ...args], { env: environment('inherit', env) });
+  run.child.stdin?.end(input);
+  return run;
 }
 
 export interface SpawnOptions {

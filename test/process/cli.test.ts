@@ -1,28 +1,20 @@
-import { execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jwtVerify, decodeProtectedHeader } from 'jose';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { runKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
 
-const run = promisify(execFile);
-const cli = (args: string[], env: Record<string, string> = {}) =>
-  run('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env } });
+const cli = (args: string[], env: Record<string, string> = {}) => runKeygate(args, env);
 
-/** The CLI with `input` on its stdin (then closed). */
+/** The CLI with `input` on its stdin (then closed): its exit code and output, whatever the code. */
 const cliWithStdin = (args: string[], env: Record<string, string>, input: string) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn('node', ['bin/keygate.js', ...args], { env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-    child.stdin.end(input);
-    child.once('close', (code) => resolve({ code, stdout, stderr }));
-  });
+  runKeygate(args, env, input).then(
+    (out) => ({ code: 0 as number | null, ...out }),
+    (e: { code: number | null; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+  );
 
 describe('keygate CLI', () => {
   let redis: TestRedis;
@@ -195,17 +187,12 @@ describe('keygate CLI', () => {
   });
 
   it('serve masks a Redis password given as ?password= in its startup log', async () => {
-    const child = spawn('node', ['bin/keygate.js', 'serve'], {
-      env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: `${redis.url}/0?password=qs-s3cr3t-value&db=0` },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawnKeygate(['serve'], {
+      env: { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: `${redis.url}/0?password=qs-s3cr3t-value&db=0` },
     });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    child.stderr.on('data', (c: Buffer) => (out += c.toString()));
-    await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
-    const code = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
-    await code;
+    await expect.poll(() => child.output().includes('keygate started'), { timeout: 10_000 }).toBe(true);
+    await child.stop('SIGTERM');
+    const out = child.output();
     const started = JSON.parse(out.split('\n').find((l) => l.includes('keygate started'))!) as { config: { redis: string } };
     expect(started.config.redis).toMatch(/\?password=\*\*\*&db=0$/);
     expect(out).not.toContain('qs-s3cr3t-value');
@@ -254,16 +241,13 @@ describe('keygate CLI', () => {
   });
 
   it('serve drains and exits 0 on SIGTERM', async () => {
-    const child = spawn('node', ['bin/keygate.js', 'serve'], {
-      env: { ...process.env, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
+    const child = spawnKeygate(['serve'], {
+      env: { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: '' },
     });
-    let out = '';
-    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
-    await expect.poll(() => out.includes('keygate started'), { timeout: 10_000 }).toBe(true);
-    const code = new Promise((r) => child.once('exit', r));
-    child.kill('SIGTERM');
+    await expect.poll(() => child.output().includes('keygate started'), { timeout: 10_000 }).toBe(true);
+    const code = child.stop('SIGTERM').then((e) => e.code);
     expect(await code).toBe(0);
+    const out = child.output();
     expect(out).toContain('keygate stopped');
   });
 });

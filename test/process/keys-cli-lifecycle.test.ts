@@ -1,19 +1,17 @@
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { lstatSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { ACCOUNTS_PATH as PATH } from '../helpers/constants.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
-import { startUpstream, type RecordingUpstream } from '../helpers/upstream.js';
 
-const run = promisify(execFile);
-const PATH = '/api/v3/viewer/accounts';
 const ENC = randomBytes(32).toString('base64');
 const ENC_NEXT = randomBytes(32).toString('hex');
 
@@ -23,14 +21,14 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
   let a: RunningKeygate;
   let b: RunningKeygate;
   let env: Record<string, string>;
-  const cli = async (...args: string[]) => (await run('node', ['bin/keygate.js', 'keys', ...args], { env: { ...process.env, ...env } })).stdout;
+  const cli = async (...args: string[]) => (await runKeygate(['keys', ...args], env)).stdout;
   const status = async (gate: RunningKeygate, k: string, s: string) => (await send(gate.url, PATH, { headers: bearer(token(k, s)) })).status;
 
   beforeAll(async () => {
     redis = await startRedis({ shared: true });
     await redis.flush();
     env = { KEYGATE_REDIS_URL: redis.url, KEYGATE_SECRET_ENCRYPTION_KEY: ENC, KEYGATE_ACTOR: 'test-operator' };
-    upstream = await startUpstream();
+    upstream = await startRecordingUpstream();
     const gateEnv = { KEYGATE_KEY_CACHE_TTL_MS: '600000', KEYGATE_SECRET_ENCRYPTION_KEY: ENC };
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: gateEnv });
     b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: gateEnv });
