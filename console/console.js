@@ -6,7 +6,11 @@ let token = null;
 let nextCursor = null;
 
 const $ = (selector) => document.querySelector(selector);
-const list = (text) => text.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+const list = (text) =>
+  text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
 
 class ApiError extends Error {
   constructor(status, body) {
@@ -18,7 +22,13 @@ class ApiError extends Error {
 async function api(method, path, body) {
   const headers = { authorization: `Bearer ${token}` };
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: 'no-store', credentials: 'omit' });
+  const res = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    cache: 'no-store',
+    credentials: 'omit',
+  });
   const text = await res.text();
   const data = text ? JSON.parse(text) : undefined;
   if (res.status === 401) signOut('The token was refused.');
@@ -127,12 +137,19 @@ function confirmAction(question, withReason) {
   dialog.returnValue = '';
   dialog.showModal();
   return new Promise((resolve) =>
-    dialog.addEventListener('close', () => resolve(dialog.returnValue === 'yes' ? dialog.querySelector('input[name=reason]').value.trim() : null), { once: true }),
+    dialog.addEventListener(
+      'close',
+      () => resolve(dialog.returnValue === 'yes' ? dialog.querySelector('input[name=reason]').value.trim() : null),
+      { once: true },
+    ),
   );
 }
 
 async function revoke(key) {
-  const reason = await confirmAction(`Revoke ${key.apiKey}${key.owner ? ` (owner ${key.owner})` : ''}? Requests signed with it are refused at once.`, true);
+  const reason = await confirmAction(
+    `Revoke ${key.apiKey}${key.owner ? ` (owner ${key.owner})` : ''}? Requests signed with it are refused at once.`,
+    true,
+  );
   if (reason === null) return;
   try {
     await api('POST', `/v1/keys/${encodeURIComponent(key.apiKey)}/revoke`, reason ? { reason } : {});
@@ -143,7 +160,11 @@ async function revoke(key) {
 }
 
 async function rotate(key) {
-  if ((await confirmAction(`Rotate the secret of ${key.apiKey}? The old secret keeps working for 5 minutes.`, false)) === null) return;
+  if (
+    (await confirmAction(`Rotate the secret of ${key.apiKey}? The old secret keeps working for 5 minutes.`, false)) ===
+    null
+  )
+    return;
   try {
     const rotated = await api('POST', `/v1/keys/${encodeURIComponent(key.apiKey)}/rotate`, { graceSeconds: 300 });
     showSecret(rotated.apiKey, rotated.apiSecret);
@@ -168,7 +189,10 @@ $('#edit-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   const form = event.target;
   try {
-    await api('PATCH', `/v1/keys/${encodeURIComponent(editing.apiKey)}`, { scopes: list(form.elements.scopes.value), allowIps: list(form.elements.allowIps.value) });
+    await api('PATCH', `/v1/keys/${encodeURIComponent(editing.apiKey)}`, {
+      scopes: list(form.elements.scopes.value),
+      allowIps: list(form.elements.allowIps.value),
+    });
     $('#edit-dialog').close();
     await load(false);
   } catch (err) {
@@ -213,7 +237,8 @@ $('#secret-done').addEventListener('click', () => {
   $('#secret-dialog').close();
 });
 
-for (const cancel of document.querySelectorAll('dialog .cancel')) cancel.addEventListener('click', () => cancel.closest('dialog').close());
+for (const cancel of document.querySelectorAll('dialog .cancel'))
+  cancel.addEventListener('click', () => cancel.closest('dialog').close());
 
 $('#sign-in-form').addEventListener('submit', async (event) => {
   event.preventDefault();

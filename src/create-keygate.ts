@@ -53,7 +53,10 @@ export interface Keygate {
 }
 
 /** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
-export function createStoreFromConfig(config: Config, deps: { logger: Logger; clock: Clock; metrics?: Metrics }): Store {
+export function createStoreFromConfig(
+  config: Config,
+  deps: { logger: Logger; clock: Clock; metrics?: Metrics },
+): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
     // Config holds the key bytes; the live cipher is built here, with the store that uses it.
@@ -70,7 +73,9 @@ export function createStoreFromConfig(config: Config, deps: { logger: Logger; cl
     );
   }
   const keys = config.keysFile ? loadKeysFile(config.keysFile) : [];
-  deps.logger.info('embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart');
+  deps.logger.info(
+    'embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart',
+  );
   return createMemoryStore({ keys }, { clock: deps.clock });
 }
 
@@ -84,7 +89,11 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const logger = deps.logger;
   const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics });
   const keys = createKeyCache(
-    { ttlMs: config.limits.keyCacheTtlMs, negativeTtlMs: config.limits.keyCacheNegativeTtlMs, maxEntries: config.limits.keyCacheMaxEntries },
+    {
+      ttlMs: config.limits.keyCacheTtlMs,
+      negativeTtlMs: config.limits.keyCacheNegativeTtlMs,
+      maxEntries: config.limits.keyCacheMaxEntries,
+    },
     {
       store,
       clock,
@@ -102,7 +111,10 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   let watcher: KeysFileWatcher | undefined;
   if (config.keysFile && isMemoryStore(store)) {
     const memory = store;
-    watcher = createKeysFileWatcher({ file: config.keysFile }, { logger, apply: (records) => memory.replaceAll(records) });
+    watcher = createKeysFileWatcher(
+      { file: config.keysFile },
+      { logger, apply: (records) => memory.replaceAll(records) },
+    );
   }
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
   const authenticate = createAuthenticator(
@@ -122,17 +134,19 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     { keys, store, clock },
   );
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
-  const forwarder = config.upstream && createForwarder(
-    {
-      upstream: config.upstream,
-      timeoutMs: config.limits.upstreamTimeoutMs,
-      maxSockets: config.limits.upstreamMaxSockets,
-      queueTimeoutMs: config.limits.upstreamQueueTimeoutMs,
-      minBodyBytesPerSecond: config.limits.minBodyBytesPerSecond,
-      bodyRateGraceMs: config.limits.bodyRateGraceMs,
-    },
-    { logger },
-  );
+  const forwarder =
+    config.upstream &&
+    createForwarder(
+      {
+        upstream: config.upstream,
+        timeoutMs: config.limits.upstreamTimeoutMs,
+        maxSockets: config.limits.upstreamMaxSockets,
+        queueTimeoutMs: config.limits.upstreamQueueTimeoutMs,
+        minBodyBytesPerSecond: config.limits.minBodyBytesPerSecond,
+        bodyRateGraceMs: config.limits.bodyRateGraceMs,
+      },
+      { logger },
+    );
   const proxy = createGateway(config, {
     logger,
     clock,
@@ -201,13 +215,18 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       const sweep = setInterval(() => proxy.closeIdleConnections(), 50);
       proxy.closeIdleConnections();
       let timer: NodeJS.Timeout | undefined;
-      const deadline = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), config.limits.shutdownTimeoutMs)));
+      const deadline = new Promise<boolean>(
+        (resolve) => (timer = setTimeout(() => resolve(false), config.limits.shutdownTimeoutMs)),
+      );
       const drained = await Promise.race([closed, deadline]);
       clearInterval(sweep);
       clearTimeout(timer);
       if (!drained) {
         const open = await new Promise<number>((resolve) => proxy.getConnections((_err, n) => resolve(n ?? 0)));
-        logger.warn({ deadlineMs: config.limits.shutdownTimeoutMs, connections: open }, 'shutdown deadline reached: cutting connections still in flight');
+        logger.warn(
+          { deadlineMs: config.limits.shutdownTimeoutMs, connections: open },
+          'shutdown deadline reached: cutting connections still in flight',
+        );
       }
       proxy.closeAllConnections();
       admin.closeAllConnections();

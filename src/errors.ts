@@ -51,7 +51,10 @@ export const REASONS = Object.freeze({
   nonce_window: reason(40106, 'nonce outside recv_window of the server time'),
   bad_signature: reason(40106, 'HS256 signature does not verify with the key secret'),
   replay: reason(40106, 'nonce already used by this key inside its window'),
-  rate_limited: reason(10429, "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried"),
+  rate_limited: reason(
+    10429,
+    "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried",
+  ),
   unknown_key: reason(10013, 'sub names no key'),
   revoked: reason(10013, 'key is revoked'),
   expired_key: reason(10013, 'key passed its expiry time'),
@@ -62,7 +65,10 @@ export const REASONS = Object.freeze({
   bad_target: reason(40000, 'request target is not a plain origin-form path'),
   path_too_long: reason(40000, 'request path longer than MAX_PATH_BYTES'),
   too_many_segments: reason(40000, 'request path has more than MAX_PATH_SEGMENTS segments'),
-  method_override: reason(40000, 'method-override header or _method parameter the policy does not allow, or an unusable one'),
+  method_override: reason(
+    40000,
+    'method-override header or _method parameter the policy does not allow, or an unusable one',
+  ),
   untrusted_peer: reason(40300, 'forward-auth check from a peer that is not in trustedProxies'),
   bad_check: reason(40000, 'forward-auth check that does not describe exactly one original request'),
   no_route: reason(40400, 'path outside /api/v3/ that is not listed as public'),
@@ -92,7 +98,9 @@ export interface Denial {
 
 // One frozen verdict per reason: denying allocates nothing.
 const DENIALS = Object.freeze(
-  Object.fromEntries(Object.entries(REASONS).map(([r, { code }]) => [r, Object.freeze({ ok: false, code, reason: r })])),
+  Object.fromEntries(
+    Object.entries(REASONS).map(([r, { code }]) => [r, Object.freeze({ ok: false, code, reason: r })]),
+  ),
 ) as Readonly<Record<Reason, Denial>>;
 
 /** The verdict for a reason; its code comes from the catalogue. */
@@ -129,8 +137,14 @@ export const MANAGEMENT_ERRORS = Object.freeze({
   not_json: { status: 415, message: 'the body must be JSON (Content-Type: application/json)' },
   body_too_large: { status: 413, message: 'the body is larger than 64 KiB' },
   conflict: { status: 409, message: "the key's state does not allow this change" },
-  writes_need_redis: { status: 409, message: 'writes need Redis: with the embedded store the keys file (KEYGATE_KEYS_FILE) is the source of keys' },
-  store_unavailable: { status: 503, message: 'the key store did not answer; nothing was changed, or retry with the same Idempotency-Key' },
+  writes_need_redis: {
+    status: 409,
+    message: 'writes need Redis: with the embedded store the keys file (KEYGATE_KEYS_FILE) is the source of keys',
+  },
+  store_unavailable: {
+    status: 503,
+    message: 'the key store did not answer; nothing was changed, or retry with the same Idempotency-Key',
+  },
   internal_error: { status: 500, message: 'internal error' },
 } as const);
 

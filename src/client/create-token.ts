@@ -32,11 +32,16 @@ export async function createToken(options: CreateTokenOptions): Promise<string> 
     nonce: (options.now ?? nonceNow()).toString(),
   };
   if (options.recvWindow !== undefined) payload.recv_window = String(options.recvWindow);
-  return new SignJWT(payload).setProtectedHeader({ alg: 'HS256', typ: 'JWT' }).sign(new TextEncoder().encode(options.apiSecret));
+  return new SignJWT(payload)
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .sign(new TextEncoder().encode(options.apiSecret));
 }
 
 /** Returns `init` with `Authorization: Bearer <fresh token>` set, for fetch(). */
-export async function withKeygateAuth(init: RequestInit, credentials: Omit<CreateTokenOptions, 'now'>): Promise<RequestInit> {
+export async function withKeygateAuth(
+  init: RequestInit,
+  credentials: Omit<CreateTokenOptions, 'now'>,
+): Promise<RequestInit> {
   const headers = new Headers(init.headers);
   headers.set('authorization', `Bearer ${await createToken(credentials)}`);
   return { ...init, headers };

@@ -15,7 +15,10 @@ export interface Readiness {
  */
 export function createAdminServer(
   options: { limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'> },
-  deps: { metrics: { readonly registry: Pick<Registry<RegistryContentType>, 'metrics' | 'contentType'> }; ready: Readiness },
+  deps: {
+    metrics: { readonly registry: Pick<Registry<RegistryContentType>, 'metrics' | 'contentType'> };
+    ready: Readiness;
+  },
 ): Server {
   return createServer(serverTimeouts(options.limits), (req, res) => {
     const path = (req.url ?? '').split('?')[0];
@@ -29,7 +32,8 @@ export function createAdminServer(
     if (path === '/healthz') return json(200, { status: 'ok' });
     if (path === '/readyz') {
       deps.ready().then(
-        (reason) => (reason === undefined ? json(200, { status: 'ready' }) : json(503, { status: 'not ready', reason })),
+        (reason) =>
+          reason === undefined ? json(200, { status: 'ready' }) : json(503, { status: 'not ready', reason }),
         (err: Error) => json(503, { status: 'not ready', reason: err.message }),
       );
       return;

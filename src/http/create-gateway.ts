@@ -14,7 +14,13 @@ import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget } from '../pipeline/check-target.js';
 import { clientIp } from '../net/client-ip.js';
-import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
+import {
+  forwardHeaders,
+  KEY_ID_HEADER,
+  KEY_OWNER_HEADER,
+  requestIdOf,
+  type UpstreamHead,
+} from '../pipeline/forward-headers.js';
 import { StoreUnavailableError } from '../store/types.js';
 import type { ForwardAuth } from './forward-auth.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
@@ -73,10 +79,12 @@ interface RequestLog {
  */
 export function createGateway(config: Config, deps: GatewayDeps): Server {
   const { logger, metrics, forwarder, forwardAuth } = deps;
-  if ((forwarder === undefined) === (forwardAuth === undefined)) throw new Error('createGateway: pass exactly one of forwarder (proxy mode) and forwardAuth');
+  if ((forwarder === undefined) === (forwardAuth === undefined))
+    throw new Error('createGateway: pass exactly one of forwarder (proxy mode) and forwardAuth');
   const { limits } = config;
   const bound = metrics.bound;
-  const trusted = (policy: Policy, peer: string) => policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
+  const trusted = (policy: Policy, peer: string) =>
+    policy.trustedProxies !== null && ipAllowed(policy.trustedProxies, peer);
 
   const server = createServer({
     ...serverTimeouts(limits),
@@ -91,7 +99,10 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   const requestLogger = createRequestLogger(logger);
   /** Sockets on which Keygate answered "Connection: close". */
   const closing = new WeakSet<Socket>();
-  server.on('request', forwardAuth ? (req, res) => renderOrBegin(forwardAuth, req, res) : (req, res) => begin(req, res, false));
+  server.on(
+    'request',
+    forwardAuth ? (req, res) => renderOrBegin(forwardAuth, req, res) : (req, res) => begin(req, res, false),
+  );
   // With this listener Node does not answer "100 Continue" on its own: only a
   // request that is about to be forwarded is told to send its body.
   server.on('checkContinue', (req, res) => begin(req, res, true));
@@ -104,8 +115,18 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   });
   server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
     // A reset or a socket already answering another request: nothing can be said on it.
-    if (err.code === 'ECONNRESET' || !socket.writable || (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent) return socket.destroy();
-    const reason: Reason = err.code === 'HPE_HEADER_OVERFLOW' ? 'headers_too_large' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'request_timeout' : 'bad_request';
+    if (
+      err.code === 'ECONNRESET' ||
+      !socket.writable ||
+      (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent
+    )
+      return socket.destroy();
+    const reason: Reason =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'headers_too_large'
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? 'request_timeout'
+          : 'bad_request';
     // The parser's error code, never its raw bytes.
     refuseRaw(socket, reason, { clientIp: normalizeIp(socket.remoteAddress ?? ''), parserError: err.code });
   });
@@ -116,7 +137,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
    */
   function renderOrBegin(fa: ForwardAuth, req: IncomingMessage, res: ServerResponse) {
     const code = fa.renderCode(req);
-    if (code === undefined || !trusted(deps.policy(), normalizeIp(req.socket.remoteAddress ?? ''))) return begin(req, res, false);
+    if (code === undefined || !trusted(deps.policy(), normalizeIp(req.socket.remoteAddress ?? '')))
+      return begin(req, res, false);
     try {
       fa.render(res, code, requestIdOf(req.headers['x-request-id']));
     } catch {
@@ -136,10 +158,18 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     bound.requests.get(String(log.code))?.inc();
     if (log.reason !== undefined) bound.rejections[log.reason].inc();
     if (log.upstreamMs !== undefined) {
-      const cls = log.code === OK || log.code === PUBLIC ? statusClass(log.status ?? 0) : log.reason === 'upstream_timeout' ? 'timeout' : 'error';
+      const cls =
+        log.code === OK || log.code === PUBLIC
+          ? statusClass(log.status ?? 0)
+          : log.reason === 'upstream_timeout'
+            ? 'timeout'
+            : 'error';
       bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
     }
-    requestLogger(log, log.code !== undefined && log.code !== OK && log.code !== PUBLIC && log.code !== TIME && (log.status ?? 0) >= 500);
+    requestLogger(
+      log,
+      log.code !== undefined && log.code !== OK && log.code !== PUBLIC && log.code !== TIME && (log.status ?? 0) >= 500,
+    );
   }
 
   function begin(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {
@@ -148,7 +178,12 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     // with an honest reason, and the requests already admitted keep the CPU they need.
     const shed = metrics.inflight.value >= limits.maxInFlight;
     metrics.inflight.inc();
-    const log: RequestLog = { requestId: requestIdOf(req.headers['x-request-id']), method: req.method, route: undefined, clientIp: undefined };
+    const log: RequestLog = {
+      requestId: requestIdOf(req.headers['x-request-id']),
+      method: req.method,
+      route: undefined,
+      clientIp: undefined,
+    };
     // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
     res.once('close', () => {
       metrics.inflight.dec();
@@ -185,7 +220,11 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     res.setHeader('x-request-id', log.requestId);
     const status = forwardAuth?.refusing(res, decision.code);
     const extra =
-      decision.reason === 'nonce_window' ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() } : 'rate' in decision ? limitedHeaders(decision.rate) : undefined;
+      decision.reason === 'nonce_window'
+        ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() }
+        : 'rate' in decision
+          ? limitedHeaders(decision.rate)
+          : undefined;
     renderError(res, decision.code, extra, status);
   }
 
@@ -194,7 +233,18 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.code = TIME;
     log.route = TIME_PATH;
     const body = `{"serverTime":"${now}"}`;
-    const head = ['content-type', 'application/json', 'cache-control', 'no-store', SERVER_TIME_HEADER, now, 'content-length', String(body.length), 'x-request-id', log.requestId];
+    const head = [
+      'content-type',
+      'application/json',
+      'cache-control',
+      'no-store',
+      SERVER_TIME_HEADER,
+      now,
+      'content-length',
+      String(body.length),
+      'x-request-id',
+      log.requestId,
+    ];
     // Forward-auth: where a proxy lets this through to the upstream, no client copy of the identity goes along.
     if (forwardAuth) head.push(KEY_ID_HEADER, '', KEY_OWNER_HEADER, '');
     res.writeHead(200, head);
@@ -205,7 +255,15 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
    * Every check passed: forward (proxy mode), or tell the asking proxy (forward-auth: 200, nothing forwarded).
    * `outcome`: OK after authentication, PUBLIC on a public route (no key, so no X-Api-Key-Id).
    */
-  function pass(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, outcome: typeof OK | typeof PUBLIC, responseHeaders?: readonly string[]) {
+  function pass(
+    req: IncomingMessage,
+    res: ServerResponse,
+    log: RequestLog,
+    head: UpstreamHead,
+    expectContinue: boolean,
+    outcome: typeof OK | typeof PUBLIC,
+    responseHeaders?: readonly string[],
+  ) {
     if (forwardAuth) {
       log.code = outcome;
       return forwardAuth.allow(res, log.keyId, log.requestId, log.keyOwner);
@@ -215,21 +273,46 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     forward(req, res, log, head, expectContinue, outcome, responseHeaders);
   }
 
-  function forward(req: IncomingMessage, res: ServerResponse, log: RequestLog, head: UpstreamHead, expectContinue: boolean, outcome: typeof OK | typeof PUBLIC, responseHeaders?: readonly string[]) {
+  function forward(
+    req: IncomingMessage,
+    res: ServerResponse,
+    log: RequestLog,
+    head: UpstreamHead,
+    expectContinue: boolean,
+    outcome: typeof OK | typeof PUBLIC,
+    responseHeaders?: readonly string[],
+  ) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
-    (forwarder as Forwarder).forward({ req, res, path: req.url as string, headers: head.headers, body: head.body, requestId: log.requestId, responseHeaders }, (result: ForwardOutcome) => {
-      log.upstreamMs = round(performance.now() - sent);
-      if ('status' in result) {
-        log.code = outcome;
-        log.status = result.status;
-      } else {
-        refuse(res, log, deny(result.reason));
-      }
-    });
+    (forwarder as Forwarder).forward(
+      {
+        req,
+        res,
+        path: req.url as string,
+        headers: head.headers,
+        body: head.body,
+        requestId: log.requestId,
+        responseHeaders,
+      },
+      (result: ForwardOutcome) => {
+        log.upstreamMs = round(performance.now() - sent);
+        if ('status' in result) {
+          log.code = outcome;
+          log.status = result.status;
+        } else {
+          refuse(res, log, deny(result.reason));
+        }
+      },
+    );
   }
 
-  function handle(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number, expectContinue: boolean): void {
+  function handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    log: RequestLog,
+    started: number,
+    expectContinue: boolean,
+  ): void {
     // Node parses pipelined requests before the answer to an earlier one is written. Once
     // Keygate has answered "Connection: close" on this socket, what follows is never served.
     if (closing.has(req.socket)) return void res.destroy();
@@ -255,7 +338,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       return refuse(res, log, target);
     }
     const method = asked.method as string;
-    if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD') && policy.timeEndpoint) return serveTime(res, log);
+    if (target.path === TIME_PATH && (method === 'GET' || method === 'HEAD') && policy.timeEndpoint)
+      return serveTime(res, log);
 
     // Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
     // method overrides): the pattern (never the raw path or query) is logged, also on refusals.
@@ -264,7 +348,10 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const api = isUnderPrefix(target.path, API_PREFIX, policy.matching);
     // Public routes first: under /api/v3/ only the operator's opt-ins, which load refused to let overlap `routes`.
     // A public match for only one of two methods (an override) is not public: it is authenticated below.
-    const open = api && policy.publicApiRoutes.rules.length === 0 ? undefined : findRoute(api ? policy.publicApiRoutes : policy.publicRoutes, methods.methods, target.path);
+    const open =
+      api && policy.publicApiRoutes.rules.length === 0
+        ? undefined
+        : findRoute(api ? policy.publicApiRoutes : policy.publicRoutes, methods.methods, target.path);
     const isPublic = open !== undefined && !open.partial;
     const route = api && !isPublic ? findRoute(policy.routes, methods.methods, target.path) : open;
     log.route = route?.pattern;
@@ -276,7 +363,11 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (isPublic) return pass(req, res, log, head, expectContinue, PUBLIC);
     if (!api) return refuse(res, log, deny('no_route'));
 
-    const ip = clientIp(peer, peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined, policy.trustedProxies);
+    const ip = clientIp(
+      peer,
+      peerTrusted ? headerValue(req.headers['x-forwarded-for']) : undefined,
+      policy.trustedProxies,
+    );
     log.clientIp = ip;
 
     const decided = (authn: Authenticated | Denial | RateLimited) => {
@@ -290,7 +381,9 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
       } else decision = authn;
       const ms = performance.now() - started;
       log.authMs = round(ms);
-      bound.authSeconds[decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'].observe(ms / 1000);
+      bound.authSeconds[
+        decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'
+      ].observe(ms / 1000);
       if (decision !== undefined) return refuse(res, log, decision);
       // The client went away while we were checking, or an earlier answer closed its connection.
       if (res.destroyed || closing.has(req.socket)) return void res.destroy();
@@ -325,7 +418,11 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   return server;
 }
 
-const NOTHING_FORWARDED: UpstreamHead = Object.freeze({ ok: true, headers: Object.freeze([]) as unknown as string[], body: 'none' });
+const NOTHING_FORWARDED: UpstreamHead = Object.freeze({
+  ok: true,
+  headers: Object.freeze([]) as unknown as string[],
+  body: 'none',
+});
 
 function headerValue(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v.join(', ') : v;

@@ -101,7 +101,18 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
     },
 
     allow(res, keyId, requestId, owner) {
-      res.writeHead(200, [KEY_ID_HEADER, keyId ?? '', KEY_OWNER_HEADER, owner ?? '', 'x-request-id', requestId, 'cache-control', 'no-store', 'content-length', '0']);
+      res.writeHead(200, [
+        KEY_ID_HEADER,
+        keyId ?? '',
+        KEY_OWNER_HEADER,
+        owner ?? '',
+        'x-request-id',
+        requestId,
+        'cache-control',
+        'no-store',
+        'content-length',
+        '0',
+      ]);
       res.end();
     },
 

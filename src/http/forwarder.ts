@@ -252,6 +252,11 @@ function upstreamFailure(err: Error & { code?: string }): Reason {
   const code = err.code ?? '';
   if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return 'upstream_timeout';
   // llhttp refused the response, or undici refused an unrequested 101 / a stray 100.
-  if (err.name === 'HTTPParserError' || code.startsWith('HPE_') || (code === 'UND_ERR_SOCKET' && /^bad (upgrade|response)$/.test(err.message))) return 'upstream_bad_response';
+  if (
+    err.name === 'HTTPParserError' ||
+    code.startsWith('HPE_') ||
+    (code === 'UND_ERR_SOCKET' && /^bad (upgrade|response)$/.test(err.message))
+  )
+    return 'upstream_bad_response';
   return 'upstream_error';
 }

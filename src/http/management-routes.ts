@@ -70,7 +70,8 @@ function fields(body: unknown, allowed: readonly string[], problems: string[]): 
     return {};
   }
   const o = body as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (!allowed.includes(k)) problems.push(`body.${k}: unknown field (allowed: ${allowed.join(', ')})`);
+  for (const k of Object.keys(o))
+    if (!allowed.includes(k)) problems.push(`body.${k}: unknown field (allowed: ${allowed.join(', ')})`);
   return o;
 }
 
@@ -106,7 +107,8 @@ function changesOf(o: Record<string, unknown>, problems: string[], nullable: boo
   if (o.expiresAt === null && nullable) changes.expiresAt = null;
   else if (o.expiresAt !== undefined) {
     const t = typeof o.expiresAt === 'string' ? Date.parse(o.expiresAt) : Number.NaN;
-    if (Number.isNaN(t)) problems.push(`body.expiresAt: an ISO 8601 date and time${nullable ? ', or null to remove the expiry' : ''}`);
+    if (Number.isNaN(t))
+      problems.push(`body.expiresAt: an ISO 8601 date and time${nullable ? ', or null to remove the expiry' : ''}`);
     else changes.expiresAt = new Date(t).toISOString();
   }
   if (o.rateLimit === null && nullable) changes.rateLimit = null;
@@ -143,18 +145,23 @@ export const ROUTES: readonly Route[] = [
       const owner = query.get('owner') ?? undefined;
       if (owner !== undefined && !OWNER.test(owner)) problems.push(`query.owner: ${OWNER_RULE}`);
       const state = query.get('state') ?? undefined;
-      if (state !== undefined && !STATES.includes(state as KeyStatus)) problems.push('query.state: one of active, revoked, expired');
+      if (state !== undefined && !STATES.includes(state as KeyStatus))
+        problems.push('query.state: one of active, revoked, expired');
       const rawLimit = query.get('limit') ?? '100';
       const limit = /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : 0;
       if (limit < 1 || limit > MAX_LIST) problems.push(`query.limit: a whole number from 1 to ${MAX_LIST}`);
       const rawCursor = query.get('cursor') ?? undefined;
-      if (rawCursor !== undefined && !CURSOR.test(rawCursor)) problems.push('query.cursor: not a cursor this API returned');
+      if (rawCursor !== undefined && !CURSOR.test(rawCursor))
+        problems.push('query.cursor: not a cursor this API returned');
       if (problems.length > 0) return invalid(problems);
       const after = rawCursor === undefined ? undefined : Buffer.from(rawCursor, 'base64url').toString();
       // Ordered by apiKey: a cursor is the last apiKey seen, so keys added or removed meanwhile never shift a page.
-      const all = (await deps.ops.list({ ...(owner !== undefined && { owner }), ...(state !== undefined && { state: state as KeyStatus }) })).filter(
-        (r) => after === undefined || r.apiKey > after,
-      );
+      const all = (
+        await deps.ops.list({
+          ...(owner !== undefined && { owner }),
+          ...(state !== undefined && { state: state as KeyStatus }),
+        })
+      ).filter((r) => after === undefined || r.apiKey > after);
       const page = all.slice(0, limit);
       const keys = await Promise.all(page.map((r) => view(r, deps)));
       const last = page[page.length - 1];
@@ -174,19 +181,27 @@ export const ROUTES: readonly Route[] = [
         if (typeof o.owner !== 'string') problems.push(`body.owner: ${OWNER_RULE}`);
         else input.owner = o.owner;
       }
-      if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) problems.push('Idempotency-Key: 1 to 255 visible ASCII characters');
+      if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey))
+        problems.push('Idempotency-Key: 1 to 255 visible ASCII characters');
       // Collect the record parser's problems too, so one answer lists everything.
       if (problems.length > 0) {
         const more = deps.ops.check(input);
         return invalid([...problems, ...more.map((p) => p.replace(/^key\./, 'body.'))]);
       }
-      const made = await deps.ops.create(input, actor, idempotencyKey === undefined ? undefined : { key: idempotencyKey, body: JSON.stringify(body ?? null) });
+      const made = await deps.ops.create(
+        input,
+        actor,
+        idempotencyKey === undefined ? undefined : { key: idempotencyKey, body: JSON.stringify(body ?? null) },
+      );
       if (!made.ok) return refusal(made);
       const { record, replayed } = made.value;
       return {
         status: 201,
         body: { ...(await view(record, deps)), apiSecret: record.secret },
-        headers: { location: `/v1/keys/${encodeURIComponent(record.apiKey)}`, ...(replayed && { 'idempotent-replayed': 'true' }) },
+        headers: {
+          location: `/v1/keys/${encodeURIComponent(record.apiKey)}`,
+          ...(replayed && { 'idempotent-replayed': 'true' }),
+        },
       };
     },
   },
@@ -212,11 +227,15 @@ export const ROUTES: readonly Route[] = [
       const problems: string[] = [];
       const o = fields(body, PATCH_FIELDS, problems);
       const changes = changesOf(o, problems, true);
-      if (problems.length === 0 && Object.keys(changes).length === 0) problems.push(`body: nothing to change (give any of ${PATCH_FIELDS.join(', ')})`);
+      if (problems.length === 0 && Object.keys(changes).length === 0)
+        problems.push(`body: nothing to change (give any of ${PATCH_FIELDS.join(', ')})`);
       if (problems.length > 0) {
         const key = await deps.ops.get(apiKey as string);
         if (!key.ok) return refusal(key);
-        return invalid([...problems, ...deps.ops.checkUpdate(key.value, changes).map((p) => p.replace(/^key\./, 'body.'))]);
+        return invalid([
+          ...problems,
+          ...deps.ops.checkUpdate(key.value, changes).map((p) => p.replace(/^key\./, 'body.')),
+        ]);
       }
       const r = await deps.ops.update(apiKey as string, changes, actor);
       return r.ok ? { status: 200, body: await view(r.value, deps) } : refusal(r);
@@ -241,11 +260,19 @@ export const ROUTES: readonly Route[] = [
       const problems: string[] = [];
       const o = fields(body, ['graceSeconds'], problems);
       const grace = o.graceSeconds ?? 300;
-      if (typeof grace !== 'number' || !Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS) problems.push(`body.graceSeconds: a whole number of seconds from 0 to ${MAX_GRACE_SECONDS}`);
+      if (typeof grace !== 'number' || !Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS)
+        problems.push(`body.graceSeconds: a whole number of seconds from 0 to ${MAX_GRACE_SECONDS}`);
       if (problems.length > 0) return invalid(problems);
       const r = await deps.ops.rotate(apiKey as string, (grace as number) * 1000, actor);
       if (!r.ok) return refusal(r);
-      return { status: 200, body: { ...(await view(r.value.record, deps)), apiSecret: r.value.secret, previousSecretValidUntil: r.value.previousSecretValidUntil } };
+      return {
+        status: 200,
+        body: {
+          ...(await view(r.value.record, deps)),
+          apiSecret: r.value.secret,
+          previousSecretValidUntil: r.value.previousSecretValidUntil,
+        },
+      };
     },
   },
   {
@@ -272,14 +299,24 @@ export const ROUTES: readonly Route[] = [
       onlyParams(query, ['days'], problems);
       const raw = query.get('days') ?? '30';
       const days = /^\d{1,2}$/.test(raw) ? Number(raw) : 0;
-      if (days < 1 || days > USAGE_DAYS) problems.push(`query.days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`);
+      if (days < 1 || days > USAGE_DAYS)
+        problems.push(
+          `query.days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`,
+        );
       if (problems.length > 0) return invalid(problems);
       const r = await deps.ops.usage(apiKey as string);
       if (!r.ok) return refusal(r);
       const perDay = dailyRows(r.value.usage, days, deps.now());
       return {
         status: 200,
-        body: { apiKey: r.value.record.apiKey, id: r.value.record.id, lastUsedAt: isoOrNull(r.value.usage.lastUsedAtMs), days, total: perDay.reduce((n, d) => n + d.requests, 0), perDay },
+        body: {
+          apiKey: r.value.record.apiKey,
+          id: r.value.record.id,
+          lastUsedAt: isoOrNull(r.value.usage.lastUsedAtMs),
+          days,
+          total: perDay.reduce((n, d) => n + d.requests, 0),
+          perDay,
+        },
       };
     },
   },

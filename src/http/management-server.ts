@@ -18,7 +18,13 @@ export const MAX_BODY_BYTES = 64 * 1024;
 
 const API_KEY = /^[A-Za-z0-9_.-]{1,128}$/;
 const JSON_TYPE = /^application\/json\s*(;|$)/i;
-const TYPES: Readonly<Record<string, string>> = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.png': 'image/png', '.svg': 'image/svg+xml' };
+const TYPES: Readonly<Record<string, string>> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+};
 /**
  * On every answer. The console loads only its own files (no inline script, no CDN, no framing);
  * JSON answers are never cached or sniffed; a token never leaks through a Referer.
@@ -90,7 +96,11 @@ function loadConsole(dir: string): Map<string, { type: string; body: Buffer }> {
  * every change goes through the same key operations as `keygate keys`.
  */
 export function createManagementServer(
-  options: { limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'>; consoleDir?: string; openapiFile?: string },
+  options: {
+    limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'>;
+    consoleDir?: string;
+    openapiFile?: string;
+  },
   deps: ManagementServerDeps,
 ): Server {
   const openapi = readFileSync(options.openapiFile ?? OPENAPI_FILE);
@@ -110,11 +120,18 @@ export function createManagementServer(
   /** The one place a management error becomes a response. */
   const fail = (res: ServerResponse, error: ManagementError, message?: string, problems?: readonly string[]) => {
     const { status } = MANAGEMENT_ERRORS[error];
-    const headers: Record<string, string> = status === 401 ? { 'www-authenticate': 'Bearer realm="keygate-management"' } : {};
+    const headers: Record<string, string> =
+      status === 401 ? { 'www-authenticate': 'Bearer realm="keygate-management"' } : {};
     if (status === 413) headers.connection = 'close';
-    send(res, status, { error, message: message ?? MANAGEMENT_ERRORS[error].message, ...(problems && { problems }) }, headers);
+    send(
+      res,
+      status,
+      { error, message: message ?? MANAGEMENT_ERRORS[error].message, ...(problems && { problems }) },
+      headers,
+    );
   };
-  const answer = (res: ServerResponse, a: Answer) => ('error' in a ? fail(res, a.error, a.message, a.problems) : send(res, a.status, a.body, a.headers));
+  const answer = (res: ServerResponse, a: Answer) =>
+    'error' in a ? fail(res, a.error, a.message, a.problems) : send(res, a.status, a.body, a.headers);
 
   const serveConsole = (req: IncomingMessage, res: ServerResponse, path: string) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') return fail(res, 'method_not_allowed');
@@ -168,7 +185,8 @@ export function createManagementServer(
     const openapiRoute = path === '/v1/openapi.json';
     const found = openapiRoute ? undefined : match(method === 'HEAD' ? 'GET' : method, path);
     if (found === 'no_route') return fail(res, 'no_route');
-    if (found === 'method_not_allowed' || (openapiRoute && method !== 'GET' && method !== 'HEAD')) return fail(res, 'method_not_allowed');
+    if (found === 'method_not_allowed' || (openapiRoute && method !== 'GET' && method !== 'HEAD'))
+      return fail(res, 'method_not_allowed');
     line.route = openapiRoute ? path : found?.route.pattern;
     // Every /v1/ call, the description included, needs a token: the console signs in with one first.
     const token = authenticate(req);
@@ -196,7 +214,13 @@ export function createManagementServer(
       }
     }
     const idem = req.headers['idempotency-key'];
-    const call = { apiKey, query: url.searchParams, body, actor: token.name, idempotencyKey: Array.isArray(idem) ? idem.join(',') : idem };
+    const call = {
+      apiKey,
+      query: url.searchParams,
+      body,
+      actor: token.name,
+      idempotencyKey: Array.isArray(idem) ? idem.join(',') : idem,
+    };
     answer(res, await route.handle(call, routeDeps));
   }
 

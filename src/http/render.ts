@@ -3,7 +3,9 @@ import type { Duplex } from 'node:stream';
 import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js';
 
 // Bodies are fixed per code: build them once.
-const BODIES = new Map<ErrorCode, Buffer>(ERROR_CODES.map((code) => [code, Buffer.from(JSON.stringify(errorBody(code)))]));
+const BODIES = new Map<ErrorCode, Buffer>(
+  ERROR_CODES.map((code) => [code, Buffer.from(JSON.stringify(errorBody(code)))]),
+);
 
 /**
  * Headers HTTP requires or expects for a status, whatever the code:
@@ -47,7 +49,12 @@ export function renderRawError(socket: Duplex, code: ErrorCode): number {
  * The only place an error becomes an HTTP response. `status` is the catalogue's, except
  * where an asking proxy can only pass some statuses on (nginx auth_request: 401/403).
  */
-export function renderError(res: ServerResponse, code: ErrorCode, extraHeaders?: Record<string, string>, status: number = ERRORS[code].status): void {
+export function renderError(
+  res: ServerResponse,
+  code: ErrorCode,
+  extraHeaders?: Record<string, string>,
+  status: number = ERRORS[code].status,
+): void {
   if (res.headersSent) {
     res.destroy();
     return;

@@ -1,5 +1,13 @@
 // Hop-by-hop response headers: they describe the upstream connection, not the response.
-const HOP_BY_HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'trailer', 'te']);
+const HOP_BY_HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'transfer-encoding',
+  'upgrade',
+  'trailer',
+  'te',
+]);
 
 /**
  * The upstream's end-to-end response headers as a flat [name, value, …] list

@@ -5,7 +5,9 @@ import type { Limits } from '../config/load-config.js';
  * The slow-client limits every Keygate listener applies (KEYGATE_HEADERS_TIMEOUT_MS,
  * KEYGATE_REQUEST_TIMEOUT_MS, KEYGATE_KEEP_ALIVE_TIMEOUT_MS, KEYGATE_MAX_HEADER_BYTES).
  */
-export function serverTimeouts(limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'>): ServerOptions {
+export function serverTimeouts(
+  limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'>,
+): ServerOptions {
   return {
     maxHeaderSize: limits.maxHeaderBytes,
     headersTimeout: limits.headersTimeoutMs,

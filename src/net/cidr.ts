@@ -21,7 +21,12 @@ export function parseCidrList(entries: readonly string[], where: string): { list
     const max = family === 4 ? 32 : 128;
     const mappedShift = family === 4 && (addrPart ?? '').toLowerCase().startsWith('::ffff:') ? 96 : 0;
     const prefix = prefixPart === undefined ? max : Number(prefixPart) - mappedShift;
-    if (family === 0 || extra !== undefined || !/^\d{1,3}$/.test(prefixPart ?? String(max)) || !(prefix >= 0 && prefix <= max)) {
+    if (
+      family === 0 ||
+      extra !== undefined ||
+      !/^\d{1,3}$/.test(prefixPart ?? String(max)) ||
+      !(prefix >= 0 && prefix <= max)
+    ) {
       errors.push(`${where}: invalid IP or CIDR ${JSON.stringify(raw)}`);
       continue;
     }

@@ -8,7 +8,11 @@ import { ipAllowed, normalizeIp } from './cidr.js';
  * hops; the first untrusted hop is the caller. Returns undefined when the
  * header is malformed (fail closed: no allow-list will match).
  */
-export function clientIp(peer: string | undefined, forwardedFor: string | undefined, trusted: BlockList | null): string | undefined {
+export function clientIp(
+  peer: string | undefined,
+  forwardedFor: string | undefined,
+  trusted: BlockList | null,
+): string | undefined {
   if (!peer) return undefined;
   const ip = normalizeIp(peer);
   if (!trusted || !ipAllowed(trusted, ip) || forwardedFor === undefined) return ip;

@@ -56,7 +56,13 @@ export function boundedDestination(options: DestinationOptions = {}): Destinatio
   dest.on('drop', () => {
     if (warned) return;
     warned = true;
-    (options.onFirstDrop ?? (() => process.stderr.write(`keygate: stdout is not keeping up; log lines beyond ${maxBytes} buffered bytes are being dropped\n`)))();
+    (
+      options.onFirstDrop ??
+      (() =>
+        process.stderr.write(
+          `keygate: stdout is not keeping up; log lines beyond ${maxBytes} buffered bytes are being dropped\n`,
+        ))
+    )();
   });
   return dest;
 }
@@ -107,7 +113,9 @@ export interface RequestLogger {
  * break out of its field.
  */
 export function createRequestLogger(logger: Logger): RequestLogger {
-  const stream = (logger as unknown as Record<symbol, { write(s: string): void }>)[pino.symbols.streamSym] as { write(s: string): void };
+  const stream = (logger as unknown as Record<symbol, { write(s: string): void }>)[pino.symbols.streamSym] as {
+    write(s: string): void;
+  };
   const time = (logger as unknown as Record<symbol, () => string>)[pino.symbols.timeSym] as () => string;
   const bindings = (logger as unknown as Record<symbol, string>)[pino.symbols.chindingsSym] as string;
   const info = logger.levels.values.info as number;

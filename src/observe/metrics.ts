@@ -125,8 +125,14 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     rejections: Object.fromEntries(
       Object.entries(REASONS).map(([reason, { code }]) => [reason, rejections.labels({ code: String(code), reason })]),
     ) as Record<Reason, Incrementable>,
-    authSeconds: { allow: authSeconds.labels({ outcome: 'allow' }), deny: authSeconds.labels({ outcome: 'deny' }), error: authSeconds.labels({ outcome: 'error' }) },
-    upstreamSeconds: new Map(LABEL_VALUES.upstreamStatusClass.map((c) => [c, upstreamSeconds.labels({ status_class: c })])),
+    authSeconds: {
+      allow: authSeconds.labels({ outcome: 'allow' }),
+      deny: authSeconds.labels({ outcome: 'deny' }),
+      error: authSeconds.labels({ outcome: 'error' }),
+    },
+    upstreamSeconds: new Map(
+      LABEL_VALUES.upstreamStatusClass.map((c) => [c, upstreamSeconds.labels({ status_class: c })]),
+    ),
   };
   const metrics: Metrics = {
     bound,

@@ -13,7 +13,10 @@ export type NotReadyReason = keyof typeof NOT_READY_REASONS;
  * Ready = not shutting down, the store answers, and it holds at least one key.
  * Resolves to undefined when ready, otherwise to the reason.
  */
-export function createReadiness(deps: { store: Store; closing: () => boolean }): () => Promise<NotReadyReason | undefined> {
+export function createReadiness(deps: {
+  store: Store;
+  closing: () => boolean;
+}): () => Promise<NotReadyReason | undefined> {
   return async () => {
     if (deps.closing()) return 'shutting_down';
     let count: number;

@@ -46,7 +46,10 @@ export interface AuthenticateOptions extends DecodeOptions {
  * and a limited token is not burned, so it may be retried once allowed.
  * Store failures throw StoreUnavailableError (→ 503); they never pass.
  */
-export function createAuthenticator(options: AuthenticateOptions, deps: { keys: KeyCache; store: Store; clock: Clock }): Authenticator {
+export function createAuthenticator(
+  options: AuthenticateOptions,
+  deps: { keys: KeyCache; store: Store; clock: Clock },
+): Authenticator {
   return async function authenticate(rawHeaders) {
     const credentials = readCredentials(rawHeaders);
     if (!credentials.ok) return credentials;
@@ -67,7 +70,8 @@ export function createAuthenticator(options: AuthenticateOptions, deps: { keys: 
     const limit = key.rateLimit ?? options.defaultRateLimit;
     const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, limit);
     if (admission.outcome === 'replay') return deny('replay');
-    if (admission.outcome === 'limited') return { ...deny('rate_limited'), rate: { limit: limit as CompiledLimit, state: admission.rate } };
+    if (admission.outcome === 'limited')
+      return { ...deny('rate_limited'), rate: { limit: limit as CompiledLimit, state: admission.rate } };
     return { ok: true, key, rate: limit && admission.rate && { limit, state: admission.rate } };
   };
 }

@@ -20,7 +20,12 @@ export interface Methods {
  * the same in every place it is given; the request is then authorized for
  * that method as well as its own.
  */
-export function checkOverride(method: string, headers: IncomingHttpHeaders, query: string, allowed: ReadonlySet<string>): Methods | Denial {
+export function checkOverride(
+  method: string,
+  headers: IncomingHttpHeaders,
+  query: string,
+  allowed: ReadonlySet<string>,
+): Methods | Denial {
   let wanted: string | undefined;
   const take = (name: string, value: string | string[] | undefined): Denial | undefined => {
     if (!allowed.has(name) || typeof value !== 'string') return deny('method_override');
@@ -42,10 +47,20 @@ export function checkOverride(method: string, headers: IncomingHttpHeaders, quer
   if (query.length > 1 && (OVERRIDE_IN_QUERY.test(query) || query.includes('%'))) {
     for (const pair of query.slice(1).split(/[&;]/)) {
       const eq = pair.indexOf('=');
-      const name = decode(eq === -1 ? pair : pair.slice(0, eq)).trim().toLowerCase();
+      const name = decode(eq === -1 ? pair : pair.slice(0, eq))
+        .trim()
+        .toLowerCase();
       // "_method", and the bracket or dot forms qs-style parsers turn into nested values.
-      if (name.startsWith(OVERRIDE_PARAM) && (name.length === OVERRIDE_PARAM.length || name[OVERRIDE_PARAM.length] === '[' || name[OVERRIDE_PARAM.length] === '.')) {
-        const refused = take(OVERRIDE_PARAM, name.length === OVERRIDE_PARAM.length && eq !== -1 ? decode(pair.slice(eq + 1)) : undefined);
+      if (
+        name.startsWith(OVERRIDE_PARAM) &&
+        (name.length === OVERRIDE_PARAM.length ||
+          name[OVERRIDE_PARAM.length] === '[' ||
+          name[OVERRIDE_PARAM.length] === '.')
+      ) {
+        const refused = take(
+          OVERRIDE_PARAM,
+          name.length === OVERRIDE_PARAM.length && eq !== -1 ? decode(pair.slice(eq + 1)) : undefined,
+        );
         if (refused) return refused;
       }
     }
@@ -56,5 +71,7 @@ export function checkOverride(method: string, headers: IncomingHttpHeaders, quer
 
 /** Percent-decoding that never throws (check-target has vetted every escape), "+" as space. */
 function decode(s: string): string {
-  return s.replace(/\+/g, ' ').replace(/%([0-9a-fA-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+  return s
+    .replace(/\+/g, ' ')
+    .replace(/%([0-9a-fA-F]{2})/g, (_m, hex: string) => String.fromCharCode(parseInt(hex, 16)));
 }

@@ -15,7 +15,8 @@ const QUERY_CHARS = /^[A-Za-z0-9\-._~%!$&'()*+,;=:@/?]*$/;
 const PCT = /%([0-9A-Fa-f]{2})/g;
 // Percent-escapes we refuse in a path: '/', '\', '.' and control characters, which hide structure,
 // and every unreserved character, which has one canonical (unescaped) spelling.
-const REFUSED_ESCAPES = /^(2[fF]|5[cC]|[01][0-9a-fA-F]|7[fF]|2[eE]|[46][1-9a-fA-F]|[57][0-9aA]|3[0-9]|2[dD]|5[fF]|7[eE])$/;
+const REFUSED_ESCAPES =
+  /^(2[fF]|5[cC]|[01][0-9a-fA-F]|7[fF]|2[eE]|[46][1-9a-fA-F]|[57][0-9aA]|3[0-9]|2[dD]|5[fF]|7[eE])$/;
 const METHOD = /^[A-Z]{1,16}$/;
 
 /**

@@ -29,7 +29,9 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 function parseJsonObject(segment: string): Record<string, unknown> | undefined {
   try {
     const value: unknown = JSON.parse(utf8.decode(Buffer.from(segment, 'base64url')));
-    return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+    return typeof value === 'object' && value !== null && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : undefined;
   } catch {
     return undefined;
   }
@@ -49,7 +51,8 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
   const p = token.slice(first + 1, second);
   const s = token.slice(second + 1);
   // An HS256 signature is 32 bytes: 43 base64url characters.
-  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s) || !CANONICAL_LAST.test(s)) return deny('malformed');
+  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s) || !CANONICAL_LAST.test(s))
+    return deny('malformed');
 
   const header = parseJsonObject(h);
   const payload = parseJsonObject(p);

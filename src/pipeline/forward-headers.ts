@@ -35,11 +35,28 @@ const DROPPED: ReadonlySet<string> = new Set([
  * sets. A client naming them there is ignored for those tokens, so it can
  * neither strip the framing of a body nor the identity Keygate injects.
  */
-const PROTECTED: ReadonlySet<string> = new Set(['content-length', 'transfer-encoding', 'host', KEY_ID_HEADER, KEY_OWNER_HEADER, 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-request-id']);
+const PROTECTED: ReadonlySet<string> = new Set([
+  'content-length',
+  'transfer-encoding',
+  'host',
+  KEY_ID_HEADER,
+  KEY_OWNER_HEADER,
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-request-id',
+]);
 // Header names as a lenient server may fold them: "_", "." and other token punctuation read as "-".
 const PLAIN_NAME = /^[a-z0-9-]*$/;
 const folded = (name: string) => (PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-'));
-const FORWARDING: ReadonlySet<string> = new Set(['forwarded', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-port', 'x-real-ip']);
+const FORWARDING: ReadonlySet<string> = new Set([
+  'forwarded',
+  'x-forwarded-for',
+  'x-forwarded-proto',
+  'x-forwarded-host',
+  'x-forwarded-port',
+  'x-real-ip',
+]);
 
 export interface HeaderContext {
   readonly peerIp: string;
@@ -99,23 +116,27 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
         }
         break;
       case 10:
-        if (name.toLowerCase() === 'connection') connection = connection === undefined ? raw[i + 1] : `${connection},${raw[i + 1]}`;
+        if (name.toLowerCase() === 'connection')
+          connection = connection === undefined ? raw[i + 1] : `${connection},${raw[i + 1]}`;
         break;
       case 14:
         if (body === 'none' && name.toLowerCase() === 'content-length') body = Number(raw[i + 1]);
         break;
       case 15:
-        if (ctx.peerTrusted && name.toLowerCase() === 'x-forwarded-for') priorFor = priorFor === undefined ? raw[i + 1] : `${priorFor}, ${raw[i + 1]}`;
+        if (ctx.peerTrusted && name.toLowerCase() === 'x-forwarded-for')
+          priorFor = priorFor === undefined ? raw[i + 1] : `${priorFor}, ${raw[i + 1]}`;
         break;
       case 16:
-        if (ctx.peerTrusted && priorHost === undefined && name.toLowerCase() === 'x-forwarded-host') priorHost = raw[i + 1];
+        if (ctx.peerTrusted && priorHost === undefined && name.toLowerCase() === 'x-forwarded-host')
+          priorHost = raw[i + 1];
         break;
       case 17: {
         const lower = name.toLowerCase();
         if (lower === 'transfer-encoding') {
           if ((raw[i + 1] as string).trim().toLowerCase() !== 'chunked') return deny('bad_framing');
           body = 'chunked';
-        } else if (ctx.peerTrusted && priorProto === undefined && lower === 'x-forwarded-proto') priorProto = raw[i + 1];
+        } else if (ctx.peerTrusted && priorProto === undefined && lower === 'x-forwarded-proto')
+          priorProto = raw[i + 1];
         break;
       }
     }
@@ -141,7 +162,10 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
     out.push(name, raw[i + 1] as string);
   }
 
-  out.push('x-forwarded-for', priorFor !== undefined && priorFor.length > 0 ? `${priorFor}, ${ctx.peerIp}` : ctx.peerIp);
+  out.push(
+    'x-forwarded-for',
+    priorFor !== undefined && priorFor.length > 0 ? `${priorFor}, ${ctx.peerIp}` : ctx.peerIp,
+  );
   out.push('x-forwarded-proto', priorProto ?? 'http');
   const forwardedHost = priorHost ?? host;
   if (forwardedHost !== undefined) out.push('x-forwarded-host', forwardedHost);

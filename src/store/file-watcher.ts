@@ -63,7 +63,10 @@ export function createFileReloader<T>(options: FileReloaderOptions, deps: FileRe
       return true;
     } catch (err) {
       const problems = (err as { problems?: unknown }).problems;
-      deps.logger.error({ file, cause, problems: Array.isArray(problems) ? problems : [(err as Error).message] }, `${what} rejected; keeping the last good ${options.kept}`);
+      deps.logger.error(
+        { file, cause, problems: Array.isArray(problems) ? problems : [(err as Error).message] },
+        `${what} rejected; keeping the last good ${options.kept}`,
+      );
       return false;
     } finally {
       arm();
@@ -102,7 +105,10 @@ export function createFileReloader<T>(options: FileReloaderOptions, deps: FileRe
         });
         watchers.set(dir, w);
       } catch (err) {
-        deps.logger.warn({ file, dir, err: (err as Error).message }, `cannot watch the ${what}'s folder; SIGHUP still reloads`);
+        deps.logger.warn(
+          { file, dir, err: (err as Error).message },
+          `cannot watch the ${what}'s folder; SIGHUP still reloads`,
+        );
       }
     }
   }

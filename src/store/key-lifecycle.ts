@@ -1,5 +1,12 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { generateKeyMaterial, keyStatus, parseKeyRecord, toExternal, type KeyRecord, type KeyStatus } from './key-record.js';
+import {
+  generateKeyMaterial,
+  keyStatus,
+  parseKeyRecord,
+  toExternal,
+  type KeyRecord,
+  type KeyStatus,
+} from './key-record.js';
 import type { KeyUsage } from './key-usage.js';
 import type { RateLimitSpec } from '../config/rate-limit-spec.js';
 import type { AuditEntry, Store } from './types.js';
@@ -79,11 +86,17 @@ export function revokeKey(record: KeyRecord, reason: string | undefined, nowMs: 
 export function rotateKey(record: KeyRecord, graceMs: number, nowMs: number): { record: KeyRecord; secret: string } {
   const secret = randomBytes(32).toString('base64url');
   const kept = (record.previousSecrets ?? []).filter((p) => Date.parse(p.validUntil) > nowMs);
-  const previous = graceMs > 0 ? [{ secret: record.secret, validUntil: new Date(nowMs + graceMs).toISOString() }, ...kept] : kept;
+  const previous =
+    graceMs > 0 ? [{ secret: record.secret, validUntil: new Date(nowMs + graceMs).toISOString() }, ...kept] : kept;
   const { previousSecrets: _p, ...rest } = record;
   return {
     secret,
-    record: { ...rest, secret, updatedAt: new Date(nowMs).toISOString(), ...(previous.length > 0 && { previousSecrets: previous }) },
+    record: {
+      ...rest,
+      secret,
+      updatedAt: new Date(nowMs).toISOString(),
+      ...(previous.length > 0 && { previousSecrets: previous }),
+    },
   };
 }
 
@@ -128,9 +141,17 @@ export interface KeyOperations {
   get(apiKey: string): Promise<Done<KeyRecord>>;
   /** Every matching key, in a stable order (by apiKey). */
   list(filter: KeyFilter): Promise<KeyRecord[]>;
-  create(input: NewKeyInput, actor: string, idempotency?: Idempotency): Promise<Done<{ record: KeyRecord; replayed: boolean }>>;
+  create(
+    input: NewKeyInput,
+    actor: string,
+    idempotency?: Idempotency,
+  ): Promise<Done<{ record: KeyRecord; replayed: boolean }>>;
   update(apiKey: string, changes: KeyChanges, actor: string): Promise<Done<KeyRecord>>;
-  rotate(apiKey: string, graceMs: number, actor: string): Promise<Done<{ record: KeyRecord; secret: string; previousSecretValidUntil: string }>>;
+  rotate(
+    apiKey: string,
+    graceMs: number,
+    actor: string,
+  ): Promise<Done<{ record: KeyRecord; secret: string; previousSecretValidUntil: string }>>;
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
   usage(apiKey: string): Promise<Done<{ record: KeyRecord; usage: KeyUsage }>>;
@@ -148,10 +169,21 @@ export interface KeyOperations {
  * (the store publishes the change to every instance), audit. Both callers
  * get the same validation, the same refusals and the same audit entries.
  */
-export function createKeyOperations(deps: { store: Store; now: () => number; audit: (entry: AuditEntry) => void }): KeyOperations {
+export function createKeyOperations(deps: {
+  store: Store;
+  now: () => number;
+  audit: (entry: AuditEntry) => void;
+}): KeyOperations {
   const { store, now } = deps;
   const audit = async (record: Pick<KeyRecord, 'apiKey' | 'id'>, action: string, actor: string, detail?: string) => {
-    const entry: AuditEntry = { at: new Date(now()).toISOString(), actor, action, apiKey: record.apiKey, id: record.id, ...(detail && { detail }) };
+    const entry: AuditEntry = {
+      at: new Date(now()).toISOString(),
+      actor,
+      action,
+      apiKey: record.apiKey,
+      id: record.id,
+      ...(detail && { detail }),
+    };
     deps.audit(entry);
     await store.appendAudit(entry);
   };
@@ -176,7 +208,11 @@ export function createKeyOperations(deps: { store: Store; now: () => number; aud
     async list(filter) {
       const t = now();
       return (await store.listKeys())
-        .filter((r) => (filter.owner === undefined || r.owner === filter.owner) && (filter.state === undefined || keyStatus(r, t) === filter.state))
+        .filter(
+          (r) =>
+            (filter.owner === undefined || r.owner === filter.owner) &&
+            (filter.state === undefined || keyStatus(r, t) === filter.state),
+        )
         .sort((a, b) => (a.apiKey < b.apiKey ? -1 : a.apiKey > b.apiKey ? 1 : 0));
     },
     async create(input, actor, idempotency) {

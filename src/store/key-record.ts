@@ -55,12 +55,14 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
     return v;
   };
   const apiKey = str('apiKey', true);
-  if (apiKey !== undefined && !TOKEN_ID.test(apiKey)) errors.push(`${where}.apiKey: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  if (apiKey !== undefined && !TOKEN_ID.test(apiKey))
+    errors.push(`${where}.apiKey: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
   const secret = str('apiSecret', false) ?? str('secret', false);
   if (secret === undefined) errors.push(`${where}.apiSecret: required`);
   else if (Buffer.byteLength(secret) < 16) errors.push(`${where}.apiSecret: must be at least 16 bytes`);
   const id = str('id', false) ?? apiKey;
-  if (id !== undefined && !TOKEN_ID.test(id)) errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  if (id !== undefined && !TOKEN_ID.test(id))
+    errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
   const owner = str('owner', false);
   if (owner !== undefined && !OWNER.test(owner)) errors.push(`${where}.owner: ${OWNER_RULE}`);
   const scopes = stringList(o.scopes, `${where}.scopes`, errors);
@@ -80,7 +82,14 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
   if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
-    id, apiKey, ...(owner !== undefined && { owner }), secret, scopes, allowIps, state: state as KeyRecord['state'], createdAt,
+    id,
+    apiKey,
+    ...(owner !== undefined && { owner }),
+    secret,
+    scopes,
+    allowIps,
+    state: state as KeyRecord['state'],
+    createdAt,
     ...(label !== undefined && { label }),
     ...(revokedAt !== undefined && { revokedAt }),
     ...(revokeReason !== undefined && { revokeReason }),
@@ -102,7 +111,12 @@ function previousSecretList(v: unknown, where: string, errors: string[]): Previo
   v.forEach((entry: unknown, i) => {
     const e = entry as { apiSecret?: unknown; secret?: unknown; validUntil?: unknown } | null;
     const secret = e?.apiSecret ?? e?.secret;
-    if (typeof secret !== 'string' || secret.length === 0 || typeof e?.validUntil !== 'string' || Number.isNaN(Date.parse(e.validUntil))) {
+    if (
+      typeof secret !== 'string' ||
+      secret.length === 0 ||
+      typeof e?.validUntil !== 'string' ||
+      Number.isNaN(Date.parse(e.validUntil))
+    ) {
       errors.push(`${where}[${i}]: needs apiSecret and a validUntil date`);
       return;
     }
@@ -131,11 +145,16 @@ export function toExternal(r: KeyRecord, sealSecret?: (secret: string) => string
   return {
     ...rest,
     ...put(secret),
-    ...(previousSecrets && { previousSecrets: previousSecrets.map((p) => ({ ...put(p.secret), validUntil: p.validUntil })) }),
+    ...(previousSecrets && {
+      previousSecrets: previousSecrets.map((p) => ({ ...put(p.secret), validUntil: p.validUntil })),
+    }),
   };
 }
 
-export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets'> & { status: KeyStatus; previousSecrets?: Array<{ validUntil: string }> };
+export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets'> & {
+  status: KeyStatus;
+  previousSecrets?: Array<{ validUntil: string }>;
+};
 
 export type KeyStatus = 'active' | 'revoked' | 'expired';
 

@@ -16,7 +16,12 @@ export function createKeysFileWatcher(
   deps: { logger: Logger; apply: (records: KeyRecord[]) => void },
 ): KeysFileWatcher {
   return createFileReloader(
-    { file: options.file, what: 'keys file', kept: 'set', ...(options.debounceMs !== undefined && { debounceMs: options.debounceMs }) },
+    {
+      file: options.file,
+      what: 'keys file',
+      kept: 'set',
+      ...(options.debounceMs !== undefined && { debounceMs: options.debounceMs }),
+    },
     { logger: deps.logger, load: loadKeysFile, apply: deps.apply, describe: (records) => ({ keys: records.length }) },
   );
 }

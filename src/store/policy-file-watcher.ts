@@ -15,11 +15,19 @@ export interface PolicySource {
   close(): void;
 }
 
-export function createPolicySource(options: { file: string; initial: Policy; debounceMs?: number }, deps: { logger: Logger }): PolicySource {
+export function createPolicySource(
+  options: { file: string; initial: Policy; debounceMs?: number },
+  deps: { logger: Logger },
+): PolicySource {
   let current = options.initial;
   warnPublicApiRoutes(current, deps.logger);
   const reloader = createFileReloader(
-    { file: options.file, what: 'policy file', kept: 'policy', ...(options.debounceMs !== undefined && { debounceMs: options.debounceMs }) },
+    {
+      file: options.file,
+      what: 'policy file',
+      kept: 'policy',
+      ...(options.debounceMs !== undefined && { debounceMs: options.debounceMs }),
+    },
     {
       logger: deps.logger,
       load: (file) => {
@@ -32,7 +40,11 @@ export function createPolicySource(options: { file: string; initial: Policy; deb
         current = policy;
         warnPublicApiRoutes(policy, deps.logger);
       },
-      describe: (p) => ({ routes: p.routes.rules.length, publicRoutes: p.publicRoutes.rules.length + p.publicApiRoutes.rules.length, unlistedRoutes: p.unlistedRoutes }),
+      describe: (p) => ({
+        routes: p.routes.rules.length,
+        publicRoutes: p.publicRoutes.rules.length + p.publicApiRoutes.rules.length,
+        unlistedRoutes: p.unlistedRoutes,
+      }),
     },
   );
   return { policy: () => current, reload: (cause) => reloader.reload(cause), close: () => reloader.close() };
@@ -43,5 +55,8 @@ function warnPublicApiRoutes(policy: Policy, logger: Logger): void {
   const rules = policy.publicApiRoutes.rules;
   if (rules.length === 0) return;
   const routes = rules.map((r) => `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`);
-  logger.warn({ publicApiRoutes: routes }, `${routes.length} /api/v3/ route(s) are public: forwarded without authentication and without identity`);
+  logger.warn(
+    { publicApiRoutes: routes },
+    `${routes.length} /api/v3/ route(s) are public: forwarded without authentication and without identity`,
+  );
 }

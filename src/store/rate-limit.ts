@@ -46,6 +46,10 @@ export function gcra(storedTatUs: number, nowUs: number, limit: CompiledLimit): 
   return {
     allowed: true,
     tatUs: next,
-    state: { remaining: Math.floor((capacity - (next - nowUs)) / limit.intervalUs), resetUs: next - nowUs, retryAfterUs: 0 },
+    state: {
+      remaining: Math.floor((capacity - (next - nowUs)) / limit.intervalUs),
+      resetUs: next - nowUs,
+      retryAfterUs: 0,
+    },
   };
 }

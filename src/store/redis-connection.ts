@@ -92,9 +92,19 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
  * once, or replays could slip through between the two masters.
  * Returns a function that stops watching.
  */
-export function watchSentinelFailover(conn: Extract<RedisConnection, { mode: 'sentinel' }>, onSwitch: () => void): () => void {
+export function watchSentinelFailover(
+  conn: Extract<RedisConnection, { mode: 'sentinel' }>,
+  onSwitch: () => void,
+): () => void {
   const watchers = conn.sentinels.map((s) => {
-    const w = new Redis({ host: s.host, port: s.port, retryStrategy: backoff, maxRetriesPerRequest: 0, autoResubscribe: true, connectTimeout: 2_000 });
+    const w = new Redis({
+      host: s.host,
+      port: s.port,
+      retryStrategy: backoff,
+      maxRetriesPerRequest: 0,
+      autoResubscribe: true,
+      connectTimeout: 2_000,
+    });
     w.on('error', () => {}); // a sentinel that is down is one of several; the data connections report real trouble
     w.subscribe('+switch-master').catch(() => {});
     w.on('message', (_channel: string, message: string) => {

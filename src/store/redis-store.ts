@@ -48,7 +48,8 @@ export function createRedisStore(
 ): Store & { client: RedisClient } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
-  const connection = options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
+  const connection =
+    options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
   if (!connection) throw new Error('createRedisStore: give url or connection');
   // Fail closed and fast: no queueing while disconnected, bounded commands.
   // No ioredis per-command timer: every command goes through run(), whose deadline governs
@@ -72,7 +73,10 @@ export function createRedisStore(
   };
 
   let everReady = false;
-  for (const [name, conn] of [['client', client], ['subscriber', subscriber]] as const) {
+  for (const [name, conn] of [
+    ['client', client],
+    ['subscriber', subscriber],
+  ] as const) {
     conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
     const label = name === 'client' ? 'command' : 'subscriber';
     conn.on('ready', () => {
@@ -113,7 +117,10 @@ export function createRedisStore(
         events.onCommandError?.(/timed out/i.test(message) ? 'timeout' : 'error');
         reject(new StoreUnavailableError(`redis: ${message}`, { cause: err }));
       };
-      const timer = setTimeout(() => setImmediate(() => fail(new Error(`Command timed out after ${deadlineMs} ms (deadline)`))), deadlineMs);
+      const timer = setTimeout(
+        () => setImmediate(() => fail(new Error(`Command timed out after ${deadlineMs} ms (deadline)`))),
+        deadlineMs,
+      );
       fn().then(
         (value) => {
           clearTimeout(timer);
@@ -133,7 +140,9 @@ export function createRedisStore(
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
   client.defineCommand('keygateAdmit', { numberOfKeys: 3, lua: ADMIT_SCRIPT });
-  const admitScript = (client as unknown as { keygateAdmit(...args: Array<string | number>): Promise<number[]> }).keygateAdmit.bind(client);
+  const admitScript = (
+    client as unknown as { keygateAdmit(...args: Array<string | number>): Promise<number[]> }
+  ).keygateAdmit.bind(client);
 
   function decode(apiKey: string, raw: string | null): KeyRecord | null {
     if (raw === null) return null;
@@ -141,7 +150,10 @@ export function createRedisStore(
     try {
       parsed = JSON.parse(raw);
     } catch {
-      deps.logger.error({ apiKeyPrefix: apiKey.slice(0, 6) }, 'corrupt key record in redis (bad JSON); treating as unknown');
+      deps.logger.error(
+        { apiKeyPrefix: apiKey.slice(0, 6) },
+        'corrupt key record in redis (bad JSON); treating as unknown',
+      );
       return null;
     }
     let opened: Record<string, unknown>;
@@ -193,7 +205,15 @@ export function createRedisStore(
     admit: (apiKey, nonce, ttlMs, limit) => {
       const state = stateOf(apiKey);
       return run(() =>
-        admitScript(`${state}nonce:${nonce}`, `${state}tat`, `${state}usage`, ttlMs, limit?.intervalUs ?? 0, limit?.burst ?? 0, USAGE_DAYS).then(toAdmission),
+        admitScript(
+          `${state}nonce:${nonce}`,
+          `${state}tat`,
+          `${state}usage`,
+          ttlMs,
+          limit?.intervalUs ?? 0,
+          limit?.burst ?? 0,
+          USAGE_DAYS,
+        ).then(toAdmission),
       );
     },
     getUsage: (apiKey) => run(async () => toUsage(await client.hgetall(`${stateOf(apiKey)}usage`))),

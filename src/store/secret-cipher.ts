@@ -38,11 +38,18 @@ export function createSecretCipher(options: { current: Buffer; previous?: readon
       const cipher = createCipheriv('aes-256-gcm', options.current, iv);
       cipher.setAAD(Buffer.from(aad));
       const ct = Buffer.concat([cipher.update(plain, 'utf8'), cipher.final()]);
-      return [PREFIX, currentKid, iv.toString('base64url'), ct.toString('base64url'), cipher.getAuthTag().toString('base64url')].join('.');
+      return [
+        PREFIX,
+        currentKid,
+        iv.toString('base64url'),
+        ct.toString('base64url'),
+        cipher.getAuthTag().toString('base64url'),
+      ].join('.');
     },
     open(sealed, aad) {
       const [prefix, kid, iv, ct, tag, extra] = sealed.split('.');
-      if (prefix !== PREFIX || !kid || !iv || ct === undefined || !tag || extra !== undefined) throw new SecretCipherError('sealed secret has an unknown format');
+      if (prefix !== PREFIX || !kid || !iv || ct === undefined || !tag || extra !== undefined)
+        throw new SecretCipherError('sealed secret has an unknown format');
       const key = keys.get(kid);
       if (!key) throw new SecretCipherError(`sealed with encryption key ${kid}, which is not configured`);
       try {
@@ -70,6 +77,7 @@ export function openExternal(o: Record<string, unknown>, cipher: SecretCipher | 
     return { ...rest, apiSecret: cipher.open(encSecret, aad) };
   };
   const out = open(o);
-  if (Array.isArray(o.previousSecrets)) out.previousSecrets = (o.previousSecrets as Record<string, unknown>[]).map(open);
+  if (Array.isArray(o.previousSecrets))
+    out.previousSecrets = (o.previousSecrets as Record<string, unknown>[]).map(open);
   return out;
 }

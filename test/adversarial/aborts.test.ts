@@ -18,7 +18,18 @@ const UPSTREAM_SOCKET_SLACK = 2;
 const RSS_SLACK_BYTES = 32 * 1024 * 1024;
 
 type Kind = 'mid-body-auth' | 'mid-body-noauth' | 'mid-response' | 'mid-headers';
-const KINDS: Kind[] = ['mid-body-auth', 'mid-body-auth', 'mid-body-auth', 'mid-body-noauth', 'mid-body-noauth', 'mid-response', 'mid-response', 'mid-response', 'mid-headers', 'mid-headers'];
+const KINDS: Kind[] = [
+  'mid-body-auth',
+  'mid-body-auth',
+  'mid-body-auth',
+  'mid-body-noauth',
+  'mid-body-noauth',
+  'mid-response',
+  'mid-response',
+  'mid-response',
+  'mid-headers',
+  'mid-headers',
+];
 
 /** Upstream arrival callbacks by X-Probe id: lets a client abort right after its request was forwarded. */
 const arrivals = new Map<string, () => void>();
@@ -41,7 +52,9 @@ function abortOnce(port: number, kind: Kind): Promise<void> {
             arrivals.delete(id);
             s.write('b'.repeat(4096), () => s.destroy());
           });
-          s.write(`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${auth}X-Probe: ${id}\r\nContent-Length: 65536\r\n\r\n${'b'.repeat(4096)}`);
+          s.write(
+            `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${auth}X-Probe: ${id}\r\nContent-Length: 65536\r\n\r\n${'b'.repeat(4096)}`,
+          );
           setTimeout(() => {
             arrivals.delete(id);
             s.destroy();
@@ -67,7 +80,10 @@ function abortOnce(port: number, kind: Kind): Promise<void> {
 }
 
 async function run(port: number, n: number): Promise<Record<Kind, number>> {
-  const counts = { 'mid-body-auth': 0, 'mid-body-noauth': 0, 'mid-response': 0, 'mid-headers': 0 } as Record<Kind, number>;
+  const counts = { 'mid-body-auth': 0, 'mid-body-noauth': 0, 'mid-response': 0, 'mid-headers': 0 } as Record<
+    Kind,
+    number
+  >;
   let next = 0;
   await Promise.all(
     Array.from({ length: CONCURRENCY }, async () => {
@@ -109,8 +125,14 @@ describe('adversarial: aborted requests do not leak', () => {
     };
     const dir = mkdtempSync(join(tmpdir(), 'keygate-aborts-'));
     const keys = join(dir, 'keys.yaml');
-    writeFileSync(keys, `keys:\n  - apiKey: good\n    apiSecret: ${SECRET}\n    id: key-good\n    scopes: [accounts:read, items:write]\n`);
-    gate = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' }, { baseEnv: 'clean' });
+    writeFileSync(
+      keys,
+      `keys:\n  - apiKey: good\n    apiSecret: ${SECRET}\n    id: key-good\n    scopes: [accounts:read, items:write]\n`,
+    );
+    gate = await serveKeygate(
+      { KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' },
+      { baseEnv: 'clean' },
+    );
   });
   afterAll(async () => {
     await gate?.stop();
@@ -120,7 +142,11 @@ describe('adversarial: aborted requests do not leak', () => {
 
   it(`2 × ${TOTAL} aborted requests: sockets, in-flight requests and RSS return to baseline`, async () => {
     // Idle: one request served, nothing in flight. Sockets must come back to this.
-    const first = await exchange(gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`, { quietMs: 3_000 });
+    const first = await exchange(
+      gate.port,
+      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`,
+      { quietMs: 3_000 },
+    );
     expect(first.statuses).toEqual([200]);
     await settle(200);
     const idle = { fds: gate.fds(), upstream: await upstream.connections() };
@@ -131,9 +157,17 @@ describe('adversarial: aborted requests do not leak', () => {
     const base = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
     expect(base.fds, 'the warm-up itself leaked sockets').toBeLessThanOrEqual(idle.fds + FD_SLACK + base.upstream);
 
-    const sample = async () => ({ fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss(), inflight: await gate.metric('keygate_inflight_requests') });
+    const sample = async () => ({
+      fds: gate.fds(),
+      upstream: await upstream.connections(),
+      rss: gate.rss(),
+      inflight: await gate.metric('keygate_inflight_requests'),
+    });
     // Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there.
-    const settled = (s: Awaited<ReturnType<typeof sample>>) => s.fds <= idle.fds + FD_SLACK + s.upstream && s.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK && s.inflight === 0;
+    const settled = (s: Awaited<ReturnType<typeof sample>>) =>
+      s.fds <= idle.fds + FD_SLACK + s.upstream &&
+      s.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK &&
+      s.inflight === 0;
     /** One round of TOTAL aborts, then wait (up to 10 s; no upstream timeout is involved, it is 30 s) for everything to drain. */
     const round = async () => {
       const started = performance.now();
@@ -166,11 +200,18 @@ describe('adversarial: aborted requests do not leak', () => {
     // into its working size under load (seen up to 40 MB in one round on a busy CI
     // machine) happens once. So the smaller of the two rounds' growths is the signal.
     const growth = Math.min(one.after.rss - base.rss, two.after.rss - one.after.rss);
-    expect(growth, `RSS grew in both rounds: ${mb(one.after.rss - base.rss)} MB, then ${mb(two.after.rss - one.after.rss)} MB`).toBeLessThan(RSS_SLACK_BYTES);
+    expect(
+      growth,
+      `RSS grew in both rounds: ${mb(one.after.rss - base.rss)} MB, then ${mb(two.after.rss - one.after.rss)} MB`,
+    ).toBeLessThan(RSS_SLACK_BYTES);
     // Only authenticated requests ever reached the upstream.
     expect(upstream.received.every((a) => a.headers['x-api-key-id'] === 'key-good')).toBe(true);
     // And Keygate still serves.
-    const ok = await exchange(gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`, { quietMs: 3_000 });
+    const ok = await exchange(
+      gate.port,
+      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`,
+      { quietMs: 3_000 },
+    );
     expect(ok.statuses).toEqual([200]);
   }, 180_000);
 });

@@ -14,7 +14,22 @@ import { exchange } from '../helpers/raw-socket.js';
 const RUNS = Number(process.env.KEYGATE_PROPERTY_RUNS ?? 150);
 const MAX_HEADERS = 100; // KEYGATE_MAX_HEADER_COUNT's default
 
-const CONNECTION_TOKENS = ['content-length', 'transfer-encoding', 'host', 'x-api-key-id', 'x-forwarded-for', 'x-request-id', 'authorization', 'keep-alive', 'close', 'upgrade', 'te', 'x-extra', 'X-Api-Key', 'Content-Length'];
+const CONNECTION_TOKENS = [
+  'content-length',
+  'transfer-encoding',
+  'host',
+  'x-api-key-id',
+  'x-forwarded-for',
+  'x-request-id',
+  'authorization',
+  'keep-alive',
+  'close',
+  'upgrade',
+  'te',
+  'x-extra',
+  'X-Api-Key',
+  'Content-Length',
+];
 const METHODS: Array<[string, string]> = [
   ['GET', '/api/v3/viewer/accounts'],
   ['GET', '/api/v3/files/a'],
@@ -36,7 +51,9 @@ const bodyText = fc.oneof(
 
 const request = fc.record({
   target: fc.constantFrom(...METHODS),
-  connection: fc.option(fc.array(fc.constantFrom(...CONNECTION_TOKENS), { minLength: 1, maxLength: 4 }), { nil: undefined }),
+  connection: fc.option(fc.array(fc.constantFrom(...CONNECTION_TOKENS), { minLength: 1, maxLength: 4 }), {
+    nil: undefined,
+  }),
   framing: fc.constantFrom('content-length', 'chunked', 'none', 'content-length-zero'),
   body: bodyText,
   fillers: fc.oneof(fc.integer({ min: 0, max: 5 }), fc.integer({ min: MAX_HEADERS - 8, max: MAX_HEADERS + 3 })),
@@ -82,7 +99,11 @@ describe('adversarial: framing property (fast-check)', () => {
           body = (r.body ? `${Buffer.byteLength(r.body).toString(16)}\r\n${r.body}\r\n` : '') + '0\r\n\r\n';
         }
         const sentBody = r.framing === 'content-length' || r.framing === 'chunked' ? r.body : '';
-        const answer = await exchange(f.gate.port, `${method} ${path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n${body}`, { quietMs: 2_000, maxMs: 5_000 });
+        const answer = await exchange(
+          f.gate.port,
+          `${method} ${path} HTTP/1.1\r\n${lines.join('\r\n')}\r\n\r\n${body}`,
+          { quietMs: 2_000, maxMs: 5_000 },
+        );
         await settle(20);
         const status = answer.statuses[0] ?? 0;
         expect(answer.statuses.length, answer.text).toBeLessThanOrEqual(1);
@@ -92,7 +113,12 @@ describe('adversarial: framing property (fast-check)', () => {
           const got = f.upstream.received[0]!;
           expect(got.complete).toBe(true);
           expect(got.body).toBe(sentBody);
-          const ids = headerNames(got.rawHeaders).filter((n) => n.toLowerCase().replace(/[^a-z0-9]/g, '-').startsWith('x-api-key'));
+          const ids = headerNames(got.rawHeaders).filter((n) =>
+            n
+              .toLowerCase()
+              .replace(/[^a-z0-9]/g, '-')
+              .startsWith('x-api-key'),
+          );
           expect(ids).toEqual(isPublic ? [] : ['x-api-key-id']);
           if (!isPublic) expect(got.headers['x-api-key-id']).toBe('key-good');
           expect(lines.length).toBeLessThanOrEqual(MAX_HEADERS);

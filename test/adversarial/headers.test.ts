@@ -4,7 +4,8 @@ import { headerNames } from '../helpers/recording-upstream.js';
 import { exchange, firstBody } from '../helpers/raw-socket.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-const req = (headers: string, path = ACCOUNTS_PATH, method = 'GET') => `${method} ${path} HTTP/1.1\r\nHost: gate.test\r\n${headers}\r\n`;
+const req = (headers: string, path = ACCOUNTS_PATH, method = 'GET') =>
+  `${method} ${path} HTTP/1.1\r\nHost: gate.test\r\n${headers}\r\n`;
 
 /** Hostile headers over raw sockets: answer, connection state and what the upstream got. */
 describe('adversarial: headers', () => {
@@ -16,10 +17,33 @@ describe('adversarial: headers', () => {
   beforeEach(() => f.upstream.reset());
 
   const refused: Array<[string, (tok: () => string) => string, number, number]> = [
-    ['duplicate Authorization, same token', (t) => { const v = t(); return `Authorization: Bearer ${v}\r\nAuthorization: Bearer ${v}\r\n`; }, 400, 40107],
-    ['duplicate Authorization, two valid tokens', (t) => `Authorization: Bearer ${t()}\r\nAuthorization: Bearer ${t()}\r\n`, 400, 40107],
-    ['duplicate Authorization in different cases', (t) => `authorization: Bearer ${t()}\r\nAUTHORIZATION: Bearer ${t()}\r\n`, 400, 40107],
-    ['duplicate Authorization, the second one empty', (t) => `Authorization: Bearer ${t()}\r\nAuthorization: \r\n`, 400, 40107],
+    [
+      'duplicate Authorization, same token',
+      (t) => {
+        const v = t();
+        return `Authorization: Bearer ${v}\r\nAuthorization: Bearer ${v}\r\n`;
+      },
+      400,
+      40107,
+    ],
+    [
+      'duplicate Authorization, two valid tokens',
+      (t) => `Authorization: Bearer ${t()}\r\nAuthorization: Bearer ${t()}\r\n`,
+      400,
+      40107,
+    ],
+    [
+      'duplicate Authorization in different cases',
+      (t) => `authorization: Bearer ${t()}\r\nAUTHORIZATION: Bearer ${t()}\r\n`,
+      400,
+      40107,
+    ],
+    [
+      'duplicate Authorization, the second one empty',
+      (t) => `Authorization: Bearer ${t()}\r\nAuthorization: \r\n`,
+      400,
+      40107,
+    ],
     ['Authorization with a tab after Bearer', (t) => `Authorization: Bearer\t${t()}\r\n`, 400, 40107],
     ['Authorization with two spaces', (t) => `Authorization: Bearer  ${t()}\r\n`, 400, 40107],
     ['Authorization "bearer" in lower case', (t) => `Authorization: bearer ${t()}\r\n`, 400, 40107],
@@ -33,7 +57,12 @@ describe('adversarial: headers', () => {
     ['token in a look-alike header (Authorisation)', (t) => `Authorisation: Bearer ${t()}\r\n`, 401, 40004],
     ['token in X-Authorization', (t) => `X-Authorization: Bearer ${t()}\r\n`, 401, 40004],
     ['spoofed X-Api-Key-Id and no token', () => 'X-Api-Key-Id: key-good\r\n', 401, 40004],
-    ['Connection: Authorization (try to make a hop drop it before us)', (t) => `Connection: Authorization\r\nAuthorization: Bearer ${t()}x\r\n`, 401, 40106],
+    [
+      'Connection: Authorization (try to make a hop drop it before us)',
+      (t) => `Connection: Authorization\r\nAuthorization: Bearer ${t()}x\r\n`,
+      401,
+      40106,
+    ],
   ];
   it.each(refused)('%s → %i %i, nothing forwarded', async (_name, headers, status, code) => {
     const r = await exchange(f.gate.port, req(headers(f.tok)));
@@ -57,7 +86,10 @@ describe('adversarial: headers', () => {
     ['x.api.key.id', 'x.api.key.id: admin\r\n'],
     ['x-api_key.id', 'x-api_key.id: admin\r\n'],
     ['X-Api-Key-Id twice', 'X-Api-Key-Id: admin\r\nX-Api-Key-Id: admin2\r\n'],
-    ['every spelling at once', 'X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nX-API-KEY-ID: admin\r\nx.api.key.id: admin\r\nx-api-key-id: admin\r\n'],
+    [
+      'every spelling at once',
+      'X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nX-API-KEY-ID: admin\r\nx.api.key.id: admin\r\nx-api-key-id: admin\r\n',
+    ],
     ['90 copies (just under the header count limit)', 'X-Api-Key-Id: admin\r\n'.repeat(90)],
     ['X-Api-Key-Id empty', 'X-Api-Key-Id:\r\n'],
     ['X-Api-Key-Scopes', 'X-Api-Key-Scopes: admin\r\n'],
@@ -75,7 +107,12 @@ describe('adversarial: headers', () => {
     expect(f.upstream.received).toHaveLength(1);
     const got = f.upstream.received[0]!;
     expect(got.url).toBe(`${ACCOUNTS_PATH}?spoof=1`);
-    const identity = headerNames(got.rawHeaders).filter((n) => n.toLowerCase().replace(/[^a-z0-9]/g, '-').startsWith('x-api-key'));
+    const identity = headerNames(got.rawHeaders).filter((n) =>
+      n
+        .toLowerCase()
+        .replace(/[^a-z0-9]/g, '-')
+        .startsWith('x-api-key'),
+    );
     expect(identity).toEqual(['x-api-key-id']);
     expect(got.headers['x-api-key-id']).toBe('key-good');
     expect(got.headers['x-forwarded-for']).toBe('127.0.0.1');
@@ -91,13 +128,16 @@ describe('adversarial: headers', () => {
     ['X-Rewrite-URL', 'X-Rewrite-URL: /api/v3/admin/users\r\n'],
     ['x_original_url (underscore spelling)', 'x_original_url: /api/v3/admin/users\r\n'],
     ['both, in odd case', 'x-ORIGINAL-url: /api/v3/admin/users\r\nX-REWRITE-URL: /api/v3/admin/users\r\n'],
-  ])('client-sent %s never reaches the upstream (routers that honour it would run another route)', async (_name, extra) => {
-    const r = await exchange(f.gate.port, req(`${f.auth()}${extra}`));
-    expect(r.statuses).toEqual([200]);
-    await settle();
-    expect(f.upstream.received.map((a) => a.url)).toEqual([ACCOUNTS_PATH]);
-    expect(f.upstream.wire()).not.toContain('/api/v3/admin/users');
-  });
+  ])(
+    'client-sent %s never reaches the upstream (routers that honour it would run another route)',
+    async (_name, extra) => {
+      const r = await exchange(f.gate.port, req(`${f.auth()}${extra}`));
+      expect(r.statuses).toEqual([200]);
+      await settle();
+      expect(f.upstream.received.map((a) => a.url)).toEqual([ACCOUNTS_PATH]);
+      expect(f.upstream.wire()).not.toContain('/api/v3/admin/users');
+    },
+  );
 
   // Not allowed by the adversarial policy (no methodOverride): refused before authentication, 400 40000.
   it.each([
@@ -117,7 +157,13 @@ describe('adversarial: headers', () => {
   });
 
   it('on a public route, spoofed identity headers are dropped and none is injected', async () => {
-    const r = await exchange(f.gate.port, req('X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nAuthorization: Bearer x.y.z\r\nConnection: X-Api-Key-Id\r\n', '/status'));
+    const r = await exchange(
+      f.gate.port,
+      req(
+        'X-Api-Key-Id: admin\r\nx_api_key_id: admin\r\nAuthorization: Bearer x.y.z\r\nConnection: X-Api-Key-Id\r\n',
+        '/status',
+      ),
+    );
     expect(r.statuses).toEqual([200]);
     await settle();
     const names = headerNames(f.upstream.received[0]!.rawHeaders).map((n) => n.toLowerCase());
@@ -128,7 +174,9 @@ describe('adversarial: headers', () => {
   it('forwarding headers from an untrusted peer are replaced, in every spelling', async () => {
     const r = await exchange(
       f.gate.port,
-      req(`${f.auth()}X-Forwarded-For: 10.0.0.1\r\nx_forwarded_for: 10.0.0.2\r\nX-Real-IP: 10.0.0.3\r\nForwarded: for=10.0.0.4\r\nX-Forwarded-Host: evil.test\r\nX-Forwarded-Proto: https\r\nx.forwarded.host: evil.test\r\n`),
+      req(
+        `${f.auth()}X-Forwarded-For: 10.0.0.1\r\nx_forwarded_for: 10.0.0.2\r\nX-Real-IP: 10.0.0.3\r\nForwarded: for=10.0.0.4\r\nX-Forwarded-Host: evil.test\r\nX-Forwarded-Proto: https\r\nx.forwarded.host: evil.test\r\n`,
+      ),
     );
     expect(r.statuses).toEqual([200]);
     await settle();
@@ -140,7 +188,10 @@ describe('adversarial: headers', () => {
   });
 
   it('duplicate Host: refused (400 40000 ambiguous_header) before authentication, nothing forwarded', async () => {
-    const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: first.test\r\nHost: second.test\r\n${f.auth()}\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: first.test\r\nHost: second.test\r\n${f.auth()}\r\n`,
+    );
     expect(r.statuses).toEqual([400]);
     expect(r.text).toContain('"code":40000');
     await settle();

@@ -24,7 +24,10 @@ describe('adversarial: limits are set, documented and enforced', () => {
   it('the proxy server is built with them, and with a timeout check frequent enough to enforce them', async () => {
     const f = await startFixture();
     try {
-      const server = f.gate.keygate.proxy as typeof f.gate.keygate.proxy & { maxHeaderSize?: number; connectionsCheckingInterval?: number };
+      const server = f.gate.keygate.proxy as typeof f.gate.keygate.proxy & {
+        maxHeaderSize?: number;
+        connectionsCheckingInterval?: number;
+      };
       expect(server.headersTimeout).toBe(10_000);
       expect(server.requestTimeout).toBe(60_000);
       expect(server.keepAliveTimeout).toBe(5_000);
@@ -72,7 +75,9 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
   it('slowloris: 20 connections trickling header bytes are all cut soon after headersTimeout, nothing forwarded', async () => {
     const head = `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(200)}`;
     const trickle = [...head].flatMap((ch) => [ch, 100]);
-    const results = await Promise.all(Array.from({ length: 20 }, () => exchange(f.gate.port, trickle, { quietMs: 10_000, maxMs: 15_000 })));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () => exchange(f.gate.port, trickle, { quietMs: 10_000, maxMs: 15_000 })),
+    );
     const ms = results.map((r) => Math.round(r.ms)).sort((a, b) => a - b);
     measured.slowlorisCutMs = { min: ms[0], max: ms[ms.length - 1] };
     for (const r of results) {
@@ -87,7 +92,9 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
   });
 
   it('slow body on an authenticated request is cut after requestTimeout', async () => {
-    const parts: Array<string | number> = [`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nContent-Length: 1000\r\n\r\n`];
+    const parts: Array<string | number> = [
+      `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nContent-Length: 1000\r\n\r\n`,
+    ];
     for (let i = 0; i < 60; i++) parts.push('x', 100);
     const r = await exchange(f.gate.port, parts, { quietMs: 10_000, maxMs: 15_000 });
     measured.slowBodyCutMs = Math.round(r.ms);
@@ -100,7 +107,11 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
   });
 
   it('slow body without credentials is answered 401 and closed at once, not read', async () => {
-    const r = await exchange(f.gate.port, [`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n`, 'x', 100, 'x', 100, 'x'], { quietMs: 3_000 });
+    const r = await exchange(
+      f.gate.port,
+      [`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n`, 'x', 100, 'x', 100, 'x'],
+      { quietMs: 3_000 },
+    );
     expect(r.statuses).toEqual([401]);
     expect(r.closed).toBe(true);
     expect(r.ms).toBeLessThan(1_000);
@@ -108,7 +119,11 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
   });
 
   it('an idle keep-alive connection is closed after keepAliveTimeout', async () => {
-    const r = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n\r\n`, { quietMs: 10_000 });
+    const r = await exchange(
+      f.gate.port,
+      `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n\r\n`,
+      { quietMs: 10_000 },
+    );
     measured.keepAliveCloseMs = Math.round(r.ms);
     expect(r.statuses).toEqual([200]);
     expect(r.closed).toBe(true);
@@ -118,9 +133,15 @@ describe('adversarial: slow clients are cut by the configured timeouts', () => {
 
   it('configured token and header caps are enforced (1024-byte token, 4096-byte headers)', async () => {
     const over = sign(HS256, claims('good', { pad: 'x'.repeat(1_100) }), SECRET);
-    const r1 = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${over}\r\nConnection: close\r\n\r\n`);
+    const r1 = await exchange(
+      f.gate.port,
+      `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${over}\r\nConnection: close\r\n\r\n`,
+    );
     expect(r1.statuses).toEqual([401]);
-    const r2 = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nX-Pad: ${'p'.repeat(4_200)}\r\n\r\n`);
+    const r2 = await exchange(
+      f.gate.port,
+      `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nX-Pad: ${'p'.repeat(4_200)}\r\n\r\n`,
+    );
     expect(r2.statuses).toEqual([431]);
     expect(r2.closed).toBe(true);
     await settle();

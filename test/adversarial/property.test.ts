@@ -1,6 +1,15 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { DOCUMENTED_CODES, DOCUMENTED_STATUSES, expectNothingForwarded, OTHER_SECRET, SECRET, settle, startFixture, type Fixture } from '../helpers/adversarial.js';
+import {
+  DOCUMENTED_CODES,
+  DOCUMENTED_STATUSES,
+  expectNothingForwarded,
+  OTHER_SECRET,
+  SECRET,
+  settle,
+  startFixture,
+  type Fixture,
+} from '../helpers/adversarial.js';
 import { b64url, HS256, nowNonce, sign, token } from '../helpers/tokens.js';
 import { exchange, firstBody } from '../helpers/raw-socket.js';
 
@@ -11,9 +20,13 @@ import { exchange, firstBody } from '../helpers/raw-socket.js';
  */
 const RUNS = Number(process.env.KEYGATE_PROPERTY_RUNS ?? 150);
 const B64URL = [...'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'];
-const b64urlString = (max: number, min = 0) => fc.string({ unit: fc.constantFrom(...B64URL), minLength: min, maxLength: max });
-const visible = fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength: 80 });
-const TOKEN_CHARS = [...'!#$%&\'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ'];
+const b64urlString = (max: number, min = 0) =>
+  fc.string({ unit: fc.constantFrom(...B64URL), minLength: min, maxLength: max });
+const visible = fc.string({
+  unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)),
+  maxLength: 80,
+});
+const TOKEN_CHARS = [..."!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"];
 const headerName = fc.string({ unit: fc.constantFrom(...TOKEN_CHARS), minLength: 1, maxLength: 24 });
 // Framing headers are exercised by the smuggling suite; here they would only make requests wait for a body.
 const FRAMING = new Set(['content-length', 'transfer-encoding', 'expect', 'host', 'connection', 'upgrade']);
@@ -67,14 +80,25 @@ describe('adversarial: property tests (fast-check)', () => {
   it('structured JWTs with random headers, claims and a wrong or forged signature: never 2xx', async () => {
     const header = fc.oneof(
       fc.constant(HS256),
-      fc.record({ alg: fc.oneof(fc.constantFrom('HS256', 'none', 'HS512', 'RS256', 'hs256'), fc.string()), typ: fc.oneof(fc.constant('JWT'), fc.string()) }, { requiredKeys: [] }),
+      fc.record(
+        {
+          alg: fc.oneof(fc.constantFrom('HS256', 'none', 'HS512', 'RS256', 'hs256'), fc.string()),
+          typ: fc.oneof(fc.constant('JWT'), fc.string()),
+        },
+        { requiredKeys: [] },
+      ),
       fc.jsonValue(),
     );
     const claimsArb = fc.record(
       {
         type: fc.oneof(fc.constant('OpenAPIV2'), fc.jsonValue()),
         sub: fc.oneof(fc.constantFrom('good', 'other', 'nobody'), fc.jsonValue()),
-        nonce: fc.oneof(fc.constant(null).map(() => nowNonce()), fc.string(), fc.bigInt().map(String), fc.double()),
+        nonce: fc.oneof(
+          fc.constant(null).map(() => nowNonce()),
+          fc.string(),
+          fc.bigInt().map(String),
+          fc.double(),
+        ),
         recv_window: fc.oneof(fc.constantFrom('1', '30', '60', '61', '0'), fc.jsonValue()),
         exp: fc.oneof(fc.integer(), fc.jsonValue()),
       },
@@ -89,8 +113,14 @@ describe('adversarial: property tests (fast-check)', () => {
       fc.asyncProperty(header, claimsArb, signature, async (h, c, s) => {
         tried++;
         let tok: string;
-        if (typeof s === 'object') tok = `${b64url(JSON.stringify(h) ?? 'null')}.${b64url(JSON.stringify(c) ?? 'null')}.${s.raw}`;
-        else tok = sign(h, c, s === 'wrong-secret' ? 'wrong-secret-0123456789' : c.sub === 'other' ? SECRET : OTHER_SECRET);
+        if (typeof s === 'object')
+          tok = `${b64url(JSON.stringify(h) ?? 'null')}.${b64url(JSON.stringify(c) ?? 'null')}.${s.raw}`;
+        else
+          tok = sign(
+            h,
+            c,
+            s === 'wrong-secret' ? 'wrong-secret-0123456789' : c.sub === 'other' ? SECRET : OTHER_SECRET,
+          );
         const answer = await ask(f, get(`Bearer ${tok}`));
         expectRefused(answer);
       }),
@@ -101,12 +131,19 @@ describe('adversarial: property tests (fast-check)', () => {
   });
 
   it('any edit of a fresh valid token (replace, insert or delete one character) is refused', async () => {
-    const edit = fc.record({ at: fc.nat(), kind: fc.constantFrom('replace', 'insert', 'delete'), ch: fc.constantFrom(...B64URL, '.', '=', '+', '/') });
+    const edit = fc.record({
+      at: fc.nat(),
+      kind: fc.constantFrom('replace', 'insert', 'delete'),
+      ch: fc.constantFrom(...B64URL, '.', '=', '+', '/'),
+    });
     await fc.assert(
       fc.asyncProperty(edit, async ({ at, kind, ch }) => {
         const original = token('good', SECRET);
         const i = at % original.length;
-        const edited = kind === 'delete' ? original.slice(0, i) + original.slice(i + 1) : original.slice(0, i) + ch + original.slice(kind === 'replace' ? i + 1 : i);
+        const edited =
+          kind === 'delete'
+            ? original.slice(0, i) + original.slice(i + 1)
+            : original.slice(0, i) + ch + original.slice(kind === 'replace' ? i + 1 : i);
         fc.pre(edited !== original);
         tried++;
         const answer = await ask(f, get(`Bearer ${edited}`));
@@ -119,8 +156,14 @@ describe('adversarial: property tests (fast-check)', () => {
   });
 
   it('random extra headers around a missing or bad token: never 2xx, documented answers, no crash', async () => {
-    const headers = fc.array(fc.tuple(headerName, visible), { maxLength: 12 }).map((hs) => hs.filter(([n]) => !FRAMING.has(n.toLowerCase())));
-    const auth = fc.oneof(fc.constant(''), fc.constant('Authorization: Bearer a.b.c\r\n'), visible.map((v) => `Authorization: ${v}\r\n`));
+    const headers = fc
+      .array(fc.tuple(headerName, visible), { maxLength: 12 })
+      .map((hs) => hs.filter(([n]) => !FRAMING.has(n.toLowerCase())));
+    const auth = fc.oneof(
+      fc.constant(''),
+      fc.constant('Authorization: Bearer a.b.c\r\n'),
+      visible.map((v) => `Authorization: ${v}\r\n`),
+    );
     await fc.assert(
       fc.asyncProperty(headers, auth, async (hs, a) => {
         tried++;
@@ -136,10 +179,26 @@ describe('adversarial: property tests (fast-check)', () => {
 
   it('random paths with a valid token: refused, or forwarded with exactly the bytes that were checked', async () => {
     const seg = fc.oneof(
-      fc.string({ unit: fc.constantFrom(...'abcXYZ019-._~!$&\'()*+,=:@%;\\'), maxLength: 8 }),
-      fc.constantFrom('.', '..', '%2e', '%2E%2e', '%2f', '%5C', '%00', '%41', '%C3%A9', '%zz', 'files', 'viewer', 'accounts'),
+      fc.string({ unit: fc.constantFrom(..."abcXYZ019-._~!$&'()*+,=:@%;\\"), maxLength: 8 }),
+      fc.constantFrom(
+        '.',
+        '..',
+        '%2e',
+        '%2E%2e',
+        '%2f',
+        '%5C',
+        '%00',
+        '%41',
+        '%C3%A9',
+        '%zz',
+        'files',
+        'viewer',
+        'accounts',
+      ),
     );
-    const target = fc.tuple(fc.array(seg, { maxLength: 5 }), fc.option(visible.map((q) => q.replace(/[ #]/g, '')))).map(([segs, q]) => `/api/v3/files/${segs.join('/')}${q === null ? '' : `?${q}`}`);
+    const target = fc
+      .tuple(fc.array(seg, { maxLength: 5 }), fc.option(visible.map((q) => q.replace(/[ #]/g, ''))))
+      .map(([segs, q]) => `/api/v3/files/${segs.join('/')}${q === null ? '' : `?${q}`}`);
     await fc.assert(
       fc.asyncProperty(target, async (t) => {
         tried++;

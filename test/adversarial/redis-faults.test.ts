@@ -87,10 +87,15 @@ describe('adversarial: Redis faults', () => {
     const back = performance.now();
     await redis.start();
     await restoreKeys().catch(() => {}); // may race the reconnect; the poll below retries
-    await expect.poll(async () => {
-      await restoreKeys().catch(() => {});
-      return (await timed()).reply?.status;
-    }, { timeout: 15_000, interval: 100 }).toBe(200);
+    await expect
+      .poll(
+        async () => {
+          await restoreKeys().catch(() => {});
+          return (await timed()).reply?.status;
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBe(200);
     measured.killedRecovery = Math.round(performance.now() - back);
   });
 
@@ -118,11 +123,23 @@ describe('adversarial: Redis faults', () => {
     const blocker = new Redis(redis.url);
     faults++;
     const busy = blocker
-      .eval("local s=redis.call('TIME'); while true do local t=redis.call('TIME'); if (t[1]-s[1])*1000000+(t[2]-s[2]) > 1500000 then break end end return 1", 0)
+      .eval(
+        "local s=redis.call('TIME'); while true do local t=redis.call('TIME'); if (t[1]-s[1])*1000000+(t[2]-s[2]) > 1500000 then break end end return 1",
+        0,
+      )
       .catch(() => 0);
     // Wait until Redis is really stuck in the script (a probe PING times out).
     const probe = new Redis(redis.url, { commandTimeout: 100, maxRetriesPerRequest: 0 });
-    await expect.poll(() => probe.ping().then(() => 'answering', () => 'blocked'), { timeout: 1_000, interval: 10 }).toBe('blocked');
+    await expect
+      .poll(
+        () =>
+          probe.ping().then(
+            () => 'answering',
+            () => 'blocked',
+          ),
+        { timeout: 1_000, interval: 10 },
+      )
+      .toBe('blocked');
     probe.disconnect();
     const replies = await burst(10);
     expect(replies.map((r) => r.reply?.status)).toEqual(Array(10).fill(503));
@@ -160,14 +177,23 @@ describe('adversarial: Redis faults', () => {
     const replies = await inflight;
     const statuses = replies.map((r) => r.reply?.status ?? r.error);
     for (const s of statuses) expect([200, 503]).toContain(s);
-    measured.killedInFlight = { ok: statuses.filter((s) => s === 200).length, unavailable: statuses.filter((s) => s === 503).length, maxMs: Math.round(Math.max(...replies.map((r) => r.ms))) };
+    measured.killedInFlight = {
+      ok: statuses.filter((s) => s === 200).length,
+      unavailable: statuses.filter((s) => s === 503).length,
+      maxMs: Math.round(Math.max(...replies.map((r) => r.ms))),
+    };
     await settle(100);
     expect(f.upstream.received.length).toBe(statuses.filter((s) => s === 200).length);
     await redis.start();
-    await expect.poll(async () => {
-      await restoreKeys().catch(() => {});
-      return (await timed()).reply?.status;
-    }, { timeout: 15_000, interval: 100 }).toBe(200);
+    await expect
+      .poll(
+        async () => {
+          await restoreKeys().catch(() => {});
+          return (await timed()).reply?.status;
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBe(200);
   });
 
   // A restarted (empty, non-persistent) Redis has no keys until they are put back: 404 10013 is the honest answer then.
@@ -189,16 +215,35 @@ describe('adversarial: Redis faults', () => {
       faults++;
       await settle(150);
       await redis.start();
-      await expect.poll(() => restoreKeys().then(() => true, () => false), { timeout: 10_000, interval: 50 }).toBe(true);
+      await expect
+        .poll(
+          () =>
+            restoreKeys().then(
+              () => true,
+              () => false,
+            ),
+          { timeout: 10_000, interval: 50 },
+        )
+        .toBe(true);
       await settle(1_200); // past the 1 s negative cache: traffic flows again before the next kill
     }
-    await expect.poll(async () => {
-      await restoreKeys().catch(() => {});
-      return (await timed()).reply?.status;
-    }, { timeout: 15_000, interval: 100 }).toBe(200);
+    await expect
+      .poll(
+        async () => {
+          await restoreKeys().catch(() => {});
+          return (await timed()).reply?.status;
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBe(200);
     stop = true;
     await traffic;
-    measured.restartLoop = { requests: seen.length, ok, unavailable: seen.filter((s) => s === 503).length, unknownKey: seen.filter((s) => s === 404).length };
+    measured.restartLoop = {
+      requests: seen.length,
+      ok,
+      unavailable: seen.filter((s) => s === 503).length,
+      unknownKey: seen.filter((s) => s === 404).length,
+    };
     expect(seen.filter((s) => s !== 200 && s !== 503 && s !== 404)).toEqual([]);
     await settle(100);
     expect(f.upstream.received.length).toBe(ok + 1);
@@ -212,10 +257,15 @@ describe('adversarial: Redis faults', () => {
     await redis.kill();
     faults++;
     await redis.start();
-    await expect.poll(async () => {
-      await restoreKeys().catch(() => {});
-      return (await timed()).reply?.status;
-    }, { timeout: 15_000, interval: 100 }).toBe(200);
+    await expect
+      .poll(
+        async () => {
+          await restoreKeys().catch(() => {});
+          return (await timed()).reply?.status;
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBe(200);
     expect((await timed(t)).reply?.status).toBe(200); // replayed inside its window: the nonce was lost with the data
   });
 });

@@ -22,15 +22,47 @@ describe('adversarial: smuggling and framing', () => {
 
   // Each request is sent twice: without credentials and with a valid token.
   const ambiguous: Array<[string, (auth: string) => string]> = [
-    ['CL then TE', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`],
-    ['TE then CL', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n${smuggled}`],
-    ['TE: chunked, identity', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${smuggled}`],
-    ['TE: identity', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc`],
-    ['TE: xchunked', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n`],
-    ['TE twice (chunked, identity)', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n`],
-    ['space before colon in TE', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n${smuggled}`],
-    ['Content-Length twice, same value', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc`],
-    ['Content-Length twice, different values', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd`],
+    [
+      'CL then TE',
+      (a) =>
+        `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n${smuggled}`,
+    ],
+    [
+      'TE then CL',
+      (a) =>
+        `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n0\r\n\r\n${smuggled}`,
+    ],
+    [
+      'TE: chunked, identity',
+      (a) =>
+        `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n${smuggled}`,
+    ],
+    [
+      'TE: identity',
+      (a) =>
+        `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: identity\r\nContent-Length: 3\r\n\r\nabc`,
+    ],
+    [
+      'TE: xchunked',
+      (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: xchunked\r\n\r\n0\r\n\r\n`,
+    ],
+    [
+      'TE twice (chunked, identity)',
+      (a) =>
+        `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\nTransfer-Encoding: identity\r\n\r\n0\r\n\r\n`,
+    ],
+    [
+      'space before colon in TE',
+      (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding : chunked\r\n\r\n0\r\n\r\n${smuggled}`,
+    ],
+    [
+      'Content-Length twice, same value',
+      (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 3\r\nContent-Length: 3\r\n\r\nabc`,
+    ],
+    [
+      'Content-Length twice, different values',
+      (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 3\r\nContent-Length: 4\r\n\r\nabcd`,
+    ],
     ['Content-Length list', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: 3, 3\r\n\r\nabc`],
     ['Content-Length +3', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: +3\r\n\r\nabc`],
     ['Content-Length -1', (a) => `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${a}Content-Length: -1\r\n\r\nabc`],
@@ -40,12 +72,22 @@ describe('adversarial: smuggling and framing', () => {
     ['bare CR inside the headers', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\rX-A: b\r\n${a}\r\n`],
     ['NUL in a header value', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nX-A: a\u0000b\r\n${a}\r\n`],
     ['NUL in a header name', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nX-\u0000A: ab\r\n${a}\r\n`],
-    ['NUL in the Authorization value', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${a ? a.replace('Bearer ', 'Bearer \u0000') : 'Authorization: Bearer \u0000x\r\n'}\r\n`],
-    ['obs-fold in another header', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n${a}\r\n`],
+    [
+      'NUL in the Authorization value',
+      (a) =>
+        `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${a ? a.replace('Bearer ', 'Bearer \u0000') : 'Authorization: Bearer \u0000x\r\n'}\r\n`,
+    ],
+    [
+      'obs-fold in another header',
+      (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nX-A: a\r\n b\r\n${a}\r\n`,
+    ],
     ['header without a colon', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nX-A b\r\n${a}\r\n`],
     ['missing Host on HTTP/1.1', (a) => `GET /api/v3/viewer/accounts HTTP/1.1\r\n${a}\r\n`],
     ['HTTP/2 preface', () => 'PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'],
-    ['chunk size with 0x prefix', (a) => `POST /status HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n`],
+    [
+      'chunk size with 0x prefix',
+      (a) => `POST /status HTTP/1.1\r\nHost: x\r\n${a}Transfer-Encoding: chunked\r\n\r\n0x3\r\nabc\r\n0\r\n\r\n`,
+    ],
   ];
   for (const [name, build] of ambiguous) {
     it.each([
@@ -62,7 +104,10 @@ describe('adversarial: smuggling and framing', () => {
 
   it('Authorization split by obs-fold → 400, closed, nothing forwarded', async () => {
     const t = f.tok();
-    const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n ${t}\r\n\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n ${t}\r\n\r\n`,
+    );
     expect(r.statuses).toEqual([400]);
     expect(r.closed).toBe(true);
     await settle();
@@ -76,7 +121,10 @@ describe('adversarial: smuggling and framing', () => {
     ['OPTIONS (authenticated)', 'OPTIONS', '/api/v3/items/1', true],
     ['OPTIONS on a public route (no credentials)', 'OPTIONS', '/status', false],
   ])('chunked body on %s reaches the upstream as a body, never as a request', async (_name, method, path, withAuth) => {
-    const r = await exchange(f.gate.port, `${method} ${path} HTTP/1.1\r\nHost: x\r\n${withAuth ? f.auth() : ''}Transfer-Encoding: chunked\r\n\r\n${hex(smuggled)}\r\n${smuggled}\r\n0\r\n\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `${method} ${path} HTTP/1.1\r\nHost: x\r\n${withAuth ? f.auth() : ''}Transfer-Encoding: chunked\r\n\r\n${hex(smuggled)}\r\n${smuggled}\r\n0\r\n\r\n`,
+    );
     await settle(100);
     expect(r.statuses).toEqual([200]);
     expect(f.upstream.received.map((a) => `${a.method} ${a.url}`)).toEqual([`${method} ${path}`]);
@@ -99,7 +147,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('pipelined: denied request, then a good one → 401, 200; only the good one forwarded', async () => {
-    const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v3/viewer/accounts?second HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n\r\nGET /api/v3/viewer/accounts?second HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`,
+    );
     expect(r.statuses).toEqual([401, 200]);
     await settle();
     expect(f.upstream.received.map((a) => a.url)).toEqual(['/api/v3/viewer/accounts?second']);
@@ -107,14 +158,20 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('pipelined: good request, then one without credentials → 200, 401; only the first forwarded', async () => {
-    const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts?first HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\nGET /api/v3/viewer/accounts?second HTTP/1.1\r\nHost: x\r\n\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `GET /api/v3/viewer/accounts?first HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\nGET /api/v3/viewer/accounts?second HTTP/1.1\r\nHost: x\r\n\r\n`,
+    );
     expect(r.statuses).toEqual([200, 401]);
     await settle();
     expect(f.upstream.received.map((a) => a.url)).toEqual(['/api/v3/viewer/accounts?first']);
   });
 
   it('pipelined: a denied request carrying a request in its body → one 401, connection closed, body never parsed', async () => {
-    const r = await exchange(f.gate.port, `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nContent-Length: ${Buffer.byteLength(smuggled)}\r\n\r\n${smuggled}`);
+    const r = await exchange(
+      f.gate.port,
+      `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nContent-Length: ${Buffer.byteLength(smuggled)}\r\n\r\n${smuggled}`,
+    );
     expect(r.statuses).toEqual([401]);
     expect(r.closed).toBe(true);
     await settle();
@@ -122,7 +179,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('pipelined: a denied chunked request carrying a request in its body → one 401, closed', async () => {
-    const r = await exchange(f.gate.port, `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x.y.z\r\nTransfer-Encoding: chunked\r\n\r\n${hex(smuggled)}\r\n${smuggled}\r\n0\r\n\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x.y.z\r\nTransfer-Encoding: chunked\r\n\r\n${hex(smuggled)}\r\n${smuggled}\r\n0\r\n\r\n`,
+    );
     expect(r.statuses).toEqual([401]);
     expect(r.closed).toBe(true);
     await settle();
@@ -130,7 +190,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('pipelined: a refused target, then a good request → 400 and closed before the second is read', async () => {
-    const r = await exchange(f.gate.port, `GET /api/v3/../admin HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\nGET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `GET /api/v3/../admin HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\nGET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`,
+    );
     expect(r.statuses).toEqual([400]);
     expect(r.closed).toBe(true);
     await settle();
@@ -138,7 +201,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('Expect: 100-continue without credentials gets no 100 Continue, a 401 and a closed connection', async () => {
-    const r = await exchange(f.gate.port, 'POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n');
+    const r = await exchange(
+      f.gate.port,
+      'POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n',
+    );
     expect(r.statuses).toEqual([401]);
     expect(r.closed).toBe(true);
     await settle();
@@ -146,7 +212,11 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('Expect: 100-continue with a valid token gets 100 Continue, then the upstream answer', async () => {
-    const r = await exchange(f.gate.port, [`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${f.auth()}Expect: 100-continue\r\nContent-Length: 3\r\n\r\n`, 100, 'abc']);
+    const r = await exchange(f.gate.port, [
+      `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\n${f.auth()}Expect: 100-continue\r\nContent-Length: 3\r\n\r\n`,
+      100,
+      'abc',
+    ]);
     expect(r.statuses).toEqual([100, 200]);
     await settle();
     expect(f.upstream.received).toHaveLength(1);
@@ -170,7 +240,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('CONNECT gets 400 and a closed connection, with or without credentials', async () => {
-    for (const data of [`CONNECT 127.0.0.1:${f.upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${f.upstream.port}\r\n\r\n`, `CONNECT /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`]) {
+    for (const data of [
+      `CONNECT 127.0.0.1:${f.upstream.port} HTTP/1.1\r\nHost: 127.0.0.1:${f.upstream.port}\r\n\r\n`,
+      `CONNECT /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`,
+    ]) {
       const r = await exchange(f.gate.port, data);
       expect(r.statuses, data).toEqual([400]);
       expect(r.closed).toBe(true);
@@ -181,7 +254,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('Upgrade: websocket without credentials → 401, never 101, nothing forwarded', async () => {
-    const r = await exchange(f.gate.port, 'GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n');
+    const r = await exchange(
+      f.gate.port,
+      'GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n',
+    );
     expect(r.statuses).toEqual([401]);
     await settle();
     expectNothingForwarded(f.upstream);
@@ -197,7 +273,10 @@ describe('adversarial: smuggling and framing', () => {
       }
       res.end('plain');
     };
-    const r = await exchange(f.gate.port, `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`);
+    const r = await exchange(
+      f.gate.port,
+      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`,
+    );
     expect(r.statuses).toEqual([200]);
     await settle();
     const got = f.upstream.received[0]!;
@@ -206,7 +285,10 @@ describe('adversarial: smuggling and framing', () => {
   });
 
   it('h2c upgrade on a public route is forwarded as plain HTTP, without Upgrade or HTTP2-Settings', async () => {
-    const r = await exchange(f.gate.port, 'GET /status HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n');
+    const r = await exchange(
+      f.gate.port,
+      'GET /status HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n\r\n',
+    );
     expect(r.statuses).toEqual([200]);
     await settle();
     const names = headerNames(f.upstream.received[0]!.rawHeaders).map((n) => n.toLowerCase());

@@ -18,7 +18,11 @@ describe('adversarial: request targets', () => {
   beforeEach(() => f.upstream.reset());
 
   const line = (method: string, target: string | Buffer) =>
-    Buffer.concat([Buffer.from(`${method} `), Buffer.isBuffer(target) ? target : Buffer.from(target, 'latin1'), Buffer.from(` HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`)]);
+    Buffer.concat([
+      Buffer.from(`${method} `),
+      Buffer.isBuffer(target) ? target : Buffer.from(target, 'latin1'),
+      Buffer.from(` HTTP/1.1\r\nHost: x\r\n${f.auth()}\r\n`),
+    ]);
 
   // [target, status, code]; 400s are answered by check-target (40000) or by Node's parser (no body).
   const refused: Array<[string, string | Buffer, number, number | undefined]> = [
@@ -27,10 +31,25 @@ describe('adversarial: request targets', () => {
     ['authority-form', 'x:80', 400, undefined],
     ['no leading slash', 'api/v3/viewer/accounts', 400, undefined],
     ['double-encoded %252e%252e', '/api/v3/%252e%252e/admin', 403, 10403],
-    ['non-ASCII UTF-8 bytes', Buffer.concat([Buffer.from('/api/v3/viewer/acc'), Buffer.from([0xc3, 0xa9]), Buffer.from('ounts')]), 400, undefined],
-    ['a Latin-1 byte', Buffer.concat([Buffer.from('/api/v3/viewer/acc'), Buffer.from([0xe9]), Buffer.from('ounts')]), 400, undefined],
+    [
+      'non-ASCII UTF-8 bytes',
+      Buffer.concat([Buffer.from('/api/v3/viewer/acc'), Buffer.from([0xc3, 0xa9]), Buffer.from('ounts')]),
+      400,
+      undefined,
+    ],
+    [
+      'a Latin-1 byte',
+      Buffer.concat([Buffer.from('/api/v3/viewer/acc'), Buffer.from([0xe9]), Buffer.from('ounts')]),
+      400,
+      undefined,
+    ],
     ['byte 0xff', Buffer.concat([Buffer.from('/api/v3/'), Buffer.from([0xff])]), 400, undefined],
-    ['overlong UTF-8 for "/" (C0 AF)', Buffer.concat([Buffer.from('/api/v3/viewer'), Buffer.from([0xc0, 0xaf]), Buffer.from('accounts')]), 400, undefined],
+    [
+      'overlong UTF-8 for "/" (C0 AF)',
+      Buffer.concat([Buffer.from('/api/v3/viewer'), Buffer.from([0xc0, 0xaf]), Buffer.from('accounts')]),
+      400,
+      undefined,
+    ],
     ['tab in the target', '/api/v3/viewer/acc\tounts', 400, undefined],
     // Routers fold case and ignore a trailing slash, so these are /api/v3/ paths, authenticated: none is listed here.
     ['/api/v3 without the slash', '/api/v3', 403, 10403],
@@ -68,7 +87,13 @@ describe('adversarial: request targets', () => {
 
   // The same route as the upstream's router reads it (case folded, a trailing slash ignored): authorized as that
   // route, and forwarded unchanged, so the upstream runs the handler whose scopes were checked.
-  const sameRoute = ['/API/v3/viewer/accounts', '/api/V3/viewer/accounts', '/Api/v3/Viewer/ACCOUNTS', '/api/v3/viewer/accounts/', '/API/V3/VIEWER/ACCOUNTS/?x=1'];
+  const sameRoute = [
+    '/API/v3/viewer/accounts',
+    '/api/V3/viewer/accounts',
+    '/Api/v3/Viewer/ACCOUNTS',
+    '/api/v3/viewer/accounts/',
+    '/API/V3/VIEWER/ACCOUNTS/?x=1',
+  ];
   it.each(sameRoute)('%s is the listed route: forwarded byte for byte', async (target) => {
     const r = await exchange(f.gate.port, line('GET', target));
     expect(r.statuses).toEqual([200]);
@@ -77,7 +102,7 @@ describe('adversarial: request targets', () => {
     expect(f.upstream.wire().startsWith(`GET ${target} HTTP/1.1\r\n`)).toBe(true);
   });
 
-  it('a key without the route\'s scope is refused on every spelling of it', async () => {
+  it("a key without the route's scope is refused on every spelling of it", async () => {
     for (const target of sameRoute) {
       const raw = `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('narrow', OTHER_SECRET)}\r\n\r\n`;
       const r = await exchange(f.gate.port, Buffer.from(raw));

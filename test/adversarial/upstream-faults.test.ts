@@ -22,7 +22,8 @@ const measured: Record<string, number> = {};
 describe('adversarial: upstream faults', () => {
   let f: Fixture;
   let faults = 0;
-  const get = (extra = '') => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n${extra}\r\n`;
+  const get = (extra = '') =>
+    `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\n${extra}\r\n`;
 
   beforeAll(async () => {
     f = await startFixture({ env: { KEYGATE_UPSTREAM_TIMEOUT_MS: String(UPSTREAM_TIMEOUT_MS) } });
@@ -71,7 +72,10 @@ describe('adversarial: upstream faults', () => {
       s.on('data', () => s.end('NOT HTTP AT ALL\r\n\r\n'));
     });
     await new Promise<void>((r) => bad.listen(0, '127.0.0.1', r));
-    const gate = await startKeygate({ upstream: `http://127.0.0.1:${(bad.address() as { port: number }).port}`, keys: KEYS });
+    const gate = await startKeygate({
+      upstream: `http://127.0.0.1:${(bad.address() as { port: number }).port}`,
+      keys: KEYS,
+    });
     try {
       faults++;
       const r = await exchange(gate.port, get('Connection: close\r\n'), { quietMs: 3_000 });
@@ -145,7 +149,15 @@ describe('adversarial: upstream faults', () => {
   it('stall with Expect: 100-continue: still 504 within the timeout', async () => {
     faults++;
     f.upstream.handler = () => {};
-    const r = await exchange(f.gate.port, [`POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nExpect: 100-continue\r\nContent-Length: 3\r\nConnection: close\r\n\r\n`, 50, 'abc'], { quietMs: 5_000 });
+    const r = await exchange(
+      f.gate.port,
+      [
+        `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nExpect: 100-continue\r\nContent-Length: 3\r\nConnection: close\r\n\r\n`,
+        50,
+        'abc',
+      ],
+      { quietMs: 5_000 },
+    );
     measured.stallExpect504 = Math.round(r.ms);
     expect(r.statuses).toEqual([100, 504]);
     expect(r.ms).toBeLessThan(WITHIN_MS);
@@ -155,7 +167,11 @@ describe('adversarial: upstream faults', () => {
     faults++;
     f.upstream.handler = (req) => req.pause();
     const big = 'x'.repeat(4 * 1024 * 1024);
-    const r = await exchange(f.gate.port, `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nContent-Length: ${big.length}\r\nConnection: close\r\n\r\n${big}`, { quietMs: 5_000 });
+    const r = await exchange(
+      f.gate.port,
+      `POST /api/v3/items/1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nContent-Length: ${big.length}\r\nConnection: close\r\n\r\n${big}`,
+      { quietMs: 5_000 },
+    );
     measured.stallReadingBody504 = Math.round(r.ms);
     expect(r.statuses).toEqual([504]);
     expect(r.closed).toBe(true);

@@ -13,14 +13,23 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 
 const t = tier();
 const root = new URL('../..', import.meta.url).pathname;
-const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string; dependencies: Record<string, string>; devDependencies: Record<string, string> };
+const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
+  version: string;
+  dependencies: Record<string, string>;
+  devDependencies: Record<string, string>;
+};
 /** Budget for the image's own layers (what it adds to the runtime base), in MB. Measured 10.3 MB at 0.1.0. */
 const OWN_LAYERS_BUDGET_MB = 20;
 const MB = 1_000_000;
 
 type ImageConfig = { User: string; Env: string[]; Entrypoint: string[]; Cmd: string[] };
 const inspect = async (image: string) =>
-  JSON.parse(await podmanOk(['image', 'inspect', image]))[0] as { Size: number; RootFS: { Layers: string[] }; Config: ImageConfig; Healthcheck?: { Test: string[] } };
+  JSON.parse(await podmanOk(['image', 'inspect', image]))[0] as {
+    Size: number;
+    RootFS: { Layers: string[] };
+    Config: ImageConfig;
+    Healthcheck?: { Test: string[] };
+  };
 
 /** Every file and link under dir, relative to it. */
 function walk(dir: string): string[] {
@@ -30,7 +39,10 @@ function walk(dir: string): string[] {
 }
 
 /** PEM bodies of the certificates in a bundle. */
-const pemBodies = (text: string) => [...text.matchAll(/-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g)].map((m) => m[1]!.replace(/\s+/g, ''));
+const pemBodies = (text: string) =>
+  [...text.matchAll(/-----BEGIN CERTIFICATE-----([\s\S]*?)-----END CERTIFICATE-----/g)].map((m) =>
+    m[1]!.replace(/\s+/g, ''),
+  );
 
 describe('the image built from the shipped Dockerfile', () => {
   let fsRoot: string;
@@ -56,12 +68,25 @@ describe('the image built from the shipped Dockerfile', () => {
   });
 
   it('holds production dependencies, dist/, bin/ and the shipped config only: no src/, no tests, no dev dependency', () => {
-    expect(readdirSync(join(fsRoot, 'app')).sort()).toEqual(['bin', 'config', 'console', 'dist', 'examples', 'node_modules', 'package-lock.json', 'package.json']);
+    expect(readdirSync(join(fsRoot, 'app')).sort()).toEqual([
+      'bin',
+      'config',
+      'console',
+      'dist',
+      'examples',
+      'node_modules',
+      'package-lock.json',
+      'package.json',
+    ]);
     expect(readdirSync(join(fsRoot, 'app/examples'))).toEqual(['demo-keys.yaml']);
     expect(readdirSync(join(fsRoot, 'app/dist')).some((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))).toBe(false);
-    for (const d of Object.keys(pkg.devDependencies)) expect(statSync(join(fsRoot, 'app/node_modules', d), { throwIfNoEntry: false }), d).toBeUndefined();
-    for (const d of Object.keys(pkg.dependencies)) expect(statSync(join(fsRoot, 'app/node_modules', d, 'package.json')).isFile(), d).toBe(true);
-    const tests = walk(join(fsRoot, 'app')).filter((f) => !f.startsWith('node_modules/') && /(^|\/)(test|src)\/|\.test\.[jt]s$/.test(f));
+    for (const d of Object.keys(pkg.devDependencies))
+      expect(statSync(join(fsRoot, 'app/node_modules', d), { throwIfNoEntry: false }), d).toBeUndefined();
+    for (const d of Object.keys(pkg.dependencies))
+      expect(statSync(join(fsRoot, 'app/node_modules', d, 'package.json')).isFile(), d).toBe(true);
+    const tests = walk(join(fsRoot, 'app')).filter(
+      (f) => !f.startsWith('node_modules/') && /(^|\/)(test|src)\/|\.test\.[jt]s$/.test(f),
+    );
     expect(tests).toEqual([]);
   });
 
@@ -79,7 +104,9 @@ describe('the image built from the shipped Dockerfile', () => {
   it("carries no certificate that only this machine trusts (the build's proxy CA is mounted, never copied)", () => {
     const hostBundle = readFileSync(process.env.NODE_EXTRA_CA_CERTS ?? '/etc/ssl/certs/ca-certificates.crt', 'utf8');
     const debian = new Set(
-      readdirSync('/usr/share/ca-certificates/mozilla').flatMap((f) => pemBodies(readFileSync(join('/usr/share/ca-certificates/mozilla', f), 'utf8'))),
+      readdirSync('/usr/share/ca-certificates/mozilla').flatMap((f) =>
+        pemBodies(readFileSync(join('/usr/share/ca-certificates/mozilla', f), 'utf8')),
+      ),
     );
     const hostOnly = pemBodies(hostBundle).filter((b) => !debian.has(b));
     // This machine's egress proxy CA is such a certificate: without one the check below would prove nothing.
@@ -106,9 +133,13 @@ describe('the image built from the shipped Dockerfile', () => {
   it(`adds at most ${OWN_LAYERS_BUDGET_MB} MB of its own layers to the runtime base`, async () => {
     const image = await inspect(t.image);
     const base = await inspect(t.runtimeBase);
-    expect(image.RootFS.Layers.slice(0, base.RootFS.Layers.length), 'built on the runtime base').toEqual(base.RootFS.Layers);
+    expect(image.RootFS.Layers.slice(0, base.RootFS.Layers.length), 'built on the runtime base').toEqual(
+      base.RootFS.Layers,
+    );
     const own = (image.Size - base.Size) / MB;
-    console.log(`IMAGE ${JSON.stringify({ image: t.image, totalMB: +(image.Size / MB).toFixed(1), baseMB: +(base.Size / MB).toFixed(1), ownLayersMB: +own.toFixed(1), budgetMB: OWN_LAYERS_BUDGET_MB })}`);
+    console.log(
+      `IMAGE ${JSON.stringify({ image: t.image, totalMB: +(image.Size / MB).toFixed(1), baseMB: +(base.Size / MB).toFixed(1), ownLayersMB: +own.toFixed(1), budgetMB: OWN_LAYERS_BUDGET_MB })}`,
+    );
     expect(own).toBeGreaterThan(0);
     expect(own).toBeLessThanOrEqual(OWN_LAYERS_BUDGET_MB);
   });
@@ -129,11 +160,32 @@ describe('a container from the image, with a read-only root filesystem and no ca
     // Host network: the container reaches the test's recording upstream on 127.0.0.1.
     // --health-interval disable: no systemd here to time the checks; the tests run them.
     await podmanOk([
-      'run', '-d', '--pull=never', '--name', name, '--network', 'host', '--health-interval', 'disable',
-      '--read-only', '--cap-drop', 'ALL', '--security-opt', 'no-new-privileges',
-      '-e', `KEYGATE_UPSTREAM=${upstream.url}`, '-e', 'KEYGATE_KEYS_FILE=/app/examples/demo-keys.yaml',
-      '-e', 'KEYGATE_HOST=127.0.0.1', '-e', `KEYGATE_PORT=${port}`, '-e', `KEYGATE_ADMIN_PORT=${adminPort}`,
-      '-e', `KEYGATE_SHUTDOWN_TIMEOUT_MS=${shutdownTimeoutMs}`,
+      'run',
+      '-d',
+      '--pull=never',
+      '--name',
+      name,
+      '--network',
+      'host',
+      '--health-interval',
+      'disable',
+      '--read-only',
+      '--cap-drop',
+      'ALL',
+      '--security-opt',
+      'no-new-privileges',
+      '-e',
+      `KEYGATE_UPSTREAM=${upstream.url}`,
+      '-e',
+      'KEYGATE_KEYS_FILE=/app/examples/demo-keys.yaml',
+      '-e',
+      'KEYGATE_HOST=127.0.0.1',
+      '-e',
+      `KEYGATE_PORT=${port}`,
+      '-e',
+      `KEYGATE_ADMIN_PORT=${adminPort}`,
+      '-e',
+      `KEYGATE_SHUTDOWN_TIMEOUT_MS=${shutdownTimeoutMs}`,
       t.image,
     ]);
   }, 60_000);
@@ -143,15 +195,29 @@ describe('a container from the image, with a read-only root filesystem and no ca
   });
 
   it('passes its HEALTHCHECK once serving', async () => {
-    await expect.poll(async () => (await podman(['healthcheck', 'run', name])).code, { timeout: 20_000, interval: 250 }).toBe(0);
+    await expect
+      .poll(async () => (await podman(['healthcheck', 'run', name])).code, { timeout: 20_000, interval: 250 })
+      .toBe(0);
   });
 
   it('serves as uid 1000 with no effective capabilities', async () => {
-    const status = await podmanOk(['exec', name, 'node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/1/status','utf8'))"]);
+    const status = await podmanOk([
+      'exec',
+      name,
+      'node',
+      '-e',
+      "process.stdout.write(require('fs').readFileSync('/proc/1/status','utf8'))",
+    ]);
     expect(/^Uid:\s+(.*)$/m.exec(status)![1]!.split(/\s+/)).toEqual(['1000', '1000', '1000', '1000']);
     expect(/^CapEff:\s+(\S+)$/m.exec(status)![1]).toBe('0000000000000000');
     expect(/^NoNewPrivs:\s+(\d)$/m.exec(status)![1]).toBe('1');
-    const cmdline = await podmanOk(['exec', name, 'node', '-e', "process.stdout.write(require('fs').readFileSync('/proc/1/cmdline','utf8'))"]);
+    const cmdline = await podmanOk([
+      'exec',
+      name,
+      'node',
+      '-e',
+      "process.stdout.write(require('fs').readFileSync('/proc/1/cmdline','utf8'))",
+    ]);
     expect(cmdline.split('\0').filter(Boolean)).toEqual(['node', '/usr/local/bin/keygate', 'serve']);
   });
 
@@ -172,8 +238,25 @@ describe('a container from the image, with a read-only root filesystem and no ca
   it('fails its HEALTHCHECK when the admin port does not answer', async () => {
     // Same image and environment, but a process that never opens the admin port.
     await podmanOk([
-      'run', '-d', '--pull=never', '--name', idle, '--network', 'host', '--health-interval', 'disable', '--read-only', '--cap-drop', 'ALL',
-      '-e', `KEYGATE_ADMIN_PORT=${await freePort()}`, '--entrypoint', 'node', t.image, '-e', 'setTimeout(() => {}, 60_000)',
+      'run',
+      '-d',
+      '--pull=never',
+      '--name',
+      idle,
+      '--network',
+      'host',
+      '--health-interval',
+      'disable',
+      '--read-only',
+      '--cap-drop',
+      'ALL',
+      '-e',
+      `KEYGATE_ADMIN_PORT=${await freePort()}`,
+      '--entrypoint',
+      'node',
+      t.image,
+      '-e',
+      'setTimeout(() => {}, 60_000)',
     ]);
     const r = await podman(['healthcheck', 'run', idle]);
     expect(r.code).not.toBe(0);
@@ -194,7 +277,9 @@ describe('a container from the image, with a read-only root filesystem and no ca
   it(`on SIGTERM finishes the in-flight request and exits 0 within KEYGATE_SHUTDOWN_TIMEOUT_MS (${shutdownTimeoutMs} ms)`, async () => {
     upstream.handler = (_req, res) => setTimeout(() => res.end('{"slow":"done"}'), 1_500);
     const seen = upstream.received.length;
-    const inFlight = send(url(), '/api/v3/viewer/accounts', { headers: bearer(token('demo-key', 'demo-secret-0123456789abcdef')) });
+    const inFlight = send(url(), '/api/v3/viewer/accounts', {
+      headers: bearer(token('demo-key', 'demo-secret-0123456789abcdef')),
+    });
     await expect.poll(() => upstream.received.length, { timeout: 5_000, interval: 10 }).toBe(seen + 1);
     const signalled = Date.now();
     await podmanOk(['kill', '--signal', 'TERM', name]);

@@ -11,7 +11,12 @@ describe('admin endpoints', () => {
   const cases = [
     { name: 'store answers and holds keys', keys: [makeKey({ apiKey: 'k' })], status: 200, body: { status: 'ready' } },
     { name: 'store holds no keys', keys: [], status: 503, body: { status: 'not ready', reason: 'no_keys' } },
-    { name: 'only revoked keys (still loaded: they answer 10013)', keys: [makeKey({ apiKey: 'r', state: 'revoked' })], status: 200, body: { status: 'ready' } },
+    {
+      name: 'only revoked keys (still loaded: they answer 10013)',
+      keys: [makeKey({ apiKey: 'r', state: 'revoked' })],
+      status: 200,
+      body: { status: 'ready' },
+    },
   ];
   it.each(cases)('/readyz when $name: $status', async ({ keys, status, body }) => {
     const upstream = await startRecordingUpstream();
@@ -47,13 +52,18 @@ describe('admin endpoints', () => {
 
   it('binds to loopback unless KEYGATE_ADMIN_HOST says otherwise (config and a running keygate serve)', async () => {
     expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).adminHost).toBe('127.0.0.1');
-    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_ADMIN_HOST: '0.0.0.0' }).adminHost).toBe('0.0.0.0');
+    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_ADMIN_HOST: '0.0.0.0' }).adminHost).toBe(
+      '0.0.0.0',
+    );
     // The real CLI with no KEYGATE_ADMIN_HOST: /proc/net/tcp shows what the admin socket is bound to.
     const child = await serveKeygate({ KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_ADMIN_HOST: undefined });
     const { adminPort } = child;
     try {
       const hexPort = adminPort.toString(16).toUpperCase().padStart(4, '0');
-      const listening = [...readFileSync('/proc/net/tcp', 'utf8').split('\n'), ...readFileSync('/proc/net/tcp6', 'utf8').split('\n')]
+      const listening = [
+        ...readFileSync('/proc/net/tcp', 'utf8').split('\n'),
+        ...readFileSync('/proc/net/tcp6', 'utf8').split('\n'),
+      ]
         .map((l) => l.trim().split(/\s+/))
         .filter((f) => f[1]?.endsWith(`:${hexPort}`) && f[3] === '0A')
         .map((f) => f[1]!.split(':')[0]);
@@ -65,10 +75,18 @@ describe('admin endpoints', () => {
 
   it('cuts a slow client on the admin port after KEYGATE_HEADERS_TIMEOUT_MS, like the proxy port', async () => {
     const upstream = await startRecordingUpstream();
-    const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'k' })], env: { KEYGATE_HEADERS_TIMEOUT_MS: '600', KEYGATE_REQUEST_TIMEOUT_MS: '1000' } });
+    const gate = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'k' })],
+      env: { KEYGATE_HEADERS_TIMEOUT_MS: '600', KEYGATE_REQUEST_TIMEOUT_MS: '1000' },
+    });
     try {
       const head = `GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ${'a'.repeat(40)}`;
-      const r = await exchange(Number(new URL(gate.adminUrl).port), [...head].flatMap((ch) => [ch, 50]), { quietMs: 8_000, maxMs: 10_000 });
+      const r = await exchange(
+        Number(new URL(gate.adminUrl).port),
+        [...head].flatMap((ch) => [ch, 50]),
+        { quietMs: 8_000, maxMs: 10_000 },
+      );
       expect(r.closed).toBe(true);
       expect(r.statuses).toEqual([408]);
       expect(r.ms).toBeGreaterThanOrEqual(550);

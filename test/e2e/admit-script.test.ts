@@ -59,7 +59,10 @@ describe('memory store: usage days', () => {
     await use(1); // 2026-01-02
     clock.advance((USAGE_DAYS - 1) * DAY); // 2026-02-05: 2026-01-01 is now 35 days back, out of range
     await use(2);
-    expect(await store.getUsage('k')).toEqual({ lastUsedAtMs: clock.nowMs(), perDay: { '2026-01-02': 1, '2026-02-05': 2 } });
+    expect(await store.getUsage('k')).toEqual({
+      lastUsedAtMs: clock.nowMs(),
+      perDay: { '2026-01-02': 1, '2026-02-05': 2 },
+    });
     await store.close();
   });
 });

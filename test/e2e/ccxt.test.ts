@@ -79,15 +79,21 @@ describe('CCXT (bigone) through Keygate', () => {
     };
     return exchange;
   };
-  const keyIdsOf = (r: { rawHeaders: string[] }) => r.rawHeaders.flatMap((v, i) => (i % 2 === 0 && v.toLowerCase() === 'x-api-key-id' ? [r.rawHeaders[i + 1]] : []));
-  const metric = async (name: string, labels: Record<string, string>) => valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), name, labels) ?? 0;
+  const keyIdsOf = (r: { rawHeaders: string[] }) =>
+    r.rawHeaders.flatMap((v, i) => (i % 2 === 0 && v.toLowerCase() === 'x-api-key-id' ? [r.rawHeaders[i + 1]] : []));
+  const metric = async (name: string, labels: Record<string, string>) =>
+    valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), name, labels) ?? 0;
 
   it('loads markets over the public routes, then reads the time, the balance, places and cancels an order', async () => {
     const exchange = client('trader', SECRET);
     const markets = await exchange.loadMarkets();
     expect(Object.keys(markets).sort()).toEqual(['BTC/USD:BTC', 'BTC/USDT', 'ETH/USDT']);
     expect(Object.keys(exchange.currencies).sort()).toEqual(['BTC', 'ETH', 'USDT']);
-    expect(markets['BTC/USDT']).toMatchObject({ id: 'BTC-USDT', spot: true, precision: { amount: 0.000001, price: 0.01 } });
+    expect(markets['BTC/USDT']).toMatchObject({
+      id: 'BTC-USDT',
+      spot: true,
+      precision: { amount: 0.000001, price: 0.01 },
+    });
 
     const time = await exchange.fetchTime();
     expect(Math.abs(Number(time) - Date.now())).toBeLessThan(60_000);
@@ -101,9 +107,22 @@ describe('CCXT (bigone) through Keygate', () => {
     const sent = exchange.last_request_body as string;
     const placed = upstream.received.find((r) => r.method === 'POST' && r.url === '/api/v3/viewer/orders')!;
     expect(placed.body).toBe(sent);
-    expect(JSON.parse(sent)).toEqual({ asset_pair_name: 'BTC-USDT', side: 'BID', amount: '0.01', price: '30000', type: 'LIMIT' });
+    expect(JSON.parse(sent)).toEqual({
+      asset_pair_name: 'BTC-USDT',
+      side: 'BID',
+      amount: '0.01',
+      price: '30000',
+      type: 'LIMIT',
+    });
     expect(placed.headers['content-type']).toBe('application/json');
-    expect(order).toMatchObject({ symbol: 'BTC/USDT', side: 'buy', type: 'limit', price: 30000, amount: 0.01, status: 'open' });
+    expect(order).toMatchObject({
+      symbol: 'BTC/USDT',
+      side: 'buy',
+      type: 'limit',
+      price: 30000,
+      amount: 0.01,
+      status: 'open',
+    });
     expect(order.info.placed_by).toBe('id-trader');
 
     const cancelled = await exchange.cancelOrder(order.id as string, 'BTC/USDT');
@@ -117,8 +136,14 @@ describe('CCXT (bigone) through Keygate', () => {
     // What the upstream saw: market data without any identity, every signed call with exactly one, never a token.
     const seen = upstream.received.map((r) => [r.method, r.url.split('?')[0], keyIdsOf(r)]);
     // loadMarkets asks for the currencies, the asset pairs and the contract symbols in parallel.
-    const loaded = [['GET', '/api/v3/assets', []], ['GET', '/api/v3/asset_pairs', []], ['GET', '/api/contract/v2/symbols', []]];
-    expect(new Set(seen.slice(0, 3).map((x) => JSON.stringify(x)))).toEqual(new Set(loaded.map((x) => JSON.stringify(x))));
+    const loaded = [
+      ['GET', '/api/v3/assets', []],
+      ['GET', '/api/v3/asset_pairs', []],
+      ['GET', '/api/contract/v2/symbols', []],
+    ];
+    expect(new Set(seen.slice(0, 3).map((x) => JSON.stringify(x)))).toEqual(
+      new Set(loaded.map((x) => JSON.stringify(x))),
+    );
     expect(seen.slice(3)).toEqual([
       ['GET', '/api/v3/ping', []],
       ['GET', '/api/v3/viewer/accounts', ['id-trader']],
@@ -135,10 +160,11 @@ describe('CCXT (bigone) through Keygate', () => {
     const results = await Promise.allSettled(Array.from({ length: 30 }, () => exchange.fetchBalance()));
     expect(results.filter((r) => r.status === 'rejected').map((r) => String(r.reason))).toEqual([]);
     expect(upstream.received).toHaveLength(30);
-    for (const r of upstream.received) expect([r.url, keyIdsOf(r)]).toEqual(['/api/v3/viewer/accounts', ['id-parallel']]);
+    for (const r of upstream.received)
+      expect([r.url, keyIdsOf(r)]).toEqual(['/api/v3/viewer/accounts', ['id-parallel']]);
   });
 
-  it('30 parallel signed calls with CCXT\'s own nonce: calls signed in the same millisecond carry the same token, and all but one are refused as replays', async () => {
+  it("30 parallel signed calls with CCXT's own nonce: calls signed in the same millisecond carry the same token, and all but one are refused as replays", async () => {
     const exchange = client('burst', SECRET);
     await exchange.loadMarkets();
     // Watch the nonces CCXT signs with (its own function, unchanged).
@@ -164,7 +190,9 @@ describe('CCXT (bigone) through Keygate', () => {
     }
     expect(upstream.received).toHaveLength(distinct);
     // The operator's sign of it: the `replay` reason in the metrics (and in each refusal's log line).
-    expect((await metric('keygate_auth_rejections_total', { code: '40106', reason: 'replay' })) - replaysBefore).toBe(30 - distinct);
+    expect((await metric('keygate_auth_rejections_total', { code: '40106', reason: 'replay' })) - replaysBefore).toBe(
+      30 - distinct,
+    );
   });
 
   it('refusals reach CCXT as the errors it maps: missing scope, wrong secret, rate limit', async () => {
@@ -195,13 +223,20 @@ describe('CCXT (bigone) through Keygate', () => {
     const unsigned = await anonymous.request('viewer/accounts', 'public', 'GET').catch((e: unknown) => e);
     expect(unsigned).toBeInstanceOf(ccxt.AuthenticationError);
     expect(String(unsigned)).toContain('"code":40004');
-    for (const [what, e] of [['missing scope', denied], ['wrong secret', invalid], ['rate limited', limitedError], ['unsigned private call', unsigned]] as const) {
+    for (const [what, e] of [
+      ['missing scope', denied],
+      ['wrong secret', invalid],
+      ['rate limited', limitedError],
+      ['unsigned private call', unsigned],
+    ] as const) {
       console.log(`[ccxt] ${what}: ${(e as Error).constructor.name}: ${String((e as Error).message).slice(0, 160)}`);
     }
 
     // The upstream got exactly the calls that passed: the markets, and the limited key's first balance.
     const signed = upstream.received.filter((r) => r.url.startsWith('/api/v3/viewer/'));
-    expect(signed.map((r) => [r.method, r.url, keyIdsOf(r)])).toEqual([['GET', '/api/v3/viewer/accounts', ['id-limited']]]);
+    expect(signed.map((r) => [r.method, r.url, keyIdsOf(r)])).toEqual([
+      ['GET', '/api/v3/viewer/accounts', ['id-limited']],
+    ]);
     expect(upstream.orders.size).toBe(1); // the order of the first test, none from the reader
   });
 });

@@ -33,18 +33,44 @@ describe('operator console in a real browser', () => {
     redis = await startRedis();
     upstream = await startRecordingUpstream();
     tokens = writeTokensFile([{ name: 'operator', access: 'write' }]);
-    gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_MANAGEMENT_PORT: '0', KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file } });
+    gate = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: { KEYGATE_MANAGEMENT_PORT: '0', KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file },
+    });
     api = managementClient(gate.managementUrl as string, tokens.tokens.operator as string);
     // Keys already there, so the list (and its screenshot) shows what an operator sees.
-    await api.call('POST', '/v1/keys', { json: { owner: 'acct_1042', label: 'billing export', scopes: ['accounts:read'], allowIps: ['10.0.0.0/8'] } });
-    await api.call('POST', '/v1/keys', { json: { owner: 'acct_1042', label: 'mobile app', scopes: ['accounts:read', 'orders:read'], expiresAt: '2027-06-30T00:00:00Z' } });
-    const old = (await api.call('POST', '/v1/keys', { json: { owner: 'acct_2077', label: 'old laptop', scopes: ['accounts:read'] } })).json() as { apiKey: string };
+    await api.call('POST', '/v1/keys', {
+      json: { owner: 'acct_1042', label: 'billing export', scopes: ['accounts:read'], allowIps: ['10.0.0.0/8'] },
+    });
+    await api.call('POST', '/v1/keys', {
+      json: {
+        owner: 'acct_1042',
+        label: 'mobile app',
+        scopes: ['accounts:read', 'orders:read'],
+        expiresAt: '2027-06-30T00:00:00Z',
+      },
+    });
+    const old = (
+      await api.call('POST', '/v1/keys', {
+        json: { owner: 'acct_2077', label: 'old laptop', scopes: ['accounts:read'] },
+      })
+    ).json() as { apiKey: string };
     await api.call('POST', `/v1/keys/${old.apiKey}/revoke`, { json: { reason: 'laptop lost' } });
     userDataDir = mkdtempSync(join(tmpdir(), 'keygate-chromium-'));
     context = await chromium.launchPersistentContext(userDataDir, {
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
       viewport: { width: 1360, height: 560 },
     });
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gate.managementUrl as string });
@@ -71,7 +97,10 @@ describe('operator console in a real browser', () => {
     expect(html).not.toMatch(/\son[a-z]+=|javascript:|https?:\/\//i);
     for (const asset of ['console.js', 'console.css']) {
       const r = await send(gate.managementUrl as string, `/console/${asset}`);
-      expect([r.status, String(r.headers['content-security-policy']).startsWith("default-src 'self'")]).toEqual([200, true]);
+      expect([r.status, String(r.headers['content-security-policy']).startsWith("default-src 'self'")]).toEqual([
+        200,
+        true,
+      ]);
     }
   });
 
@@ -101,7 +130,10 @@ describe('operator console in a real browser', () => {
     const before = upstream.received.length;
     const ok = await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(t1), 'X-Api-Key-Owner': 'acct_forged' } });
     expect(ok.status).toBe(200);
-    expect([upstream.received[before]?.headers['x-api-key-owner'], upstream.received.length - before]).toEqual(['acct_3141', 1]);
+    expect([upstream.received[before]?.headers['x-api-key-owner'], upstream.received.length - before]).toEqual([
+      'acct_3141',
+      1,
+    ]);
 
     const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
     await expect.poll(() => row.locator('.owner').textContent()).toBe('acct_3141');
@@ -143,7 +175,13 @@ describe('operator console in a real browser', () => {
       expect(r.url).not.toContain(t);
       expect(r.headers.cookie).toBeUndefined();
     }
-    const stored = await page.evaluate(() => ({ local: localStorage.length, session: sessionStorage.length, cookie: document.cookie, url: location.href, input: (document.querySelector('#token') as HTMLInputElement).value }));
+    const stored = await page.evaluate(() => ({
+      local: localStorage.length,
+      session: sessionStorage.length,
+      cookie: document.cookie,
+      url: location.href,
+      input: (document.querySelector('#token') as HTMLInputElement).value,
+    }));
     expect(stored).toEqual({ local: 0, session: 0, cookie: '', url: `${gate.managementUrl}/console/`, input: '' });
     await page.reload();
     expect(await page.isVisible('#sign-in')).toBe(true);

@@ -34,20 +34,35 @@ describe('create-gateway: one error boundary, one outcome', () => {
 
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
-    const config = loadConfig({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_CONFIG: POLICY, KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0' });
+    const config = loadConfig({
+      KEYGATE_UPSTREAM: upstream.url,
+      KEYGATE_CONFIG: POLICY,
+      KEYGATE_PORT: '0',
+      KEYGATE_ADMIN_PORT: '0',
+    });
     logs = [];
     const logger = pino({ level: 'info' }, new Writable({ write: (c, _e, cb) => (logs.push(String(c)), cb()) }));
     const clock = systemClock();
     const store = createMemoryStore({ keys: KEYS }, { clock });
     const keys = createKeyCache({ ttlMs: 5_000, negativeTtlMs: 1_000, maxEntries: 100 }, { store, clock });
-    const real = createAuthenticator({ maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60, defaultRateLimit: undefined }, { keys, store, clock });
+    const real = createAuthenticator(
+      { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60, defaultRateLimit: undefined },
+      { keys, store, clock },
+    );
     const authenticate: Authenticator = (raw) => {
       if (boom.mode === 'sync') throw new TypeError('step exploded synchronously');
       if (boom.mode === 'async') return Promise.reject(new RangeError('step exploded in a promise'));
       return real(raw);
     };
     const inner = createForwarder(
-      { upstream: config.upstream!, timeoutMs: 2_000, maxSockets: 8, queueTimeoutMs: 1_000, minBodyBytesPerSecond: 0, bodyRateGraceMs: 1_000 },
+      {
+        upstream: config.upstream!,
+        timeoutMs: 2_000,
+        maxSockets: 8,
+        queueTimeoutMs: 1_000,
+        minBodyBytesPerSecond: 0,
+        bodyRateGraceMs: 1_000,
+      },
       { logger },
     );
     forwarder = {
@@ -57,7 +72,14 @@ describe('create-gateway: one error boundary, one outcome', () => {
       },
       close: () => inner.close(),
     };
-    const server = createGateway(config, { logger, clock, metrics, authenticate, forwarder, policy: () => config.policy });
+    const server = createGateway(config, {
+      logger,
+      clock,
+      metrics,
+      authenticate,
+      forwarder,
+      policy: () => config.policy,
+    });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     url = (server.address() as AddressInfo).port;
     close = async () => {
@@ -75,30 +97,45 @@ describe('create-gateway: one error boundary, one outcome', () => {
     upstream.reset();
   });
 
-  const get = () => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
-  const count = async (code: string) => valueOf(parseExposition(await metrics.registry.metrics()), 'keygate_requests_total', { code }) ?? 0;
+  const get = () =>
+    `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
+  const count = async (code: string) =>
+    valueOf(parseExposition(await metrics.registry.metrics()), 'keygate_requests_total', { code }) ?? 0;
 
-  it.each(['sync', 'async', 'forward'] as const)('a %s throw → 500 50000, logged with its stack, counted; the next request is served', async (mode) => {
-    const before = await count('50000');
-    boom.mode = mode;
-    const r = await exchange(url, get(), { quietMs: 2_000 });
-    expect(r.statuses).toEqual([500]);
-    expect(firstBody(r.text)).toEqual({ code: 50000, message: 'Internal error' });
-    expect(upstream.received).toHaveLength(0);
-    expect(await count('50000')).toBe(before + 1);
-    const reasons = valueOf(parseExposition(await metrics.registry.metrics()), 'keygate_auth_rejections_total', { code: '50000', reason: 'internal_error' });
-    expect(reasons).toBeGreaterThanOrEqual(1);
-    const lines = logs.map((l) => JSON.parse(l) as { msg: string; err?: { stack?: string }; code?: number; reason?: string; status?: number });
-    const error = [...lines].reverse().find((l) => l.msg === 'internal error while handling a request');
-    expect(error?.err?.stack).toContain('exploded');
-    expect([...lines].reverse().find((l) => l.msg === 'request')).toMatchObject({ code: 50000, reason: 'internal_error', status: 500 });
+  it.each(['sync', 'async', 'forward'] as const)(
+    'a %s throw → 500 50000, logged with its stack, counted; the next request is served',
+    async (mode) => {
+      const before = await count('50000');
+      boom.mode = mode;
+      const r = await exchange(url, get(), { quietMs: 2_000 });
+      expect(r.statuses).toEqual([500]);
+      expect(firstBody(r.text)).toEqual({ code: 50000, message: 'Internal error' });
+      expect(upstream.received).toHaveLength(0);
+      expect(await count('50000')).toBe(before + 1);
+      const reasons = valueOf(parseExposition(await metrics.registry.metrics()), 'keygate_auth_rejections_total', {
+        code: '50000',
+        reason: 'internal_error',
+      });
+      expect(reasons).toBeGreaterThanOrEqual(1);
+      const lines = logs.map(
+        (l) =>
+          JSON.parse(l) as { msg: string; err?: { stack?: string }; code?: number; reason?: string; status?: number },
+      );
+      const error = [...lines].reverse().find((l) => l.msg === 'internal error while handling a request');
+      expect(error?.err?.stack).toContain('exploded');
+      expect([...lines].reverse().find((l) => l.msg === 'request')).toMatchObject({
+        code: 50000,
+        reason: 'internal_error',
+        status: 500,
+      });
 
-    boom.mode = 'none';
-    const next = await exchange(url, get(), { quietMs: 2_000 });
-    expect(next.statuses).toEqual([200]);
-    expect(upstream.received).toHaveLength(1);
-    expect(upstream.received[0]!.headers['x-api-key-id']).toBe('key-good');
-  });
+      boom.mode = 'none';
+      const next = await exchange(url, get(), { quietMs: 2_000 });
+      expect(next.statuses).toEqual([200]);
+      expect(upstream.received).toHaveLength(1);
+      expect(upstream.received[0]!.headers['x-api-key-id']).toBe('key-good');
+    },
+  );
 
   it('records one log line and one count per request, when the response closes', async () => {
     const before = await count('ok');

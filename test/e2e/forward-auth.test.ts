@@ -20,7 +20,19 @@ import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 const traefik = parse(readFileSync(join(repoRoot, 'deploy/traefik/forward-auth.yaml'), 'utf8')) as {
-  http: { middlewares: { keygate: { forwardAuth: { address: string; trustForwardHeader: boolean; authRequestHeaders: string[]; authResponseHeaders: string[] } } }; routers: Record<string, { middlewares: string[] }> };
+  http: {
+    middlewares: {
+      keygate: {
+        forwardAuth: {
+          address: string;
+          trustForwardHeader: boolean;
+          authRequestHeaders: string[];
+          authResponseHeaders: string[];
+        };
+      };
+    };
+    routers: Record<string, { middlewares: string[] }>;
+  };
 };
 const envoy = parse(readFileSync(join(repoRoot, 'deploy/envoy/forward-auth.yaml'), 'utf8')) as Record<string, unknown>;
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
@@ -36,14 +48,29 @@ interface Answer {
 }
 
 /** One check over a real socket, optionally from another loopback address (an untrusted peer). */
-function ask(base: string, path: string, options: { method?: string; headers?: OutgoingHttpHeaders; from?: string } = {}): Promise<Answer> {
+function ask(
+  base: string,
+  path: string,
+  options: { method?: string; headers?: OutgoingHttpHeaders; from?: string } = {},
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);
-    const req = request({ host: url.hostname, port: url.port, path, method: options.method ?? 'GET', headers: options.headers, agent: false, ...(options.from && { localAddress: options.from }) }, (res: IncomingMessage) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
+    const req = request(
+      {
+        host: url.hostname,
+        port: url.port,
+        path,
+        method: options.method ?? 'GET',
+        headers: options.headers,
+        agent: false,
+        ...(options.from && { localAddress: options.from }),
+      },
+      (res: IncomingMessage) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -54,21 +81,67 @@ const seedBody = (code: ErrorCode) => JSON.stringify({ code, message: ERRORS[cod
 describe('forward-auth: which request a check describes (unit table)', () => {
   const fa = createForwardAuth({ pathPrefix: '/keygate-check' });
   const noPrefix = createForwardAuth({ pathPrefix: undefined });
-  const check = (url: string, headers: string[], method = 'GET') => ({ url, method, rawHeaders: headers, headers: {} }) as unknown as IncomingMessage;
+  const check = (url: string, headers: string[], method = 'GET') =>
+    ({ url, method, rawHeaders: headers, headers: {} }) as unknown as IncomingMessage;
   const ORIGINAL = ['X-Original-Method', 'POST', 'X-Original-URI', '/api/v3/a?b=1'];
   const FORWARDED = ['X-Forwarded-Method', 'DELETE', 'X-Forwarded-Uri', '/api/v3/c'];
   it.each([
-    { name: 'nginx headers', fa, req: check('/_keygate/check', ORIGINAL), want: { method: 'POST', url: '/api/v3/a?b=1' } },
-    { name: 'nginx headers, any case', fa, req: check('/', ['x-original-uri', '/api/v3/a', 'X-ORIGINAL-METHOD', 'PUT']), want: { method: 'PUT', url: '/api/v3/a' } },
+    {
+      name: 'nginx headers',
+      fa,
+      req: check('/_keygate/check', ORIGINAL),
+      want: { method: 'POST', url: '/api/v3/a?b=1' },
+    },
+    {
+      name: 'nginx headers, any case',
+      fa,
+      req: check('/', ['x-original-uri', '/api/v3/a', 'X-ORIGINAL-METHOD', 'PUT']),
+      want: { method: 'PUT', url: '/api/v3/a' },
+    },
     { name: 'Traefik headers', fa, req: check('/', FORWARDED), want: { method: 'DELETE', url: '/api/v3/c' } },
-    { name: 'Envoy: own method, path minus the prefix', fa, req: check('/keygate-check/api/v3/d?e=f', [], 'PATCH'), want: { method: 'PATCH', url: '/api/v3/d?e=f' } },
-    { name: 'Envoy without a prefix: own method and path', fa: noPrefix, req: check('/api/v3/d', [], 'HEAD'), want: { method: 'HEAD', url: '/api/v3/d' } },
+    {
+      name: 'Envoy: own method, path minus the prefix',
+      fa,
+      req: check('/keygate-check/api/v3/d?e=f', [], 'PATCH'),
+      want: { method: 'PATCH', url: '/api/v3/d?e=f' },
+    },
+    {
+      name: 'Envoy without a prefix: own method and path',
+      fa: noPrefix,
+      req: check('/api/v3/d', [], 'HEAD'),
+      want: { method: 'HEAD', url: '/api/v3/d' },
+    },
     { name: 'untrusted peer', fa, req: check('/', ORIGINAL), trusted: false, reason: 'untrusted_peer' },
-    { name: 'nginx and Traefik headers together', fa, req: check('/', [...ORIGINAL, ...FORWARDED]), reason: 'bad_check' },
-    { name: 'nginx headers on an Envoy-prefixed path', fa, req: check('/keygate-check/api/v3/x', ORIGINAL), reason: 'bad_check' },
-    { name: 'X-Original-URI twice', fa, req: check('/', [...ORIGINAL, 'X-Original-URI', '/api/v3/other']), reason: 'bad_check' },
-    { name: 'X-Forwarded-Uri without the method', fa, req: check('/', ['X-Forwarded-Uri', '/api/v3/c']), reason: 'bad_check' },
-    { name: 'X-Original-Method without the URI', fa, req: check('/', ['X-Original-Method', 'GET']), reason: 'bad_check' },
+    {
+      name: 'nginx and Traefik headers together',
+      fa,
+      req: check('/', [...ORIGINAL, ...FORWARDED]),
+      reason: 'bad_check',
+    },
+    {
+      name: 'nginx headers on an Envoy-prefixed path',
+      fa,
+      req: check('/keygate-check/api/v3/x', ORIGINAL),
+      reason: 'bad_check',
+    },
+    {
+      name: 'X-Original-URI twice',
+      fa,
+      req: check('/', [...ORIGINAL, 'X-Original-URI', '/api/v3/other']),
+      reason: 'bad_check',
+    },
+    {
+      name: 'X-Forwarded-Uri without the method',
+      fa,
+      req: check('/', ['X-Forwarded-Uri', '/api/v3/c']),
+      reason: 'bad_check',
+    },
+    {
+      name: 'X-Original-Method without the URI',
+      fa,
+      req: check('/', ['X-Original-Method', 'GET']),
+      reason: 'bad_check',
+    },
     { name: 'prefix configured, path outside it, no headers', fa, req: check('/api/v3/x', []), reason: 'bad_check' },
     { name: 'prefix without the slash after it', fa, req: check('/keygate-checkapi/v3/x', []), reason: 'bad_check' },
   ])('$name', ({ fa: f, req, trusted, want, reason }) => {
@@ -85,15 +158,55 @@ describe('forward-auth configuration', () => {
   const trustingNobody = join(dir, 'nobody.yaml');
   writeFileSync(trustingNobody, 'trustedProxies: []\n');
   it.each([
-    { name: 'forward-auth needs no upstream', env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting }, ok: true },
-    { name: 'forward-auth with a path prefix', env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting, KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/keygate-check' }, ok: true },
-    { name: 'forward-auth with empty trustedProxies', env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trustingNobody }, problem: 'must list trustedProxies' },
-    { name: 'forward-auth with the default policy (trusts nobody)', env: { KEYGATE_MODE: 'forward-auth' }, problem: 'must list trustedProxies' },
-    { name: 'unknown mode', env: { KEYGATE_MODE: 'sidecar', KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }, problem: 'KEYGATE_MODE' },
-    { name: 'proxy mode still needs an upstream', env: { KEYGATE_MODE: 'proxy' }, problem: 'KEYGATE_UPSTREAM: required' },
-    { name: 'prefix in proxy mode', env: { KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/x' }, problem: 'only used with KEYGATE_MODE=forward-auth' },
-    { name: 'prefix with a trailing slash', env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting, KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/x/' }, problem: 'KEYGATE_FORWARD_AUTH_PATH_PREFIX' },
-    { name: 'prefix with a dot-dot segment', env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting, KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/a/../b' }, problem: 'KEYGATE_FORWARD_AUTH_PATH_PREFIX' },
+    {
+      name: 'forward-auth needs no upstream',
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting },
+      ok: true,
+    },
+    {
+      name: 'forward-auth with a path prefix',
+      env: {
+        KEYGATE_MODE: 'forward-auth',
+        KEYGATE_CONFIG: trusting,
+        KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/keygate-check',
+      },
+      ok: true,
+    },
+    {
+      name: 'forward-auth with empty trustedProxies',
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trustingNobody },
+      problem: 'must list trustedProxies',
+    },
+    {
+      name: 'forward-auth with the default policy (trusts nobody)',
+      env: { KEYGATE_MODE: 'forward-auth' },
+      problem: 'must list trustedProxies',
+    },
+    {
+      name: 'unknown mode',
+      env: { KEYGATE_MODE: 'sidecar', KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' },
+      problem: 'KEYGATE_MODE',
+    },
+    {
+      name: 'proxy mode still needs an upstream',
+      env: { KEYGATE_MODE: 'proxy' },
+      problem: 'KEYGATE_UPSTREAM: required',
+    },
+    {
+      name: 'prefix in proxy mode',
+      env: { KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/x' },
+      problem: 'only used with KEYGATE_MODE=forward-auth',
+    },
+    {
+      name: 'prefix with a trailing slash',
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting, KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/x/' },
+      problem: 'KEYGATE_FORWARD_AUTH_PATH_PREFIX',
+    },
+    {
+      name: 'prefix with a dot-dot segment',
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: trusting, KEYGATE_FORWARD_AUTH_PATH_PREFIX: '/a/../b' },
+      problem: 'KEYGATE_FORWARD_AUTH_PATH_PREFIX',
+    },
   ])('$name', ({ env, ok, problem }) => {
     if (ok) {
       const c = loadConfig(env);
@@ -123,8 +236,15 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-fa-'));
     const policy = join(dir, 'policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`);
-    kg = await startKeygate({ upstream: 'http://unused.invalid', keys: KEYS, env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy, KEYGATE_FORWARD_AUTH_PATH_PREFIX: ENVOY_PREFIX } });
+    writeFileSync(
+      policy,
+      `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`,
+    );
+    kg = await startKeygate({
+      upstream: 'http://unused.invalid',
+      keys: KEYS,
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy, KEYGATE_FORWARD_AUTH_PATH_PREFIX: ENVOY_PREFIX },
+    });
   });
   afterAll(() => kg?.close());
 
@@ -139,7 +259,13 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       const v = Object.entries(client.headers).find(([k]) => k.toLowerCase() === name.toLowerCase())?.[1];
       if (v !== undefined) headers[name] = v;
     }
-    Object.assign(headers, { 'X-Forwarded-Method': client.method, 'X-Forwarded-Proto': 'https', 'X-Forwarded-Host': 'api.example.com', 'X-Forwarded-Uri': client.uri, 'X-Forwarded-For': client.ip ?? '198.51.100.9' });
+    Object.assign(headers, {
+      'X-Forwarded-Method': client.method,
+      'X-Forwarded-Proto': 'https',
+      'X-Forwarded-Host': 'api.example.com',
+      'X-Forwarded-Uri': client.uri,
+      'X-Forwarded-For': client.ip ?? '198.51.100.9',
+    });
     return ask(kg.url, new URL(fa.address.replace('__KEYGATE__', 'keygate:8000')).pathname, { headers });
   };
 
@@ -148,14 +274,27 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
    * the original path, and it carries Host, Authorization, Content-Length and the allowed_headers.
    */
   const envoyCheck = (client: { method: string; path: string; headers: Record<string, string> }) => {
-    const allowed = new Set(['host', 'authorization', 'content-length', ...extAuthz.allowed_headers.patterns.map((p: { exact: string }) => p.exact)]);
+    const allowed = new Set([
+      'host',
+      'authorization',
+      'content-length',
+      ...extAuthz.allowed_headers.patterns.map((p: { exact: string }) => p.exact),
+    ]);
     const headers: Record<string, string> = { 'content-length': '0' };
     for (const [k, v] of Object.entries(client.headers)) if (allowed.has(k.toLowerCase())) headers[k] = v;
     return ask(kg.url, `${ENVOY_PREFIX}${client.path}`, { method: client.method, headers });
   };
 
-  it('Traefik: allowed is 200 with an empty body, X-Api-Key-Id and X-Request-Id; the X-Api-Key-Id a client sends never reaches Keygate\'s answer', async () => {
-    const r = await traefikCheck({ method: 'GET', uri: `${ACCOUNTS_PATH}?page=1`, headers: { Authorization: `Bearer ${token('good', SECRET)}`, 'X-Request-Id': 'req-traefik-1', 'X-Api-Key-Id': 'forged' } });
+  it("Traefik: allowed is 200 with an empty body, X-Api-Key-Id and X-Request-Id; the X-Api-Key-Id a client sends never reaches Keygate's answer", async () => {
+    const r = await traefikCheck({
+      method: 'GET',
+      uri: `${ACCOUNTS_PATH}?page=1`,
+      headers: {
+        Authorization: `Bearer ${token('good', SECRET)}`,
+        'X-Request-Id': 'req-traefik-1',
+        'X-Api-Key-Id': 'forged',
+      },
+    });
     expect(r.status).toBe(200);
     expect(r.body).toBe('');
     expect(r.headers['x-api-key-id']).toBe('key-good');
@@ -167,29 +306,72 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     { name: 'no token', headers: {}, code: 40004 },
     { name: 'bad header format', headers: { Authorization: 'Basic Zm9vOmJhcg==' }, code: 40107 },
     { name: 'unknown key', headers: { Authorization: `Bearer ${token('nobody', SECRET)}` }, code: 10013 },
-    { name: 'bad signature', headers: { Authorization: `Bearer ${token('good', 'wrong-secret-0123456789')}` }, code: 40106 },
-  ])('Traefik: refused ($name) with the seed status and body as they are, plus X-Keygate-Code', async ({ headers, code }) => {
-    const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers });
-    expect(r.status).toBe(ERRORS[code].status);
-    expect(r.body).toBe(seedBody(code));
-    expect(r.headers['x-keygate-code']).toBe(String(code));
-  });
+    {
+      name: 'bad signature',
+      headers: { Authorization: `Bearer ${token('good', 'wrong-secret-0123456789')}` },
+      code: 40106,
+    },
+  ])(
+    'Traefik: refused ($name) with the seed status and body as they are, plus X-Keygate-Code',
+    async ({ headers, code }) => {
+      const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers });
+      expect(r.status).toBe(ERRORS[code].status);
+      expect(r.body).toBe(seedBody(code));
+      expect(r.headers['x-keygate-code']).toBe(String(code));
+    },
+  );
 
   it('Traefik: the original method is what is authorised (route is GET only) and X-Forwarded-For decides the caller IP', async () => {
-    const post = await traefikCheck({ method: 'POST', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}` } });
+    const post = await traefikCheck({
+      method: 'POST',
+      uri: ACCOUNTS_PATH,
+      headers: { Authorization: `Bearer ${token('good', SECRET)}` },
+    });
     expect([post.status, post.body]).toEqual([403, seedBody(10403)]);
-    const inside = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, ip: '203.0.113.5', headers: { Authorization: `Bearer ${token('office', SECRET)}` } });
+    const inside = await traefikCheck({
+      method: 'GET',
+      uri: ACCOUNTS_PATH,
+      ip: '203.0.113.5',
+      headers: { Authorization: `Bearer ${token('office', SECRET)}` },
+    });
     expect(inside.status).toBe(200);
-    const outside = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, ip: '198.51.100.9', headers: { Authorization: `Bearer ${token('office', SECRET)}` } });
+    const outside = await traefikCheck({
+      method: 'GET',
+      uri: ACCOUNTS_PATH,
+      ip: '198.51.100.9',
+      headers: { Authorization: `Bearer ${token('office', SECRET)}` },
+    });
     expect([outside.status, outside.body]).toEqual([403, seedBody(10403)]);
   });
 
   it('Envoy: allowed on the prefixed path; refused with the exact seed answer; the original method counts', async () => {
-    const okR = await envoyCheck({ method: 'GET', path: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}`, 'x-request-id': 'envoy-1', 'x-forwarded-for': '198.51.100.9', 'x-api-key-id': 'forged' } });
-    expect([okR.status, okR.body, okR.headers['x-api-key-id'], okR.headers['x-request-id']]).toEqual([200, '', 'key-good', 'envoy-1']);
-    const bad = await envoyCheck({ method: 'GET', path: ACCOUNTS_PATH, headers: { Authorization: `Bearer  ${token('good', SECRET)}` } });
+    const okR = await envoyCheck({
+      method: 'GET',
+      path: ACCOUNTS_PATH,
+      headers: {
+        Authorization: `Bearer ${token('good', SECRET)}`,
+        'x-request-id': 'envoy-1',
+        'x-forwarded-for': '198.51.100.9',
+        'x-api-key-id': 'forged',
+      },
+    });
+    expect([okR.status, okR.body, okR.headers['x-api-key-id'], okR.headers['x-request-id']]).toEqual([
+      200,
+      '',
+      'key-good',
+      'envoy-1',
+    ]);
+    const bad = await envoyCheck({
+      method: 'GET',
+      path: ACCOUNTS_PATH,
+      headers: { Authorization: `Bearer  ${token('good', SECRET)}` },
+    });
     expect([bad.status, bad.body, bad.headers['x-keygate-code']]).toEqual([400, seedBody(40107), '40107']);
-    const del = await envoyCheck({ method: 'DELETE', path: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token('good', SECRET)}` } });
+    const del = await envoyCheck({
+      method: 'DELETE',
+      path: ACCOUNTS_PATH,
+      headers: { Authorization: `Bearer ${token('good', SECRET)}` },
+    });
     expect([del.status, del.body]).toEqual([403, seedBody(10403)]);
   });
 
@@ -203,13 +385,20 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     ['a key with an owner', 'owned', 'key-owned', 'acct_42'],
     ['a key without one (empty, so a client copy is overwritten)', 'good', 'key-good', ''],
   ])('X-Api-Key-Owner beside X-Api-Key-Id: %s', async (_name, sub, id, owner) => {
-    const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${token(sub, SECRET)}`, 'X-Api-Key-Owner': 'forged' } });
+    const r = await traefikCheck({
+      method: 'GET',
+      uri: ACCOUNTS_PATH,
+      headers: { Authorization: `Bearer ${token(sub, SECRET)}`, 'X-Api-Key-Owner': 'forged' },
+    });
     expect([r.status, r.headers['x-api-key-id'], r.headers['x-api-key-owner']]).toEqual([200, id, owner]);
   });
 
   it('a check from an untrusted peer claiming another URI is refused (403 40300) and burns no nonce', async () => {
     const t = token('good', SECRET);
-    const r = await ask(kg.url, '/', { from: '127.0.0.2', headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH } });
+    const r = await ask(kg.url, '/', {
+      from: '127.0.0.2',
+      headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH },
+    });
     expect([r.status, r.body, r.headers['x-keygate-code']]).toEqual([403, seedBody(40300), '40300']);
     const again = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${t}` } });
     expect(again.status).toBe(200);
@@ -217,14 +406,26 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
 
   it('two descriptions of the original request are refused (400 40000) before the token is looked at', async () => {
     const t = token('good', SECRET);
-    const r = await ask(kg.url, '/', { headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': '/public/x', 'x-forwarded-method': 'GET', 'x-forwarded-uri': ACCOUNTS_PATH } });
+    const r = await ask(kg.url, '/', {
+      headers: {
+        authorization: `Bearer ${t}`,
+        'x-original-method': 'GET',
+        'x-original-uri': '/public/x',
+        'x-forwarded-method': 'GET',
+        'x-forwarded-uri': ACCOUNTS_PATH,
+      },
+    });
     expect([r.status, r.body]).toEqual([400, seedBody(40000)]);
     const again = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${t}` } });
     expect(again.status).toBe(200);
   });
 
   it('X-Keygate-Refusal-Status (nginx) turns a refusal into 401 or 403, keeping the code; other values are ignored', async () => {
-    const base = { 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH, authorization: `Bearer ${token('nobody', SECRET)}` };
+    const base = {
+      'x-original-method': 'GET',
+      'x-original-uri': ACCOUNTS_PATH,
+      authorization: `Bearer ${token('nobody', SECRET)}`,
+    };
     const as401 = await ask(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '401' } });
     expect([as401.status, as401.headers['x-keygate-code']]).toEqual([401, '10013']);
     const ignored = await ask(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '200' } });
@@ -232,10 +433,21 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
   });
 
   it('render requests (nginx error_page) answer the named catalogue entry, are never an allow, and are not counted again', async () => {
-    const count = async () => (await kg.keygate.metrics.registry.getSingleMetricAsString('keygate_requests_total')).split('\n').filter((l) => !l.startsWith('#')).join('\n');
+    const count = async () =>
+      (await kg.keygate.metrics.registry.getSingleMetricAsString('keygate_requests_total'))
+        .split('\n')
+        .filter((l) => !l.startsWith('#'))
+        .join('\n');
     const before = await count();
-    const r = await ask(kg.url, '/_keygate/refused', { headers: { 'x-keygate-render': '10403', 'x-request-id': 'rid-1' } });
-    expect([r.status, r.body, r.headers['x-request-id'], r.headers['x-keygate-code']]).toEqual([403, seedBody(10403), 'rid-1', '10403']);
+    const r = await ask(kg.url, '/_keygate/refused', {
+      headers: { 'x-keygate-render': '10403', 'x-request-id': 'rid-1' },
+    });
+    expect([r.status, r.body, r.headers['x-request-id'], r.headers['x-keygate-code']]).toEqual([
+      403,
+      seedBody(10403),
+      'rid-1',
+      '10403',
+    ]);
     const bogus = await ask(kg.url, '/', { headers: { 'x-keygate-render': '20000' } });
     expect([bogus.status, bogus.body]).toEqual([500, seedBody(50000)]);
     expect(await count()).toBe(before);
@@ -283,34 +495,51 @@ describe('shipped forward-auth snippets', () => {
     expect(extAuthz['@type']).toBe('type.googleapis.com/envoy.extensions.filters.http.ext_authz.v3.ExtAuthz');
     expect(extAuthz.failure_mode_allow).toBe(false);
     expect(ENVOY_PREFIX).toMatch(/^\/[a-z-]+$/);
-    expect(extAuthz.http_service.authorization_response.allowed_upstream_headers.patterns).toEqual(expect.arrayContaining([{ exact: 'x-api-key-id' }, { exact: 'x-api-key-owner' }]));
+    expect(extAuthz.http_service.authorization_response.allowed_upstream_headers.patterns).toEqual(
+      expect.arrayContaining([{ exact: 'x-api-key-id' }, { exact: 'x-api-key-owner' }]),
+    );
     expect(extAuthz.allowed_headers.patterns).toContainEqual({ exact: 'x-forwarded-for' });
     // eslint-disable-next-line @typescript-eslint/no-explicit-any
     const clusters = (envoy as any).static_resources.clusters.map((c: { name: string }) => c.name);
     expect(clusters).toContain(extAuthz.http_service.server_uri.cluster);
   });
 
-  it('Kubernetes (ingress-nginx): valid manifests; Keygate in forward-auth mode trusting the ingress; the Ingress asks Keygate\'s Service', () => {
+  it("Kubernetes (ingress-nginx): valid manifests; Keygate in forward-auth mode trusting the ingress; the Ingress asks Keygate's Service", () => {
     const dir = join(repoRoot, 'deploy/kubernetes/forward-auth');
     const manifests: Manifest[] = render(dir);
-    const MODELS: Record<string, new (d: never) => { validate(): void }> = { 'apps/v1/Deployment': Deployment, 'v1/Service': Service, 'v1/ConfigMap': ConfigMap, 'networking.k8s.io/v1/Ingress': Ingress };
+    const MODELS: Record<string, new (d: never) => { validate(): void }> = {
+      'apps/v1/Deployment': Deployment,
+      'v1/Service': Service,
+      'v1/ConfigMap': ConfigMap,
+      'networking.k8s.io/v1/Ingress': Ingress,
+    };
     for (const m of manifests) new MODELS[`${m.apiVersion}/${m.kind}`]!(m as never).validate();
     const find = (kind: string) => manifests.find((m) => m.kind === kind)!;
-    const container = podContainers(find('Deployment'))[0] as { env: Array<{ name: string; value?: string }>; ports: Array<{ name: string; containerPort: number }> };
+    const container = podContainers(find('Deployment'))[0] as {
+      env: Array<{ name: string; value?: string }>;
+      ports: Array<{ name: string; containerPort: number }>;
+    };
     const policyFile = join(mkdtempSync(join(tmpdir(), 'keygate-fa-k8s-')), 'routes.yaml');
     writeFileSync(policyFile, (find('ConfigMap') as unknown as { data: Record<string, string> }).data['routes.yaml']!);
-    const env = Object.fromEntries(container.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value as string]));
+    const env = Object.fromEntries(
+      container.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value as string]),
+    );
     const config = loadConfig({ ...env, KEYGATE_CONFIG: policyFile });
     expect(config.mode).toBe('forward-auth');
     expect(config.policy.trustedProxyCidrs.length).toBeGreaterThan(0);
     const annotations = find('Ingress').metadata.annotations!;
     const authUrl = new URL(annotations['nginx.ingress.kubernetes.io/auth-url']!);
-    const service = find('Service') as unknown as { metadata: { name: string }; spec: { ports: Array<{ port: number; targetPort: string }> } };
+    const service = find('Service') as unknown as {
+      metadata: { name: string };
+      spec: { ports: Array<{ port: number; targetPort: string }> };
+    };
     expect(authUrl.hostname.split('.')[0]).toBe(service.metadata.name);
     expect(Number(authUrl.port)).toBe(service.spec.ports[0]!.port);
     expect(container.ports.find((p) => p.name === service.spec.ports[0]!.targetPort)!.containerPort).toBe(config.port);
     // auth-method makes ingress-nginx send X-Original-URI, which Keygate reads.
     expect(annotations['nginx.ingress.kubernetes.io/auth-method']).toBe('GET');
-    expect(annotations['nginx.ingress.kubernetes.io/auth-response-headers']!.split(',').map((h) => h.trim())).toEqual(expect.arrayContaining(['X-Api-Key-Id', 'X-Api-Key-Owner']));
+    expect(annotations['nginx.ingress.kubernetes.io/auth-response-headers']!.split(',').map((h) => h.trim())).toEqual(
+      expect.arrayContaining(['X-Api-Key-Id', 'X-Api-Key-Owner']),
+    );
   });
 });

@@ -70,7 +70,9 @@ public:
     const got = upstream.received[0]!;
     expect(got.url).toBe(`${ACCOUNTS_PATH}?limit=5`);
     expect(got.headers.authorization).toBeUndefined();
-    const identity = got.rawHeaders.filter((_, i) => i % 2 === 0).filter((n) => n.toLowerCase().replaceAll('_', '-').startsWith('x-api-key'));
+    const identity = got.rawHeaders
+      .filter((_, i) => i % 2 === 0)
+      .filter((n) => n.toLowerCase().replaceAll('_', '-').startsWith('x-api-key'));
     expect(identity).toEqual(['x-api-key-id']);
     expect(got.headers['x-api-key-id']).toBe('key-good');
     expect(got.headers['x-forwarded-for']).toBe('127.0.0.1');
@@ -86,25 +88,38 @@ public:
 
   it('keeps a sane client X-Request-Id and replaces an unsafe one', async () => {
     await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'abc-123' } });
-    await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'bad id with spaces' } });
+    await send(gate.url, ACCOUNTS_PATH, {
+      headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'bad id with spaces' },
+    });
     expect(upstream.received[0]!.headers['x-request-id']).toBe('abc-123');
     expect(upstream.received[1]!.headers['x-request-id']).not.toBe('bad id with spaces');
   });
 
   it('forwards the body and method of a scoped POST, matching :param routes', async () => {
-    const res = await send(gate.url, '/api/v3/items/42', { method: 'POST', headers: { ...bearer(token('good', SECRET)), 'content-type': 'application/json' }, body: '{"a":1}' });
+    const res = await send(gate.url, '/api/v3/items/42', {
+      method: 'POST',
+      headers: { ...bearer(token('good', SECRET)), 'content-type': 'application/json' },
+      body: '{"a":1}',
+    });
     expect(res.status).toBe(200);
     expect(upstream.received[0]).toMatchObject({ method: 'POST', url: '/api/v3/items/42', body: '{"a":1}' });
-    const wrongMethod = await send(gate.url, '/api/v3/items/42', { method: 'DELETE', headers: bearer(token('good', SECRET)) });
+    const wrongMethod = await send(gate.url, '/api/v3/items/42', {
+      method: 'DELETE',
+      headers: bearer(token('good', SECRET)),
+    });
     expect(wrongMethod.status).toBe(403);
   });
 
   it('matches a final * route', async () => {
-    expect((await send(gate.url, '/api/v3/files/a/b/c.txt', { headers: bearer(token('good', SECRET)) })).status).toBe(200);
+    expect((await send(gate.url, '/api/v3/files/a/b/c.txt', { headers: bearer(token('good', SECRET)) })).status).toBe(
+      200,
+    );
   });
 
   it('forwards listed public paths without authentication and without identity', async () => {
-    const res = await send(gate.url, '/status', { headers: { 'x-api-key-id': 'spoof', authorization: 'Bearer whatever' } });
+    const res = await send(gate.url, '/status', {
+      headers: { 'x-api-key-id': 'spoof', authorization: 'Bearer whatever' },
+    });
     expect(res.status).toBe(200);
     expect(upstream.received[0]!.headers['x-api-key-id']).toBeUndefined();
     expect(upstream.received[0]!.headers.authorization).toBeUndefined();
@@ -126,8 +141,16 @@ public:
 
   it('refuses odd request targets sent raw, never forwarding them', async () => {
     const t = token('good', SECRET);
-    for (const target of ['/api/v3/viewer/../viewer/accounts', '//api/v3/viewer/accounts', '/api/v3/viewer%2Faccounts', 'http://127.0.0.1/api/v3/viewer/accounts', '*']) {
-      const reply = (await exchange(gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`)).text;
+    for (const target of [
+      '/api/v3/viewer/../viewer/accounts',
+      '//api/v3/viewer/accounts',
+      '/api/v3/viewer%2Faccounts',
+      'http://127.0.0.1/api/v3/viewer/accounts',
+      '*',
+    ]) {
+      const reply = (
+        await exchange(gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`)
+      ).text;
       expect(statusOf(reply), target).toBe(400);
     }
     expect(upstream.received).toHaveLength(0);
@@ -137,7 +160,8 @@ public:
 describe('forwarding: public /api/v3/ routes (opt-in)', () => {
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
-  const requestsCounted = async (code: string) => valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), 'keygate_requests_total', { code }) ?? 0;
+  const requestsCounted = async (code: string) =>
+    valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), 'keygate_requests_total', { code }) ?? 0;
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
     gate = await startKeygate({
@@ -166,16 +190,28 @@ methodOverride: [X-HTTP-Method-Override]
   });
 
   it('logs the public /api/v3/ routes at warn on start', () => {
-    const warned = gate.logs.map((l) => JSON.parse(l) as { level: number; publicApiRoutes?: string[] }).filter((l) => l.publicApiRoutes);
+    const warned = gate.logs
+      .map((l) => JSON.parse(l) as { level: number; publicApiRoutes?: string[] })
+      .filter((l) => l.publicApiRoutes);
     expect(warned).toHaveLength(1);
     expect(warned[0]!.level).toBe(40);
-    expect(warned[0]!.publicApiRoutes).toEqual(['GET /api/v3/asset_pairs', 'GET /api/v3/asset_pairs/:name/depth', 'GET /api/v3/time']);
+    expect(warned[0]!.publicApiRoutes).toEqual([
+      'GET /api/v3/asset_pairs',
+      'GET /api/v3/asset_pairs/:name/depth',
+      'GET /api/v3/time',
+    ]);
   });
 
   it('forwards a listed route without verifying anything and without any identity, counted as public', async () => {
     const before = await requestsCounted('public');
     const t = token('good', SECRET);
-    const spoofed = { authorization: `Bearer ${t}`, 'X-Api-Key-Id': 'key-admin', x_api_key_id: 'key-admin', 'X-Api-Key-Scopes': 'all', 'x-forwarded-for': '1.2.3.4' };
+    const spoofed = {
+      authorization: `Bearer ${t}`,
+      'X-Api-Key-Id': 'key-admin',
+      x_api_key_id: 'key-admin',
+      'X-Api-Key-Scopes': 'all',
+      'x-forwarded-for': '1.2.3.4',
+    };
     const cases: Array<[string, Record<string, string>]> = [
       ['/api/v3/asset_pairs', {}],
       ['/api/v3/asset_pairs?page=2', spoofed],
@@ -188,7 +224,10 @@ methodOverride: [X-HTTP-Method-Override]
     expect(upstream.received.map((r) => r.url)).toEqual(cases.map(([path]) => path));
     for (const r of upstream.received) {
       const names = r.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
-      expect(names.filter((n) => n === 'authorization' || n.replace(/_/g, '-').startsWith('x-api-key')), r.url).toEqual([]);
+      expect(
+        names.filter((n) => n === 'authorization' || n.replace(/_/g, '-').startsWith('x-api-key')),
+        r.url,
+      ).toEqual([]);
       expect(r.headers['x-forwarded-for'], r.url).toBe('127.0.0.1');
     }
     expect((await requestsCounted('public')) - before).toBe(cases.length);
@@ -207,7 +246,10 @@ methodOverride: [X-HTTP-Method-Override]
       // An allowed override: the request is public only if both of its methods are; here only GET is.
       ['POST', '/api/v3/asset_pairs', 'GET'],
     ] as const) {
-      const r = await send(gate.url, path, { method, headers: { 'x-api-key-id': 'key-admin', ...(override && { 'x-http-method-override': override }) } });
+      const r = await send(gate.url, path, {
+        method,
+        headers: { 'x-api-key-id': 'key-admin', ...(override && { 'x-http-method-override': override }) },
+      });
       expect([path, r.status, r.json()]).toEqual([path, 401, { code: 40004, message: 'Unauthorized' }]);
     }
     expect(upstream.received).toHaveLength(0);
@@ -231,7 +273,11 @@ describe('forwarding: upstream failures', () => {
 
   it('answers 504 JSON when the upstream does not answer in time, and keeps serving', async () => {
     const upstream = await startRecordingUpstream();
-    const gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'good', secret: SECRET })], env: { KEYGATE_UPSTREAM_TIMEOUT_MS: '200' } });
+    const gate = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'good', secret: SECRET })],
+      env: { KEYGATE_UPSTREAM_TIMEOUT_MS: '200' },
+    });
     try {
       upstream.handler = () => {}; // never answers
       const started = Date.now();
@@ -269,8 +315,20 @@ describe('forwarding: upstream failures', () => {
 // docs/security.md "Header mutation": only X-Forwarded-For/-Proto/-Host carry a trusted proxy's values on;
 // Forwarded, X-Forwarded-Port and X-Real-IP are dropped from every peer, trusted or not.
 describe.each([
-  ['a trusted proxy', '127.0.0.1/32', { 'x-forwarded-for': '203.0.113.7, 127.0.0.1', 'x-forwarded-proto': 'https', 'x-forwarded-host': 'api.example.com' }],
-  ['an untrusted peer', '10.0.0.0/8', { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1' }],
+  [
+    'a trusted proxy',
+    '127.0.0.1/32',
+    {
+      'x-forwarded-for': '203.0.113.7, 127.0.0.1',
+      'x-forwarded-proto': 'https',
+      'x-forwarded-host': 'api.example.com',
+    },
+  ],
+  [
+    'an untrusted peer',
+    '10.0.0.0/8',
+    { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1' },
+  ],
 ])('forwarding headers from %s', (_name, cidr, expected) => {
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
@@ -279,7 +337,11 @@ describe.each([
     gate = await startKeygate({
       upstream: upstream.url,
       keys: [makeKey({ apiKey: 'good', secret: SECRET })],
-      env: { KEYGATE_CONFIG: policyFile(`routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`) },
+      env: {
+        KEYGATE_CONFIG: policyFile(
+          `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`,
+        ),
+      },
     });
   });
   afterAll(async () => {
@@ -302,7 +364,11 @@ describe.each([
     });
     expect(res.status).toBe(200);
     const got = upstream.received.at(-1)!.headers;
-    expect({ 'x-forwarded-for': got['x-forwarded-for'], 'x-forwarded-proto': got['x-forwarded-proto'], 'x-forwarded-host': got['x-forwarded-host'] }).toEqual(expected);
+    expect({
+      'x-forwarded-for': got['x-forwarded-for'],
+      'x-forwarded-proto': got['x-forwarded-proto'],
+      'x-forwarded-host': got['x-forwarded-host'],
+    }).toEqual(expected);
     for (const dropped of ['forwarded', 'x-forwarded-port', 'x-real-ip']) expect(got[dropped], dropped).toBeUndefined();
   });
 });

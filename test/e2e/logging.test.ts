@@ -5,7 +5,14 @@ import { REASONS } from '../../src/errors.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
 import { StoreUnavailableError } from '../../src/store/types.js';
-import { MIXED_SECRET, mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic, waitFor, type MixedResult } from '../helpers/mixed-traffic.js';
+import {
+  MIXED_SECRET,
+  mixedTrafficEnv,
+  mixedTrafficKeys,
+  runMixedTraffic,
+  waitFor,
+  type MixedResult,
+} from '../helpers/mixed-traffic.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
@@ -18,7 +25,10 @@ describe('request logs', () => {
   let gate: RunningKeygate;
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
-    gate = await startKeygate({ upstream: upstream.url, keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' })] });
+    gate = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' })],
+    });
   });
   afterAll(async () => {
     await gate.close();
@@ -52,7 +62,13 @@ describe('request logs', () => {
       [40107, 'bad_header_format'],
       [50200, 'upstream_error'],
     ]);
-    expect(lines[0]).toMatchObject({ keyId: 'key-good', route: '/api/v3/viewer/accounts', status: 200, clientIp: '127.0.0.1', method: 'GET' });
+    expect(lines[0]).toMatchObject({
+      keyId: 'key-good',
+      route: '/api/v3/viewer/accounts',
+      status: 200,
+      clientIp: '127.0.0.1',
+      method: 'GET',
+    });
     for (const l of lines) {
       expect(typeof l.requestId).toBe('string');
       expect(typeof l.durationMs).toBe('number');
@@ -61,7 +77,26 @@ describe('request logs', () => {
 });
 
 /** Fields a request line may carry (docs/operations.md "Logs"); anything else is a leak risk. */
-const REQUEST_FIELDS = new Set(['level', 'time', 'pid', 'hostname', 'msg', 'requestId', 'method', 'route', 'clientIp', 'keyId', 'code', 'reason', 'status', 'authMs', 'upstreamMs', 'durationMs', 'aborted', 'parserError']);
+const REQUEST_FIELDS = new Set([
+  'level',
+  'time',
+  'pid',
+  'hostname',
+  'msg',
+  'requestId',
+  'method',
+  'route',
+  'clientIp',
+  'keyId',
+  'code',
+  'reason',
+  'status',
+  'authMs',
+  'upstreamMs',
+  'durationMs',
+  'aborted',
+  'parserError',
+]);
 
 describe('request log lines after a mixed run', () => {
   let upstream: RecordingUpstream;
@@ -73,8 +108,12 @@ describe('request log lines after a mixed run', () => {
     gate = await startKeygate({ upstream: upstream.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
     mixed = await runMixedTraffic(gate, upstream);
     const total = Object.values(mixed.requests).reduce((a, b) => a + b, 0);
-    const requestLines = () => gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
-    lines = await waitFor(async () => requestLines(), (l) => l.length >= total);
+    const requestLines = () =>
+      gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    lines = await waitFor(
+      async () => requestLines(),
+      (l) => l.length >= total,
+    );
   });
   afterAll(async () => {
     await gate.close();
@@ -98,14 +137,22 @@ describe('request log lines after a mixed run', () => {
       expect(l.method).toBe('GET');
       expect(typeof l.durationMs).toBe('number');
       // The route is a pattern from the policy file: never the raw path or its query.
-      if (l.route !== undefined) expect(['/api/v3/viewer/accounts', '/api/v3/admin/things', '/status']).toContain(l.route);
+      if (l.route !== undefined)
+        expect(['/api/v3/viewer/accounts', '/api/v3/admin/things', '/status']).toContain(l.route);
     }
     const forwarded = lines.find((l) => l.code === 'ok' && l.keyId === 'key-good');
     expect(forwarded).toMatchObject({ route: '/api/v3/viewer/accounts', status: 200 });
     expect(typeof forwarded?.authMs).toBe('number');
     expect(typeof forwarded?.upstreamMs).toBe('number');
-    expect(lines.find((l) => l.reason === 'upstream_timeout')).toMatchObject({ level: 40, status: 504, keyId: 'key-good' });
-    expect(lines.find((l) => l.reason === 'headers_too_large')).toMatchObject({ status: 431, parserError: 'HPE_HEADER_OVERFLOW' });
+    expect(lines.find((l) => l.reason === 'upstream_timeout')).toMatchObject({
+      level: 40,
+      status: 504,
+      keyId: 'key-good',
+    });
+    expect(lines.find((l) => l.reason === 'headers_too_large')).toMatchObject({
+      status: 431,
+      parserError: 'HPE_HEADER_OVERFLOW',
+    });
   });
 
   it('never contains a token, a secret, the Authorization header or a query string, at any level', () => {
@@ -121,9 +168,23 @@ describe('request log lines after a mixed run', () => {
 
 describe('logs on store errors', () => {
   const cases = [
-    { name: 'store unavailable (503)', error: () => new StoreUnavailableError('redis: Command timed out'), logged: undefined, status: 503, code: 50300, reason: 'store_unavailable' },
+    {
+      name: 'store unavailable (503)',
+      error: () => new StoreUnavailableError('redis: Command timed out'),
+      logged: undefined,
+      status: 503,
+      code: 50300,
+      reason: 'store_unavailable',
+    },
     // Not a store that did not answer: a fault inside Keygate. Still refused (fail closed), as 500 with its stack.
-    { name: 'unexpected store error (500, logged with its stack)', error: () => new Error('disk on fire'), logged: 'internal error while handling a request', status: 500, code: 50000, reason: 'internal_error' },
+    {
+      name: 'unexpected store error (500, logged with its stack)',
+      error: () => new Error('disk on fire'),
+      logged: 'internal error while handling a request',
+      status: 500,
+      code: 50000,
+      reason: 'internal_error',
+    },
   ];
   it.each(cases)('$name: is refused and logs no token or secret', async ({ error, logged, status, code, reason }) => {
     const upstream = await startRecordingUpstream();
@@ -138,9 +199,13 @@ describe('logs on store errors', () => {
       const res = await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(t) });
       expect(res.status).toBe(status);
       expect(upstream.received).toHaveLength(0);
-      const parsed = await waitFor(async () => gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>), (l) => l.some((x) => x.msg === 'request'));
+      const parsed = await waitFor(
+        async () => gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>),
+        (l) => l.some((x) => x.msg === 'request'),
+      );
       expect(parsed.find((l) => l.msg === 'request')).toMatchObject({ code, reason, status, level: 40 });
-      if (logged) expect(parsed.find((l) => l.msg === logged)).toMatchObject({ level: 50, err: { message: 'disk on fire' } });
+      if (logged)
+        expect(parsed.find((l) => l.msg === logged)).toMatchObject({ level: 50, err: { message: 'disk on fire' } });
       const all = gate.logs.join('');
       for (const part of t.split('.')) expect(all).not.toContain(part);
       expect(all).not.toContain(SECRET);

@@ -4,13 +4,27 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/config/management-tokens.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
+import {
+  createOpenApiCheck,
+  managementClient,
+  writeTokensFile,
+  type ManagementClient,
+  type TokensFile,
+} from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-type Key = { apiKey: string; id: string; owner?: string; apiSecret?: string; scopes: string[]; state: string; status: string };
+type Key = {
+  apiKey: string;
+  id: string;
+  owner?: string;
+  apiSecret?: string;
+  scopes: string[];
+  state: string;
+  status: string;
+};
 
 describe('management API: keys over HTTP, two instances on one Redis', () => {
   let redis: TestRedis;
@@ -34,7 +48,11 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     ]);
     for (const t of Object.values(tokens.tokens)) used.add(t);
     // A long cache TTL: a change is seen within 1 s only because it is published.
-    const env = { KEYGATE_KEY_CACHE_TTL_MS: '600000', KEYGATE_MANAGEMENT_PORT: '0', KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file };
+    const env = {
+      KEYGATE_KEY_CACHE_TTL_MS: '600000',
+      KEYGATE_MANAGEMENT_PORT: '0',
+      KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
+    };
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
     b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
     writer = managementClient(a.managementUrl as string, tokens.tokens['settings-backend'] as string, openapi);
@@ -68,27 +86,52 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     expect(k).toMatchObject({ owner: 'acct_42', scopes: ['accounts:read'], state: 'active', status: 'active' });
     expect(Buffer.from(k.apiSecret as string, 'base64url')).toHaveLength(32);
     // Nothing else ever carries it.
-    for (const res of [await reader.call('GET', `/v1/keys/${k.apiKey}`), await reader.call('GET', '/v1/keys?owner=acct_42'), await reader.call('GET', `/v1/keys/${k.apiKey}/usage`)]) {
+    for (const res of [
+      await reader.call('GET', `/v1/keys/${k.apiKey}`),
+      await reader.call('GET', '/v1/keys?owner=acct_42'),
+      await reader.call('GET', `/v1/keys/${k.apiKey}/usage`),
+    ]) {
       expect(res.status).toBe(200);
       expect(res.body).not.toContain(k.apiSecret);
       expect(res.body).not.toContain('apiSecret');
     }
     for (const gate of [a, b]) {
       const before = upstream.received.length;
-      const res = await proxied(gate, k.apiKey, k.apiSecret as string, { 'X-Api-Key-Owner': 'acct_forged', x_api_key_owner: 'acct_forged2', 'X.API.KEY.OWNER': 'x' });
+      const res = await proxied(gate, k.apiKey, k.apiSecret as string, {
+        'X-Api-Key-Owner': 'acct_forged',
+        x_api_key_owner: 'acct_forged2',
+        'X.API.KEY.OWNER': 'x',
+      });
       expect(res.status).toBe(200);
       const got = upstream.received.slice(before);
       expect(got).toHaveLength(1);
       const raw = got[0]!.rawHeaders;
-      const named = (n: string) => raw.filter((_, i) => i % 2 === 0 && raw[i]!.toLowerCase().replace(/[^a-z0-9]/g, '-').startsWith(n)).length;
-      expect([got[0]!.headers['x-api-key-id'], got[0]!.headers['x-api-key-owner'], named('x-api-key-owner'), named('x-api-key-id')]).toEqual([k.id, 'acct_42', 1, 1]);
+      const named = (n: string) =>
+        raw.filter(
+          (_, i) =>
+            i % 2 === 0 &&
+            raw[i]!.toLowerCase()
+              .replace(/[^a-z0-9]/g, '-')
+              .startsWith(n),
+        ).length;
+      expect([
+        got[0]!.headers['x-api-key-id'],
+        got[0]!.headers['x-api-key-owner'],
+        named('x-api-key-owner'),
+        named('x-api-key-id'),
+      ]).toEqual([k.id, 'acct_42', 1, 1]);
     }
     // A key without an owner: no X-Api-Key-Owner at all, even when the client sends one.
     const { k: plain } = await create({ scopes: ['accounts:read'] });
     const before = upstream.received.length;
-    expect((await proxied(b, plain.apiKey, plain.apiSecret as string, { 'X-Api-Key-Owner': 'acct_forged' })).status).toBe(200);
+    expect(
+      (await proxied(b, plain.apiKey, plain.apiSecret as string, { 'X-Api-Key-Owner': 'acct_forged' })).status,
+    ).toBe(200);
     expect(upstream.received[before]!.headers['x-api-key-owner']).toBeUndefined();
-    const usage = (await reader.call('GET', `/v1/keys/${k.apiKey}/usage?days=2`)).json() as { total: number; lastUsedAt: string | null };
+    const usage = (await reader.call('GET', `/v1/keys/${k.apiKey}/usage?days=2`)).json() as {
+      total: number;
+      lastUsedAt: string | null;
+    };
     expect(usage.total).toBe(2);
     expect(usage.lastUsedAt).not.toBeNull();
   });
@@ -100,14 +143,23 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     let t0 = Date.now();
     const patched = await onB.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { scopes: ['orders:read'] } });
     expect([patched.status, (patched.json() as Key).scopes]).toEqual([200, ['orders:read']]);
-    for (const gate of [a, b]) await expect.poll(async () => seen(await proxied(gate, k.apiKey, secret)), { timeout: 1_000, interval: 20 }).toEqual([403, 10403]);
+    for (const gate of [a, b])
+      await expect
+        .poll(async () => seen(await proxied(gate, k.apiKey, secret)), { timeout: 1_000, interval: 20 })
+        .toEqual([403, 10403]);
     expect(Date.now() - t0).toBeLessThan(1_000);
     await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { scopes: ['accounts:read'] } });
-    for (const gate of [a, b]) await expect.poll(async () => (await proxied(gate, k.apiKey, secret)).status, { timeout: 1_000, interval: 20 }).toBe(200);
+    for (const gate of [a, b])
+      await expect
+        .poll(async () => (await proxied(gate, k.apiKey, secret)).status, { timeout: 1_000, interval: 20 })
+        .toBe(200);
     t0 = Date.now();
     const revoked = await writer.call('POST', `/v1/keys/${k.apiKey}/revoke`, { json: { reason: 'laptop lost' } });
     expect(revoked.json()).toMatchObject({ state: 'revoked', status: 'revoked', revokeReason: 'laptop lost' });
-    for (const gate of [a, b]) await expect.poll(async () => seen(await proxied(gate, k.apiKey, secret)), { timeout: 1_000, interval: 20 }).toEqual([404, 10013]);
+    for (const gate of [a, b])
+      await expect
+        .poll(async () => seen(await proxied(gate, k.apiKey, secret)), { timeout: 1_000, interval: 20 })
+        .toEqual([404, 10013]);
     expect(Date.now() - t0).toBeLessThan(1_000);
     // The state forbids more changes: 409, nothing written.
     for (const [method, path, json] of [
@@ -132,7 +184,12 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     expect(r.status).toBe(200);
     expect(rotated.apiSecret).not.toBe(k.apiSecret);
     for (const gate of [a, b]) {
-      await expect.poll(async () => (await proxied(gate, k.apiKey, rotated.apiSecret as string)).status, { timeout: 1_000, interval: 20 }).toBe(200);
+      await expect
+        .poll(async () => (await proxied(gate, k.apiKey, rotated.apiSecret as string)).status, {
+          timeout: 1_000,
+          interval: 20,
+        })
+        .toBe(200);
       expect((await proxied(gate, k.apiKey, k.apiSecret as string)).status).toBe(200);
     }
     await new Promise((resolve) => setTimeout(resolve, Date.parse(rotated.previousSecretValidUntil) - Date.now() + 50));
@@ -145,13 +202,23 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
   it('a retried create with the same Idempotency-Key makes one key, on either instance; the same key with another body is 409', async () => {
     const body = { owner: 'acct_idem', scopes: ['accounts:read'] };
     const first = await create(body, { 'Idempotency-Key': 'signup-acct_idem-1' });
-    const again = await onB.call('POST', '/v1/keys', { json: body, headers: { 'Idempotency-Key': 'signup-acct_idem-1' } });
+    const again = await onB.call('POST', '/v1/keys', {
+      json: body,
+      headers: { 'Idempotency-Key': 'signup-acct_idem-1' },
+    });
     expect([first.r.status, again.status, again.headers['idempotent-replayed']]).toEqual([201, 201, 'true']);
     expect((again.json() as Key).apiKey).toBe(first.k.apiKey);
     expect((again.json() as Key).apiSecret).toBe(first.k.apiSecret);
-    const concurrent = await Promise.all([1, 2, 3, 4].map(() => writer.call('POST', '/v1/keys', { json: body, headers: { 'Idempotency-Key': 'signup-acct_idem-2' } })));
+    const concurrent = await Promise.all(
+      [1, 2, 3, 4].map(() =>
+        writer.call('POST', '/v1/keys', { json: body, headers: { 'Idempotency-Key': 'signup-acct_idem-2' } }),
+      ),
+    );
     expect(new Set(concurrent.map((c) => (c.json() as Key).apiKey)).size).toBe(1);
-    const other = await writer.call('POST', '/v1/keys', { json: { ...body, label: 'different' }, headers: { 'Idempotency-Key': 'signup-acct_idem-1' } });
+    const other = await writer.call('POST', '/v1/keys', {
+      json: { ...body, label: 'different' },
+      headers: { 'Idempotency-Key': 'signup-acct_idem-1' },
+    });
     expect([other.status, (other.json() as { error: string }).error]).toEqual([409, 'conflict']);
     // Another token's retry key never finds this one's key.
     const list = (await reader.call('GET', '/v1/keys?owner=acct_idem')).json() as { keys: Key[] };
@@ -191,16 +258,35 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
       ['another scheme', { authorization: () => `Basic ${writeToken()}` }],
       ['the sha256 from the file instead of the token', { authorization: () => `Bearer ${sha256Hex(writeToken())}` }],
     ] as const)('%s: 401 with WWW-Authenticate: Bearer, on every route', async (_name, h) => {
-      const value = typeof (h as { authorization?: unknown }).authorization === 'function' ? ((h as { authorization: () => string }).authorization)() : (h as { authorization?: string }).authorization;
+      const value =
+        typeof (h as { authorization?: unknown }).authorization === 'function'
+          ? (h as { authorization: () => string }).authorization()
+          : (h as { authorization?: string }).authorization;
       const headers: Record<string, string> = value === undefined ? {} : { authorization: value };
-      for (const [method, path] of [['GET', '/v1/keys'], ['POST', '/v1/keys'], ['GET', '/v1/keys/kg_x'], ['PATCH', '/v1/keys/kg_x'], ['DELETE', '/v1/keys/kg_x'], ['POST', '/v1/keys/kg_x/rotate'], ['POST', '/v1/keys/kg_x/revoke'], ['GET', '/v1/keys/kg_x/usage'], ['GET', '/v1/openapi.json']] as const) {
+      for (const [method, path] of [
+        ['GET', '/v1/keys'],
+        ['POST', '/v1/keys'],
+        ['GET', '/v1/keys/kg_x'],
+        ['PATCH', '/v1/keys/kg_x'],
+        ['DELETE', '/v1/keys/kg_x'],
+        ['POST', '/v1/keys/kg_x/rotate'],
+        ['POST', '/v1/keys/kg_x/revoke'],
+        ['GET', '/v1/keys/kg_x/usage'],
+        ['GET', '/v1/openapi.json'],
+      ] as const) {
         const r = await writer.call(method, path, { token: null, headers, json: {} });
-        expect([r.status, r.headers['www-authenticate'], (r.json() as { error: string }).error]).toEqual([401, 'Bearer realm="keygate-management"', 'unauthorized']);
+        expect([r.status, r.headers['www-authenticate'], (r.json() as { error: string }).error]).toEqual([
+          401,
+          'Bearer realm="keygate-management"',
+          'unauthorized',
+        ]);
       }
     });
 
     it('two Authorization headers: 401', async () => {
-      const r = await send(a.managementUrl as string, '/v1/keys', { headers: { Authorization: [`Bearer ${writeToken()}`, `Bearer ${writeToken()}`] } });
+      const r = await send(a.managementUrl as string, '/v1/keys', {
+        headers: { Authorization: [`Bearer ${writeToken()}`, `Bearer ${writeToken()}`] },
+      });
       openapi.check('GET', '/v1/keys', r);
       expect(r.status).toBe(401);
     });
@@ -216,22 +302,46 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
         ['POST', `/v1/keys/${k.apiKey}/revoke`, {}],
       ] as const) {
         const r = await reader.call(method, path, json === undefined ? {} : { json });
-        expect([method, path, r.status, (r.json() as { error: string }).error]).toEqual([method, path, 403, 'read_only_token']);
+        expect([method, path, r.status, (r.json() as { error: string }).error]).toEqual([
+          method,
+          path,
+          403,
+          'read_only_token',
+        ]);
       }
       expect(await snapshot()).toEqual(before);
-      for (const path of ['/v1/keys', `/v1/keys/${k.apiKey}`, `/v1/keys/${k.apiKey}/usage`, '/v1/openapi.json']) expect((await reader.call('GET', path)).status).toBe(200);
+      for (const path of ['/v1/keys', `/v1/keys/${k.apiKey}`, `/v1/keys/${k.apiKey}/usage`, '/v1/openapi.json'])
+        expect((await reader.call('GET', path)).status).toBe(200);
     });
 
     it('the tokens file reloads: a token added works within a second, a token removed is refused', async () => {
       const extra = writeTokensFile([{ name: 'late-joiner', access: 'write' }]);
       const late = extra.tokens['late-joiner'] as string;
       used.add(late);
-      const lines = (file: string) => readFileSync(file, 'utf8').split('\n').filter((l) => l.includes('sha256'));
+      const lines = (file: string) =>
+        readFileSync(file, 'utf8')
+          .split('\n')
+          .filter((l) => l.includes('sha256'));
       const both = `tokens:\n${[...lines(tokens.file), ...lines(extra.file)].join('\n')}\n`;
       writeFileSync(tokens.file, both);
-      await expect.poll(async () => (await send(b.managementUrl as string, '/v1/keys', { headers: bearer(late) })).status, { timeout: 2_000, interval: 50 }).toBe(200);
-      writeFileSync(tokens.file, `tokens:\n${lines(tokens.file).filter((l) => !l.includes('late-joiner')).join('\n')}\n`);
-      await expect.poll(async () => (await send(b.managementUrl as string, '/v1/keys', { headers: bearer(late) })).status, { timeout: 2_000, interval: 50 }).toBe(401);
+      await expect
+        .poll(async () => (await send(b.managementUrl as string, '/v1/keys', { headers: bearer(late) })).status, {
+          timeout: 2_000,
+          interval: 50,
+        })
+        .toBe(200);
+      writeFileSync(
+        tokens.file,
+        `tokens:\n${lines(tokens.file)
+          .filter((l) => !l.includes('late-joiner'))
+          .join('\n')}\n`,
+      );
+      await expect
+        .poll(async () => (await send(b.managementUrl as string, '/v1/keys', { headers: bearer(late) })).status, {
+          timeout: 2_000,
+          interval: 50,
+        })
+        .toBe(401);
       // A broken file keeps the last good tokens.
       const good = readFileSync(tokens.file, 'utf8');
       writeFileSync(tokens.file, 'tokens: [{ name: x, sha256: nothex, access: admin }]\n');
@@ -261,30 +371,169 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
       target = (await create({ owner: 'acct_bad', scopes: ['accounts:read'] })).k;
     });
     const big = JSON.stringify({ label: 'x'.repeat(70 * 1024) });
-    it.each<[string, string, () => string, { body?: string; json?: unknown; headers?: Record<string, string> }, number, string, RegExp[]]>([
-      ['not JSON (text/plain)', 'POST', () => '/v1/keys', { body: 'owner=acct_1', headers: { 'content-type': 'text/plain' } }, 415, 'not_json', []],
-      ['JSON without a JSON content type', 'PATCH', () => `/v1/keys/${target.apiKey}`, { body: '{"label":"x"}', headers: { 'content-type': 'application/x-www-form-urlencoded' } }, 415, 'not_json', []],
-      ['over 64 KiB', 'POST', () => '/v1/keys', { body: big, headers: { 'content-type': 'application/json' } }, 413, 'body_too_large', []],
-      ['over 64 KiB on PATCH', 'PATCH', () => `/v1/keys/${target.apiKey}`, { body: big, headers: { 'content-type': 'application/json' } }, 413, 'body_too_large', []],
-      ['broken JSON', 'POST', () => '/v1/keys', { body: '{"owner":', headers: { 'content-type': 'application/json' } }, 400, 'invalid_request', [/^body: not valid JSON$/]],
-      ['a JSON array', 'POST', () => '/v1/keys', { json: [1] }, 400, 'invalid_request', [/^body: must be a JSON object$/]],
+    it.each<
+      [
+        string,
+        string,
+        () => string,
+        { body?: string; json?: unknown; headers?: Record<string, string> },
+        number,
+        string,
+        RegExp[],
+      ]
+    >([
+      [
+        'not JSON (text/plain)',
+        'POST',
+        () => '/v1/keys',
+        { body: 'owner=acct_1', headers: { 'content-type': 'text/plain' } },
+        415,
+        'not_json',
+        [],
+      ],
+      [
+        'JSON without a JSON content type',
+        'PATCH',
+        () => `/v1/keys/${target.apiKey}`,
+        { body: '{"label":"x"}', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
+        415,
+        'not_json',
+        [],
+      ],
+      [
+        'over 64 KiB',
+        'POST',
+        () => '/v1/keys',
+        { body: big, headers: { 'content-type': 'application/json' } },
+        413,
+        'body_too_large',
+        [],
+      ],
+      [
+        'over 64 KiB on PATCH',
+        'PATCH',
+        () => `/v1/keys/${target.apiKey}`,
+        { body: big, headers: { 'content-type': 'application/json' } },
+        413,
+        'body_too_large',
+        [],
+      ],
+      [
+        'broken JSON',
+        'POST',
+        () => '/v1/keys',
+        { body: '{"owner":', headers: { 'content-type': 'application/json' } },
+        400,
+        'invalid_request',
+        [/^body: not valid JSON$/],
+      ],
+      [
+        'a JSON array',
+        'POST',
+        () => '/v1/keys',
+        { json: [1] },
+        400,
+        'invalid_request',
+        [/^body: must be a JSON object$/],
+      ],
       [
         'every problem at once on create',
         'POST',
         () => '/v1/keys',
-        { json: { owner: 'acct 42', scopes: ['bad scope', 'ok:read'], allowIps: ['10.0.0.0/33', 'nope'], rateLimit: { rate: '5/d' }, expiresAt: 'soon', colour: 'blue' } },
+        {
+          json: {
+            owner: 'acct 42',
+            scopes: ['bad scope', 'ok:read'],
+            allowIps: ['10.0.0.0/33', 'nope'],
+            rateLimit: { rate: '5/d' },
+            expiresAt: 'soon',
+            colour: 'blue',
+          },
+        },
         400,
         'invalid_request',
-        [/^body\.colour: unknown field/, /^body\.owner:/, /^body\.scopes: invalid scope "bad scope"$/, /10\.0\.0\.0\/33/, /"nope"/, /^body\.rateLimit/, /^body\.expiresAt:/],
+        [
+          /^body\.colour: unknown field/,
+          /^body\.owner:/,
+          /^body\.scopes: invalid scope "bad scope"$/,
+          /10\.0\.0\.0\/33/,
+          /"nope"/,
+          /^body\.rateLimit/,
+          /^body\.expiresAt:/,
+        ],
       ],
-      ['owner on PATCH (never changed)', 'PATCH', () => `/v1/keys/${target.apiKey}`, { json: { owner: 'acct_other' } }, 400, 'invalid_request', [/^body\.owner: unknown field/]],
-      ['every problem at once on PATCH', 'PATCH', () => `/v1/keys/${target.apiKey}`, { json: { scopes: 'accounts:read', allowIps: ['::1/129'], label: '' } }, 400, 'invalid_request', [/^body\.scopes: must be a list of strings$/, /::1\/129/, /^body\.label:/]],
-      ['an empty PATCH', 'PATCH', () => `/v1/keys/${target.apiKey}`, { json: {} }, 400, 'invalid_request', [/nothing to change/]],
-      ['a bad grace', 'POST', () => `/v1/keys/${target.apiKey}/rotate`, { json: { graceSeconds: -1, extra: 1 } }, 400, 'invalid_request', [/^body\.extra: unknown field/, /^body\.graceSeconds:/]],
-      ['a bad revoke reason', 'POST', () => `/v1/keys/${target.apiKey}/revoke`, { json: { reason: 42 } }, 400, 'invalid_request', [/^body\.reason:/]],
-      ['bad list parameters', 'GET', () => '/v1/keys?limit=0&state=gone&owner=a%20b&sort=x', {}, 400, 'invalid_request', [/^query\.sort: unknown/, /^query\.owner:/, /^query\.state:/, /^query\.limit:/]],
-      ['a bad usage window', 'GET', () => `/v1/keys/${target.apiKey}/usage?days=90`, {}, 400, 'invalid_request', [/^query\.days:/]],
-      ['a bad Idempotency-Key', 'POST', () => '/v1/keys', { json: {}, headers: { 'idempotency-key': 'x'.repeat(300) } }, 400, 'invalid_request', [/^Idempotency-Key:/]],
+      [
+        'owner on PATCH (never changed)',
+        'PATCH',
+        () => `/v1/keys/${target.apiKey}`,
+        { json: { owner: 'acct_other' } },
+        400,
+        'invalid_request',
+        [/^body\.owner: unknown field/],
+      ],
+      [
+        'every problem at once on PATCH',
+        'PATCH',
+        () => `/v1/keys/${target.apiKey}`,
+        { json: { scopes: 'accounts:read', allowIps: ['::1/129'], label: '' } },
+        400,
+        'invalid_request',
+        [/^body\.scopes: must be a list of strings$/, /::1\/129/, /^body\.label:/],
+      ],
+      [
+        'an empty PATCH',
+        'PATCH',
+        () => `/v1/keys/${target.apiKey}`,
+        { json: {} },
+        400,
+        'invalid_request',
+        [/nothing to change/],
+      ],
+      [
+        'a bad grace',
+        'POST',
+        () => `/v1/keys/${target.apiKey}/rotate`,
+        { json: { graceSeconds: -1, extra: 1 } },
+        400,
+        'invalid_request',
+        [/^body\.extra: unknown field/, /^body\.graceSeconds:/],
+      ],
+      [
+        'a bad revoke reason',
+        'POST',
+        () => `/v1/keys/${target.apiKey}/revoke`,
+        { json: { reason: 42 } },
+        400,
+        'invalid_request',
+        [/^body\.reason:/],
+      ],
+      [
+        'bad list parameters',
+        'GET',
+        () => '/v1/keys?limit=0&state=gone&owner=a%20b&sort=x',
+        {},
+        400,
+        'invalid_request',
+        [/^query\.sort: unknown/, /^query\.owner:/, /^query\.state:/, /^query\.limit:/],
+      ],
+      [
+        'a bad usage window',
+        'GET',
+        () => `/v1/keys/${target.apiKey}/usage?days=90`,
+        {},
+        400,
+        'invalid_request',
+        [/^query\.days:/],
+      ],
+      [
+        'a bad Idempotency-Key',
+        'POST',
+        () => '/v1/keys',
+        { json: {}, headers: { 'idempotency-key': 'x'.repeat(300) } },
+        400,
+        'invalid_request',
+        [/^Idempotency-Key:/],
+      ],
       ['an unknown key (PATCH)', 'PATCH', () => '/v1/keys/kg_nobody', { json: { label: 'x' } }, 404, 'not_found', []],
       ['an unknown key (rotate)', 'POST', () => '/v1/keys/kg_nobody/rotate', { json: {} }, 404, 'not_found', []],
       ['an unknown key (revoke)', 'POST', () => '/v1/keys/kg_nobody/revoke', {}, 404, 'not_found', []],
@@ -296,13 +545,25 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
       const p = path();
       const r = await send(a.managementUrl as string, p, {
         method,
-        headers: { ...bearer(tokens.tokens['settings-backend'] as string), ...(options.json !== undefined && { 'content-type': 'application/json' }), ...options.headers },
-        ...(options.body !== undefined ? { body: options.body } : options.json !== undefined ? { body: JSON.stringify(options.json) } : {}),
+        headers: {
+          ...bearer(tokens.tokens['settings-backend'] as string),
+          ...(options.json !== undefined && { 'content-type': 'application/json' }),
+          ...options.headers,
+        },
+        ...(options.body !== undefined
+          ? { body: options.body }
+          : options.json !== undefined
+            ? { body: JSON.stringify(options.json) }
+            : {}),
       });
       if (error !== 'no_route') openapi.check(method, p, r);
       const got = r.json() as { error: string; problems?: string[] };
       expect([r.status, got.error]).toEqual([status, error]);
-      for (const re of problems) expect(got.problems?.some((x) => re.test(x)), `${re} in ${JSON.stringify(got.problems)}`).toBe(true);
+      for (const re of problems)
+        expect(
+          got.problems?.some((x) => re.test(x)),
+          `${re} in ${JSON.stringify(got.problems)}`,
+        ).toBe(true);
       if (problems.length > 0) expect(got.problems).toHaveLength(problems.length);
       expect(await snapshot()).toEqual(before);
       expect((await proxied(b, target.apiKey, target.apiSecret as string)).status).toBe(200);
@@ -311,7 +572,9 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
 
   it('every change is audited with the token name as the actor, never a secret', async () => {
     const c = new Redis(redis.url);
-    const entries = (await c.xrange('keygate:audit', '-', '+')).map(([, f]) => JSON.parse(f[1] as string) as { actor: string; action: string });
+    const entries = (await c.xrange('keygate:audit', '-', '+')).map(
+      ([, f]) => JSON.parse(f[1] as string) as { actor: string; action: string },
+    );
     c.disconnect();
     expect(entries.length).toBeGreaterThan(10);
     expect(new Set(entries.map((e) => e.actor))).toEqual(new Set(['settings-backend']));
@@ -344,7 +607,13 @@ describe('management API with the embedded store', () => {
       const c = managementClient(gate.managementUrl as string, tokens.tokens.ops as string);
       const list = (await c.call('GET', '/v1/keys?owner=acct_e')).json() as { keys: Key[] };
       expect(list.keys.map((k) => k.apiKey)).toEqual(['embedded']);
-      for (const [method, path] of [['POST', '/v1/keys'], ['PATCH', '/v1/keys/embedded'], ['DELETE', '/v1/keys/embedded'], ['POST', '/v1/keys/embedded/rotate'], ['POST', '/v1/keys/embedded/revoke']] as const) {
+      for (const [method, path] of [
+        ['POST', '/v1/keys'],
+        ['PATCH', '/v1/keys/embedded'],
+        ['DELETE', '/v1/keys/embedded'],
+        ['POST', '/v1/keys/embedded/rotate'],
+        ['POST', '/v1/keys/embedded/revoke'],
+      ] as const) {
         const r = await c.call(method, path, method === 'DELETE' ? {} : { json: { label: 'x' } });
         expect([r.status, (r.json() as { error: string }).error]).toEqual([409, 'writes_need_redis']);
       }

@@ -7,7 +7,13 @@ import { parseExposition, valueOf, type Family } from '../helpers/exposition.js'
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { send } from '../helpers/http.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
-import { mixedTrafficEnv, mixedTrafficKeys, runMixedTraffic, waitFor, type MixedResult } from '../helpers/mixed-traffic.js';
+import {
+  mixedTrafficEnv,
+  mixedTrafficKeys,
+  runMixedTraffic,
+  waitFor,
+  type MixedResult,
+} from '../helpers/mixed-traffic.js';
 import { promtoolVersion, recordPromtoolAbsent, runPromtool } from '../helpers/promtool.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { statusOf } from '../helpers/raw-socket.js';
@@ -43,15 +49,22 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   kind: new Set(LABEL_VALUES.redisErrorKind),
   connection: new Set(LABEL_VALUES.redisConnection),
   scope: new Set(LABEL_VALUES.invalidationScope),
-  version: new Set([(JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version]),
+  version: new Set([
+    (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
+  ]),
   node_version: new Set([process.version]),
 };
 
 const seriesIds = (families: Map<string, Family>) =>
-  new Set([...families.values()].filter((f) => f.name in OWN_LABELS).flatMap((f) => f.samples.map((s) => `${s.name}${JSON.stringify(s.labels)}`)));
+  new Set(
+    [...families.values()]
+      .filter((f) => f.name in OWN_LABELS)
+      .flatMap((f) => f.samples.map((s) => `${s.name}${JSON.stringify(s.labels)}`)),
+  );
 
 /** promtool lints prom-client's own default gauges; these three lines are the only ones tolerated. */
-const PROM_CLIENT_LINT = /^nodejs_active_(handles|requests|resources)_total non-counter metrics should not have "_total" suffix$/;
+const PROM_CLIENT_LINT =
+  /^nodejs_active_(handles|requests|resources)_total non-counter metrics should not have "_total" suffix$/;
 
 describe('/metrics after a mixed run of good and bad requests (Redis store)', () => {
   let redis: TestRedis;
@@ -62,19 +75,33 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
   let text: string;
   let contentType: string | null;
   let mixed: MixedResult;
-  const delta = (name: string, labels: Record<string, string> = {}) => (valueOf(after, name, labels) ?? NaN) - (valueOf(before, name, labels) ?? 0);
+  const delta = (name: string, labels: Record<string, string> = {}) =>
+    (valueOf(after, name, labels) ?? NaN) - (valueOf(before, name, labels) ?? 0);
 
   beforeAll(async () => {
     redis = await startRedis({ shared: true });
     await redis.flush();
     upstream = await startRecordingUpstream();
-    gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
+    gate = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      keys: mixedTrafficKeys(),
+      env: mixedTrafficEnv(),
+    });
     before = (await scrape(gate)).families;
     mixed = await runMixedTraffic(gate, upstream);
     // A key change published on Redis reaches this instance over pub/sub.
-    await gate.keygate.store.putKey(makeKey({ apiKey: 'good', secret: 'rotated-secret-0123456789abcdef', id: 'key-good' }));
-    await waitFor(async () => valueOf((await scrape(gate)).families, 'keygate_key_invalidations_total', { scope: 'key' }) ?? 0, (n) => n >= 1);
-    await waitFor(async () => valueOf((await scrape(gate)).families, 'keygate_inflight_requests'), (n) => n === 0);
+    await gate.keygate.store.putKey(
+      makeKey({ apiKey: 'good', secret: 'rotated-secret-0123456789abcdef', id: 'key-good' }),
+    );
+    await waitFor(
+      async () => valueOf((await scrape(gate)).families, 'keygate_key_invalidations_total', { scope: 'key' }) ?? 0,
+      (n) => n >= 1,
+    );
+    await waitFor(
+      async () => valueOf((await scrape(gate)).families, 'keygate_inflight_requests'),
+      (n) => n === 0,
+    );
     const s = await scrape(gate);
     after = s.families;
     text = s.text;
@@ -92,7 +119,8 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
   });
 
   it('pre-creates one zero series per outcome code and per (code, reason) before any traffic', () => {
-    for (const code of ['ok', 'public', 'time', ...ERROR_CODES.map(String)]) expect(valueOf(before, 'keygate_requests_total', { code }), code).toBe(0);
+    for (const code of ['ok', 'public', 'time', ...ERROR_CODES.map(String)])
+      expect(valueOf(before, 'keygate_requests_total', { code }), code).toBe(0);
     for (const [reason, { code }] of Object.entries(REASONS)) {
       expect(valueOf(before, 'keygate_auth_rejections_total', { code: String(code), reason }), reason).toBe(0);
     }
@@ -109,19 +137,28 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
 
   it('counts every refusal in keygate_auth_rejections_total{code,reason}', () => {
     for (const [reason, { code }] of Object.entries(REASONS)) {
-      expect(delta('keygate_auth_rejections_total', { code: String(code), reason }), `${code}/${reason}`).toBe(mixed.rejections[`${code}/${reason}`] ?? 0);
+      expect(delta('keygate_auth_rejections_total', { code: String(code), reason }), `${code}/${reason}`).toBe(
+        mixed.rejections[`${code}/${reason}`] ?? 0,
+      );
     }
     // No series outside the catalogue pairs.
     expect(after.get('keygate_auth_rejections_total')!.samples).toHaveLength(Object.keys(REASONS).length);
   });
 
   it('observes auth decisions and upstream responses in histograms with sub-millisecond buckets', () => {
-    for (const [outcome, n] of Object.entries(mixed.auth)) expect(delta('keygate_auth_duration_seconds_count', { outcome }), outcome).toBe(n);
-    for (const [status_class, n] of Object.entries(mixed.upstream)) expect(delta('keygate_upstream_duration_seconds_count', { status_class }), status_class).toBe(n);
-    const les = after.get('keygate_auth_duration_seconds')!.samples.filter((s) => s.name.endsWith('_bucket') && s.labels.le !== '+Inf').map((s) => Number(s.labels.le));
+    for (const [outcome, n] of Object.entries(mixed.auth))
+      expect(delta('keygate_auth_duration_seconds_count', { outcome }), outcome).toBe(n);
+    for (const [status_class, n] of Object.entries(mixed.upstream))
+      expect(delta('keygate_upstream_duration_seconds_count', { status_class }), status_class).toBe(n);
+    const les = after
+      .get('keygate_auth_duration_seconds')!
+      .samples.filter((s) => s.name.endsWith('_bucket') && s.labels.le !== '+Inf')
+      .map((s) => Number(s.labels.le));
     expect(Math.min(...les)).toBeLessThan(0.0001);
     // The 504 waited for the 300 ms upstream timeout.
-    expect(valueOf(after, 'keygate_upstream_duration_seconds_sum', { status_class: 'timeout' })).toBeGreaterThanOrEqual(0.25);
+    expect(valueOf(after, 'keygate_upstream_duration_seconds_sum', { status_class: 'timeout' })).toBeGreaterThanOrEqual(
+      0.25,
+    );
   });
 
   it('reports key cache, Redis and in-flight state', () => {
@@ -138,8 +175,17 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
     expect(valueOf(after, 'keygate_inflight_requests')).toBe(0);
   });
 
-  it('includes Node default process metrics under their standard names, and only Keygate\'s own under keygate_', () => {
-    for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'process_open_fds', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_gc_duration_seconds', 'nodejs_version_info']) {
+  it("includes Node default process metrics under their standard names, and only Keygate's own under keygate_", () => {
+    for (const name of [
+      'process_cpu_seconds_total',
+      'process_resident_memory_bytes',
+      'process_start_time_seconds',
+      'process_open_fds',
+      'nodejs_heap_size_used_bytes',
+      'nodejs_eventloop_lag_p99_seconds',
+      'nodejs_gc_duration_seconds',
+      'nodejs_version_info',
+    ]) {
       expect(after.has(name), name).toBe(true);
     }
     const prefixed = [...after.keys()].filter((n) => n.startsWith('keygate_'));
@@ -148,10 +194,17 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
   });
 
   it('keygate_build_info is 1, labelled with the package and Node.js versions', () => {
-    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
     expect(valueOf(after, 'keygate_build_info', { version, node_version: process.version })).toBe(1);
     expect(after.get('keygate_build_info')!.samples).toHaveLength(1);
-    expect(text).toMatch(new RegExp(`^keygate_build_info\\{version="${version.replace(/\./g, '\\.')}",node_version="${process.version.replace(/\./g, '\\.')}"\\} 1$`, 'm'));
+    expect(text).toMatch(
+      new RegExp(
+        `^keygate_build_info\\{version="${version.replace(/\./g, '\\.')}",node_version="${process.version.replace(/\./g, '\\.')}"\\} 1$`,
+        'm',
+      ),
+    );
   });
 
   it('every Keygate label takes a value from a fixed set: no key, path, IP or token', () => {
@@ -159,19 +212,35 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
     expect(new Set(own.registry.getMetricsAsArray().map((m) => m.name))).toEqual(new Set(Object.keys(OWN_LABELS)));
     for (const [name, labelNames] of Object.entries(OWN_LABELS)) {
       for (const s of after.get(name)!.samples) {
-        expect(Object.keys(s.labels).sort(), s.name).toEqual([...labelNames].sort().filter((l) => l !== 'le' || s.name.endsWith('_bucket')));
-        for (const [k, v] of Object.entries(s.labels)) if (k !== 'le') expect(ALLOWED_VALUES[k]!.has(v), `${s.name} ${k}="${v}"`).toBe(true);
+        expect(Object.keys(s.labels).sort(), s.name).toEqual(
+          [...labelNames].sort().filter((l) => l !== 'le' || s.name.endsWith('_bucket')),
+        );
+        for (const [k, v] of Object.entries(s.labels))
+          if (k !== 'le') expect(ALLOWED_VALUES[k]!.has(v), `${s.name} ${k}="${v}"`).toBe(true);
       }
     }
     const labelText = [...after.values()].flatMap((f) => f.samples.flatMap((s) => Object.values(s.labels))).join('\n');
-    for (const leak of ['good', 'walled', 'nobody', 'key-good', '127.0.0.1', '/api', '/status', 'page=2', ...mixed.tokens]) expect(labelText).not.toContain(leak);
+    for (const leak of [
+      'good',
+      'walled',
+      'nobody',
+      'key-good',
+      '127.0.0.1',
+      '/api',
+      '/status',
+      'page=2',
+      ...mixed.tokens,
+    ])
+      expect(labelText).not.toContain(leak);
   });
 
   it('adds no series when keys, paths, queries and forwarded IPs are all new (cardinality stays fixed)', async () => {
     const known = seriesIds(after);
     for (let i = 0; i < 20; i++) {
       const r = Math.random().toString(36).slice(2);
-      await send(gate.url, `/api/v3/${r}?q=${r}`, { headers: { authorization: `Bearer ${r}.${r}.${r}`, 'x-forwarded-for': `10.1.${i}.7` } });
+      await send(gate.url, `/api/v3/${r}?q=${r}`, {
+        headers: { authorization: `Bearer ${r}.${r}.${r}`, 'x-forwarded-for': `10.1.${i}.7` },
+      });
       await send(gate.url, `/${r}`);
     }
     await expect.poll(async () => valueOf((await scrape(gate)).families, 'keygate_inflight_requests')).toBe(0);
@@ -203,7 +272,11 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
     client.on('data', (c: Buffer) => (response += c.toString()));
     const ended = new Promise((r) => client.on('close', r));
     const socket = await serverSide;
-    gate.keygate.proxy.emit('clientError', Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }), socket);
+    gate.keygate.proxy.emit(
+      'clientError',
+      Object.assign(new Error('Request timeout'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' }),
+      socket,
+    );
     await ended;
     expect(statusOf(response)).toBe(408);
     expect(response).toMatch(/connection: close/i);

@@ -20,7 +20,8 @@ function busy(ms: number) {
   }
 }
 
-const get = () => `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
+const get = () =>
+  `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`;
 
 describe('overload: a healthy Redis is never reported down', () => {
   let redis: TestRedis;
@@ -32,7 +33,10 @@ describe('overload: a healthy Redis is never reported down', () => {
   async function gateWithBlockingStore(blockMs: number) {
     const upstream = await startRecordingUpstream();
     const config = loadConfig({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url });
-    const inner = createRedisStore({ connection: config.redis!, commandTimeoutMs: 300 }, { logger: pino({ level: 'silent' }) });
+    const inner = createRedisStore(
+      { connection: config.redis!, commandTimeoutMs: 300 },
+      { logger: pino({ level: 'silent' }) },
+    );
     await waitStoreReady(inner);
     let blocked = 0;
     // After the first replay-guard command is written (ioredis flushes its pipeline on
@@ -49,7 +53,13 @@ describe('overload: a healthy Redis is never reported down', () => {
         return p;
       },
     });
-    const gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, store, keys: KEYS, env: { KEYGATE_REDIS_TIMEOUT_MS: '300' } });
+    const gate = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      store,
+      keys: KEYS,
+      env: { KEYGATE_REDIS_TIMEOUT_MS: '300' },
+    });
     for (const k of KEYS) await inner.putKey(k);
     return {
       gate,
@@ -64,7 +74,9 @@ describe('overload: a healthy Redis is never reported down', () => {
   it('loop blocked 3x the Redis deadline while Redis answers at once: every request 200, no store_unavailable', async () => {
     const g = await gateWithBlockingStore(900);
     try {
-      const answers = await Promise.all(Array.from({ length: 6 }, () => exchange(g.gate.port, get(), { quietMs: 5_000, maxMs: 20_000 })));
+      const answers = await Promise.all(
+        Array.from({ length: 6 }, () => exchange(g.gate.port, get(), { quietMs: 5_000, maxMs: 20_000 })),
+      );
       expect(g.blocked()).toBeGreaterThan(0);
       expect(answers.map((a) => a.statuses[0])).toEqual(Array(6).fill(200));
       const metrics = parseExposition(await g.gate.keygate.metrics.registry.metrics());
@@ -102,9 +114,17 @@ describe('overload: admission control', () => {
       release.push(() => res.end('late'));
     };
     try {
-      const held = Array.from({ length: 4 }, () => exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 5_000 }));
+      const held = Array.from({ length: 4 }, () =>
+        exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, {
+          quietMs: 5_000,
+        }),
+      );
       while (release.length < 4) await new Promise((r) => setTimeout(r, 10));
-      const shed = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 2_000 });
+      const shed = await exchange(
+        f.gate.port,
+        `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`,
+        { quietMs: 2_000 },
+      );
       expect(shed.statuses).toEqual([503]);
       expect(firstBody(shed.text)).toEqual({ code: 50300, message: 'Service unavailable' });
       expect(shed.text.toLowerCase()).toContain('retry-after:');
@@ -113,7 +133,11 @@ describe('overload: admission control', () => {
       for (const r of release) r();
       for (const r of await Promise.all(held)) expect(r.statuses).toEqual([200]);
       f.upstream.handler = undefined;
-      const after = await exchange(f.gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`, { quietMs: 2_000 });
+      const after = await exchange(
+        f.gate.port,
+        `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: x\r\n${f.auth()}Connection: close\r\n\r\n`,
+        { quietMs: 2_000 },
+      );
       expect(after.statuses).toEqual([200]);
       const metrics = parseExposition(await (await fetch(`${f.gate.adminUrl}/metrics`)).text());
       expect(valueOf(metrics, 'keygate_auth_rejections_total', { code: '50300', reason: 'overloaded' })).toBe(1);

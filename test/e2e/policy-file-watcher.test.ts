@@ -14,7 +14,8 @@ describe.each(FILE_LAYOUTS)('policy file reload: %s', (_name, layout) => {
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
   const file = layout('routes.yaml', policy(['/api/v3/viewer/accounts']));
-  const call = (path: string, extra: Record<string, unknown> = {}) => send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret, extra)) });
+  const call = (path: string, extra: Record<string, unknown> = {}) =>
+    send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret, extra)) });
 
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
@@ -29,11 +30,16 @@ describe.each(FILE_LAYOUTS)('policy file reload: %s', (_name, layout) => {
     expect((await call('/api/v3/orders')).status).toBe(403);
     expect((await call('/api/v3/viewer/accounts', { recv_window: '50' })).status).toBe(200);
 
-    file.update(policy(['/api/v3/viewer/accounts', '/api/v3/orders'], 'maxRecvWindowSeconds: 40\ndefaultRecvWindowSeconds: 30\n'));
+    file.update(
+      policy(['/api/v3/viewer/accounts', '/api/v3/orders'], 'maxRecvWindowSeconds: 40\ndefaultRecvWindowSeconds: 30\n'),
+    );
     await expect.poll(async () => (await call('/api/v3/orders')).status, { timeout: 5_000, interval: 50 }).toBe(200);
     expect(gate.logs.some((l) => l.includes('policy file loaded') && l.includes('"cause":"file changed"'))).toBe(true);
     // The recv_window cap came from the same reload.
-    expect(JSON.parse((await call('/api/v3/viewer/accounts', { recv_window: '50' })).body)).toEqual({ code: 40106, message: 'Invalid Token' });
+    expect(JSON.parse((await call('/api/v3/viewer/accounts', { recv_window: '50' })).body)).toEqual({
+      code: 40106,
+      message: 'Invalid Token',
+    });
 
     file.update('routes:\n  - { method: get, path: /api/v3/x/../y }\nunlistedRoutes: maybe\n');
     await expect.poll(() => gate.logs.some((l) => l.includes('policy file rejected')), { timeout: 5_000 }).toBe(true);

@@ -32,7 +32,10 @@ describe('per-key rate limits across two instances', () => {
     // The policy's default applies to keys without their own limit.
     const dir = mkdtempSync(join(tmpdir(), 'keygate-rl-'));
     const policy = join(dir, 'policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 3/m }\n`);
+    writeFileSync(
+      policy,
+      `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ndefaultRateLimit: { rate: 3/m }\n`,
+    );
     const keys = [
       makeKey({ apiKey: 'ten', secret: SECRET, rateLimit: { rate: '10/s', burst: 10 } }),
       makeKey({ apiKey: 'forged', secret: SECRET, rateLimit: { rate: '10/m', burst: 10 } }),
@@ -42,7 +45,11 @@ describe('per-key rate limits across two instances', () => {
     ];
     const env = { KEYGATE_CONFIG: policy, KEYGATE_KEY_CACHE_TTL_MS: '600000' };
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys, env });
-    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { ...env, KEYGATE_RATE_LIMIT_HEADERS: 'off' } });
+    b = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: { ...env, KEYGATE_RATE_LIMIT_HEADERS: 'off' },
+    });
     admin = new Redis(redis.url);
   });
   afterAll(async () => {
@@ -54,7 +61,8 @@ describe('per-key rate limits across two instances', () => {
   });
 
   const call = (gate: RunningKeygate, t: string) => send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
-  const forwardedFor = (apiKey: string) => upstream.received.filter((r) => r.headers['x-api-key-id'] === `id-${apiKey}`).length;
+  const forwardedFor = (apiKey: string) =>
+    upstream.received.filter((r) => r.headers['x-api-key-id'] === `id-${apiKey}`).length;
   const expectLimited = (r: Reply) => {
     expect(r.status).toBe(429);
     expect(r.json()).toEqual(TOO_MANY);
@@ -104,7 +112,9 @@ describe('per-key rate limits across two instances', () => {
         expect(ok).toHaveLength(10);
         exact = true;
       } else {
-        console.log(`burst spread over ${Math.round(elapsedMs)} ms (loaded machine): ${ok.length} passed, bound ${10 + Math.floor(elapsedMs / 100)}`);
+        console.log(
+          `burst spread over ${Math.round(elapsedMs)} ms (loaded machine): ${ok.length} passed, bound ${10 + Math.floor(elapsedMs / 100)}`,
+        );
         expect(ok.length).toBeGreaterThanOrEqual(10);
         expect(ok.length).toBeLessThanOrEqual(10 + Math.floor(elapsedMs / 100));
       }
@@ -136,7 +146,9 @@ describe('per-key rate limits across two instances', () => {
   });
 
   it('a forged token spends no allowance', async () => {
-    const forged = await Promise.all(Array.from({ length: 30 }, (_, i) => call(i % 2 ? a : b, token('forged', 'not-the-secret-0123456789'))));
+    const forged = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => call(i % 2 ? a : b, token('forged', 'not-the-secret-0123456789'))),
+    );
     expect(forged.every((r) => r.status === 401)).toBe(true);
     const good = await Promise.all(Array.from({ length: 10 }, (_, i) => call(i % 2 ? a : b, token('forged', SECRET))));
     expect(good.map((r) => r.status)).toEqual(Array(10).fill(200));
@@ -145,7 +157,9 @@ describe('per-key rate limits across two instances', () => {
   });
 
   it("a key without its own limit gets the policy's defaultRateLimit", async () => {
-    const replies = await Promise.all(Array.from({ length: 6 }, (_, i) => call(i % 2 ? a : b, token('by-default', SECRET))));
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, (_, i) => call(i % 2 ? a : b, token('by-default', SECRET))),
+    );
     expect(replies.filter((r) => r.status === 200)).toHaveLength(3);
     const limited = replies.find((r) => r.status === 429) as Reply;
     expect(limited.headers['ratelimit-policy']).toBe('"keygate";q=3;w=60');
@@ -170,7 +184,9 @@ describe('per-key rate limits across two instances', () => {
     for (const g of [a, b]) expect((await call(g, token('plenty', SECRET))).status).toBe(200);
     await admin.config('RESETSTAT');
     const N = 40;
-    const replies = await Promise.all(Array.from({ length: N }, (_, i) => call(i % 2 ? a : b, token('plenty', SECRET))));
+    const replies = await Promise.all(
+      Array.from({ length: N }, (_, i) => call(i % 2 ? a : b, token('plenty', SECRET))),
+    );
     expect(replies.every((r) => r.status === 200)).toBe(true);
     const stats = parseCommandStats(await admin.info('commandstats'));
     delete stats['config|resetstat']; // our own RESETSTAT
@@ -181,9 +197,13 @@ describe('per-key rate limits across two instances', () => {
     expect(stats).toEqual({ evalsha: N, time: N, get: N, set: 2 * N, hset: N, hincrby: N });
   });
 
-  it('Redis layout: one key\'s request-path state shares a hash tag; nothing under the old nonce names', async () => {
-    const names = (await admin.keys('*')).filter((k) => k.includes('{usage}')).map((k) => k.replace(/:nonce:\d+$/, ':nonce:<n>'));
-    expect(new Set(names)).toEqual(new Set(['keygate:{usage}:nonce:<n>', 'keygate:{usage}:tat', 'keygate:{usage}:usage']));
+  it("Redis layout: one key's request-path state shares a hash tag; nothing under the old nonce names", async () => {
+    const names = (await admin.keys('*'))
+      .filter((k) => k.includes('{usage}'))
+      .map((k) => k.replace(/:nonce:\d+$/, ':nonce:<n>'));
+    expect(new Set(names)).toEqual(
+      new Set(['keygate:{usage}:nonce:<n>', 'keygate:{usage}:tat', 'keygate:{usage}:usage']),
+    );
     expect(await admin.keys('keygate:nonce:*')).toEqual([]);
   });
 });

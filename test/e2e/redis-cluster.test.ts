@@ -19,10 +19,18 @@ describe('Redis Cluster', () => {
   beforeAll(async () => {
     cluster = await startRedisCluster({ masters: 3, password: 'cluster-pass-0123' });
     upstream = await startRecordingUpstream();
-    const env = (nodes: string) => ({ KEYGATE_REDIS_CLUSTER_NODES: nodes, KEYGATE_REDIS_PASSWORD: cluster.password!, KEYGATE_KEY_CACHE_TTL_MS: '600000' });
+    const env = (nodes: string) => ({
+      KEYGATE_REDIS_CLUSTER_NODES: nodes,
+      KEYGATE_REDIS_PASSWORD: cluster.password!,
+      KEYGATE_KEY_CACHE_TTL_MS: '600000',
+    });
     // One instance knows a single seed node and discovers the rest.
     gates = [
-      await startKeygate({ upstream: upstream.url, env: env(cluster.nodes.split(',')[0]!), keys: KEYS.map((apiKey) => makeKey({ apiKey, secret: SECRET })) }),
+      await startKeygate({
+        upstream: upstream.url,
+        env: env(cluster.nodes.split(',')[0]!),
+        keys: KEYS.map((apiKey) => makeKey({ apiKey, secret: SECRET })),
+      }),
       await startKeygate({ upstream: upstream.url, env: env(cluster.nodes) }),
       await startKeygate({ upstream: upstream.url, env: env(cluster.nodes) }),
     ];
@@ -33,7 +41,8 @@ describe('Redis Cluster', () => {
     await cluster?.stop();
   });
 
-  const status = async (gate: RunningKeygate, t: string) => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) })).status;
+  const status = async (gate: RunningKeygate, t: string) =>
+    (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) })).status;
   const countOnNode = async (port: number, pattern: string) => {
     const c = client(port, cluster.password);
     await c.connect();
@@ -55,12 +64,21 @@ describe('Redis Cluster', () => {
       expect(await status(gates[i % 3]!, t), apiKey).toBe(200);
       used.push(t);
     }
-    for (const [i, t] of used.entries()) expect((await send(gates[(i + 1) % 3]!.url, ACCOUNTS_PATH, { headers: bearer(t) })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+    for (const [i, t] of used.entries())
+      expect((await send(gates[(i + 1) % 3]!.url, ACCOUNTS_PATH, { headers: bearer(t) })).json()).toEqual({
+        code: 40106,
+        message: 'Invalid Token',
+      });
     expect(upstream.received.length).toBe(KEYS.length);
     // Key records and nonces really live on all three masters. The admit script touches one key's
     // nonce, GCRA state and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT.
     const perNode = await Promise.all(
-      cluster.ports.map(async (p) => ({ port: p, records: await countOnNode(p, 'keygate:key:*'), nonces: await countOnNode(p, 'keygate:{*}:nonce:*'), usage: await countOnNode(p, 'keygate:{*}:usage') })),
+      cluster.ports.map(async (p) => ({
+        port: p,
+        records: await countOnNode(p, 'keygate:key:*'),
+        nonces: await countOnNode(p, 'keygate:{*}:nonce:*'),
+        usage: await countOnNode(p, 'keygate:{*}:usage'),
+      })),
     );
     console.log(`cluster key placement: ${JSON.stringify(perNode)}`);
     // Names are fixed per key, so their spread over the masters is deterministic.
@@ -71,7 +89,8 @@ describe('Redis Cluster', () => {
   });
 
   it('a change published on any node reaches every instance', async () => {
-    const invalidations = async (g: RunningKeygate) => (await g.keygate.metrics.invalidations.get()).values[0]?.value ?? 0;
+    const invalidations = async (g: RunningKeygate) =>
+      (await g.keygate.metrics.invalidations.get()).values[0]?.value ?? 0;
     for (const port of cluster.ports) {
       const before = await Promise.all(gates.map(invalidations));
       const c = client(port, cluster.password);
@@ -79,26 +98,43 @@ describe('Redis Cluster', () => {
       await c.publish('keygate:key-events', 'ck-0');
       c.disconnect();
       for (const [i, g] of gates.entries()) {
-        await expect.poll(() => invalidations(g), { timeout: 2_000, interval: 20, message: `instance ${i} hears a PUBLISH on node ${port}` }).toBeGreaterThan(before[i]!);
+        await expect
+          .poll(() => invalidations(g), {
+            timeout: 2_000,
+            interval: 20,
+            message: `instance ${i} hears a PUBLISH on node ${port}`,
+          })
+          .toBeGreaterThan(before[i]!);
       }
     }
   });
 
   it('a key revoked with the CLI is refused by every instance within 1 second', async () => {
     for (const g of gates) expect(await status(g, token('ck-5', SECRET))).toBe(200);
-    await runKeygate(['keys', 'revoke', 'ck-5', '--reason', 'cluster test'], { KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password });
+    await runKeygate(['keys', 'revoke', 'ck-5', '--reason', 'cluster test'], {
+      KEYGATE_REDIS_URL: '',
+      KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
+      KEYGATE_REDIS_PASSWORD: cluster.password,
+    });
     const cliDone = Date.now();
-    for (const g of gates) await expect.poll(() => status(g, token('ck-5', SECRET)), { timeout: 1_000, interval: 20 }).toBe(404);
+    for (const g of gates)
+      await expect.poll(() => status(g, token('ck-5', SECRET)), { timeout: 1_000, interval: 20 }).toBe(404);
     console.log(`cluster revocation reached all 3 instances ${Date.now() - cliDone} ms after the CLI returned`);
     expect(await status(gates[0]!, token('ck-6', SECRET))).toBe(200);
-    const { stdout } = await runKeygate(['keys', 'list', '--json'], { KEYGATE_REDIS_URL: '', KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes, KEYGATE_REDIS_PASSWORD: cluster.password });
+    const { stdout } = await runKeygate(['keys', 'list', '--json'], {
+      KEYGATE_REDIS_URL: '',
+      KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
+      KEYGATE_REDIS_PASSWORD: cluster.password,
+    });
     expect((JSON.parse(stdout) as Array<{ apiKey: string }>).map((k) => k.apiKey).sort()).toEqual([...KEYS].sort());
   });
 
-  it('a rate limit is shared by every instance (GCRA state under the key\'s hash tag)', async () => {
+  it("a rate limit is shared by every instance (GCRA state under the key's hash tag)", async () => {
     const store = gates[0]!.keygate.store;
     await store.putKey(makeKey({ apiKey: 'ck-limited', secret: SECRET, rateLimit: { rate: '5/m' } }));
-    const codes = await Promise.all(Array.from({ length: 12 }, (_, i) => status(gates[i % 3]!, token('ck-limited', SECRET))));
+    const codes = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => status(gates[i % 3]!, token('ck-limited', SECRET))),
+    );
     expect(codes.filter((c) => c === 200)).toHaveLength(5);
     expect(codes.filter((c) => c === 429)).toHaveLength(7);
     expect(Object.values((await store.getUsage('ck-limited')).perDay)).toEqual([5]);

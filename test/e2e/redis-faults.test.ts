@@ -54,7 +54,9 @@ describe('Redis faults', () => {
       const r = await fetch(`${gate.adminUrl}/readyz`);
       return { status: r.status, body: await r.json() };
     };
-    await expect.poll(readyz, { timeout: 10_000, interval: 100 }).toEqual({ status: 503, body: { status: 'not ready', reason: 'no_keys' } });
+    await expect
+      .poll(readyz, { timeout: 10_000, interval: 100 })
+      .toEqual({ status: 503, body: { status: 'not ready', reason: 'no_keys' } });
     await gate.keygate.store.putKey(makeKey({ apiKey: 'good', secret: SECRET }));
     expect(await readyz()).toEqual({ status: 200, body: { status: 'ready' } });
     await expect.poll(async () => (await call()).status, { timeout: 5_000, interval: 100 }).toBe(200);

@@ -43,14 +43,21 @@ describe('Redis Sentinel failover during traffic', () => {
   let upstream: RecordingUpstream;
   let gates: RunningKeygate[] = [];
   const reports: FailoverReport[] = [];
-  const sentinelEnv = () => ({ KEYGATE_REDIS_SENTINELS: redis.sentinels, KEYGATE_REDIS_SENTINEL_NAME: redis.masterName, KEYGATE_REDIS_PASSWORD: redis.password! });
+  const sentinelEnv = () => ({
+    KEYGATE_REDIS_SENTINELS: redis.sentinels,
+    KEYGATE_REDIS_SENTINEL_NAME: redis.masterName,
+    KEYGATE_REDIS_PASSWORD: redis.password!,
+  });
 
   beforeAll(async () => {
     redis = await startRedisSentinel({ password: 'sentinel-pass-0123' });
     upstream = await startRecordingUpstream();
     const env = { ...sentinelEnv(), KEYGATE_KEY_CACHE_TTL_MS: '600000', KEYGATE_LOG_LEVEL: 'warn' };
     const keys = ['steady', 'revoke-after-1', 'revoke-after-2'].map((apiKey) => makeKey({ apiKey, secret: SECRET }));
-    gates = [await startKeygate({ upstream: upstream.url, env, keys }), await startKeygate({ upstream: upstream.url, env })];
+    gates = [
+      await startKeygate({ upstream: upstream.url, env, keys }),
+      await startKeygate({ upstream: upstream.url, env }),
+    ];
   }, 60_000);
   afterAll(async () => {
     for (const g of gates) await g.close();
@@ -92,7 +99,10 @@ describe('Redis Sentinel failover during traffic', () => {
     };
   }
 
-  async function failoverDuringTraffic(scenario: string, trigger: () => Promise<void>): Promise<{ report: FailoverReport; before: Sample[]; after: Sample[] }> {
+  async function failoverDuringTraffic(
+    scenario: string,
+    trigger: () => Promise<void>,
+  ): Promise<{ report: FailoverReport; before: Sample[]; after: Sample[] }> {
     const oldMaster = await redis.currentMasterPort();
     const forwardedBefore = upstream.received.length;
     const load = traffic();
@@ -117,9 +127,20 @@ describe('Redis Sentinel failover during traffic', () => {
     } catch (err) {
       await load.stop();
       const recent = load.samples.filter((s) => s.at > Date.now() - 3_000);
-      const tally = recent.reduce<Record<string, number>>((acc, s) => ((acc[`${s.status}/${s.code ?? ''}`] = (acc[`${s.status}/${s.code ?? ''}`] ?? 0) + 1), acc), {});
-      console.log(`not healthy after ${scenario}: last 3 s ${JSON.stringify(tally)}; master now ${await redis.currentMasterPort()}`);
-      for (const g of gates) console.log(g.logs.filter((l) => !l.includes('"msg":"request"')).slice(-15).join(''));
+      const tally = recent.reduce<Record<string, number>>(
+        (acc, s) => ((acc[`${s.status}/${s.code ?? ''}`] = (acc[`${s.status}/${s.code ?? ''}`] ?? 0) + 1), acc),
+        {},
+      );
+      console.log(
+        `not healthy after ${scenario}: last 3 s ${JSON.stringify(tally)}; master now ${await redis.currentMasterPort()}`,
+      );
+      for (const g of gates)
+        console.log(
+          g.logs
+            .filter((l) => !l.includes('"msg":"request"'))
+            .slice(-15)
+            .join(''),
+        );
       throw err;
     }
     await load.stop();
@@ -148,7 +169,10 @@ describe('Redis Sentinel failover during traffic', () => {
     };
   }
 
-  async function checkAfterFailover(r: { report: FailoverReport; before: Sample[]; after: Sample[] }, revokeKey: string) {
+  async function checkAfterFailover(
+    r: { report: FailoverReport; before: Sample[]; after: Sample[] },
+    revokeKey: string,
+  ) {
     // Fail closed: only 200 or 503, and exactly the 200s reached the upstream.
     expect(r.report.other).toBe(0);
     expect(r.report.ok).toBeGreaterThan(50);
@@ -165,15 +189,26 @@ describe('Redis Sentinel failover during traffic', () => {
     const cliDone = Date.now();
     for (const [i, g] of gates.entries()) {
       try {
-        await expect.poll(async () => (await call(g, token(revokeKey, SECRET))).status, { timeout: 1_000, interval: 20 }).toBe(404);
+        await expect
+          .poll(async () => (await call(g, token(revokeKey, SECRET))).status, { timeout: 1_000, interval: 20 })
+          .toBe(404);
       } catch (err) {
         const store = g.keygate.store as unknown as { client: { status: string } };
-        console.log(`instance ${i} still accepts ${revokeKey}; master ${await redis.currentMasterPort()}; client ${store.client.status}`);
-        console.log(g.logs.filter((l) => !l.includes('"msg":"request"')).slice(-20).join(''));
+        console.log(
+          `instance ${i} still accepts ${revokeKey}; master ${await redis.currentMasterPort()}; client ${store.client.status}`,
+        );
+        console.log(
+          g.logs
+            .filter((l) => !l.includes('"msg":"request"'))
+            .slice(-20)
+            .join(''),
+        );
         throw err;
       }
     }
-    console.log(`revocation after "${r.report.scenario}" reached both instances ${Date.now() - cliDone} ms after the CLI returned`);
+    console.log(
+      `revocation after "${r.report.scenario}" reached both instances ${Date.now() - cliDone} ms after the CLI returned`,
+    );
   }
 
   it('serves and catches replays before any failover', async () => {

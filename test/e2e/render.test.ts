@@ -58,7 +58,11 @@ describe('a running Keygate sends the challenge and the retry hint', () => {
     gate = await startKeygate({ upstream: upstream.url, keys: [key] });
     // Redis is killed after Keygate connected: key lookups fail, and Keygate fails closed with 503.
     redis = await startRedis();
-    deadRedis = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_REDIS_TIMEOUT_MS: '200' } });
+    deadRedis = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: { KEYGATE_REDIS_TIMEOUT_MS: '200' },
+    });
     await redis.kill();
   });
   afterAll(async () => {
@@ -70,9 +74,25 @@ describe('a running Keygate sends the challenge and the retry hint', () => {
 
   it.each([
     ['no Authorization header', () => send(gate.url, '/api/v3/viewer/accounts'), 401, 40004],
-    ['a bad signature', () => send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token(key.apiKey, 'wrong-secret-0123456789abc')) }), 401, 40106],
-    ['a store that does not answer', () => send(deadRedis.url, '/api/v3/viewer/accounts', { headers: bearer(token(key.apiKey, key.secret)) }), 503, 50300],
-    ['an unknown key (404, no challenge)', () => send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('nobody', key.secret)) }), 404, 10013],
+    [
+      'a bad signature',
+      () =>
+        send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token(key.apiKey, 'wrong-secret-0123456789abc')) }),
+      401,
+      40106,
+    ],
+    [
+      'a store that does not answer',
+      () => send(deadRedis.url, '/api/v3/viewer/accounts', { headers: bearer(token(key.apiKey, key.secret)) }),
+      503,
+      50300,
+    ],
+    [
+      'an unknown key (404, no challenge)',
+      () => send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('nobody', key.secret)) }),
+      404,
+      10013,
+    ],
   ] as const)('%s', async (_name, call, status, code) => {
     const before = upstream.received.length;
     const res = await call();

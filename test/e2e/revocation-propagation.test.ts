@@ -21,7 +21,12 @@ describe('key changes reach every running instance', () => {
     upstream = await startRecordingUpstream();
     // A long cache TTL proves that eviction comes from the published change, not from expiry.
     const env = { KEYGATE_KEY_CACHE_TTL_MS: '600000' };
-    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys: [makeKey({ apiKey: 'good', secret: SECRET }), makeKey({ apiKey: 'other', secret: SECRET })], env });
+    a = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      keys: [makeKey({ apiKey: 'good', secret: SECRET }), makeKey({ apiKey: 'other', secret: SECRET })],
+      env,
+    });
     b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
   });
   afterAll(async () => {
@@ -31,7 +36,8 @@ describe('key changes reach every running instance', () => {
     await redis?.stop();
   });
 
-  const status = async (gate: RunningKeygate, apiKey: string) => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, SECRET)) })).status;
+  const status = async (gate: RunningKeygate, apiKey: string) =>
+    (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, SECRET)) })).status;
 
   it('a key revoked with the CLI is refused by both instances within 1 second', async () => {
     expect(await status(a, 'good')).toBe(200);

@@ -13,12 +13,23 @@ const OLD = 'old-secret-0123456789abcdef';
 /** Time is driven by an injected clock: no sleeps. */
 describe('rotation grace period and key expiry', () => {
   const clock = manualClock(Date.parse('2026-11-22T10:00:00Z'));
-  const store = createMemoryStore({ keys: [makeKey({ apiKey: 'rot', secret: OLD }), makeKey({ apiKey: 'exp', secret: OLD, expiresAt: '2026-11-22T10:05:00Z' })] }, { clock });
+  const store = createMemoryStore(
+    {
+      keys: [
+        makeKey({ apiKey: 'rot', secret: OLD }),
+        makeKey({ apiKey: 'exp', secret: OLD, expiresAt: '2026-11-22T10:05:00Z' }),
+      ],
+    },
+    { clock },
+  );
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
   let nonce = 0n;
   // A fresh nonce at the injected clock's "now".
-  const call = (apiKey: string, secret: string) => send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret, { nonce: (clock.nowNs() + nonce++).toString() })) });
+  const call = (apiKey: string, secret: string) =>
+    send(gate.url, ACCOUNTS_PATH, {
+      headers: bearer(token(apiKey, secret, { nonce: (clock.nowNs() + nonce++).toString() })),
+    });
 
   beforeAll(async () => {
     upstream = await startRecordingUpstream();

@@ -4,7 +4,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { startRouterUpstream, type RouterKind, type RouterUpstream, type TableRoute } from '../helpers/router-upstreams.js';
+import {
+  startRouterUpstream,
+  type RouterKind,
+  type RouterUpstream,
+  type TableRoute,
+} from '../helpers/router-upstreams.js';
 import { token } from '../helpers/tokens.js';
 
 /**
@@ -48,7 +53,8 @@ interface Variant {
 /** Every variant of every route the test sends. */
 function variants(): Variant[] {
   const out = new Map<string, Variant>();
-  const add = (method: string, path: string, headers: Record<string, string> = {}) => out.set(`${method} ${path} ${JSON.stringify(headers)}`, { method, path, headers });
+  const add = (method: string, path: string, headers: Record<string, string> = {}) =>
+    out.set(`${method} ${path} ${JSON.stringify(headers)}`, { method, path, headers });
   for (const r of TABLE) {
     const base = r.path.replace(/:[a-z]+/g, 'p1').replace(/\*$/, 'w/x');
     const capitalized = base.replace(/\/([a-z])/g, (_m, c: string) => `/${c.toUpperCase()}`);
@@ -63,7 +69,9 @@ function variants(): Variant[] {
       `${base}/extra`,
       `${base}/extra/`,
       `${base}//`,
-      lastLetter === -1 ? base : `${base.slice(0, lastLetter)}%${base.charCodeAt(lastLetter).toString(16)}${base.slice(lastLetter + 1)}`,
+      lastLetter === -1
+        ? base
+        : `${base.slice(0, lastLetter)}%${base.charCodeAt(lastLetter).toString(16)}${base.slice(lastLetter + 1)}`,
     ];
     for (const path of spellings) for (const m of METHODS) add(m, path);
     for (const path of [base, capitalized, `${base}/`]) {
@@ -90,22 +98,84 @@ interface Combo {
 }
 
 const COMBOS: Combo[] = [
-  { name: 'Express 5, default router / Keygate defaults', router: 'express5', routerStrict: false, keygateStrict: false, methodOverride: false },
-  { name: 'Express 5, strict router / Keygate defaults', router: 'express5', routerStrict: true, keygateStrict: false, methodOverride: false },
-  { name: 'Express 5, strict router / Keygate strict', router: 'express5', routerStrict: true, keygateStrict: true, methodOverride: false },
-  { name: 'Express 5, default router / Keygate defaults, overrides allowed', router: 'express5', routerStrict: false, keygateStrict: false, methodOverride: true },
-  { name: 'Express 4, default router / Keygate defaults', router: 'express4', routerStrict: false, keygateStrict: false, methodOverride: false },
-  { name: 'Express 4, strict router / Keygate strict', router: 'express4', routerStrict: true, keygateStrict: true, methodOverride: false },
-  { name: 'Fastify, default router (strict) / Keygate defaults', router: 'fastify', routerStrict: true, keygateStrict: false, methodOverride: false },
-  { name: 'Fastify, default router (strict) / Keygate strict', router: 'fastify', routerStrict: true, keygateStrict: true, methodOverride: false },
-  { name: 'Fastify, relaxed router / Keygate defaults', router: 'fastify', routerStrict: false, keygateStrict: false, methodOverride: false },
-  { name: 'Fastify, relaxed router / Keygate defaults, overrides allowed', router: 'fastify', routerStrict: false, keygateStrict: false, methodOverride: true },
+  {
+    name: 'Express 5, default router / Keygate defaults',
+    router: 'express5',
+    routerStrict: false,
+    keygateStrict: false,
+    methodOverride: false,
+  },
+  {
+    name: 'Express 5, strict router / Keygate defaults',
+    router: 'express5',
+    routerStrict: true,
+    keygateStrict: false,
+    methodOverride: false,
+  },
+  {
+    name: 'Express 5, strict router / Keygate strict',
+    router: 'express5',
+    routerStrict: true,
+    keygateStrict: true,
+    methodOverride: false,
+  },
+  {
+    name: 'Express 5, default router / Keygate defaults, overrides allowed',
+    router: 'express5',
+    routerStrict: false,
+    keygateStrict: false,
+    methodOverride: true,
+  },
+  {
+    name: 'Express 4, default router / Keygate defaults',
+    router: 'express4',
+    routerStrict: false,
+    keygateStrict: false,
+    methodOverride: false,
+  },
+  {
+    name: 'Express 4, strict router / Keygate strict',
+    router: 'express4',
+    routerStrict: true,
+    keygateStrict: true,
+    methodOverride: false,
+  },
+  {
+    name: 'Fastify, default router (strict) / Keygate defaults',
+    router: 'fastify',
+    routerStrict: true,
+    keygateStrict: false,
+    methodOverride: false,
+  },
+  {
+    name: 'Fastify, default router (strict) / Keygate strict',
+    router: 'fastify',
+    routerStrict: true,
+    keygateStrict: true,
+    methodOverride: false,
+  },
+  {
+    name: 'Fastify, relaxed router / Keygate defaults',
+    router: 'fastify',
+    routerStrict: false,
+    keygateStrict: false,
+    methodOverride: false,
+  },
+  {
+    name: 'Fastify, relaxed router / Keygate defaults, overrides allowed',
+    router: 'fastify',
+    routerStrict: false,
+    keygateStrict: false,
+    methodOverride: true,
+  },
 ];
 
 function policyFile(combo: Pick<Combo, 'keygateStrict' | 'methodOverride'>): string {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-differential-'));
   const lines = ['routes:'];
-  TABLE.forEach((r, i) => lines.push(`  - { method: [${r.methods.join(', ')}], path: "${r.path}", scopes: [${SCOPE(i)}] }`));
+  TABLE.forEach((r, i) =>
+    lines.push(`  - { method: [${r.methods.join(', ')}], path: "${r.path}", scopes: [${SCOPE(i)}] }`),
+  );
   lines.push('unlistedRoutes: allow');
   if (combo.keygateStrict) lines.push('caseSensitiveRoutes: true', 'trailingSlash: strict');
   if (combo.methodOverride) lines.push(`methodOverride: [${[...OVERRIDES, '_method'].join(', ')}]`);
@@ -115,7 +185,13 @@ function policyFile(combo: Pick<Combo, 'keygateStrict' | 'methodOverride'>): str
 
 const KEYS = [
   makeKey({ apiKey: 'all', secret: SECRET, scopes: TABLE.map((_r, i) => SCOPE(i)) }),
-  ...TABLE.map((_r, i) => makeKey({ apiKey: `no-${i}`, secret: SECRET, scopes: TABLE.map((_x, j) => SCOPE(j)).filter((s) => s !== SCOPE(i)) })),
+  ...TABLE.map((_r, i) =>
+    makeKey({
+      apiKey: `no-${i}`,
+      secret: SECRET,
+      scopes: TABLE.map((_x, j) => SCOPE(j)).filter((s) => s !== SCOPE(i)),
+    }),
+  ),
 ];
 // Unique nonces however fast the requests go: a replay refusal must never pass for a scope refusal.
 let nonce = BigInt(Date.now()) * 1_000_000n;
@@ -129,7 +205,14 @@ function send(gate: RunningKeygate, v: Variant, apiKey: string): Promise<{ statu
   const id = `t${++ids}`;
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: gate.port, method: v.method, path: v.path, agent, headers: { ...v.headers, authorization: `Bearer ${tokenFor(apiKey)}`, 'x-test-id': id, 'content-length': '0' } },
+      {
+        host: '127.0.0.1',
+        port: gate.port,
+        method: v.method,
+        path: v.path,
+        agent,
+        headers: { ...v.headers, authorization: `Bearer ${tokenFor(apiKey)}`, 'x-test-id': id, 'content-length': '0' },
+      },
       (res) => {
         res.resume();
         res.on('end', () => resolve({ status: res.statusCode ?? 0, id }));
@@ -152,7 +235,11 @@ async function runCombo(combo: Combo): Promise<Outcome> {
   let gate: RunningKeygate | undefined;
   try {
     upstream = await startRouterUpstream(combo.router, TABLE, combo.routerStrict);
-    gate = await startKeygate({ upstream: upstream.url, keys: KEYS, env: { KEYGATE_CONFIG: policyFile(combo), KEYGATE_LOG_LEVEL: 'silent' } });
+    gate = await startKeygate({
+      upstream: upstream.url,
+      keys: KEYS,
+      env: { KEYGATE_CONFIG: policyFile(combo), KEYGATE_LOG_LEVEL: 'silent' },
+    });
     const all = variants();
     const out: Outcome = { variants: all.length, handlersRun: 0, refusedAsRequired: 0, violations: [] };
     const up = upstream;
@@ -170,7 +257,9 @@ async function runCombo(combo: Combo): Promise<Outcome> {
           const second = await send(g, v, `no-${h}`);
           const ranAgain = up.ran.get(second.id);
           if (ranAgain !== undefined || (second.status !== 403 && second.status !== 400)) {
-            out.violations.push(`${v.method} ${v.path} ${JSON.stringify(v.headers)}: upstream ran route ${h} (${TABLE[h]?.methods.join(',')} ${TABLE[h]?.path}) for a key without ${SCOPE(h)}: status ${second.status}`);
+            out.violations.push(
+              `${v.method} ${v.path} ${JSON.stringify(v.headers)}: upstream ran route ${h} (${TABLE[h]?.methods.join(',')} ${TABLE[h]?.path}) for a key without ${SCOPE(h)}: status ${second.status}`,
+            );
           } else out.refusedAsRequired++;
         }
       }),
@@ -191,15 +280,29 @@ describe('differential: Keygate requires at least the scopes of the handler the 
 
   it.each(COMBOS)('$name', { timeout: 120_000 }, async (combo) => {
     const out = await runCombo(combo);
-    counts[combo.name] = { variants: out.variants, handlersRun: out.handlersRun, refusedAsRequired: out.refusedAsRequired };
+    counts[combo.name] = {
+      variants: out.variants,
+      handlersRun: out.handlersRun,
+      refusedAsRequired: out.refusedAsRequired,
+    };
     expect(out.violations).toEqual([]);
     // Most variants are refused (400) or find no handler; enough of them run one for the check above to mean something.
     expect(out.handlersRun).toBeGreaterThanOrEqual(100);
   });
 
-  it('control: Keygate told the upstream is strict while it is not lets requests through (the check can fail)', { timeout: 120_000 }, async () => {
-    const out = await runCombo({ name: 'control', router: 'express5', routerStrict: false, keygateStrict: true, methodOverride: false });
-    expect(out.violations.length).toBeGreaterThan(0);
-    expect(out.violations.join('\n')).toContain('route 0 (GET /api/v3/admin/users)');
-  });
+  it(
+    'control: Keygate told the upstream is strict while it is not lets requests through (the check can fail)',
+    { timeout: 120_000 },
+    async () => {
+      const out = await runCombo({
+        name: 'control',
+        router: 'express5',
+        routerStrict: false,
+        keygateStrict: true,
+        methodOverride: false,
+      });
+      expect(out.violations.length).toBeGreaterThan(0);
+      expect(out.violations.join('\n')).toContain('route 0 (GET /api/v3/admin/users)');
+    },
+  );
 });

@@ -37,7 +37,13 @@ describe('secret cipher (AES-256-GCM)', () => {
     expect(rotated.isCurrent(old)).toBe(false);
     expect(rotated.isCurrent(rotated.seal('s', 'id'))).toBe(true);
   });
-  it.each([['hex', k1.toString('hex'), true], ['base64', k1.toString('base64'), true], ['base64url', k1.toString('base64url'), true], ['short', 'abcd', false], ['31 bytes', randomBytes(31).toString('hex'), false]])('parses a %s key', (_n, raw, ok) => {
+  it.each([
+    ['hex', k1.toString('hex'), true],
+    ['base64', k1.toString('base64'), true],
+    ['base64url', k1.toString('base64url'), true],
+    ['short', 'abcd', false],
+    ['31 bytes', randomBytes(31).toString('hex'), false],
+  ])('parses a %s key', (_n, raw, ok) => {
     const problems: string[] = [];
     expect(parseEncryptionKey(raw, 'K', problems) !== undefined).toBe(ok);
     expect(problems.length === 0).toBe(ok);
@@ -56,7 +62,11 @@ describe('Redis store with sealed secrets', () => {
     const logger = pino({ level: 'silent' });
     const store = createRedisStore({ url: redis.url, cipher: createSecretCipher({ current: k1 }) }, { logger });
     await waitStoreReady(store);
-    const rec = makeKey({ apiKey: 'enc', secret: 'plain-secret-never-at-rest-1', previousSecrets: [{ secret: 'old-secret-never-at-rest-22', validUntil: '2030-01-01T00:00:00Z' }] });
+    const rec = makeKey({
+      apiKey: 'enc',
+      secret: 'plain-secret-never-at-rest-1',
+      previousSecrets: [{ secret: 'old-secret-never-at-rest-22', validUntil: '2030-01-01T00:00:00Z' }],
+    });
     await store.putKey(rec);
     const raw = new Redis(redis.url);
     const stored = (await raw.get('keygate:key:enc')) as string;
@@ -72,7 +82,10 @@ describe('Redis store with sealed secrets', () => {
     await waitStoreReady(none);
     await expect(wrong.getKey('enc')).rejects.toBeInstanceOf(StoreUnavailableError);
     await expect(none.getKey('enc')).rejects.toThrow(/KEYGATE_SECRET_ENCRYPTION_KEY/);
-    const rotated = createRedisStore({ url: redis.url, cipher: createSecretCipher({ current: k2, previous: [k1] }) }, { logger });
+    const rotated = createRedisStore(
+      { url: redis.url, cipher: createSecretCipher({ current: k2, previous: [k1] }) },
+      { logger },
+    );
     await waitStoreReady(rotated);
     expect(await rotated.getKey('enc')).toEqual(rec);
     await Promise.all([store, wrong, none, rotated].map((s) => s.close()));

@@ -83,12 +83,15 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
 
   it('keeps revoked keys readable with their state', async () => {
     const { store, peer } = await h.open();
-    await store.putKey(makeKey({ apiKey: 'r', state: 'revoked', revokedAt: new Date().toISOString(), revokeReason: 'leaked' }));
+    await store.putKey(
+      makeKey({ apiKey: 'r', state: 'revoked', revokedAt: new Date().toISOString(), revokeReason: 'leaked' }),
+    );
     expect(await peer.getKey('r')).toMatchObject({ state: 'revoked', revokeReason: 'leaked' });
   });
 
   const admitted = (a: Admission) => a.outcome === 'admitted';
-  const nonceOnly = (store: Store, apiKey: string, nonce: string, ttlMs = 10_000) => store.admit(apiKey, nonce, ttlMs, undefined);
+  const nonceOnly = (store: Store, apiKey: string, nonce: string, ttlMs = 10_000) =>
+    store.admit(apiKey, nonce, ttlMs, undefined);
 
   it('records a nonce once per key and lets the same nonce under another key through', async () => {
     const { store, peer } = await h.open();
@@ -101,7 +104,9 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
 
   it('is atomic under 50 concurrent attempts', async () => {
     const { store, peer } = await h.open();
-    const results = await Promise.all(Array.from({ length: 50 }, (_, i) => nonceOnly(i % 2 ? store : peer, 'k', '999')));
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => nonceOnly(i % 2 ? store : peer, 'k', '999')),
+    );
     expect(results.filter(admitted)).toHaveLength(1);
   });
 
@@ -114,7 +119,9 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
 
   it('claimOnce: of 20 concurrent claims from two instances exactly one wins, the rest read its value; free again after the TTL', async () => {
     const { store, peer, advance } = await h.open();
-    const got = await Promise.all(Array.from({ length: 20 }, (_, i) => (i % 2 ? store : peer).claimOnce('idempotency:x', `v${i}`, 150)));
+    const got = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => (i % 2 ? store : peer).claimOnce('idempotency:x', `v${i}`, 150)),
+    );
     const winners = got.map((g, i) => (g === null ? `v${i}` : undefined)).filter((v) => v !== undefined);
     expect(winners).toHaveLength(1);
     expect(got.filter((g) => g !== null && g !== winners[0])).toEqual([]);
@@ -127,11 +134,15 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
 
   it('rate limit: of 25 concurrent requests from two instances exactly the burst passes, then one per interval', async () => {
     const { store, peer, advance } = await h.open();
-    const results = await Promise.all(Array.from({ length: 25 }, (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, TEN)));
+    const results = await Promise.all(
+      Array.from({ length: 25 }, (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, TEN)),
+    );
     const passed = results.filter(admitted);
     expect(passed).toHaveLength(10);
     // Each admitted request saw a different "remaining": 9, 8, … 0.
-    expect(passed.map((a) => (a.outcome === 'admitted' ? a.rate?.remaining : -1)).sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(
+      passed.map((a) => (a.outcome === 'admitted' ? a.rate?.remaining : -1)).sort((a, b) => (a ?? 0) - (b ?? 0)),
+    ).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     for (const r of results.filter((a) => a.outcome === 'limited')) {
       if (r.outcome !== 'limited') continue;
       expect(r.rate.remaining).toBe(0);
@@ -141,7 +152,10 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
       expect(r.rate.resetUs).toBeLessThanOrEqual(2_000_000);
     }
     await advance(250);
-    const next = await Promise.all([store.admit('rl', 'later-1', 10_000, TEN), peer.admit('rl', 'later-2', 10_000, TEN)]);
+    const next = await Promise.all([
+      store.admit('rl', 'later-1', 10_000, TEN),
+      peer.admit('rl', 'later-2', 10_000, TEN),
+    ]);
     expect(next.filter(admitted)).toHaveLength(1);
     // After a whole burst interval the full allowance is back.
     await advance(2_100);
@@ -168,7 +182,9 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await store.admit('x', '1', 10_000, one)).outcome).toBe('admitted');
     expect((await store.admit('x', '2', 10_000, one)).outcome).toBe('limited');
     expect((await store.admit('y', '1', 10_000, one)).outcome).toBe('admitted');
-    const open = await Promise.all(Array.from({ length: 30 }, (_, i) => store.admit('x', `free${i}`, 10_000, undefined)));
+    const open = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => store.admit('x', `free${i}`, 10_000, undefined)),
+    );
     expect(open.every(admitted)).toBe(true);
   });
 
@@ -177,7 +193,9 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect(await store.getUsage('u')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
     const lim = compileRateLimit({ rate: '5/m' });
     const before = Date.now();
-    const results = await Promise.all(Array.from({ length: 8 }, (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, lim)));
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, lim)),
+    );
     await peer.admit('u', 'n0', 10_000, undefined); // replay: not counted
     await store.admit('u', 'free', 10_000, undefined); // no limit: counted
     const count = results.filter(admitted).length + 1;

@@ -27,7 +27,9 @@ export interface Fixture {
   close(): Promise<void>;
 }
 
-export async function startFixture(options: { env?: Record<string, string>; redisUrl?: string } = {}): Promise<Fixture> {
+export async function startFixture(
+  options: { env?: Record<string, string>; redisUrl?: string } = {},
+): Promise<Fixture> {
   const upstream = await startRecordingUpstream();
   const gate = await startKeygate({
     upstream: upstream.url,
@@ -54,7 +56,10 @@ export const DOCUMENTED_CODES = new Set(Object.keys(ERRORS).map(Number));
 
 /** The upstream saw no request at all and no byte on the wire. */
 export function expectNothingForwarded(upstream: RecordingUpstream, label?: string): void {
-  expect(upstream.received.map((a) => `${a.method} ${a.url}`), label).toEqual([]);
+  expect(
+    upstream.received.map((a) => `${a.method} ${a.url}`),
+    label,
+  ).toEqual([]);
   expect(upstream.wire(), label).toBe('');
 }
 

@@ -9,6 +9,10 @@ import { createRequire } from 'node:module';
 export default function buildDist(): void {
   if (process.env.KEYGATE_TEST_DIST_BUILT === '1') return;
   const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  execFileSync(process.execPath, [tsc, '-p', 'tsconfig.build.json', '--incremental', '--tsBuildInfoFile', 'dist/.tsbuildinfo'], { stdio: 'inherit' });
+  execFileSync(
+    process.execPath,
+    [tsc, '-p', 'tsconfig.build.json', '--incremental', '--tsBuildInfoFile', 'dist/.tsbuildinfo'],
+    { stdio: 'inherit' },
+  );
   process.env.KEYGATE_TEST_DIST_BUILT = '1';
 }

@@ -8,7 +8,8 @@ export function envNamesInCode(): Set<string> {
   const names = new Set<string>();
   for (const d of readdirSync(join(repoRoot, 'src'), { recursive: true, withFileTypes: true })) {
     if (!d.isFile() || !d.name.endsWith('.ts')) continue;
-    for (const m of readFileSync(join(d.parentPath, d.name), 'utf8').matchAll(/KEYGATE_[A-Z0-9_]*[A-Z0-9]/g)) names.add(m[0]);
+    for (const m of readFileSync(join(d.parentPath, d.name), 'utf8').matchAll(/KEYGATE_[A-Z0-9_]*[A-Z0-9]/g))
+      names.add(m[0]);
   }
   return names;
 }

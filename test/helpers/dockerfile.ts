@@ -32,7 +32,8 @@ export function parseDockerfile(text: string): { args: Map<string, string>; stag
     }
     const m = /^\s*([A-Za-z]+)\s+(.*)$/.exec(line);
     if (!m) throw new Error(`Dockerfile line ${start + 1}: cannot read ${JSON.stringify(line)}`);
-    if (m[2]!.includes('<<')) throw new Error(`Dockerfile line ${start + 1}: heredocs are not supported by this reader`);
+    if (m[2]!.includes('<<'))
+      throw new Error(`Dockerfile line ${start + 1}: heredocs are not supported by this reader`);
     instructions.push({ keyword: m[1]!.toUpperCase(), args: m[2]!.trim(), line: start + 1 });
   }
   const args = new Map<string, string>();
@@ -46,7 +47,10 @@ export function parseDockerfile(text: string): { args: Map<string, string>; stag
     if (ins.keyword === 'FROM') {
       const m = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(ins.args);
       if (!m) throw new Error(`Dockerfile line ${ins.line}: cannot read FROM ${ins.args}`);
-      const from = m[1]!.replace(/\$\{(\w+)\}|\$(\w+)/g, (_, a: string | undefined, b: string | undefined) => args.get((a ?? b)!) ?? '');
+      const from = m[1]!.replace(
+        /\$\{(\w+)\}|\$(\w+)/g,
+        (_, a: string | undefined, b: string | undefined) => args.get((a ?? b)!) ?? '',
+      );
       stages.push({ name: m[2], from, instructions: [] });
       continue;
     }

@@ -8,7 +8,9 @@ import { startRecordingUpstream, type RecordingUpstream } from './recording-upst
  * markets, keeps the orders it is sent, and echoes the X-Api-Key-Id it got in
  * each order, so a test sees which identity the upstream acted for.
  */
-export async function startExchangeUpstream(): Promise<RecordingUpstream & { readonly orders: Map<string, Record<string, unknown>> }> {
+export async function startExchangeUpstream(): Promise<
+  RecordingUpstream & { readonly orders: Map<string, Record<string, unknown>> }
+> {
   const up = await startRecordingUpstream();
   const orders = new Map<string, Record<string, unknown>>();
   let nextId = 1000;
@@ -28,18 +30,52 @@ export async function startExchangeUpstream(): Promise<RecordingUpstream & { rea
       return reply(res, 200, { data: { Timestamp: Date.now() * 1_000_000 } });
     }
     if (route === 'GET /api/v3/asset_pairs') {
-      return reply(res, 200, { code: 0, data: [pair('BTC', 'Bitcoin', 'USDT', 'TetherUS', 6, 2), pair('ETH', 'Ethereum', 'USDT', 'TetherUS', 4, 2)] });
+      return reply(res, 200, {
+        code: 0,
+        data: [pair('BTC', 'Bitcoin', 'USDT', 'TetherUS', 6, 2), pair('ETH', 'Ethereum', 'USDT', 'TetherUS', 4, 2)],
+      });
     }
     if (route === 'GET /api/v3/assets') {
-      return reply(res, 200, { code: '0', message: '', data: [asset('BTC', 'Bitcoin', 8), asset('ETH', 'Ethereum', 8), asset('USDT', 'TetherUS', 6)] });
+      return reply(res, 200, {
+        code: '0',
+        message: '',
+        data: [asset('BTC', 'Bitcoin', 8), asset('ETH', 'Ethereum', 8), asset('USDT', 'TetherUS', 6)],
+      });
     }
     if (route === 'GET /api/contract/v2/symbols') {
       return reply(res, 200, [
-        { baseCurrency: 'BTC', multiplier: 1, enable: true, priceStep: 0.5, maxRiskLimit: 1000, pricePrecision: 1, maintenanceMargin: 0.005, symbol: 'BTCUSD', valuePrecision: 4, minRiskLimit: 100, riskLimit: 100, isInverse: true, riskStep: 1, settleCurrency: 'BTC', baseName: 'Bitcoin', feePrecision: 8, priceMin: 0.5, priceMax: 1e6, initialMargin: 0.01, quoteCurrency: 'USD' },
+        {
+          baseCurrency: 'BTC',
+          multiplier: 1,
+          enable: true,
+          priceStep: 0.5,
+          maxRiskLimit: 1000,
+          pricePrecision: 1,
+          maintenanceMargin: 0.005,
+          symbol: 'BTCUSD',
+          valuePrecision: 4,
+          minRiskLimit: 100,
+          riskLimit: 100,
+          isInverse: true,
+          riskStep: 1,
+          settleCurrency: 'BTC',
+          baseName: 'Bitcoin',
+          feePrecision: 8,
+          priceMin: 0.5,
+          priceMax: 1e6,
+          initialMargin: 0.01,
+          quoteCurrency: 'USD',
+        },
       ]);
     }
     if (route === 'GET /api/v3/viewer/accounts') {
-      return reply(res, 200, { code: 0, data: [{ asset_symbol: 'BTC', balance: '1.5', locked_balance: '0.25' }, { asset_symbol: 'USDT', balance: '10000', locked_balance: '0' }] });
+      return reply(res, 200, {
+        code: 0,
+        data: [
+          { asset_symbol: 'BTC', balance: '1.5', locked_balance: '0.25' },
+          { asset_symbol: 'USDT', balance: '10000', locked_balance: '0' },
+        ],
+      });
     }
     if (route === 'POST /api/v3/viewer/orders') {
       let request: Record<string, unknown>;
@@ -96,5 +132,14 @@ function pair(base: string, baseName: string, quote: string, quoteName: string, 
 }
 
 function asset(symbol: string, name: string, scale: number) {
-  return { uuid: `asset-${symbol}`, symbol, name, scale, is_fiat: false, is_transfer_enabled: true, transfer_scale: scale, binding_gateways: [] };
+  return {
+    uuid: `asset-${symbol}`,
+    symbol,
+    name,
+    scale,
+    is_fiat: false,
+    is_transfer_enabled: true,
+    transfer_scale: scale,
+    binding_gateways: [],
+  };
 }

@@ -55,7 +55,10 @@ export function parseExposition(text: string): Map<string, Family> {
     const sample = parseSample(line, where);
     const family = familyOf(families, sample.name);
     if (!family) throw new Error(`${where}: sample of an undeclared family`);
-    const id = `${sample.name}{${Object.entries(sample.labels).sort().map(([k, v]) => `${k}=${v}`).join(',')}}`;
+    const id = `${sample.name}{${Object.entries(sample.labels)
+      .sort()
+      .map(([k, v]) => `${k}=${v}`)
+      .join(',')}}`;
     if (seen.has(id)) throw new Error(`${where}: duplicate series ${id}`);
     seen.add(id);
     family.samples.push(sample);
@@ -111,7 +114,13 @@ function parseSample(line: string, where: string): Sample {
   const raw = rest[1] as string;
   // As Prometheus reads it (Go's ParseFloat): NaN and [+-]Inf[inity] in any case.
   const special = /^(nan|([+-]?)inf(inity)?)$/i.exec(raw);
-  const value = special ? (special[1]!.toLowerCase() === 'nan' ? NaN : special[2] === '-' ? -Infinity : Infinity) : Number(raw);
+  const value = special
+    ? special[1]!.toLowerCase() === 'nan'
+      ? NaN
+      : special[2] === '-'
+        ? -Infinity
+        : Infinity
+    : Number(raw);
   if (!special && (raw.trim() === '' || Number.isNaN(value))) throw new Error(`${where}: value is not a number`);
   return { name, labels, value };
 }
@@ -132,7 +141,8 @@ function checkHistogram(f: Family): void {
   for (const [key, g] of groups) {
     const sorted = [...g.buckets].sort((a, b) => a[0] - b[0]);
     for (let i = 1; i < sorted.length; i++) {
-      if ((sorted[i] as [number, number])[1] < (sorted[i - 1] as [number, number])[1]) throw new Error(`${f.name}${key}: buckets not cumulative`);
+      if ((sorted[i] as [number, number])[1] < (sorted[i - 1] as [number, number])[1])
+        throw new Error(`${f.name}${key}: buckets not cumulative`);
     }
     const inf = sorted[sorted.length - 1];
     if (!inf || inf[0] !== Infinity) throw new Error(`${f.name}${key}: no +Inf bucket`);
@@ -141,7 +151,11 @@ function checkHistogram(f: Family): void {
 }
 
 /** The value of one series, or undefined when absent. */
-export function valueOf(families: Map<string, Family>, name: string, labels: Record<string, string> = {}): number | undefined {
+export function valueOf(
+  families: Map<string, Family>,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
   for (const f of families.values()) {
     for (const s of f.samples) {
       if (s.name !== name) continue;

@@ -8,11 +8,23 @@ export interface Reply {
 }
 
 /** A plain HTTP request (no connection reuse); header arrays become repeated header lines. */
-export function send(base: string, path: string, options: { method?: string; headers?: OutgoingHttpHeaders; body?: string; timeoutMs?: number } = {}): Promise<Reply> {
+export function send(
+  base: string,
+  path: string,
+  options: { method?: string; headers?: OutgoingHttpHeaders; body?: string; timeoutMs?: number } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);
     const req = httpRequest(
-      { host: url.hostname, port: url.port, path, method: options.method ?? 'GET', headers: options.headers, agent: false, timeout: options.timeoutMs ?? 10_000 },
+      {
+        host: url.hostname,
+        port: url.port,
+        path,
+        method: options.method ?? 'GET',
+        headers: options.headers,
+        agent: false,
+        timeout: options.timeoutMs ?? 10_000,
+      },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));

@@ -66,7 +66,9 @@ export async function startKeygate(options: {
   });
   const logger = pino({ level: 'debug', redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, sink);
   const clock = options.clock ?? systemClock();
-  const store = options.store ?? (config.redis || config.keysFile ? undefined : createMemoryStore({ keys: options.keys ?? [] }, { clock }));
+  const store =
+    options.store ??
+    (config.redis || config.keysFile ? undefined : createMemoryStore({ keys: options.keys ?? [] }, { clock }));
   const keygate = createKeygate(config, { logger, clock, ...(store && { store }) });
   if (config.redis) {
     await waitStoreReady(keygate.store);

@@ -9,7 +9,12 @@ import { parseAllDocuments } from 'yaml';
  * kubectl must be on PATH: .ci/run refuses to run the suite without it, and
  * the tests fail with this message rather than skip.
  */
-export type Manifest = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> }; [k: string]: unknown };
+export type Manifest = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string>; annotations?: Record<string, string> };
+  [k: string]: unknown;
+};
 
 export const KUBECTL_MISSING =
   'kubectl not on PATH: the Kubernetes tests render deploy/kubernetes with `kubectl kustomize`. Install kubectl (https://kubernetes.io/docs/tasks/tools/; Debian/Ubuntu: the `kubectl` package from the Kubernetes apt repository) and run again.';
@@ -29,20 +34,27 @@ function parseYamlStream(text: string, where: string): Manifest[] {
 
 export function kustomization(dir: string): Record<string, unknown> {
   const k = readManifests(join(dir, 'kustomization.yaml'))[0] as unknown as Record<string, unknown>;
-  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization') throw new Error(`${dir}: not a Kustomization`);
+  if (k.apiVersion !== 'kustomize.config.k8s.io/v1beta1' || k.kind !== 'Kustomization')
+    throw new Error(`${dir}: not a Kustomization`);
   return k;
 }
 
 /** The files a kustomization's `patches` name (they are partial manifests, not valid on their own). */
 export function patchFiles(dir: string): string[] {
-  return ((kustomization(dir).patches ?? []) as Array<{ path?: string }>).flatMap((p) => (p.path ? [join(dir, p.path)] : []));
+  return ((kustomization(dir).patches ?? []) as Array<{ path?: string }>).flatMap((p) =>
+    p.path ? [join(dir, p.path)] : [],
+  );
 }
 
 /** `kubectl kustomize <dir>`, parsed. */
 export function render(dir: string): Manifest[] {
   let out: string;
   try {
-    out = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+    out = execFileSync('kubectl', ['kustomize', dir], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 60_000,
+    });
   } catch (err) {
     const e = err as NodeJS.ErrnoException & { stderr?: string };
     if (e.code === 'ENOENT') throw new Error(KUBECTL_MISSING, { cause: err });
@@ -53,6 +65,7 @@ export function render(dir: string): Manifest[] {
 
 /** Containers of a workload's pod template. */
 export function podContainers(m: Manifest): Array<Record<string, unknown>> {
-  const spec = (m.spec as { template?: { spec?: { containers?: unknown[]; initContainers?: unknown[] } } } | undefined)?.template?.spec;
+  const spec = (m.spec as { template?: { spec?: { containers?: unknown[]; initContainers?: unknown[] } } } | undefined)
+    ?.template?.spec;
   return [...(spec?.containers ?? []), ...(spec?.initContainers ?? [])] as Array<Record<string, unknown>>;
 }

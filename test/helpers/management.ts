@@ -14,7 +14,10 @@ export interface TokensFile {
 }
 
 /** A tokens file as an operator writes it: only SHA-256 digests, the tokens themselves returned to the test. */
-export function writeTokensFile(entries: ReadonlyArray<{ name: string; access: 'read' | 'write' }>, dir = mkdtempSync(join(tmpdir(), 'keygate-mgmt-'))): TokensFile {
+export function writeTokensFile(
+  entries: ReadonlyArray<{ name: string; access: 'read' | 'write' }>,
+  dir = mkdtempSync(join(tmpdir(), 'keygate-mgmt-')),
+): TokensFile {
   const tokens: Record<string, string> = {};
   const lines = entries.map((e) => {
     const t = generateManagementToken();
@@ -27,7 +30,13 @@ export function writeTokensFile(entries: ReadonlyArray<{ name: string; access: '
 }
 
 type OpenApi = {
-  paths: Record<string, Record<string, { responses: Record<string, { $ref?: string; content?: { 'application/json'?: { schema: unknown } } }> }>>;
+  paths: Record<
+    string,
+    Record<
+      string,
+      { responses: Record<string, { $ref?: string; content?: { 'application/json'?: { schema: unknown } } }> }
+    >
+  >;
   components: { responses: Record<string, { content?: { 'application/json'?: { schema: unknown } } }> };
 };
 
@@ -56,7 +65,8 @@ export function createOpenApiCheck(): { check(method: string, path: string, repl
       const op = doc.paths[template]?.[method.toLowerCase() === 'head' ? 'get' : method.toLowerCase()];
       if (!op) throw new Error(`OpenAPI: ${method} ${template} is not documented`);
       let response = op.responses[String(reply.status)];
-      if (!response) throw new Error(`OpenAPI: ${method} ${template} does not document status ${reply.status} (body ${reply.body})`);
+      if (!response)
+        throw new Error(`OpenAPI: ${method} ${template} does not document status ${reply.status} (body ${reply.body})`);
       let pointer = `openapi#/paths/${template.replace(/~/g, '~0').replace(/\//g, '~1')}/${method.toLowerCase()}/responses/${reply.status}`;
       if (response.$ref) {
         const name = response.$ref.split('/').pop() as string;
@@ -67,16 +77,21 @@ export function createOpenApiCheck(): { check(method: string, path: string, repl
       }
       const schema = response.content?.['application/json']?.schema;
       if (schema === undefined) {
-        if (reply.body !== '') throw new Error(`OpenAPI: ${method} ${template} ${reply.status} documents no body, got ${reply.body}`);
+        if (reply.body !== '')
+          throw new Error(`OpenAPI: ${method} ${template} ${reply.status} documents no body, got ${reply.body}`);
       } else {
-        if (!/^application\/json/.test(String(reply.headers['content-type']))) throw new Error(`OpenAPI: ${method} ${template} ${reply.status}: not JSON`);
+        if (!/^application\/json/.test(String(reply.headers['content-type'])))
+          throw new Error(`OpenAPI: ${method} ${template} ${reply.status}: not JSON`);
         const ref = `${pointer}/content/application~1json/schema`;
         let validate = cache.get(ref);
         if (!validate) {
           validate = ajv.compile({ $ref: ref });
           cache.set(ref, validate);
         }
-        if (!validate(JSON.parse(reply.body))) throw new Error(`OpenAPI: ${method} ${template} ${reply.status} body ${reply.body} does not match: ${ajv.errorsText(validate.errors)}`);
+        if (!validate(JSON.parse(reply.body)))
+          throw new Error(
+            `OpenAPI: ${method} ${template} ${reply.status} body ${reply.body} does not match: ${ajv.errorsText(validate.errors)}`,
+          );
       }
       state.checked++;
     },
@@ -85,7 +100,11 @@ export function createOpenApiCheck(): { check(method: string, path: string, repl
 }
 
 export interface ManagementClient {
-  call(method: string, path: string, options?: { token?: string | null; json?: unknown; body?: string; headers?: Record<string, string | string[]> }): Promise<Reply>;
+  call(
+    method: string,
+    path: string,
+    options?: { token?: string | null; json?: unknown; body?: string; headers?: Record<string, string | string[]> },
+  ): Promise<Reply>;
 }
 
 /** A client whose every answer is checked against the OpenAPI document. */
@@ -93,7 +112,10 @@ export function managementClient(base: string, defaultToken: string, openapi = c
   return {
     async call(method, path, options = {}) {
       const token = options.token === undefined ? defaultToken : options.token;
-      const headers: Record<string, string | string[]> = { ...(token !== null && { authorization: `Bearer ${token}` }), ...options.headers };
+      const headers: Record<string, string | string[]> = {
+        ...(token !== null && { authorization: `Bearer ${token}` }),
+        ...options.headers,
+      };
       let body = options.body;
       if (options.json !== undefined) {
         body = JSON.stringify(options.json);

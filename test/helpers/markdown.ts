@@ -46,7 +46,12 @@ export function tableRows(text: string): string[][] {
   return withoutFences(text)
     .split('\n')
     .filter((l) => l.startsWith('|') && !/^\|[\s|:-]+\|$/.test(l))
-    .map((l) => l.slice(1, l.endsWith('|') ? -1 : undefined).split(/(?<!\\)\|/).map((c) => c.trim()));
+    .map((l) =>
+      l
+        .slice(1, l.endsWith('|') ? -1 : undefined)
+        .split(/(?<!\\)\|/)
+        .map((c) => c.trim()),
+    );
 }
 
 /** The names written in backticks in a table cell: "`A`, `B`" → ["A", "B"]. */
@@ -76,7 +81,8 @@ export function links(text: string): Array<{ target: string; line: number }> {
   withoutFences(text)
     .split('\n')
     .forEach((line, i) => {
-      for (const m of line.replace(/`[^`]*`/g, '``').matchAll(/\]\(([^)\s]+)\)/g)) out.push({ target: m[1]!, line: i + 1 });
+      for (const m of line.replace(/`[^`]*`/g, '``').matchAll(/\]\(([^)\s]+)\)/g))
+        out.push({ target: m[1]!, line: i + 1 });
     });
   return out;
 }

@@ -74,14 +74,46 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
   };
   const first = t('good');
   const cases: Array<{ status: number; code: string; reason?: string; run: () => Promise<number> }> = [
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(first) })).status },
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?page=2`, { headers: bearer(t('good')) })).status },
-    { status: 200, code: 'ok', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('good')) })).status },
-    { status: 404, code: 'ok', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?missing=1`, { headers: bearer(t('good')) })).status },
+    {
+      status: 200,
+      code: 'ok',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(first) })).status,
+    },
+    {
+      status: 200,
+      code: 'ok',
+      run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?page=2`, { headers: bearer(t('good')) })).status,
+    },
+    {
+      status: 200,
+      code: 'ok',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('good')) })).status,
+    },
+    {
+      status: 404,
+      code: 'ok',
+      run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?missing=1`, { headers: bearer(t('good')) })).status,
+    },
     { status: 200, code: 'public', run: async () => (await send(gate.url, '/status')).status },
-    { status: 401, code: '40106', reason: 'replay', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(first) })).status },
-    { status: 401, code: '40106', reason: 'bad_signature', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('good', 'wrong-secret-0123456789abcdef')) })).status },
-    { status: 401, code: '40106', reason: 'malformed', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer('x.y.z') })).status },
+    {
+      status: 401,
+      code: '40106',
+      reason: 'replay',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(first) })).status,
+    },
+    {
+      status: 401,
+      code: '40106',
+      reason: 'bad_signature',
+      run: async () =>
+        (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('good', 'wrong-secret-0123456789abcdef')) })).status,
+    },
+    {
+      status: 401,
+      code: '40106',
+      reason: 'malformed',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer('x.y.z') })).status,
+    },
     {
       status: 401,
       code: '40106',
@@ -92,41 +124,116 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
         return (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(old) })).status;
       },
     },
-    { status: 401, code: '40004', reason: 'missing_header', run: async () => (await send(gate.url, ACCOUNTS_PATH)).status },
-    { status: 400, code: '40107', reason: 'bad_header_format', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: { authorization: `bearer ${t('good')}` } })).status },
+    {
+      status: 401,
+      code: '40004',
+      reason: 'missing_header',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH)).status,
+    },
+    {
+      status: 400,
+      code: '40107',
+      reason: 'bad_header_format',
+      run: async () =>
+        (await send(gate.url, ACCOUNTS_PATH, { headers: { authorization: `bearer ${t('good')}` } })).status,
+    },
     {
       status: 400,
       code: '40107',
       reason: 'duplicate_header',
-      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: { authorization: [`Bearer ${t('good')}`, `Bearer ${t('good')}`] } as unknown as OutgoingHttpHeaders })).status,
+      run: async () =>
+        (
+          await send(gate.url, ACCOUNTS_PATH, {
+            headers: {
+              authorization: [`Bearer ${t('good')}`, `Bearer ${t('good')}`],
+            } as unknown as OutgoingHttpHeaders,
+          })
+        ).status,
     },
-    { status: 404, code: '10013', reason: 'unknown_key', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('nobody')) })).status },
-    { status: 404, code: '10013', reason: 'revoked', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('gone')) })).status },
-    { status: 403, code: '10403', reason: 'ip_denied', run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('walled')) })).status },
-    { status: 403, code: '10403', reason: 'scope_denied', run: async () => (await send(gate.url, '/api/v3/admin/things', { headers: bearer(t('good')) })).status },
-    { status: 403, code: '10403', reason: 'route_not_listed', run: async () => (await send(gate.url, '/api/v3/unlisted', { headers: bearer(t('good')) })).status },
+    {
+      status: 404,
+      code: '10013',
+      reason: 'unknown_key',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('nobody')) })).status,
+    },
+    {
+      status: 404,
+      code: '10013',
+      reason: 'revoked',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('gone')) })).status,
+    },
+    {
+      status: 403,
+      code: '10403',
+      reason: 'ip_denied',
+      run: async () => (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t('walled')) })).status,
+    },
+    {
+      status: 403,
+      code: '10403',
+      reason: 'scope_denied',
+      run: async () => (await send(gate.url, '/api/v3/admin/things', { headers: bearer(t('good')) })).status,
+    },
+    {
+      status: 403,
+      code: '10403',
+      reason: 'route_not_listed',
+      run: async () => (await send(gate.url, '/api/v3/unlisted', { headers: bearer(t('good')) })).status,
+    },
     { status: 404, code: '40400', reason: 'no_route', run: async () => (await send(gate.url, '/nope')).status },
-    { status: 400, code: '40000', reason: 'bad_target', run: async () => statusOf((await exchange(gate.port, 'GET /api/v3/../x HTTP/1.1\r\nHost: a\r\n\r\n')).text) },
+    {
+      status: 400,
+      code: '40000',
+      reason: 'bad_target',
+      run: async () => statusOf((await exchange(gate.port, 'GET /api/v3/../x HTTP/1.1\r\nHost: a\r\n\r\n')).text),
+    },
     {
       status: 400,
       code: '40000',
       reason: 'bad_request',
-      run: async () => statusOf((await exchange(gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: a\r\nBad Header: y\r\nAuthorization: Bearer ${t('good')}\r\n\r\n`)).text),
+      run: async () =>
+        statusOf(
+          (
+            await exchange(
+              gate.port,
+              `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: a\r\nBad Header: y\r\nAuthorization: Bearer ${t('good')}\r\n\r\n`,
+            )
+          ).text,
+        ),
     },
     {
       status: 431,
       code: '43100',
       reason: 'headers_too_large',
-      run: async () => statusOf((await exchange(gate.port, `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${t('good')}\r\nX-Pad: ${'p'.repeat(6_000)}\r\n\r\n`)).text),
+      run: async () =>
+        statusOf(
+          (
+            await exchange(
+              gate.port,
+              `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer ${t('good')}\r\nX-Pad: ${'p'.repeat(6_000)}\r\n\r\n`,
+            )
+          ).text,
+        ),
     },
-    { status: 502, code: '50200', reason: 'upstream_error', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?reset=1`, { headers: bearer(t('good')) })).status },
-    { status: 504, code: '50400', reason: 'upstream_timeout', run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(t('good')) })).status },
+    {
+      status: 502,
+      code: '50200',
+      reason: 'upstream_error',
+      run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?reset=1`, { headers: bearer(t('good')) })).status,
+    },
+    {
+      status: 504,
+      code: '50400',
+      reason: 'upstream_timeout',
+      run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(t('good')) })).status,
+    },
   ];
   const result: MixedResult = { requests: {}, rejections: {}, upstream: {}, auth: {}, tokens };
   const bump = (o: Record<string, number>, k: string) => (o[k] = (o[k] ?? 0) + 1);
   for (const c of cases) {
     const status = await c.run();
-    if (status !== c.status) throw new Error(`mixed traffic: expected ${c.status} for ${c.code}/${c.reason ?? ''}, got ${status}`);
+    if (status !== c.status)
+      throw new Error(`mixed traffic: expected ${c.status} for ${c.code}/${c.reason ?? ''}, got ${status}`);
     bump(result.requests, c.code);
     if (c.reason) bump(result.rejections, `${c.code}/${c.reason}`);
   }
@@ -144,7 +251,8 @@ export async function waitFor<T>(read: () => Promise<T>, done: (v: T) => boolean
   for (;;) {
     const v = await read();
     if (done(v)) return v;
-    if (Date.now() > deadline) throw new Error(`waitFor: condition not met within ${timeoutMs} ms (last value ${JSON.stringify(v)})`);
+    if (Date.now() > deadline)
+      throw new Error(`waitFor: condition not met within ${timeoutMs} ms (last value ${JSON.stringify(v)})`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -38,16 +38,28 @@ export function fillPlaceholders(values: Record<(typeof PLACEHOLDERS)[number], s
  * Fails loudly, never skips, when nginx with auth_request is missing.
  */
 export async function startNginx(keygate: string, upstream: string): Promise<RunningNginx> {
-  if (!nginxAvailable()) throw new Error('nginx with the auth_request module is not on PATH: apt-get install -y nginx (.ci/run installs it)');
+  if (!nginxAvailable())
+    throw new Error(
+      'nginx with the auth_request module is not on PATH: apt-get install -y nginx (.ci/run installs it)',
+    );
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'keygate-nginx-'));
   // nginx's workers drop root privileges: they must be able to reach the prefix.
   chmodSync(dir, 0o755);
   mkdirSync(join(dir, 'tmp'));
   const file = join(dir, 'nginx.conf');
-  writeFileSync(file, fillPlaceholders({ __LISTEN__: `127.0.0.1:${port}`, __KEYGATE__: new URL(keygate).host, __UPSTREAM__: new URL(upstream).host }));
+  writeFileSync(
+    file,
+    fillPlaceholders({
+      __LISTEN__: `127.0.0.1:${port}`,
+      __KEYGATE__: new URL(keygate).host,
+      __UPSTREAM__: new URL(upstream).host,
+    }),
+  );
   let out = '';
-  const proc: ChildProcess = spawn('nginx', ['-p', dir, '-c', file, '-e', 'stderr', '-g', 'daemon off;'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc: ChildProcess = spawn('nginx', ['-p', dir, '-c', file, '-e', 'stderr', '-g', 'daemon off;'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   proc.stdout?.on('data', (c: Buffer) => (out += c.toString()));
   proc.stderr?.on('data', (c: Buffer) => (out += c.toString()));
   const deadline = Date.now() + 10_000;

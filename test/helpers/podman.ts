@@ -13,7 +13,9 @@ export function tier(): { image: string; runtimeBase: string; composeProject: st
   const composeProject = process.env.KEYGATE_CT_COMPOSE_PROJECT;
   const dockerHost = process.env.DOCKER_HOST;
   if (!image || !runtimeBase || !composeProject || !dockerHost || !process.env.CONTAINERS_CONF) {
-    throw new Error('the container tests run through scripts/container-tests.sh (npm run test:containers), which builds the images and sets up Podman');
+    throw new Error(
+      'the container tests run through scripts/container-tests.sh (npm run test:containers), which builds the images and sets up Podman',
+    );
   }
   return { image, runtimeBase, composeProject, dockerHost };
 }
@@ -55,7 +57,8 @@ export function driveHealthchecks(containers: () => Promise<string[]>, intervalM
   let stopped = false;
   const loop = (async () => {
     while (!stopped) {
-      for (const c of await containers().catch(() => [])) await podman(['healthcheck', 'run', c], 10_000).catch(() => undefined);
+      for (const c of await containers().catch(() => []))
+        await podman(['healthcheck', 'run', c], 10_000).catch(() => undefined);
       await new Promise((r) => setTimeout(r, intervalMs));
     }
   })();

@@ -11,7 +11,7 @@ let cached: string | null | undefined;
 export function promtoolVersion(): string | null {
   if (cached === undefined) {
     const r = spawnSync('promtool', ['--version'], { encoding: 'utf8' });
-    cached = r.status === 0 ? (r.stdout || r.stderr).split('\n')[0] ?? 'promtool' : null;
+    cached = r.status === 0 ? ((r.stdout || r.stderr).split('\n')[0] ?? 'promtool') : null;
   }
   return cached;
 }
@@ -25,7 +25,10 @@ export function runPromtool(args: string[], input?: string): ToolRun {
  * Says loudly that a promtool check did not run (never a silent skip): a
  * console line in the test output and a test annotation.
  */
-export async function recordPromtoolAbsent(annotate: (message: string, type?: string) => Promise<unknown>, what: string): Promise<void> {
+export async function recordPromtoolAbsent(
+  annotate: (message: string, type?: string) => Promise<unknown>,
+  what: string,
+): Promise<void> {
   const message = `promtool not on PATH: "${what}" NOT run (install the Debian package "prometheus"; .ci/run does). The in-process checks still ran.`;
   console.warn(`[keygate tests] ${message}`);
   await annotate(message, 'warning');

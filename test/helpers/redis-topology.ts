@@ -17,7 +17,9 @@ interface Proc {
 
 function requireRedis(): void {
   if (!redisServerAvailable() || spawnSync('redis-cli', ['--version'], { stdio: 'ignore' }).status !== 0) {
-    throw new Error('redis-server or redis-cli is not on PATH: the Cluster and Sentinel tests need both (apt-get install -y redis-server, which pulls in redis-tools).');
+    throw new Error(
+      'redis-server or redis-cli is not on PATH: the Cluster and Sentinel tests need both (apt-get install -y redis-server, which pulls in redis-tools).',
+    );
   }
 }
 
@@ -35,7 +37,15 @@ function spawnRedis(port: number, args: string[]): Proc {
 }
 
 export function client(port: number, password?: string): Redis {
-  const c = new Redis({ host: '127.0.0.1', port, ...(password && { password }), lazyConnect: true, maxRetriesPerRequest: 0, enableOfflineQueue: false, retryStrategy: () => null });
+  const c = new Redis({
+    host: '127.0.0.1',
+    port,
+    ...(password && { password }),
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
   c.on('error', () => {});
   return c;
 }
@@ -55,7 +65,12 @@ export async function until(what: string, check: () => Promise<boolean>, timeout
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
 
-async function answers(port: number, password: string | undefined, command: string[], expect: (reply: unknown) => boolean): Promise<boolean> {
+async function answers(
+  port: number,
+  password: string | undefined,
+  command: string[],
+  expect: (reply: unknown) => boolean,
+): Promise<boolean> {
   const c = client(port, password);
   try {
     await c.connect();
@@ -96,17 +111,50 @@ export async function startRedisCluster(options: { masters?: number; password?: 
   for (let i = 0; i < n; i++) ports.push(await clusterPort(taken));
   const auth = password ? ['--requirepass', password, '--masterauth', password] : [];
   const procs = ports.map((port) =>
-    spawnRedis(port, ['--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`, '--cluster-node-timeout', '2000', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth]),
+    spawnRedis(port, [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--cluster-enabled',
+      'yes',
+      '--cluster-config-file',
+      `nodes-${port}.conf`,
+      '--cluster-node-timeout',
+      '2000',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      ...auth,
+    ]),
   );
   const stop = async () => {
     await Promise.all(procs.map((p) => p.kill()));
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    for (const port of ports) await until(`cluster node ${port}`, () => answers(port, password, ['PING'], (r) => r === 'PONG'), 5_000);
-    await run('redis-cli', [...(password ? ['-a', password, '--no-auth-warning'] : []), '--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-yes'], { timeout: 30_000 });
+    for (const port of ports)
+      await until(`cluster node ${port}`, () => answers(port, password, ['PING'], (r) => r === 'PONG'), 5_000);
+    await run(
+      'redis-cli',
+      [
+        ...(password ? ['-a', password, '--no-auth-warning'] : []),
+        '--cluster',
+        'create',
+        ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-yes',
+      ],
+      { timeout: 30_000 },
+    );
     for (const port of ports) {
-      await until(`cluster_state:ok on ${port}`, () => answers(port, password, ['CLUSTER', 'INFO'], (r) => String(r).includes('cluster_state:ok')), 15_000);
+      await until(
+        `cluster_state:ok on ${port}`,
+        () => answers(port, password, ['CLUSTER', 'INFO'], (r) => String(r).includes('cluster_state:ok')),
+        15_000,
+      );
     }
   } catch (err) {
     await stop();
@@ -137,17 +185,26 @@ export interface TestSentinel {
 }
 
 /** One master, one replica and one sentinel (quorum 1), failover after 1 s of silence. */
-export async function startRedisSentinel(options: { password?: string; masterName?: string } = {}): Promise<TestSentinel> {
+export async function startRedisSentinel(
+  options: { password?: string; masterName?: string } = {},
+): Promise<TestSentinel> {
   requireRedis();
   const password = options.password;
   const masterName = options.masterName ?? 'keygate-master';
   const dir = mkdtempSync(join(tmpdir(), 'keygate-sentinel-'));
-  const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()] as [number, number, number];
+  const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()] as [
+    number,
+    number,
+    number,
+  ];
   const auth = password ? ['--requirepass', password, '--masterauth', password] : [];
   const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth];
   const byPort = new Map<number, Proc>();
   byPort.set(masterPort, spawnRedis(masterPort, ['--port', String(masterPort), ...common]));
-  byPort.set(replicaPort, spawnRedis(replicaPort, ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(masterPort), ...common]));
+  byPort.set(
+    replicaPort,
+    spawnRedis(replicaPort, ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(masterPort), ...common]),
+  );
   const conf = join(dir, 'sentinel.conf');
   writeFileSync(
     conf,
@@ -193,13 +250,27 @@ export async function startRedisSentinel(options: { password?: string; masterNam
     let master = 0;
     await until('sentinel answers', async () => (master = await currentMasterPort()) > 0, 5_000);
     const replica = master === masterPort ? replicaPort : masterPort;
-    await until(`replica ${replica} in sync with master ${master}`, () => answers(replica, password, ['INFO', 'replication'], (r) => String(r).includes('master_link_status:up') && String(r).includes(`master_port:${master}`)), 15_000);
+    await until(
+      `replica ${replica} in sync with master ${master}`,
+      () =>
+        answers(
+          replica,
+          password,
+          ['INFO', 'replication'],
+          (r) => String(r).includes('master_link_status:up') && String(r).includes(`master_port:${master}`),
+        ),
+      15_000,
+    );
     await until('sentinel sees one healthy replica', () =>
       answers(sentinelPort, undefined, ['SENTINEL', 'REPLICAS', masterName], (r) => {
         const healthy = (r as unknown[][]).filter((fields) => {
           const f = new Map<string, string>();
           for (let i = 0; i + 1 < fields.length; i += 2) f.set(String(fields[i]), String(fields[i + 1]));
-          return f.get('port') === String(replica) && !f.get('flags')?.includes('down') && f.get('master-link-status') === 'ok';
+          return (
+            f.get('port') === String(replica) &&
+            !f.get('flags')?.includes('down') &&
+            f.get('master-link-status') === 'ok'
+          );
         });
         return healthy.length === 1;
       }),

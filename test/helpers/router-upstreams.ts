@@ -31,7 +31,8 @@ function frontMiddleware(req: IncomingMessage): void {
   if (typeof rewrite === 'string') req.url = rewrite;
   if (req.method !== 'POST') return;
   const q = new URL(req.url ?? '/', 'http://x').searchParams.get('_method');
-  const o = req.headers['x-http-method-override'] ?? req.headers['x-http-method'] ?? req.headers['x-method-override'] ?? q;
+  const o =
+    req.headers['x-http-method-override'] ?? req.headers['x-http-method'] ?? req.headers['x-method-override'] ?? q;
   if (typeof o === 'string' && o.length > 0) req.method = o.toUpperCase();
 }
 
@@ -40,7 +41,11 @@ function frontMiddleware(req: IncomingMessage): void {
  * settings. Every handler records which route ran, keyed by the X-Test-Id the
  * test sent, so the test knows what the upstream executed, not just what it answered.
  */
-export async function startRouterUpstream(kind: RouterKind, table: readonly TableRoute[], strict: boolean): Promise<RouterUpstream> {
+export async function startRouterUpstream(
+  kind: RouterKind,
+  table: readonly TableRoute[],
+  strict: boolean,
+): Promise<RouterUpstream> {
   const ran = new Map<string, number>();
   const record = (req: IncomingMessage, i: number) => {
     const id = req.headers['x-test-id'];
@@ -54,7 +59,11 @@ export async function startRouterUpstream(kind: RouterKind, table: readonly Tabl
       serverFactory: (handler) => createServer((req, res) => (frontMiddleware(req), handler(req, res))),
     });
     table.forEach((r, i) => {
-      app.route({ method: [...r.methods], url: r.path, handler: async (req, reply) => (record(req.raw, i), reply.send('')) });
+      app.route({
+        method: [...r.methods],
+        url: r.path,
+        handler: async (req, reply) => (record(req.raw, i), reply.send('')),
+      });
     });
     await app.listen({ port: 0, host: '127.0.0.1' });
     server = app.server;
@@ -69,7 +78,9 @@ export async function startRouterUpstream(kind: RouterKind, table: readonly Tabl
     // Express 5 (path-to-regexp 8) names its wildcards.
     const path = kind === 'express5' ? r.path.replace(/\*$/, '*rest') : r.path;
     for (const m of r.methods) {
-      (app as unknown as Record<string, (p: string, h: (req: IncomingMessage, res: ServerResponse) => void) => void>)[m.toLowerCase()]!(path, (req, res) => {
+      (app as unknown as Record<string, (p: string, h: (req: IncomingMessage, res: ServerResponse) => void) => void>)[
+        m.toLowerCase()
+      ]!(path, (req, res) => {
         record(req, i);
         res.end();
       });

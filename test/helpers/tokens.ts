@@ -8,7 +8,12 @@ export function b64url(input: string | Buffer): string {
   return Buffer.from(input).toString('base64url');
 }
 
-export function sign(header: unknown, payload: unknown, secret: string | Buffer, alg: 'sha256' | 'sha384' | 'sha512' = 'sha256'): string {
+export function sign(
+  header: unknown,
+  payload: unknown,
+  secret: string | Buffer,
+  alg: 'sha256' | 'sha384' | 'sha512' = 'sha256',
+): string {
   const h = typeof header === 'string' ? header : b64url(JSON.stringify(header));
   const p = typeof payload === 'string' ? payload : b64url(JSON.stringify(payload));
   const s = createHmac(alg, secret).update(`${h}.${p}`).digest('base64url');

@@ -16,7 +16,10 @@ const run = promisify(execFile);
 describe('benchmark harness (short mode)', () => {
   it('measures every target side by side and writes a result file', { timeout: 180_000 }, async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-test-')), 'result.json');
-    await run('node', ['scripts/bench.mjs', '--short', '--duration', '1', '--connections', '20', '--out', out], { timeout: 170_000, maxBuffer: 10_000_000 });
+    await run('node', ['scripts/bench.mjs', '--short', '--duration', '1', '--connections', '20', '--out', out], {
+      timeout: 170_000,
+      maxBuffer: 10_000_000,
+    });
     const r = JSON.parse(readFileSync(out, 'utf8'));
     for (const name of ['upstream-direct', 'bare-http-proxy', 'keygate-redis', 'keygate-embedded']) {
       expect(r.forward[name].rps, name).toBeGreaterThan(0);
@@ -34,19 +37,43 @@ describe('benchmark harness (short mode)', () => {
     expect(r.redisNonceBytesPerRequest).toBeGreaterThan(0);
   });
 
-  it('A/B: builds the baseline revision in a worktree and measures both builds side by side', { timeout: 180_000 }, async () => {
-    const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-ab-test-')), 'ab.json');
-    await run('node', ['scripts/bench-ab.mjs', '--baseline', 'HEAD', '--rate', '300', '--duration', '1', '--rounds', '1', '--stores', 'embedded', '--public', '--out', out], {
-      timeout: 170_000,
-      maxBuffer: 10_000_000,
-    });
-    const r = JSON.parse(readFileSync(out, 'utf8'));
-    expect(r.builds.baseline).toMatch(/^HEAD \([0-9a-f]{7,}\)$/);
-    for (const name of ['bare-http-proxy', 'current:embedded', 'baseline:embedded', 'current:public']) expect(r.targets[name].cpuUsPerRequest, name).toBeGreaterThan(0);
-    expect(r.comparison.embedded.cpuCurrentVsBaseline).toBeGreaterThan(0);
-    // Its worktree is removed afterwards (other checkouts of this repository may have their own).
-    const { stdout } = await run('git', ['worktree', 'list', '--porcelain']);
-    expect(r.baselineWorktree).toContain('keygate-bench-ab-');
-    expect(stdout).not.toContain(r.baselineWorktree);
-  });
+  it(
+    'A/B: builds the baseline revision in a worktree and measures both builds side by side',
+    { timeout: 180_000 },
+    async () => {
+      const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-ab-test-')), 'ab.json');
+      await run(
+        'node',
+        [
+          'scripts/bench-ab.mjs',
+          '--baseline',
+          'HEAD',
+          '--rate',
+          '300',
+          '--duration',
+          '1',
+          '--rounds',
+          '1',
+          '--stores',
+          'embedded',
+          '--public',
+          '--out',
+          out,
+        ],
+        {
+          timeout: 170_000,
+          maxBuffer: 10_000_000,
+        },
+      );
+      const r = JSON.parse(readFileSync(out, 'utf8'));
+      expect(r.builds.baseline).toMatch(/^HEAD \([0-9a-f]{7,}\)$/);
+      for (const name of ['bare-http-proxy', 'current:embedded', 'baseline:embedded', 'current:public'])
+        expect(r.targets[name].cpuUsPerRequest, name).toBeGreaterThan(0);
+      expect(r.comparison.embedded.cpuCurrentVsBaseline).toBeGreaterThan(0);
+      // Its worktree is removed afterwards (other checkouts of this repository may have their own).
+      const { stdout } = await run('git', ['worktree', 'list', '--porcelain']);
+      expect(r.baselineWorktree).toContain('keygate-bench-ab-');
+      expect(stdout).not.toContain(r.baselineWorktree);
+    },
+  );
 });

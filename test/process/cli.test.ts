@@ -12,8 +12,12 @@ const cli = (args: string[], env: Record<string, string> = {}) => runKeygate(arg
 /** The CLI with `input` on its stdin (then closed): its exit code and output, whatever the code. */
 const cliWithStdin = (args: string[], env: Record<string, string>, input: string) =>
   runKeygate(args, env, input).then(
-    (out) => ({ code: 0 as number | null, ...out }),
-    (e: { code: number | null; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+    (out) => ({ code: 0, ...out }),
+    (e: { code: number | null; stdout: string; stderr: string }) => ({
+      code: e.code,
+      stdout: e.stdout,
+      stderr: e.stderr,
+    }),
   );
 
 describe('keygate CLI', () => {
@@ -24,10 +28,20 @@ describe('keygate CLI', () => {
   afterAll(() => redis.stop());
 
   it('token prints a contract token signed with the plain secret', async () => {
-    const { stdout } = await cli(['token', '--key', 'k1', '--secret', 's3cret-0123456789abcdef', '--recv-window', '10']);
+    const { stdout } = await cli([
+      'token',
+      '--key',
+      'k1',
+      '--secret',
+      's3cret-0123456789abcdef',
+      '--recv-window',
+      '10',
+    ]);
     const t = stdout.trim();
     expect(decodeProtectedHeader(t)).toEqual({ alg: 'HS256', typ: 'JWT' });
-    const { payload } = await jwtVerify(t, new TextEncoder().encode('s3cret-0123456789abcdef'), { algorithms: ['HS256'] });
+    const { payload } = await jwtVerify(t, new TextEncoder().encode('s3cret-0123456789abcdef'), {
+      algorithms: ['HS256'],
+    });
     expect(payload).toMatchObject({ type: 'OpenAPIV2', sub: 'k1', recv_window: '10' });
     expect(payload.nonce).toMatch(/^\d{19}$/);
     expect(Number(BigInt(payload.nonce as string) / 1_000_000n) - Date.now()).toBeLessThan(5_000);
@@ -35,12 +49,19 @@ describe('keygate CLI', () => {
 
   it.each<[string, string[], Record<string, string>, string | undefined]>([
     ['KEYGATE_API_SECRET', ['token', '--key', 'k1'], { KEYGATE_API_SECRET: 's3cret-0123456789abcdef' }, undefined],
-    ['--secret-stdin', ['token', '--key', 'k1', '--secret-stdin'], { KEYGATE_API_SECRET: 'not-this-one-0123456789' }, 's3cret-0123456789abcdef\n'],
+    [
+      '--secret-stdin',
+      ['token', '--key', 'k1', '--secret-stdin'],
+      { KEYGATE_API_SECRET: 'not-this-one-0123456789' },
+      's3cret-0123456789abcdef\n',
+    ],
     ['--secret-stdin without a newline', ['token', '--key', 'k1', '--secret-stdin'], {}, 's3cret-0123456789abcdef'],
   ])('token takes the secret from %s, off the command line', async (_name, args, env, input) => {
     const { code, stdout } = await cliWithStdin(args, { KEYGATE_API_SECRET: '', ...env }, input ?? '');
     expect(code).toBe(0);
-    const { payload } = await jwtVerify(stdout.trim(), new TextEncoder().encode('s3cret-0123456789abcdef'), { algorithms: ['HS256'] });
+    const { payload } = await jwtVerify(stdout.trim(), new TextEncoder().encode('s3cret-0123456789abcdef'), {
+      algorithms: ['HS256'],
+    });
     expect(payload.sub).toBe('k1');
   });
 
@@ -55,13 +76,23 @@ describe('keygate CLI', () => {
 
   it('token --help says where the secret can come from', async () => {
     const { stdout } = await cli(['token', '--help']);
-    for (const s of ['KEYGATE_API_SECRET', '--secret-stdin', 'visible to every local user']) expect(stdout).toContain(s);
+    for (const s of ['KEYGATE_API_SECRET', '--secret-stdin', 'visible to every local user'])
+      expect(stdout).toContain(s);
   });
 
   it('keys create --json prints the secret once; list and show never do', async () => {
     const env = { KEYGATE_REDIS_URL: redis.url };
-    const { stdout } = await cli(['keys', 'create', '--scopes', 'accounts:read,b', '--allow-ip', '10.0.0.0/8,::1', '--label', 'ci', '--json'], env);
-    const created = JSON.parse(stdout) as { apiKey: string; apiSecret: string; id: string; scopes: string[]; allowIps: string[] };
+    const { stdout } = await cli(
+      ['keys', 'create', '--scopes', 'accounts:read,b', '--allow-ip', '10.0.0.0/8,::1', '--label', 'ci', '--json'],
+      env,
+    );
+    const created = JSON.parse(stdout) as {
+      apiKey: string;
+      apiSecret: string;
+      id: string;
+      scopes: string[];
+      allowIps: string[];
+    };
     expect(Object.keys(created).sort()).toEqual(['allowIps', 'apiKey', 'apiSecret', 'id', 'label', 'scopes']);
     expect(created.scopes).toEqual(['accounts:read', 'b']);
     expect(created.allowIps).toEqual(['10.0.0.0/8', '::1']);
@@ -74,14 +105,19 @@ describe('keygate CLI', () => {
       expect(out).not.toContain(created.apiSecret);
     }
     await cli(['keys', 'revoke', created.apiKey, '--reason', 'rotated'], env);
-    expect(JSON.parse((await cli(['keys', 'show', created.apiKey], env)).stdout)).toMatchObject({ state: 'revoked', revokeReason: 'rotated' });
+    expect(JSON.parse((await cli(['keys', 'show', created.apiKey], env)).stdout)).toMatchObject({
+      state: 'revoked',
+      revokeReason: 'rotated',
+    });
     await cli(['keys', 'delete', created.apiKey], env);
     await expect(cli(['keys', 'show', created.apiKey], env)).rejects.toMatchObject({ code: 1 });
   });
 
   it.each([['--version'], ['version']])('%s prints the package version and exits 0', async (arg) => {
     const { stdout } = await cli([arg]);
-    expect(stdout).toBe(`keygate ${(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version}\n`);
+    expect(stdout).toBe(
+      `keygate ${(JSON.parse(readFileSync('package.json', 'utf8')) as { version: string }).version}\n`,
+    );
   });
 
   /** The CLI's exit status, stdout and stderr, whatever the status. */
@@ -90,29 +126,51 @@ describe('keygate CLI', () => {
       ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
       (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
     );
-  const COMMANDS = ['serve', 'demo', 'demo-upstream', 'keys', 'token', 'management-token', 'check-config', 'version', 'help'];
+  const COMMANDS = [
+    'serve',
+    'demo',
+    'demo-upstream',
+    'keys',
+    'token',
+    'management-token',
+    'check-config',
+    'version',
+    'help',
+  ];
 
   it('keygate --help lists every command, on stdout, exit 0', async () => {
     const { code, stdout, stderr } = await outcome(['--help']);
     expect({ code, stderr }).toEqual({ code: 0, stderr: '' });
     expect(stdout).toMatch(/^Usage: keygate <command>/);
-    const listed = stdout.slice(stdout.indexOf('Commands:')).split('\n\n')[0]!.split('\n').slice(1).map((l) => l.trim().split(/\s+/)[0]);
+    const listed = stdout
+      .slice(stdout.indexOf('Commands:'))
+      .split('\n\n')[0]!
+      .split('\n')
+      .slice(1)
+      .map((l) => l.trim().split(/\s+/)[0]);
     expect(listed).toEqual(COMMANDS);
   });
 
-  it.each(COMMANDS)('keygate %s --help: the same usage as keygate help <command>, exit 0, starting nothing', async (command) => {
-    const [flagged, asked] = await Promise.all([outcome([command, '--help'], { KEYGATE_REDIS_URL: '' }), outcome(['help', command], { KEYGATE_REDIS_URL: '' })]);
-    expect(flagged).toEqual(asked);
-    expect(flagged.code).toBe(0);
-    expect(flagged.stderr).toBe('');
-    expect(flagged.stdout).toMatch(new RegExp(`^Usage: keygate ${command}\\b`));
-  });
+  it.each(COMMANDS)(
+    'keygate %s --help: the same usage as keygate help <command>, exit 0, starting nothing',
+    async (command) => {
+      const [flagged, asked] = await Promise.all([
+        outcome([command, '--help'], { KEYGATE_REDIS_URL: '' }),
+        outcome(['help', command], { KEYGATE_REDIS_URL: '' }),
+      ]);
+      expect(flagged).toEqual(asked);
+      expect(flagged.code).toBe(0);
+      expect(flagged.stderr).toBe('');
+      expect(flagged.stdout).toMatch(new RegExp(`^Usage: keygate ${command}\\b`));
+    },
+  );
 
   it('keygate keys create --help prints the options of create, not the generic keys help', async () => {
     const { code, stdout } = await outcome(['keys', 'create', '--help']);
     expect(code).toBe(0);
     expect(stdout).toMatch(/^Usage: keygate keys create \[options\]/);
-    for (const o of ['--owner', '--scopes', '--allow-ip', '--ttl', '--rate-limit', '--burst', '--json']) expect(stdout).toContain(o);
+    for (const o of ['--owner', '--scopes', '--allow-ip', '--ttl', '--rate-limit', '--burst', '--json'])
+      expect(stdout).toContain(o);
     expect(stdout).not.toContain('--with-secrets');
   });
 
@@ -132,7 +190,10 @@ describe('keygate CLI', () => {
     [['keys', 'create', '--ttl'], "keygate keys create: option '--ttl' needs a value"],
     [['keys', 'frobnicate'], 'keygate keys: unknown command "frobnicate"'],
     [['token', '--key'], "keygate token: option '--key' needs a value"],
-    [['token', '--recv-window', '0', '--key', 'k', '--secret', 's'], 'keygate token: --recv-window must be a positive whole number of seconds'],
+    [
+      ['token', '--recv-window', '0', '--key', 'k', '--secret', 's'],
+      'keygate token: --recv-window must be a positive whole number of seconds',
+    ],
     [['serve', '--port', '80'], "keygate serve: unknown option '--port'"],
     [['demo', '--verbose'], "keygate demo: unknown option '--verbose'"],
     [['demo-upstream', '--port', 'x'], 'keygate demo-upstream: --port must be 0-65535'],
@@ -155,11 +216,15 @@ describe('keygate CLI', () => {
   });
 
   it('keys create refuses a bad CIDR', async () => {
-    await expect(cli(['keys', 'create', '--allow-ip', '10.0.0.0/33'], { KEYGATE_REDIS_URL: redis.url })).rejects.toMatchObject({ code: 2 });
+    await expect(
+      cli(['keys', 'create', '--allow-ip', '10.0.0.0/33'], { KEYGATE_REDIS_URL: redis.url }),
+    ).rejects.toMatchObject({ code: 2 });
   });
 
   it('keys without Redis explains that the keys file is the source', async () => {
-    const err = await cli(['keys', 'list'], { KEYGATE_REDIS_URL: '' }).catch((e: { code: number; stderr: string }) => e);
+    const err = await cli(['keys', 'list'], { KEYGATE_REDIS_URL: '' }).catch(
+      (e: { code: number; stderr: string }) => e,
+    );
     expect(err).toMatchObject({ code: 2 });
     expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
   });
@@ -181,19 +246,33 @@ describe('keygate CLI', () => {
       KEYGATE_REDIS_URL: '',
     }).catch((e: unknown) => e)) as { code: number; stderr: string };
     expect(err.code).toBe(1);
-    for (const name of ['KEYGATE_UPSTREAM', 'KEYGATE_PORT', 'KEYGATE_LOG_LEVEL', 'KEYGATE_REDIS_TIMEOUT_MS', 'KEYGATE_CONFIG', 'KEYGATE_KEYS_FILE']) {
+    for (const name of [
+      'KEYGATE_UPSTREAM',
+      'KEYGATE_PORT',
+      'KEYGATE_LOG_LEVEL',
+      'KEYGATE_REDIS_TIMEOUT_MS',
+      'KEYGATE_CONFIG',
+      'KEYGATE_KEYS_FILE',
+    ]) {
       expect(err.stderr).toContain(name);
     }
   });
 
   it('serve masks a Redis password given as ?password= in its startup log', async () => {
     const child = spawnKeygate(['serve'], {
-      env: { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: `${redis.url}/0?password=qs-s3cr3t-value&db=0` },
+      env: {
+        KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+        KEYGATE_PORT: '0',
+        KEYGATE_ADMIN_PORT: '0',
+        KEYGATE_REDIS_URL: `${redis.url}/0?password=qs-s3cr3t-value&db=0`,
+      },
     });
     await expect.poll(() => child.output().includes('keygate started'), { timeout: 10_000 }).toBe(true);
     await child.stop('SIGTERM');
     const out = child.output();
-    const started = JSON.parse(out.split('\n').find((l) => l.includes('keygate started'))!) as { config: { redis: string } };
+    const started = JSON.parse(out.split('\n').find((l) => l.includes('keygate started'))!) as {
+      config: { redis: string };
+    };
     expect(started.config.redis).toMatch(/\?password=\*\*\*&db=0$/);
     expect(out).not.toContain('qs-s3cr3t-value');
   });
@@ -205,10 +284,19 @@ describe('keygate CLI', () => {
     try {
       const port = String((busy.address() as AddressInfo).port);
       const started = Date.now();
-      const { stdout } = await cli(['check-config'], { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_HOST: '127.0.0.1', KEYGATE_PORT: port, KEYGATE_REDIS_URL: 'redis://:hidden-pw@127.0.0.1:1?password=hidden-pw' });
+      const { stdout } = await cli(['check-config'], {
+        KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+        KEYGATE_HOST: '127.0.0.1',
+        KEYGATE_PORT: port,
+        KEYGATE_REDIS_URL: 'redis://:hidden-pw@127.0.0.1:1?password=hidden-pw',
+      });
       expect(Date.now() - started).toBeLessThan(5_000);
       expect(stdout).toContain('configuration is valid');
-      expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ port: Number(port), store: 'redis', routes: 1 });
+      expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
+        port: Number(port),
+        store: 'redis',
+        routes: 1,
+      });
       expect(stdout).not.toContain('hidden-pw');
     } finally {
       busy.close();
@@ -216,7 +304,11 @@ describe('keygate CLI', () => {
   });
 
   it('check-config counts the keys of a valid keys file', async () => {
-    const { stdout } = await cli(['check-config'], { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_REDIS_URL: '', KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml' });
+    const { stdout } = await cli(['check-config'], {
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+      KEYGATE_REDIS_URL: '',
+      KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml',
+    });
     expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({ store: 'memory', keys: 1 });
   });
 
@@ -234,7 +326,13 @@ describe('keygate CLI', () => {
     }).catch((e: unknown) => e)) as { code: number; stderr: string };
     expect(err.code).toBe(1);
     expect(err.stderr).toMatch(/^keygate check-config: 4 problems:/);
-    for (const needle of ['KEYGATE_PORT:', 'KEYGATE_SECRET_ENCRYPTION_KEY_FILE: cannot read', 'routes[0].scope: unknown setting', 'KEYGATE_KEYS_FILE: ', 'keys[0].apiSecret: must be at least 16 bytes']) {
+    for (const needle of [
+      'KEYGATE_PORT:',
+      'KEYGATE_SECRET_ENCRYPTION_KEY_FILE: cannot read',
+      'routes[0].scope: unknown setting',
+      'KEYGATE_KEYS_FILE: ',
+      'keys[0].apiSecret: must be at least 16 bytes',
+    ]) {
       expect(err.stderr).toContain(needle);
     }
     expect(err.stderr).not.toContain('short-s3cret');
@@ -242,7 +340,12 @@ describe('keygate CLI', () => {
 
   it('serve drains and exits 0 on SIGTERM', async () => {
     const child = spawnKeygate(['serve'], {
-      env: { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0', KEYGATE_REDIS_URL: '' },
+      env: {
+        KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+        KEYGATE_PORT: '0',
+        KEYGATE_ADMIN_PORT: '0',
+        KEYGATE_REDIS_URL: '',
+      },
     });
     await expect.poll(() => child.output().includes('keygate started'), { timeout: 10_000 }).toBe(true);
     const code = child.stop('SIGTERM').then((e) => e.code);

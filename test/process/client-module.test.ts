@@ -39,7 +39,10 @@ describe('API clients against a running Keygate', () => {
     const res = await fetch(`${gate.url}${ACCOUNTS_PATH}`, init);
     expect(res.status).toBe(200);
     // Two tokens minted back to back never share a nonce.
-    const [t1, t2] = await Promise.all([client.createToken({ apiKey: 'client', apiSecret: SECRET }), client.createToken({ apiKey: 'client', apiSecret: SECRET })]);
+    const [t1, t2] = await Promise.all([
+      client.createToken({ apiKey: 'client', apiSecret: SECRET }),
+      client.createToken({ apiKey: 'client', apiSecret: SECRET }),
+    ]);
     expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t1) })).status).toBe(200);
     expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t2) })).status).toBe(200);
   });
@@ -53,7 +56,9 @@ describe('API clients against a running Keygate', () => {
     expect(res.headers['x-server-time']).toBe(serverTime);
     expect(upstream.received.some((r) => r.url === '/api/v3/time')).toBe(false);
 
-    const stale = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('client', SECRET, { nonce: nowNonce(-60_000) })) });
+    const stale = await send(gate.url, ACCOUNTS_PATH, {
+      headers: bearer(token('client', SECRET, { nonce: nowNonce(-60_000) })),
+    });
     expect(stale.status).toBe(401);
     expect(stale.json()).toEqual({ code: 40106, message: 'Invalid Token' });
     const drift = BigInt(stale.headers['x-server-time'] as string) - BigInt(Date.now()) * 1_000_000n;
@@ -71,7 +76,10 @@ describe('API clients against a running Keygate', () => {
 
   it('the Python example (PyJWT) passes', async () => {
     const py = pythonWithJwt();
-    if (!py) throw new Error('no python3 with PyJWT: install it (apt-get install -y python3-jwt, as .ci/run does) to run the README Python example');
+    if (!py)
+      throw new Error(
+        'no python3 with PyJWT: install it (apt-get install -y python3-jwt, as .ci/run does) to run the README Python example',
+      );
     const { stdout } = await run(py, ['examples/python_client.py', `${gate.url}${ACCOUNTS_PATH}`, 'client', SECRET]);
     expect(stdout).toMatch(/^200 /);
   });
@@ -88,7 +96,11 @@ describe('keygate/client subpath', () => {
     const { createToken } = await import('keygate/client');
     expect(typeof createToken).toBe('function');
     const loaded = await loadedBy('keygate/client');
-    for (const server of ['ioredis', 'prom-client', 'pino', 'undici', 'yaml']) expect(loaded.filter((m) => m.includes(`/node_modules/${server}/`)), server).toEqual([]);
+    for (const server of ['ioredis', 'prom-client', 'pino', 'undici', 'yaml'])
+      expect(
+        loaded.filter((m) => m.includes(`/node_modules/${server}/`)),
+        server,
+      ).toEqual([]);
     // The full entry point does load them (the check can fail).
     const full = await loadedBy('keygate');
     expect(full.some((m) => m.includes('/node_modules/ioredis/'))).toBe(true);

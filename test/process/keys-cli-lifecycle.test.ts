@@ -22,7 +22,8 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
   let b: RunningKeygate;
   let env: Record<string, string>;
   const cli = async (...args: string[]) => (await runKeygate(['keys', ...args], env)).stdout;
-  const status = async (gate: RunningKeygate, k: string, s: string) => (await send(gate.url, PATH, { headers: bearer(token(k, s)) })).status;
+  const status = async (gate: RunningKeygate, k: string, s: string) =>
+    (await send(gate.url, PATH, { headers: bearer(token(k, s)) })).status;
 
   beforeAll(async () => {
     redis = await startRedis({ shared: true });
@@ -41,24 +42,32 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
   });
 
   it('create, update, rotate, revoke: every change reaches both instances within 1 s', async () => {
-    const created = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'lifecycle', '--ttl', '30d', '--json')) as { apiKey: string; apiSecret: string; expiresAt: string };
+    const created = JSON.parse(
+      await cli('create', '--scopes', 'accounts:read', '--label', 'lifecycle', '--ttl', '30d', '--json'),
+    ) as { apiKey: string; apiSecret: string; expiresAt: string };
     expect(Date.parse(created.expiresAt) - Date.now()).toBeGreaterThan(29 * 86_400_000);
     expect(await status(a, created.apiKey, created.apiSecret)).toBe(200);
     expect(await status(b, created.apiKey, created.apiSecret)).toBe(200);
 
     await cli('update', created.apiKey, '--scopes', 'other:read');
-    for (const g of [a, b]) await expect.poll(() => status(g, created.apiKey, created.apiSecret), { timeout: 1_000, interval: 20 }).toBe(403);
+    for (const g of [a, b])
+      await expect.poll(() => status(g, created.apiKey, created.apiSecret), { timeout: 1_000, interval: 20 }).toBe(403);
     await cli('update', created.apiKey, '--scopes', 'accounts:read,other:read');
-    for (const g of [a, b]) await expect.poll(() => status(g, created.apiKey, created.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
+    for (const g of [a, b])
+      await expect.poll(() => status(g, created.apiKey, created.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
 
-    const rotated = JSON.parse(await cli('rotate', created.apiKey, '--grace', '60s', '--json')) as { apiSecret: string; previousSecretValidUntil: string };
+    const rotated = JSON.parse(await cli('rotate', created.apiKey, '--grace', '60s', '--json')) as {
+      apiSecret: string;
+      previousSecretValidUntil: string;
+    };
     expect(rotated.apiSecret).not.toBe(created.apiSecret);
     for (const g of [a, b]) {
       await expect.poll(() => status(g, created.apiKey, rotated.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
       expect(await status(g, created.apiKey, created.apiSecret)).toBe(200); // grace
     }
     await cli('rotate', created.apiKey, '--grace', '0');
-    for (const g of [a, b]) await expect.poll(() => status(g, created.apiKey, rotated.apiSecret), { timeout: 1_000, interval: 20 }).toBe(401);
+    for (const g of [a, b])
+      await expect.poll(() => status(g, created.apiKey, rotated.apiSecret), { timeout: 1_000, interval: 20 }).toBe(401);
 
     await cli('revoke', created.apiKey, '--reason', 'offboarded');
     const table = await cli('list', '--state', 'revoked');
@@ -68,24 +77,41 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     expect(await cli('list', '--state', 'active')).not.toContain(created.apiKey);
 
     const raw = new Redis(redis.url);
-    const entries = (await raw.xrange('keygate:audit', '-', '+')).map(([, fields]) => JSON.parse(fields[1] as string) as { action: string; actor: string; apiKey: string });
+    const entries = (await raw.xrange('keygate:audit', '-', '+')).map(
+      ([, fields]) => JSON.parse(fields[1] as string) as { action: string; actor: string; apiKey: string },
+    );
     const stored = await raw.get(`keygate:key:${created.apiKey}`);
     raw.disconnect();
-    expect(entries.filter((e) => e.apiKey === created.apiKey).map((e) => e.action)).toEqual(['create', 'update', 'update', 'rotate', 'rotate', 'revoke']);
+    expect(entries.filter((e) => e.apiKey === created.apiKey).map((e) => e.action)).toEqual([
+      'create',
+      'update',
+      'update',
+      'rotate',
+      'rotate',
+      'revoke',
+    ]);
     expect(entries.every((e) => e.actor === 'test-operator')).toBe(true);
     expect(JSON.stringify(entries)).not.toContain(created.apiSecret);
     expect(stored).not.toContain(created.apiSecret);
   });
 
   it('rate limits and usage: create/update --rate-limit/--burst, keys usage, keys list --sort last-used', async () => {
-    const limited = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'limited', '--rate-limit', '3/m', '--json')) as { apiKey: string; apiSecret: string; rateLimit: unknown };
+    const limited = JSON.parse(
+      await cli('create', '--scopes', 'accounts:read', '--label', 'limited', '--rate-limit', '3/m', '--json'),
+    ) as { apiKey: string; apiSecret: string; rateLimit: unknown };
     expect(limited.rateLimit).toEqual({ rate: '3/m' });
-    const idle = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'idle', '--json')) as { apiKey: string };
+    const idle = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--label', 'idle', '--json')) as {
+      apiKey: string;
+    };
     const statuses = [];
     for (let i = 0; i < 5; i++) statuses.push(await status(i % 2 ? a : b, limited.apiKey, limited.apiSecret));
     expect(statuses).toEqual([200, 200, 200, 429, 429]);
 
-    const usage = JSON.parse(await cli('usage', limited.apiKey, '--days', '7', '--json')) as { total: number; lastUsedAt: string; perDay: Array<{ day: string; requests: number }> };
+    const usage = JSON.parse(await cli('usage', limited.apiKey, '--days', '7', '--json')) as {
+      total: number;
+      lastUsedAt: string;
+      perDay: Array<{ day: string; requests: number }>;
+    };
     expect(usage.total).toBe(3);
     expect(usage.perDay).toHaveLength(7);
     expect(usage.perDay.at(-1)).toEqual({ day: new Date().toISOString().slice(0, 10), requests: 3 });
@@ -103,18 +129,25 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     expect(lines[row(idle.apiKey)]).toMatch(/ - +never /);
     expect(lines[row(limited.apiKey)]).toContain(' 3/m ');
     expect(row(idle.apiKey)).toBeLessThan(row(limited.apiKey)); // never used first: the candidates for revocation
-    const listed = JSON.parse(await cli('list', '--sort', 'last-used', '--json')) as Array<{ apiKey: string; lastUsedAt: string | null }>;
+    const listed = JSON.parse(await cli('list', '--sort', 'last-used', '--json')) as Array<{
+      apiKey: string;
+      lastUsedAt: string | null;
+    }>;
     expect(listed.at(-1)?.apiKey).toBe(limited.apiKey);
 
     await cli('update', limited.apiKey, '--burst', '5');
-    expect(JSON.parse(await cli('show', limited.apiKey))).toMatchObject({ rateLimit: { rate: '3/m', burst: 5 }, lastUsedAt: usage.lastUsedAt });
+    expect(JSON.parse(await cli('show', limited.apiKey))).toMatchObject({
+      rateLimit: { rate: '3/m', burst: 5 },
+      lastUsedAt: usage.lastUsedAt,
+    });
     // The new burst applies at once on both instances (the change is published): 2 more fit.
     await expect.poll(() => status(a, limited.apiKey, limited.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
     expect(await status(b, limited.apiKey, limited.apiSecret)).toBe(200);
     expect(await status(a, limited.apiKey, limited.apiSecret)).toBe(429);
     await cli('update', limited.apiKey, '--rate-limit', 'none');
     expect(JSON.parse(await cli('show', limited.apiKey))).not.toHaveProperty('rateLimit');
-    for (const g of [a, b]) await expect.poll(() => status(g, limited.apiKey, limited.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
+    for (const g of [a, b])
+      await expect.poll(() => status(g, limited.apiKey, limited.apiSecret), { timeout: 1_000, interval: 20 }).toBe(200);
     await expect(cli('update', limited.apiKey, '--rate-limit', '10/d')).rejects.toMatchObject({ code: 2 });
     await expect(cli('create', '--burst', '3')).rejects.toMatchObject({ code: 2 });
   });
@@ -122,10 +155,15 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
   it('exports without secrets by default, and moves keys from a keys file into Redis', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-export-'));
     const file = join(dir, 'keys.yaml');
-    writeFileSync(file, 'keys:\n  - { apiKey: imported-1, apiSecret: imported-secret-0123456789, id: imp1, scopes: [accounts:read] }\n  - { apiKey: imported-2, apiSecret: imported-secret-9876543210, scopes: [] }\n');
+    writeFileSync(
+      file,
+      'keys:\n  - { apiKey: imported-1, apiSecret: imported-secret-0123456789, id: imp1, scopes: [accounts:read] }\n  - { apiKey: imported-2, apiSecret: imported-secret-9876543210, scopes: [] }\n',
+    );
     expect(await cli('import', file)).toContain('imported 2 new');
     expect(await cli('import', file)).toContain('skipped 2');
-    await expect.poll(() => status(a, 'imported-1', 'imported-secret-0123456789'), { timeout: 1_000, interval: 20 }).toBe(200);
+    await expect
+      .poll(() => status(a, 'imported-1', 'imported-secret-0123456789'), { timeout: 1_000, interval: 20 })
+      .toBe(200);
 
     const plain = await cli('export');
     expect(plain).toContain('imported-1');
@@ -143,8 +181,18 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
 
   it.each([
     ['a new file', (_dir: string, out: string) => out],
-    ['an existing world-readable file', (_dir: string, out: string) => (writeFileSync(out, 'old\n', { mode: 0o644 }), out)],
-    ['a symlink to another file', (dir: string, out: string) => (writeFileSync(join(dir, 'victim'), 'untouched\n', { mode: 0o644 }), symlinkSync(join(dir, 'victim'), out), out)],
+    [
+      'an existing world-readable file',
+      (_dir: string, out: string) => (writeFileSync(out, 'old\n', { mode: 0o644 }), out),
+    ],
+    [
+      'a symlink to another file',
+      (dir: string, out: string) => (
+        writeFileSync(join(dir, 'victim'), 'untouched\n', { mode: 0o644 }),
+        symlinkSync(join(dir, 'victim'), out),
+        out
+      ),
+    ],
   ])('export --with-secrets --out into %s leaves a regular 0600 file and follows no link', async (name, prepare) => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-export-mode-'));
     const out = prepare(dir, join(dir, 'keys.yaml'));
@@ -160,12 +208,23 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
   });
 
   it('re-seals every secret with a new encryption key', async () => {
-    const before = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--json')) as { apiKey: string; apiSecret: string };
+    const before = JSON.parse(await cli('create', '--scopes', 'accounts:read', '--json')) as {
+      apiKey: string;
+      apiSecret: string;
+    };
     env = { ...env, KEYGATE_SECRET_ENCRYPTION_KEY: ENC_NEXT, KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS: ENC };
     expect(await cli('reencrypt')).toMatch(/re-sealed \d+ keys/);
     // Now only the new key opens the secrets: the old key alone fails closed (503), the new one works.
-    const oldOnly = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_SECRET_ENCRYPTION_KEY: ENC } });
-    const newOnly = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env: { KEYGATE_SECRET_ENCRYPTION_KEY: ENC_NEXT } });
+    const oldOnly = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: { KEYGATE_SECRET_ENCRYPTION_KEY: ENC },
+    });
+    const newOnly = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: { KEYGATE_SECRET_ENCRYPTION_KEY: ENC_NEXT },
+    });
     try {
       expect(await status(oldOnly, before.apiKey, before.apiSecret)).toBe(503);
       expect(await status(newOnly, before.apiKey, before.apiSecret)).toBe(200);

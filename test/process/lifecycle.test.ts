@@ -12,18 +12,23 @@ import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import pino from 'pino';
 
-const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+const VERSION = (
+  JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+).version;
 const SECRET = 'lifecycle-secret-0123456789abcdef';
 
 /** One request over a keep-alive agent (the connection would stay open if shutdown did not close it). */
 function call(port: number, agent: Agent, tok: string): Promise<{ status: number; body: string; at: number }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path: ACCOUNTS_PATH, agent, headers: { authorization: `Bearer ${tok}` } }, (res) => {
-      let body = '';
-      res.on('data', (c: Buffer) => (body += c.toString()));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: Date.now() }));
-      res.on('error', reject);
-    });
+    const req = request(
+      { host: '127.0.0.1', port, path: ACCOUNTS_PATH, agent, headers: { authorization: `Bearer ${tok}` } },
+      (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => (body += c.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: Date.now() }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end();
   });
@@ -41,7 +46,8 @@ const refused = (port: number) =>
 
 const readyz = async (s: ServedKeygate) => (await fetch(`http://127.0.0.1:${s.adminPort}/readyz`)).status;
 
-const quitCalls = async (redis: Redis) => Number(/cmdstat_quit:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
+const quitCalls = async (redis: Redis) =>
+  Number(/cmdstat_quit:calls=(\d+)/.exec(await redis.info('commandstats'))?.[1] ?? 0);
 
 describe('keygate serve: startup line and graceful shutdown (real CLI process)', () => {
   let redis: TestRedis;
@@ -64,7 +70,11 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
 
   it('logs one startup line with the version and the effective config, the Redis password masked', async () => {
     const url = `redis://default:hunter2-not-for-logs@127.0.0.1:${redis.port}`;
-    const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '2500' });
+    const s = await serveKeygate({
+      KEYGATE_UPSTREAM: upstream.url,
+      KEYGATE_REDIS_URL: url,
+      KEYGATE_SHUTDOWN_TIMEOUT_MS: '2500',
+    });
     try {
       // (The password is ignored by this test server: ioredis warns and carries on.)
       await expect.poll(() => readyz(s), { timeout: 10_000, interval: 50 }).toBe(200);
@@ -93,7 +103,12 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
     '%s: refuses new connections, reports not ready, finishes the in-flight request, closes Redis and exits 0',
     async (signal) => {
       upstream.handler = (_req, res) => setTimeout(() => res.end('{"slow":"done"}'), 1_500);
-      const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url, KEYGATE_SHUTDOWN_TIMEOUT_MS: '10000', KEYGATE_KEEP_ALIVE_TIMEOUT_MS: '60000' });
+      const s = await serveKeygate({
+        KEYGATE_UPSTREAM: upstream.url,
+        KEYGATE_REDIS_URL: redis.url,
+        KEYGATE_SHUTDOWN_TIMEOUT_MS: '10000',
+        KEYGATE_KEEP_ALIVE_TIMEOUT_MS: '60000',
+      });
       const agent = new Agent({ keepAlive: true });
       try {
         await expect.poll(() => readyz(s), { timeout: 10_000, interval: 50 }).toBe(200); // Redis connects after "started"
@@ -118,7 +133,10 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
         // The keep-alive connection (60 s idle timeout) did not hold the process: well under the 10 s deadline.
         expect(at - signalled).toBeLessThan(8_000);
         expect(await quitCalls(inspect)).toBe(quitBefore + 2); // command and subscriber connections
-        expect(s.lines().find((l) => l.msg?.toString().startsWith('shutting down'))).toMatchObject({ signal, deadlineMs: 10_000 });
+        expect(s.lines().find((l) => l.msg?.toString().startsWith('shutting down'))).toMatchObject({
+          signal,
+          deadlineMs: 10_000,
+        });
         expect(s.lines().some((l) => l.msg === 'keygate stopped')).toBe(true);
         expect(s.lines().some((l) => String(l.msg).includes('deadline reached'))).toBe(false);
       } finally {
@@ -131,7 +149,11 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
 
   it('cuts requests still in flight at KEYGATE_SHUTDOWN_TIMEOUT_MS and still exits 0 (embedded store)', async () => {
     upstream.handler = (_req, res) => setTimeout(() => res.end('too late'), 20_000);
-    const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml', KEYGATE_SHUTDOWN_TIMEOUT_MS: '500' });
+    const s = await serveKeygate({
+      KEYGATE_UPSTREAM: upstream.url,
+      KEYGATE_KEYS_FILE: 'examples/demo-keys.yaml',
+      KEYGATE_SHUTDOWN_TIMEOUT_MS: '500',
+    });
     const agent = new Agent({ keepAlive: false });
     try {
       const seen = upstream.received.length;
@@ -147,7 +169,11 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
       expect(at - signalled).toBeGreaterThanOrEqual(450);
       expect(at - signalled).toBeLessThan(5_000);
       expect(await inFlight).toMatch(/socket hang up|ECONNRESET/);
-      expect(s.lines().find((l) => String(l.msg).includes('deadline reached'))).toMatchObject({ level: 40, deadlineMs: 500, connections: 1 });
+      expect(s.lines().find((l) => String(l.msg).includes('deadline reached'))).toMatchObject({
+        level: 40,
+        deadlineMs: 500,
+        connections: 1,
+      });
       expect(s.output()).not.toContain(DEMO_SECRET);
     } finally {
       agent.destroy();

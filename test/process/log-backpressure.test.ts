@@ -18,7 +18,11 @@ describe('log output under back-pressure', () => {
     let dropped = false;
     const dest = boundedDestination({ fd, maxBytes: 1024 * 1024, onFirstDrop: () => (dropped = true) });
     const logger = createLogger({ level: 'info' }, dest);
-    for (let i = 0; i < 30_000; i++) logger.info({ requestId: `r${i}`, route: '/api/v3/viewer/accounts', status: 200, pad: 'x'.repeat(200) }, 'request');
+    for (let i = 0; i < 30_000; i++)
+      logger.info(
+        { requestId: `r${i}`, route: '/api/v3/viewer/accounts', status: 200, pad: 'x'.repeat(200) },
+        'request',
+      );
     await new Promise((r) => setTimeout(r, 100));
     const buffered = (dest as unknown as { _len: number })._len;
     expect(dropped).toBe(true);
@@ -47,11 +51,19 @@ describe('log output under back-pressure', () => {
 
   it('a process that exits right after logging still writes its last batched line', () => {
     // The built module, as the CLI runs it (npm test builds before vitest).
-    const r = spawnSync(process.execPath, ['--input-type=module', '-e', `
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `
       const { createLogger } = await import(${JSON.stringify(new URL('../../dist/observe/logger.js', import.meta.url).pathname)});
       createLogger({ level: 'info' }).info({ requestId: 'last' }, 'request');
       process.exit(0);
-    `], { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname });
+    `,
+      ],
+      { encoding: 'utf8', cwd: new URL('../..', import.meta.url).pathname },
+    );
     expect(r.stderr).toBe('');
     expect(r.stdout).toContain('"requestId":"last"');
   });

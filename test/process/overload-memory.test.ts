@@ -16,10 +16,14 @@ const MB = 1024 * 1024;
 /** Opens `n` keep-alive connections, lets them sit idle, then sends one signed request on each and waits for every answer. */
 async function idleThenBusy(port: number, n: number): Promise<number[]> {
   const sockets: Socket[] = await Promise.all(
-    Array.from({ length: n }, () => new Promise<Socket>((resolve, reject) => {
-      const s = connect(port, '127.0.0.1', () => resolve(s));
-      s.on('error', reject);
-    })),
+    Array.from(
+      { length: n },
+      () =>
+        new Promise<Socket>((resolve, reject) => {
+          const s = connect(port, '127.0.0.1', () => resolve(s));
+          s.on('error', reject);
+        }),
+    ),
   );
   await new Promise((r) => setTimeout(r, 300)); // idle
   const statuses = await Promise.all(
@@ -53,44 +57,56 @@ describe('overload: memory', () => {
     upstream = await startRecordingUpstream();
     const dir = mkdtempSync(join(tmpdir(), 'keygate-overload-mem-'));
     const keys = join(dir, 'keys.yaml');
-    writeFileSync(keys, `keys:\n  - apiKey: good\n    apiSecret: ${SECRET}\n    id: key-good\n    scopes: [accounts:read]\n`);
-    gate = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' }, { baseEnv: 'clean' });
+    writeFileSync(
+      keys,
+      `keys:\n  - apiKey: good\n    apiSecret: ${SECRET}\n    id: key-good\n    scopes: [accounts:read]\n`,
+    );
+    gate = await serveKeygate(
+      { KEYGATE_UPSTREAM: upstream.url, KEYGATE_KEYS_FILE: keys, KEYGATE_CONFIG: POLICY, KEYGATE_LOG_LEVEL: 'warn' },
+      { baseEnv: 'clean' },
+    );
   });
   afterAll(async () => {
     await gate?.stop();
     await upstream?.close();
   });
 
-  it(`${ROUNDS} rounds of ${CONNECTIONS} idle-then-busy connections: RSS bounded and flat across rounds`, { timeout: 120_000 }, async () => {
-    // Warm-up round: the heap, pools and JIT reach their working size first (not a leak).
-    await idleThenBusy(gate.port, CONNECTIONS);
-    await new Promise((r) => setTimeout(r, 1_000));
-    const rss: number[] = [];
-    let peak = 0;
-    const sampler = setInterval(() => (peak = Math.max(peak, gate.rss())), 50);
-    try {
-      for (let round = 0; round < ROUNDS; round++) {
-        upstream.received.length = 0;
-        const statuses = await idleThenBusy(gate.port, CONNECTIONS);
-        // Every connection got an answer: 200, or 503 shed under the in-flight bound (1,024 by
-        // default, below the 1,500 sent at once); never a dropped socket.
-        expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
-        expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
-        await new Promise((r) => setTimeout(r, 1_000));
-        rss.push(gate.rss());
+  it(
+    `${ROUNDS} rounds of ${CONNECTIONS} idle-then-busy connections: RSS bounded and flat across rounds`,
+    { timeout: 120_000 },
+    async () => {
+      // Warm-up round: the heap, pools and JIT reach their working size first (not a leak).
+      await idleThenBusy(gate.port, CONNECTIONS);
+      await new Promise((r) => setTimeout(r, 1_000));
+      const rss: number[] = [];
+      let peak = 0;
+      const sampler = setInterval(() => (peak = Math.max(peak, gate.rss())), 50);
+      try {
+        for (let round = 0; round < ROUNDS; round++) {
+          upstream.received.length = 0;
+          const statuses = await idleThenBusy(gate.port, CONNECTIONS);
+          // Every connection got an answer: 200, or 503 shed under the in-flight bound (1,024 by
+          // default, below the 1,500 sent at once); never a dropped socket.
+          expect(statuses.filter((s) => s !== 200 && s !== 503)).toEqual([]);
+          expect(statuses.filter((s) => s === 200).length).toBeGreaterThan(0);
+          await new Promise((r) => setTimeout(r, 1_000));
+          rss.push(gate.rss());
+        }
+      } finally {
+        clearInterval(sampler);
       }
-    } finally {
-      clearInterval(sampler);
-    }
-    console.log(`[overload-memory] RSS after each round ${rss.map((b) => (b / MB).toFixed(1)).join(' → ')} MB, peak ${(peak / MB).toFixed(1)} MB`);
-    expect(peak).toBeLessThan(300 * MB);
-    // No growth across rounds. RSS moves by up to ~15 MB between rounds as the heap settles,
-    // but a leak grows it in every round: the smaller round-to-round growth stays under 12 MB
-    // (a leak of 8 kB per connection adds 12 MB in each round), and
-    // the last round ends within 40 MB of the first.
-    const growth = rss.slice(1).map((b, i) => b - (rss[i] as number));
-    expect(Math.min(...growth)).toBeLessThan(12 * MB);
-    expect((rss[ROUNDS - 1] as number) - (rss[0] as number)).toBeLessThan(40 * MB);
-    expect(await gate.metric('keygate_inflight_requests')).toBe(0);
-  });
+      console.log(
+        `[overload-memory] RSS after each round ${rss.map((b) => (b / MB).toFixed(1)).join(' → ')} MB, peak ${(peak / MB).toFixed(1)} MB`,
+      );
+      expect(peak).toBeLessThan(300 * MB);
+      // No growth across rounds. RSS moves by up to ~15 MB between rounds as the heap settles,
+      // but a leak grows it in every round: the smaller round-to-round growth stays under 12 MB
+      // (a leak of 8 kB per connection adds 12 MB in each round), and
+      // the last round ends within 40 MB of the first.
+      const growth = rss.slice(1).map((b, i) => b - (rss[i] as number));
+      expect(Math.min(...growth)).toBeLessThan(12 * MB);
+      expect((rss[ROUNDS - 1] as number) - (rss[0] as number)).toBeLessThan(40 * MB);
+      expect(await gate.metric('keygate_inflight_requests')).toBe(0);
+    },
+  );
 });

@@ -37,10 +37,19 @@ describe('secrets from files (_FILE variables)', () => {
   const sealedWith = (c: Config) => cipherOf(c).seal('the-api-secret', 'aad');
 
   it.each<[string, Record<string, string>, (c: Config) => unknown, unknown]>([
-    ['KEYGATE_REDIS_URL_FILE', { KEYGATE_REDIS_URL_FILE: secretFile('redis://:pw-from-file@r:6379\n') }, (c) => c.redis, { mode: 'standalone', url: 'redis://:pw-from-file@r:6379' }],
+    [
+      'KEYGATE_REDIS_URL_FILE',
+      { KEYGATE_REDIS_URL_FILE: secretFile('redis://:pw-from-file@r:6379\n') },
+      (c) => c.redis,
+      { mode: 'standalone', url: 'redis://:pw-from-file@r:6379' },
+    ],
     [
       'KEYGATE_REDIS_PASSWORD_FILE',
-      { KEYGATE_REDIS_SENTINELS: 's:26379', KEYGATE_REDIS_SENTINEL_NAME: 'm', KEYGATE_REDIS_PASSWORD_FILE: secretFile('pw-from-file\r\n') },
+      {
+        KEYGATE_REDIS_SENTINELS: 's:26379',
+        KEYGATE_REDIS_SENTINEL_NAME: 'm',
+        KEYGATE_REDIS_PASSWORD_FILE: secretFile('pw-from-file\r\n'),
+      },
       (c) => c.redis,
       { mode: 'sentinel', sentinels: [{ host: 's', port: 26379 }], masterName: 'm', password: 'pw-from-file' },
     ],
@@ -54,7 +63,11 @@ describe('secrets from files (_FILE variables)', () => {
     [
       'KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS_FILE',
       { KEYGATE_SECRET_ENCRYPTION_KEY: key, KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS_FILE: secretFile(previous) },
-      (c) => cipherOf(c).open(cipherOf(loadConfig({ ...UPSTREAM, KEYGATE_SECRET_ENCRYPTION_KEY: previous })).seal('old', 'aad'), 'aad'),
+      (c) =>
+        cipherOf(c).open(
+          cipherOf(loadConfig({ ...UPSTREAM, KEYGATE_SECRET_ENCRYPTION_KEY: previous })).seal('old', 'aad'),
+          'aad',
+        ),
       'old',
     ],
   ])('%s is read like the variable itself', (_name, env, pick, expected) => {
@@ -62,14 +75,37 @@ describe('secrets from files (_FILE variables)', () => {
   });
 
   it.each<[string, Record<string, string>, RegExp]>([
-    ['both forms set', { KEYGATE_REDIS_URL: 'redis://r', KEYGATE_REDIS_URL_FILE: secretFile('redis://r2') }, /^KEYGATE_REDIS_URL, KEYGATE_REDIS_URL_FILE: set only one of them$/],
-    ['both forms of the encryption key', { KEYGATE_SECRET_ENCRYPTION_KEY: key, KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(key) }, /^KEYGATE_SECRET_ENCRYPTION_KEY, KEYGATE_SECRET_ENCRYPTION_KEY_FILE: set only one/],
-    ['a missing file', { KEYGATE_REDIS_PASSWORD_FILE: join(dir, 'nope'), KEYGATE_REDIS_CLUSTER_NODES: 'n:7000' }, /^KEYGATE_REDIS_PASSWORD_FILE: cannot read .*nope: ENOENT$/],
-    ['an empty file', { KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile('\n') }, /^KEYGATE_SECRET_ENCRYPTION_KEY_FILE: .* is empty$/],
-    ['a bad key in the file, named by the variable', { KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile('not-a-key-s3cr3t\n') }, /^KEYGATE_SECRET_ENCRYPTION_KEY: must be 32 random bytes/],
+    [
+      'both forms set',
+      { KEYGATE_REDIS_URL: 'redis://r', KEYGATE_REDIS_URL_FILE: secretFile('redis://r2') },
+      /^KEYGATE_REDIS_URL, KEYGATE_REDIS_URL_FILE: set only one of them$/,
+    ],
+    [
+      'both forms of the encryption key',
+      { KEYGATE_SECRET_ENCRYPTION_KEY: key, KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(key) },
+      /^KEYGATE_SECRET_ENCRYPTION_KEY, KEYGATE_SECRET_ENCRYPTION_KEY_FILE: set only one/,
+    ],
+    [
+      'a missing file',
+      { KEYGATE_REDIS_PASSWORD_FILE: join(dir, 'nope'), KEYGATE_REDIS_CLUSTER_NODES: 'n:7000' },
+      /^KEYGATE_REDIS_PASSWORD_FILE: cannot read .*nope: ENOENT$/,
+    ],
+    [
+      'an empty file',
+      { KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile('\n') },
+      /^KEYGATE_SECRET_ENCRYPTION_KEY_FILE: .* is empty$/,
+    ],
+    [
+      'a bad key in the file, named by the variable',
+      { KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile('not-a-key-s3cr3t\n') },
+      /^KEYGATE_SECRET_ENCRYPTION_KEY: must be 32 random bytes/,
+    ],
   ])('refuses %s', (_name, env, problem) => {
     const problems = problemsOf(env);
-    expect(problems.some((p) => problem.test(p)), problems.join('\n')).toBe(true);
+    expect(
+      problems.some((p) => problem.test(p)),
+      problems.join('\n'),
+    ).toBe(true);
     // A problem never quotes what the file holds.
     expect(problems.join('\n')).not.toMatch(/s3cr3t|redis:\/\/r2/);
   });
@@ -82,7 +118,11 @@ describe('secrets from files (_FILE variables)', () => {
     afterAll(() => redis.stop());
 
     it('keys create and show with KEYGATE_REDIS_URL_FILE and KEYGATE_SECRET_ENCRYPTION_KEY_FILE', async () => {
-      const env = { KEYGATE_REDIS_URL: '', KEYGATE_REDIS_URL_FILE: secretFile(`${redis.url}\n`), KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(`${key}\n`) };
+      const env = {
+        KEYGATE_REDIS_URL: '',
+        KEYGATE_REDIS_URL_FILE: secretFile(`${redis.url}\n`),
+        KEYGATE_SECRET_ENCRYPTION_KEY_FILE: secretFile(`${key}\n`),
+      };
       const created = JSON.parse((await runKeygate(['keys', 'create', '--json'], env)).stdout) as { apiKey: string };
       const shown = JSON.parse((await runKeygate(['keys', 'show', created.apiKey], env)).stdout) as { apiKey: string };
       expect(shown.apiKey).toBe(created.apiKey);

@@ -12,7 +12,11 @@ const SECONDS = Number(process.env.KEYGATE_SOAK_SECONDS ?? 15);
  */
 describe('soak (short)', () => {
   it(`${SECONDS} s of mixed traffic: every answer as expected, no errors, bounded memory`, () => {
-    const out = spawnSync(process.execPath, [SCRIPT, '--duration', `${SECONDS}s`, '--rate', '150', '--json', '--max-rss-growth-mb', '48'], { encoding: 'utf8', timeout: (SECONDS + 45) * 1000 });
+    const out = spawnSync(
+      process.execPath,
+      [SCRIPT, '--duration', `${SECONDS}s`, '--rate', '150', '--json', '--max-rss-growth-mb', '48'],
+      { encoding: 'utf8', timeout: (SECONDS + 45) * 1000 },
+    );
     expect(out.status, out.stderr).not.toBeNull();
     const report = JSON.parse(out.stdout.trim().split('\n').pop() as string) as {
       pass: boolean;
@@ -26,7 +30,9 @@ describe('soak (short)', () => {
       byKind: Record<string, { sent: number }>;
       samples: string[];
     };
-    console.log(`[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, latencyMs: report.latencyMs, memory: report.memory })}`);
+    console.log(
+      `[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, latencyMs: report.latencyMs, memory: report.memory })}`,
+    );
     expect(report.samples).toEqual([]);
     expect(report.unexpected).toBe(0);
     expect(report.errors).toBe(0);

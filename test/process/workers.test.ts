@@ -6,7 +6,6 @@ import { runKeygate, serveKeygate, spawnKeygate } from '../helpers/spawn-keygate
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 
-
 const alive = (pid: number) => {
   try {
     process.kill(pid, 0);
@@ -33,7 +32,9 @@ describe('KEYGATE_WORKERS', () => {
       if (req.url?.includes('slow=1')) setTimeout(reply, 1_500);
       else reply();
     };
-    const { stdout } = await runKeygate(['keys', 'create', '--scopes', 'accounts:read', '--json'], { KEYGATE_REDIS_URL: redis.url });
+    const { stdout } = await runKeygate(['keys', 'create', '--scopes', 'accounts:read', '--json'], {
+      KEYGATE_REDIS_URL: redis.url,
+    });
     key = JSON.parse(stdout) as { apiKey: string; apiSecret: string };
   });
   afterAll(async () => {
@@ -42,13 +43,20 @@ describe('KEYGATE_WORKERS', () => {
   });
 
   it('the embedded store refuses more than one worker, at start', async () => {
-    const s = spawnKeygate(['serve'], { env: { KEYGATE_REDIS_URL: '', KEYGATE_UPSTREAM: upstream.url, KEYGATE_WORKERS: '2' } });
+    const s = spawnKeygate(['serve'], {
+      env: { KEYGATE_REDIS_URL: '', KEYGATE_UPSTREAM: upstream.url, KEYGATE_WORKERS: '2' },
+    });
     expect((await s.exited).code).toBe(1);
     expect(s.stderr()).toMatch(/KEYGATE_WORKERS: 2 workers need Redis/);
   });
 
   it('two workers share the port and Redis; metrics are summed; SIGTERM drains every worker and exits 0', async () => {
-    const s = await serveKeygate({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url, KEYGATE_WORKERS: '2', KEYGATE_LOG_LEVEL: 'info' });
+    const s = await serveKeygate({
+      KEYGATE_UPSTREAM: upstream.url,
+      KEYGATE_REDIS_URL: redis.url,
+      KEYGATE_WORKERS: '2',
+      KEYGATE_LOG_LEVEL: 'info',
+    });
     const { port, adminPort } = s;
     try {
       await expect.poll(() => s.lines().some((l) => l.msg === 'keygate started'), { timeout: 15_000 }).toBe(true);
@@ -63,11 +71,21 @@ describe('KEYGATE_WORKERS', () => {
       // Each request opens a new connection; the primary hands them out round-robin.
       let ok = 0;
       for (let i = 0; i < 20; i++) {
-        expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(200);
+        expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(
+          200,
+        );
         ok++;
       }
       // Request lines reach stdout in batches (at most 100 ms late): poll for them.
-      const servedBy = () => [...new Set(s.lines().filter((l) => l.msg === 'request' && l.status === 200).map((l) => l.pid as number))].sort();
+      const servedBy = () =>
+        [
+          ...new Set(
+            s
+              .lines()
+              .filter((l) => l.msg === 'request' && l.status === 200)
+              .map((l) => l.pid as number),
+          ),
+        ].sort();
       await expect.poll(servedBy).toEqual([...workerPids].sort());
 
       // The replay guard is shared through Redis: a replay is refused whichever worker gets it.
@@ -75,9 +93,13 @@ describe('KEYGATE_WORKERS', () => {
       const crossWorker: boolean[] = [];
       for (let i = 0; i < 4; i++) {
         const t = token(key.apiKey, key.apiSecret);
-        expect((await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `first-${i}` } })).status).toBe(200);
+        expect(
+          (await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `first-${i}` } })).status,
+        ).toBe(200);
         ok++;
-        expect((await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `again-${i}` } })).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+        expect(
+          (await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `again-${i}` } })).json(),
+        ).toEqual({ code: 40106, message: 'Invalid Token' });
         await expect.poll(() => pidOf(`again-${i}`) !== undefined && pidOf(`first-${i}`) !== undefined).toBe(true);
         crossWorker.push(pidOf(`first-${i}`) !== pidOf(`again-${i}`));
       }
@@ -95,14 +117,23 @@ describe('KEYGATE_WORKERS', () => {
 
       // A worker that dies is replaced.
       process.kill(workerPids[0]!, 'SIGKILL');
-      await expect.poll(() => s.lines().filter((l) => l.msg === 'worker died; starting a replacement').length, { timeout: 5_000 }).toBe(1);
-      await expect.poll(async () => (await send(admin, '/readyz')).status, { timeout: 10_000, interval: 100 }).toBe(200);
-      for (let i = 0; i < 6; i++) expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(200);
+      await expect
+        .poll(() => s.lines().filter((l) => l.msg === 'worker died; starting a replacement').length, { timeout: 5_000 })
+        .toBe(1);
+      await expect
+        .poll(async () => (await send(admin, '/readyz')).status, { timeout: 10_000, interval: 100 })
+        .toBe(200);
+      for (let i = 0; i < 6; i++)
+        expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(
+          200,
+        );
       await expect.poll(() => servedBy().some((pid) => !workerPids.includes(pid))).toBe(true); // the replacement served some
       const replacement = servedBy().find((pid) => !workerPids.includes(pid));
 
       // Graceful shutdown: in-flight requests on both workers finish, then everything exits 0.
-      const slow = [0, 1].map(() => send(url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(token(key.apiKey, key.apiSecret)) }));
+      const slow = [0, 1].map(() =>
+        send(url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(token(key.apiKey, key.apiSecret)) }),
+      );
       await new Promise((r) => setTimeout(r, 300));
       const stopAt = Date.now();
       s.child.kill('SIGTERM');

@@ -5,7 +5,14 @@ import type { Claims } from '../../src/pipeline/decode-token.js';
 const NOW = 1_795_330_124_122_000_000n; // 19 digits: beyond Number's exact range
 const S = 1_000_000_000n;
 const claims = (nonceNs: bigint, extra: Partial<Claims> = {}): Claims => ({
-  ok: true, sub: 'k', nonce: nonceNs.toString(), nonceNs, recvWindowSeconds: 30, exp: undefined, nbf: undefined, ...extra,
+  ok: true,
+  sub: 'k',
+  nonce: nonceNs.toString(),
+  nonceNs,
+  recvWindowSeconds: 30,
+  exp: undefined,
+  nbf: undefined,
+  ...extra,
 });
 
 describe('checkTime: |nonce − now| < recv_window, exp and nbf', () => {

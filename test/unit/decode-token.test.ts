@@ -11,7 +11,13 @@ const tok = (payload: unknown, header: unknown = HS256) => sign(header, payload,
 describe('decodeToken: structure and claims (all failures are 40106)', () => {
   it('accepts the contract token and parses the nonce as BigInt', () => {
     const r = decodeToken(tok(good), OPTS);
-    expect(r).toMatchObject({ ok: true, sub: 'k1', nonce: NONCE, nonceNs: 1795330124122000000n, recvWindowSeconds: 30 });
+    expect(r).toMatchObject({
+      ok: true,
+      sub: 'k1',
+      nonce: NONCE,
+      nonceNs: 1795330124122000000n,
+      recvWindowSeconds: 30,
+    });
   });
   it('takes recv_window from the token when given as a string', () => {
     expect(decodeToken(tok({ ...good, recv_window: '45' }), OPTS)).toMatchObject({ ok: true, recvWindowSeconds: 45 });

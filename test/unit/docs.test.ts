@@ -36,7 +36,9 @@ describe('docs/reference/configuration.md documents the environment', () => {
     for (const name of envNamesInCode()) expect(configDoc, name).toContain(`\`${name}\``);
   });
   it('has a variable row only for names the code reads', () => {
-    const rows = tableRows(section(configDoc, 'Environment variables')).filter((cells) => cells[0]!.startsWith('`KEYGATE_'));
+    const rows = tableRows(section(configDoc, 'Environment variables')).filter((cells) =>
+      cells[0]!.startsWith('`KEYGATE_'),
+    );
     const documented = rows.flatMap((cells) => codeSpans(cells[0]!));
     expect(documented.length).toBeGreaterThan(30);
     const known = envNamesInCode();
@@ -44,32 +46,49 @@ describe('docs/reference/configuration.md documents the environment', () => {
   });
   it.each(docFiles())('%s names no KEYGATE_ variable the code does not read', (file) => {
     const known = envNamesInCode();
-    const unknown = [...readDoc(file).matchAll(/KEYGATE_[A-Z0-9_]*[A-Z0-9]/g)].map((m) => m[0]).filter((name) => !known.has(name));
+    const unknown = [...readDoc(file).matchAll(/KEYGATE_[A-Z0-9_]*[A-Z0-9]/g)]
+      .map((m) => m[0])
+      .filter((name) => !known.has(name));
     expect([...new Set(unknown)]).toEqual([]);
   });
 });
 
 describe('the "Behind your proxy" recipes in docs/operations.md are the files the tests run', () => {
   const snippets = docFiles().flatMap((doc) =>
-    [...readDoc(doc).matchAll(/<!-- snippet: (\S+) -->\n```[a-z]*\n([\s\S]*?)\n```/g)].map((m) => ({ doc, file: m[1] as string, block: m[2] as string })),
+    [...readDoc(doc).matchAll(/<!-- snippet: (\S+) -->\n```[a-z]*\n([\s\S]*?)\n```/g)].map((m) => ({
+      doc,
+      file: m[1] as string,
+      block: m[2] as string,
+    })),
   );
   it('has the nginx, ingress-nginx, Traefik and Envoy recipes', () => {
-    expect(snippets.map((s) => s.file).sort()).toEqual(['deploy/envoy/forward-auth.yaml', 'deploy/kubernetes/forward-auth/ingress.yaml', 'deploy/nginx/forward-auth.conf', 'deploy/traefik/forward-auth.yaml']);
+    expect(snippets.map((s) => s.file).sort()).toEqual([
+      'deploy/envoy/forward-auth.yaml',
+      'deploy/kubernetes/forward-auth/ingress.yaml',
+      'deploy/nginx/forward-auth.conf',
+      'deploy/traefik/forward-auth.yaml',
+    ]);
     expect(new Set(snippets.map((s) => s.doc))).toEqual(new Set(['docs/operations.md']));
   });
-  it.each(snippets.map((s) => [s.file, s] as const))('%s: the doc block is the file, or a contiguous run of its lines (re-indented as a whole)', (_name, { file, block }) => {
-    const lines = readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8').trimEnd().split('\n');
-    const want = block.split('\n');
-    const found = lines.some((_, start) => {
-      const indent = lines[start]!.length - lines[start]!.trimStart().length - (want[0]!.length - want[0]!.trimStart().length);
-      if (indent < 0) return false;
-      return want.every((w, i) => {
-        const got = lines[start + i];
-        return got !== undefined && (w === '' ? got.trim() === '' : got === ' '.repeat(indent) + w);
+  it.each(snippets.map((s) => [s.file, s] as const))(
+    '%s: the doc block is the file, or a contiguous run of its lines (re-indented as a whole)',
+    (_name, { file, block }) => {
+      const lines = readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8')
+        .trimEnd()
+        .split('\n');
+      const want = block.split('\n');
+      const found = lines.some((_, start) => {
+        const indent =
+          lines[start]!.length - lines[start]!.trimStart().length - (want[0]!.length - want[0]!.trimStart().length);
+        if (indent < 0) return false;
+        return want.every((w, i) => {
+          const got = lines[start + i];
+          return got !== undefined && (w === '' ? got.trim() === '' : got === ' '.repeat(indent) + w);
+        });
       });
-    });
-    expect(found, `${file} does not contain the doc block`).toBe(true);
-  });
+      expect(found, `${file} does not contain the doc block`).toBe(true);
+    },
+  );
 });
 
 /**
@@ -100,7 +119,10 @@ describe('links between the docs resolve', () => {
     if (PENDING.has(resolved) && !existsSync(join(repoRoot, resolved))) return;
     expect(existsSync(join(repoRoot, resolved)), `${resolved} exists`).toBe(true);
     if (anchor === undefined) return;
-    expect(resolved.endsWith('.md') && statSync(join(repoRoot, resolved)).isFile(), 'an anchor points into a markdown file').toBe(true);
+    expect(
+      resolved.endsWith('.md') && statSync(join(repoRoot, resolved)).isFile(),
+      'an anchor points into a markdown file',
+    ).toBe(true);
     expect([...headingAnchors(readDoc(resolved))], `#${anchor} is a heading of ${resolved}`).toContain(anchor);
   });
   it.each([...PENDING])('%s is still pending (once it exists, remove it from PENDING)', (file) => {

@@ -75,7 +75,9 @@ describe('key cache', () => {
 
   it('bounds its size, evicting the oldest', async () => {
     const clock = manualClock();
-    const store = countingStore(createMemoryStore({ keys: ['a', 'b', 'c'].map((k) => makeKey({ apiKey: k })) }, { clock }));
+    const store = countingStore(
+      createMemoryStore({ keys: ['a', 'b', 'c'].map((k) => makeKey({ apiKey: k })) }, { clock }),
+    );
     const evicted: string[] = [];
     const cache = createKeyCache(opts, { store, clock, events: { onEvict: (c) => evicted.push(c) } });
     for (const k of ['a', 'b', 'c']) await cache.get(k);

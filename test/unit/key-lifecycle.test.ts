@@ -7,7 +7,10 @@ const T0 = Date.parse('2026-11-22T00:00:00Z');
 
 describe('key lifecycle', () => {
   it('creates keys with 32-byte secrets and optional expiry', () => {
-    const { record } = newKey({ scopes: ['a'], allowIps: ['10.0.0.0/8'], label: 'x', expiresAt: new Date(T0 + 1000).toISOString() }, T0);
+    const { record } = newKey(
+      { scopes: ['a'], allowIps: ['10.0.0.0/8'], label: 'x', expiresAt: new Date(T0 + 1000).toISOString() },
+      T0,
+    );
     expect(record).toBeDefined();
     expect(Buffer.from(record!.secret, 'base64url')).toHaveLength(32);
     expect(record!.apiKey).not.toBe(record!.id);
@@ -44,7 +47,13 @@ describe('key lifecycle', () => {
   it('updates scopes, allow-list, label and expiry, and can remove the expiry', () => {
     const r = makeKey({ apiKey: 'a', expiresAt: '2030-01-01T00:00:00Z' });
     const { record } = updateKey(r, { scopes: ['x'], allowIps: ['::1'], label: 'new', expiresAt: null }, T0);
-    expect(record).toMatchObject({ scopes: ['x'], allowIps: ['::1'], label: 'new', secret: r.secret, updatedAt: new Date(T0).toISOString() });
+    expect(record).toMatchObject({
+      scopes: ['x'],
+      allowIps: ['::1'],
+      label: 'new',
+      secret: r.secret,
+      updatedAt: new Date(T0).toISOString(),
+    });
     expect(record!.expiresAt).toBeUndefined();
   });
 
@@ -62,15 +71,33 @@ describe('key lifecycle', () => {
   });
 
   it.each([
-    ['a bad rate', makeKey({ apiKey: 'a' }), { rateLimit: { rate: '100/d' } }, 'key.rateLimit.rate: expected <count>/s, /m or /h with a count from 1 to 1000000, got "100/d"'],
-    ['a burst without any rate', makeKey({ apiKey: 'a' }), { burst: 3 }, 'key.rateLimit: --burst needs a rate (give --rate-limit, or set one first)'],
-    ['a zero burst', makeKey({ apiKey: 'a' }), { rateLimit: { rate: '1/s', burst: 0 } }, 'key.rateLimit.burst: must be an integer from 1 to 1000000'],
+    [
+      'a bad rate',
+      makeKey({ apiKey: 'a' }),
+      { rateLimit: { rate: '100/d' } },
+      'key.rateLimit.rate: expected <count>/s, /m or /h with a count from 1 to 1000000, got "100/d"',
+    ],
+    [
+      'a burst without any rate',
+      makeKey({ apiKey: 'a' }),
+      { burst: 3 },
+      'key.rateLimit: --burst needs a rate (give --rate-limit, or set one first)',
+    ],
+    [
+      'a zero burst',
+      makeKey({ apiKey: 'a' }),
+      { rateLimit: { rate: '1/s', burst: 0 } },
+      'key.rateLimit.burst: must be an integer from 1 to 1000000',
+    ],
   ])('rate limit: refuses %s', (_name, r, changes, problem) => {
     expect(updateKey(r, changes, T0).errors).toEqual([problem]);
   });
 
   it('creates a key with a rate limit', () => {
-    expect(newKey({ rateLimit: { rate: '100/s', burst: 200 } }, T0).record?.rateLimit).toEqual({ rate: '100/s', burst: 200 });
+    expect(newKey({ rateLimit: { rate: '100/s', burst: 200 } }, T0).record?.rateLimit).toEqual({
+      rate: '100/s',
+      burst: 200,
+    });
   });
 
   it('revokes with when and why, keeping the record', () => {
@@ -84,7 +111,9 @@ describe('key lifecycle', () => {
     const first = rotateKey(r0, 300_000, T0);
     expect(first.secret).not.toBe(r0.secret);
     expect(first.record.secret).toBe(first.secret);
-    expect(first.record.previousSecrets).toEqual([{ secret: r0.secret, validUntil: new Date(T0 + 300_000).toISOString() }]);
+    expect(first.record.previousSecrets).toEqual([
+      { secret: r0.secret, validUntil: new Date(T0 + 300_000).toISOString() },
+    ]);
     const second = rotateKey(first.record, 60_000, T0 + 100_000);
     expect(second.record.previousSecrets?.map((p) => p.secret)).toEqual([first.secret, r0.secret]);
     const third = rotateKey(second.record, 0, T0 + 400_000);
@@ -99,7 +128,15 @@ describe('key lifecycle', () => {
     expect(text).toContain('validUntil');
   });
 
-  it.each([['300s', 300_000], ['5m', 300_000], ['2h', 7_200_000], ['7d', 604_800_000], ['1500ms', 1500], ['30', 30_000], ['0', 0]])('parses duration %s', (raw, ms) => {
+  it.each([
+    ['300s', 300_000],
+    ['5m', 300_000],
+    ['2h', 7_200_000],
+    ['7d', 604_800_000],
+    ['1500ms', 1500],
+    ['30', 30_000],
+    ['0', 0],
+  ])('parses duration %s', (raw, ms) => {
     expect(parseDuration(raw)).toBe(ms);
   });
   it.each(['', '5x', '-1s', '1.5m', 'soon'])('refuses duration %j', (raw) => {

@@ -19,20 +19,36 @@ describe('config', () => {
     expect(c.policy.unlistedRoutes).toBe('deny');
     expect(c.policy.trustedProxies).toBeNull();
     expect(c.policy.maxRecvWindowSeconds).toBe(60);
-    expect(c.policy.routes.rules.map((r) => [r.pattern, r.scopes])).toEqual([['/api/v3/viewer/accounts', ['accounts:read']]]);
+    expect(c.policy.routes.rules.map((r) => [r.pattern, r.scopes])).toEqual([
+      ['/api/v3/viewer/accounts', ['accounts:read']],
+    ]);
     expect(Object.isFrozen(c)).toBe(true);
     expect(Object.isFrozen(c.limits)).toBe(true);
   });
 
   it('reports every problem at once', () => {
-    const policy = file('p.yaml', 'routes:\n  - { method: get, path: /x/../y, scopes: [1] }\npublic:\n  - { method: GET, path: /api/v3/* }\nunlistedRoutes: maybe\ntrustedProxies: [300.0.0.1]\nmaxRecvWindowSeconds: 0\ntypo: 1\n');
+    const policy = file(
+      'p.yaml',
+      'routes:\n  - { method: get, path: /x/../y, scopes: [1] }\npublic:\n  - { method: GET, path: /api/v3/* }\nunlistedRoutes: maybe\ntrustedProxies: [300.0.0.1]\nmaxRecvWindowSeconds: 0\ntypo: 1\n',
+    );
     try {
       loadConfig({ KEYGATE_UPSTREAM: 'http://x/base', KEYGATE_PORT: '9090', KEYGATE_CONFIG: policy });
       expect.unreachable();
     } catch (err) {
       expect(err).toBeInstanceOf(ConfigError);
       const problems = (err as ConfigError).problems.join('\n');
-      for (const needle of ['KEYGATE_UPSTREAM', 'KEYGATE_ADMIN_PORT', 'method', 'bad segment', 'scopes', 'public route', 'unlistedRoutes', 'trustedProxies', 'maxRecvWindowSeconds', 'typo']) {
+      for (const needle of [
+        'KEYGATE_UPSTREAM',
+        'KEYGATE_ADMIN_PORT',
+        'method',
+        'bad segment',
+        'scopes',
+        'public route',
+        'unlistedRoutes',
+        'trustedProxies',
+        'maxRecvWindowSeconds',
+        'typo',
+      ]) {
         expect(problems).toContain(needle);
       }
     }
@@ -42,7 +58,10 @@ describe('config', () => {
     const d = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).policy;
     expect(d.matching).toEqual({ caseSensitive: false, trailingSlash: 'ignore' });
     expect([...d.methodOverride]).toEqual([]);
-    const policy = file('p.yaml', 'routes: []\ncaseSensitiveRoutes: true\ntrailingSlash: strict\nmethodOverride: [X-HTTP-Method-Override, _method]\n');
+    const policy = file(
+      'p.yaml',
+      'routes: []\ncaseSensitiveRoutes: true\ntrailingSlash: strict\nmethodOverride: [X-HTTP-Method-Override, _method]\n',
+    );
     const c = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy;
     expect(c.matching).toEqual({ caseSensitive: true, trailingSlash: 'strict' });
     expect([...c.methodOverride]).toEqual(['x-http-method-override', '_method']);
@@ -52,7 +71,11 @@ describe('config', () => {
   const refusedPolicies: Array<[string, string, string]> = [
     ['caseSensitiveRoutes not a boolean', 'caseSensitiveRoutes: "no"\n', 'caseSensitiveRoutes must be true or false'],
     ['trailingSlash unknown', 'trailingSlash: redirect\n', 'trailingSlash must be "ignore" or "strict"'],
-    ['methodOverride unknown name', 'methodOverride: [X-Override]\n', 'methodOverride must be a list of names among x-http-method-override'],
+    [
+      'methodOverride unknown name',
+      'methodOverride: [X-Override]\n',
+      'methodOverride must be a list of names among x-http-method-override',
+    ],
     ['methodOverride not a list', 'methodOverride: true\n', 'methodOverride must be a list'],
     [
       'two routes the same under the default matching, both lines named',
@@ -65,11 +88,31 @@ describe('config', () => {
       'p.yaml: routes[1] (line 5) (GET /api/v3/admin/users) is more specific than routes[0] (line 2) (GET,HEAD /api/v3/*)',
     ],
     // Public /api/v3/ routes: opt-in, one by one, never overlapping an authenticated route.
-    ['public catch-all /api/v3/*', 'public:\n  - { method: GET, path: /api/v3/* }\n', 'p.yaml: public[0].path: public route /api/v3/* names no fixed segment after /api/v3/'],
-    ['public catch-all /api/v3/:x/*', 'public:\n  - { method: GET, path: /api/v3/:market/* }\n', 'public[0].path: public route /api/v3/:market/* names no fixed segment after /api/v3/'],
-    ['public /api/v3/:x', 'public:\n  - { method: GET, path: /api/v3/:anything }\n', 'public route /api/v3/:anything names no fixed segment'],
-    ['public catch-all spelt /API/V3/* when case is folded', 'public:\n  - { method: GET, path: /API/V3/* }\n', 'public route /API/V3/* names no fixed segment'],
-    ['public /api/v3 itself', 'trailingSlash: strict\npublic:\n  - { method: GET, path: /api/v3 }\n', 'public route /api/v3 names no fixed segment'],
+    [
+      'public catch-all /api/v3/*',
+      'public:\n  - { method: GET, path: /api/v3/* }\n',
+      'p.yaml: public[0].path: public route /api/v3/* names no fixed segment after /api/v3/',
+    ],
+    [
+      'public catch-all /api/v3/:x/*',
+      'public:\n  - { method: GET, path: /api/v3/:market/* }\n',
+      'public[0].path: public route /api/v3/:market/* names no fixed segment after /api/v3/',
+    ],
+    [
+      'public /api/v3/:x',
+      'public:\n  - { method: GET, path: /api/v3/:anything }\n',
+      'public route /api/v3/:anything names no fixed segment',
+    ],
+    [
+      'public catch-all spelt /API/V3/* when case is folded',
+      'public:\n  - { method: GET, path: /API/V3/* }\n',
+      'public route /API/V3/* names no fixed segment',
+    ],
+    [
+      'public /api/v3 itself',
+      'trailingSlash: strict\npublic:\n  - { method: GET, path: /api/v3 }\n',
+      'public route /api/v3 names no fixed segment',
+    ],
     [
       'public route overlapping an authenticated :param route, both rules named',
       'routes:\n  - { method: GET, path: /api/v3/asset_pairs/:name, scopes: [read] }\npublic:\n  - { method: GET, path: /api/v3/asset_pairs/tickers }\n',
@@ -96,11 +139,17 @@ describe('config', () => {
       'routes:\n  - { method: GET, path: /api/v3/Time/, scopes: [a] }\n',
       'routes[0].path: GET /api/v3/Time/ is never reached while Keygate answers GET /api/v3/time itself; set timeEndpoint: false',
     ],
-    ['route longer than a request may be', `routes:\n  - { method: GET, path: /api/v3${'/a'.repeat(63)}, scopes: [] }\n`, 'longer than requests may be (4096 bytes, 64 segments)'],
+    [
+      'route longer than a request may be',
+      `routes:\n  - { method: GET, path: /api/v3${'/a'.repeat(63)}, scopes: [] }\n`,
+      'longer than requests may be (4096 bytes, 64 segments)',
+    ],
   ];
   it.each(refusedPolicies)('refuses a policy: %s', (_name, text, problem) => {
     const policy = file('p.yaml', text);
-    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(ConfigError);
+    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(
+      ConfigError,
+    );
     try {
       loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy });
     } catch (err) {
@@ -109,8 +158,13 @@ describe('config', () => {
   });
 
   it('names lines in a JSON policy too', () => {
-    const policy = file('p.json', '{"routes": [\n {"method": "GET", "path": "/api/v3/a", "scopes": []},\n {"method": "GET", "path": "/api/v3/A", "scopes": []}\n]}\n');
-    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(/routes\[0\] \(line 2\) and .*routes\[1\] \(line 3\) are the same route/);
+    const policy = file(
+      'p.json',
+      '{"routes": [\n {"method": "GET", "path": "/api/v3/a", "scopes": []},\n {"method": "GET", "path": "/api/v3/A", "scopes": []}\n]}\n',
+    );
+    expect(() => loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy })).toThrow(
+      /routes\[0\] \(line 2\) and .*routes\[1\] \(line 3\) are the same route/,
+    );
   });
 
   it('a public route under /API/v3/ is outside /api/v3/ when routes are case-sensitive', () => {
@@ -139,7 +193,11 @@ describe('config', () => {
       ].join('\n'),
     );
     const p = loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy;
-    expect(p.publicApiRoutes.rules.map((r) => r.pattern)).toEqual(['/api/v3/ping', '/api/v3/asset_pairs', '/api/v3/asset_pairs/:name/depth']);
+    expect(p.publicApiRoutes.rules.map((r) => r.pattern)).toEqual([
+      '/api/v3/ping',
+      '/api/v3/asset_pairs',
+      '/api/v3/asset_pairs/:name/depth',
+    ]);
     expect(p.publicRoutes.rules.map((r) => r.pattern)).toEqual(['/api/contract/v2/*', '/status']);
     expect(p.timeEndpoint).toBe(false);
     expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000' }).policy.timeEndpoint).toBe(true);
@@ -147,13 +205,33 @@ describe('config', () => {
 
   it('with timeEndpoint: false a route may name /api/v3/time', () => {
     const policy = file('p.yaml', 'timeEndpoint: false\npublic:\n  - { method: GET, path: /api/v3/time }\n');
-    expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy.publicApiRoutes.rules).toHaveLength(1);
+    expect(
+      loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_CONFIG: policy }).policy.publicApiRoutes.rules,
+    ).toHaveLength(1);
   });
 
   it('validates keys files, listing every problem', () => {
-    expect(() => parseKeysDocument({ keys: [{ apiKey: 'a', apiSecret: 'short' }, { apiKey: 'a', apiSecret: 'long-enough-secret-123', allowIps: ['nope'] }] }, 'k.yaml')).toThrow(KeysFileError);
+    expect(() =>
+      parseKeysDocument(
+        {
+          keys: [
+            { apiKey: 'a', apiSecret: 'short' },
+            { apiKey: 'a', apiSecret: 'long-enough-secret-123', allowIps: ['nope'] },
+          ],
+        },
+        'k.yaml',
+      ),
+    ).toThrow(KeysFileError);
     try {
-      parseKeysDocument({ keys: [{ apiKey: 'a', apiSecret: 'short' }, { apiKey: 'b c', apiSecret: 'long-enough-secret-123', allowIps: ['nope'] }] }, 'k.yaml');
+      parseKeysDocument(
+        {
+          keys: [
+            { apiKey: 'a', apiSecret: 'short' },
+            { apiKey: 'b c', apiSecret: 'long-enough-secret-123', allowIps: ['nope'] },
+          ],
+        },
+        'k.yaml',
+      );
     } catch (err) {
       const p = (err as KeysFileError).problems.join('\n');
       expect(p).toContain('keys[0].apiSecret');

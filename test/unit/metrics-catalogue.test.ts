@@ -15,7 +15,11 @@ const rowNames = (text: string, pattern: RegExp) =>
   tableRows(text)
     .map((cells) => codeSpans(cells[0]!)[0])
     .filter((name): name is string => name !== undefined && pattern.test(name));
-const alerts = (parseYaml(readFileSync(new URL('deploy/prometheus/alerts.yml', root), 'utf8')) as { groups: Array<{ rules: Array<{ alert: string }> }> }).groups.flatMap((g) => g.rules);
+const alerts = (
+  parseYaml(readFileSync(new URL('deploy/prometheus/alerts.yml', root), 'utf8')) as {
+    groups: Array<{ rules: Array<{ alert: string }> }>;
+  }
+).groups.flatMap((g) => g.rules);
 
 describe('docs/reference/metrics.md lists every metric with its labels and their values', () => {
   const metrics = metricsDoc;
@@ -40,7 +44,8 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
     for (const l of labels) expect(row, `${name} label ${l}`).toContain(`\`${l}\``);
     if (labels.length === 0) expect(row).toContain('| none |');
     // Every fixed value of its label is spelled out in its row.
-    for (const v of LABEL_VALUES[VALUES_OF[name] as keyof typeof LABEL_VALUES] ?? []) expect(row, `${name} value ${v}`).toContain(`\`${v}\``);
+    for (const v of LABEL_VALUES[VALUES_OF[name] as keyof typeof LABEL_VALUES] ?? [])
+      expect(row, `${name} value ${v}`).toContain(`\`${v}\``);
   });
 
   it('lists Node default metrics and every alert of deploy/prometheus/alerts.yml', () => {
@@ -54,7 +59,9 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
     expect(rowNames(metrics, /^keygate_/).sort()).toEqual(own.map((m) => m.name).sort());
   });
   it('has a row only for alerts deploy/prometheus/alerts.yml has', () => {
-    expect(rowNames(section(metrics, 'Dashboard and alerts'), /^Keygate[A-Z]/).sort()).toEqual(alerts.map((a) => a.alert).sort());
+    expect(rowNames(section(metrics, 'Dashboard and alerts'), /^Keygate[A-Z]/).sort()).toEqual(
+      alerts.map((a) => a.alert).sort(),
+    );
   });
 });
 

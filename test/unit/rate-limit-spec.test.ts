@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { compileRateLimit, describeRateLimit, parseRate, parseRateLimitSpec } from '../../src/config/rate-limit-spec.js';
+import {
+  compileRateLimit,
+  describeRateLimit,
+  parseRate,
+  parseRateLimitSpec,
+} from '../../src/config/rate-limit-spec.js';
 
 describe('parseRate / parseRateLimitSpec', () => {
   it.each([
@@ -29,9 +34,21 @@ describe('parseRate / parseRateLimitSpec', () => {
   });
 
   it('compiles the interval (rounded up), the burst (default: the count) and the policy header', () => {
-    expect(compileRateLimit({ rate: '100/s' })).toEqual({ intervalUs: 10_000, burst: 100, policyHeader: '"keygate";q=100;w=1' });
-    expect(compileRateLimit({ rate: '100/s', burst: 200 })).toEqual({ intervalUs: 10_000, burst: 200, policyHeader: '"keygate";q=200;w=2' });
-    expect(compileRateLimit({ rate: '3/s' })).toEqual({ intervalUs: 333_334, burst: 3, policyHeader: '"keygate";q=3;w=2' });
+    expect(compileRateLimit({ rate: '100/s' })).toEqual({
+      intervalUs: 10_000,
+      burst: 100,
+      policyHeader: '"keygate";q=100;w=1',
+    });
+    expect(compileRateLimit({ rate: '100/s', burst: 200 })).toEqual({
+      intervalUs: 10_000,
+      burst: 200,
+      policyHeader: '"keygate";q=200;w=2',
+    });
+    expect(compileRateLimit({ rate: '3/s' })).toEqual({
+      intervalUs: 333_334,
+      burst: 3,
+      policyHeader: '"keygate";q=3;w=2',
+    });
     expect(compileRateLimit({ rate: '1000/h' }).policyHeader).toBe('"keygate";q=1000;w=3600');
     expect(describeRateLimit({ rate: '10/s', burst: 20 })).toBe('10/s burst 20');
     expect(describeRateLimit(undefined)).toBe('none');

@@ -43,7 +43,12 @@ describe('gcra', () => {
       if (step.allowed) tat = step.tatUs;
       return step;
     };
-    for (let i = 0; i < 10; i++) expect(at(0)).toEqual({ allowed: true, tatUs: t0 + (i + 1) * 100 * ms, state: { remaining: 9 - i, resetUs: (i + 1) * 100 * ms, retryAfterUs: 0 } });
+    for (let i = 0; i < 10; i++)
+      expect(at(0)).toEqual({
+        allowed: true,
+        tatUs: t0 + (i + 1) * 100 * ms,
+        state: { remaining: 9 - i, resetUs: (i + 1) * 100 * ms, retryAfterUs: 0 },
+      });
     expect(at(0)).toEqual({ allowed: false, state: { remaining: 0, resetUs: 1_000 * ms, retryAfterUs: 100 * ms } });
     expect(at(40)).toEqual({ allowed: false, state: { remaining: 0, resetUs: 960 * ms, retryAfterUs: 60 * ms } });
     expect(at(100)).toMatchObject({ allowed: true, state: { remaining: 0, resetUs: 1_000 * ms } });
@@ -56,7 +61,11 @@ describe('gcra', () => {
   it('property: takes the same decisions as the leaky-bucket reference model', () => {
     fc.assert(
       fc.property(
-        fc.record({ count: fc.integer({ min: 1, max: 50 }), unit: fc.constantFrom('s', 'm'), burst: fc.option(fc.integer({ min: 1, max: 30 }), { nil: undefined }) }),
+        fc.record({
+          count: fc.integer({ min: 1, max: 50 }),
+          unit: fc.constantFrom('s', 'm'),
+          burst: fc.option(fc.integer({ min: 1, max: 30 }), { nil: undefined }),
+        }),
         fc.array(fc.integer({ min: 0, max: 400_000 }), { minLength: 1, maxLength: 200 }),
         ({ count, unit, burst }, gaps) => {
           const limit = compileRateLimit({ rate: `${count}/${unit}`, ...(burst !== undefined && { burst }) });
@@ -72,19 +81,23 @@ describe('gcra', () => {
 
   it('property: over any span d, at most burst + d / T pass (no window-edge doubling)', () => {
     fc.assert(
-      fc.property(fc.integer({ min: 1, max: 20 }), fc.array(fc.integer({ min: 0, max: 60_000 }), { minLength: 1, maxLength: 300 }), (burst, gaps) => {
-        const limit = compileRateLimit({ rate: '10/s', burst });
-        let t = 0;
-        const arrivals = gaps.map((g) => (t += g));
-        const decisions = runGcra(limit, arrivals);
-        const passed = arrivals.filter((_, i) => decisions[i]);
-        for (let i = 0; i < passed.length; i++) {
-          for (let j = i; j < passed.length; j++) {
-            const span = (passed[j] as number) - (passed[i] as number);
-            expect(j - i + 1).toBeLessThanOrEqual(burst + Math.floor(span / limit.intervalUs));
+      fc.property(
+        fc.integer({ min: 1, max: 20 }),
+        fc.array(fc.integer({ min: 0, max: 60_000 }), { minLength: 1, maxLength: 300 }),
+        (burst, gaps) => {
+          const limit = compileRateLimit({ rate: '10/s', burst });
+          let t = 0;
+          const arrivals = gaps.map((g) => (t += g));
+          const decisions = runGcra(limit, arrivals);
+          const passed = arrivals.filter((_, i) => decisions[i]);
+          for (let i = 0; i < passed.length; i++) {
+            for (let j = i; j < passed.length; j++) {
+              const span = (passed[j] as number) - (passed[i] as number);
+              expect(j - i + 1).toBeLessThanOrEqual(burst + Math.floor(span / limit.intervalUs));
+            }
           }
-        }
-      }),
+        },
+      ),
       { numRuns: 100 },
     );
   });

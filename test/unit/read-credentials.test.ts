@@ -15,8 +15,16 @@ describe('readCredentials: the Authorization header rules', () => {
     ['Bearer alone', ['Authorization', 'Bearer'], { ok: false, code: 40107, reason: 'bad_header_format' }],
     ['Basic scheme', ['Authorization', 'Basic dXNlcjpwYXNz'], { ok: false, code: 40107, reason: 'bad_header_format' }],
     ['token only', ['Authorization', 'a.b.c'], { ok: false, code: 40107, reason: 'bad_header_format' }],
-    ['duplicate headers', ['Authorization', 'Bearer a.b.c', 'authorization', 'Bearer d.e.f'], { ok: false, code: 40107, reason: 'duplicate_header' }],
-    ['duplicate, one empty', ['Authorization', '', 'Authorization', 'Bearer a.b.c'], { ok: false, code: 40107, reason: 'duplicate_header' }],
+    [
+      'duplicate headers',
+      ['Authorization', 'Bearer a.b.c', 'authorization', 'Bearer d.e.f'],
+      { ok: false, code: 40107, reason: 'duplicate_header' },
+    ],
+    [
+      'duplicate, one empty',
+      ['Authorization', '', 'Authorization', 'Bearer a.b.c'],
+      { ok: false, code: 40107, reason: 'duplicate_header' },
+    ],
   ];
   it.each(cases)('%s', (_name, raw, expected) => {
     expect(readCredentials(raw)).toEqual(expected);

@@ -22,10 +22,55 @@ const withoutTime = (line: string) => {
 /** The request line's fixed serializer writes what pino itself would, field for field. */
 describe('createRequestLogger', () => {
   const cases: Array<[string, Record<string, unknown>, boolean]> = [
-    ['forwarded', { requestId: 'r-1', method: 'GET', route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1', keyId: 'key_1', code: 'ok', status: 200, authMs: 0.052, upstreamMs: 0.4, durationMs: 0.61 }, false],
-    ['refused', { requestId: 'r-2', method: 'POST', route: undefined, clientIp: '::1', code: 40106, reason: 'replay', status: 401, authMs: 0.1, durationMs: 0.2 }, false],
-    ['upstream failure at warn', { requestId: 'r-3', method: 'GET', clientIp: '10.0.0.1', code: 50200, reason: 'upstream_bad_response', status: 502, aborted: true }, true],
-    ['quotes, backslashes, control and non-ASCII characters stay inside their field', { requestId: 'r"4\\', method: 'GET', route: '/api/v3/x\n"y":1', clientIp: '\u0000é' }, false],
+    [
+      'forwarded',
+      {
+        requestId: 'r-1',
+        method: 'GET',
+        route: '/api/v3/viewer/accounts',
+        clientIp: '127.0.0.1',
+        keyId: 'key_1',
+        code: 'ok',
+        status: 200,
+        authMs: 0.052,
+        upstreamMs: 0.4,
+        durationMs: 0.61,
+      },
+      false,
+    ],
+    [
+      'refused',
+      {
+        requestId: 'r-2',
+        method: 'POST',
+        route: undefined,
+        clientIp: '::1',
+        code: 40106,
+        reason: 'replay',
+        status: 401,
+        authMs: 0.1,
+        durationMs: 0.2,
+      },
+      false,
+    ],
+    [
+      'upstream failure at warn',
+      {
+        requestId: 'r-3',
+        method: 'GET',
+        clientIp: '10.0.0.1',
+        code: 50200,
+        reason: 'upstream_bad_response',
+        status: 502,
+        aborted: true,
+      },
+      true,
+    ],
+    [
+      'quotes, backslashes, control and non-ASCII characters stay inside their field',
+      { requestId: 'r"4\\', method: 'GET', route: '/api/v3/x\n"y":1', clientIp: '\u0000é' },
+      false,
+    ],
   ];
   it.each(cases)('%s: same object as pino writes', (_name, line, warn) => {
     const fast = capture();
@@ -40,9 +85,14 @@ describe('createRequestLogger', () => {
 
   it('leaves out any field not on the allow-list (a token or a secret can never be written)', () => {
     const fast = capture();
-    createRequestLogger(fast.logger)({ requestId: 'r', token: 'eyJ.secret.sig', apiSecret: 's3cret', authorization: 'Bearer x', headers: { a: 1 } }, false);
+    createRequestLogger(fast.logger)(
+      { requestId: 'r', token: 'eyJ.secret.sig', apiSecret: 's3cret', authorization: 'Bearer x', headers: { a: 1 } },
+      false,
+    );
     const parsed = JSON.parse(fast.lines[0]!) as Record<string, unknown>;
-    expect(Object.keys(parsed).filter((k) => !['level', 'time', 'pid', 'name', 'msg'].includes(k))).toEqual(['requestId']);
+    expect(Object.keys(parsed).filter((k) => !['level', 'time', 'pid', 'name', 'msg'].includes(k))).toEqual([
+      'requestId',
+    ]);
     expect(REQUEST_LINE_FIELDS).not.toContain('token');
   });
 

@@ -6,7 +6,9 @@ type Row = [method: string | string[], path: string, scopes?: string[]];
 
 function table(rows: Row[], matching: RouteMatching = DEFAULT_MATCHING): { t: RouteTable; problems: string[] } {
   const problems: string[] = [];
-  const rules = rows.flatMap(([method, path, scopes], i) => compileRoute({ method, path, scopes: scopes ?? [] }, `routes[${i}]`, problems) ?? []);
+  const rules = rows.flatMap(
+    ([method, path, scopes], i) => compileRoute({ method, path, scopes: scopes ?? [] }, `routes[${i}]`, problems) ?? [],
+  );
   return { t: compileRouteTable(rules, matching, problems), problems };
 }
 
@@ -35,7 +37,13 @@ describe('route table: matching rules', () => {
     ['exact', DEFAULT_MATCHING, 'GET', '/api/v3/admin/users', '/api/v3/admin/users'],
     ['literal before :param', DEFAULT_MATCHING, 'POST', '/api/v3/items/new', '/api/v3/items/new'],
     [':param', DEFAULT_MATCHING, 'DELETE', '/api/v3/items/7', '/api/v3/items/:id'],
-    ['method not listed on the literal falls through to :param', DEFAULT_MATCHING, 'DELETE', '/api/v3/items/new', '/api/v3/items/:id'],
+    [
+      'method not listed on the literal falls through to :param',
+      DEFAULT_MATCHING,
+      'DELETE',
+      '/api/v3/items/new',
+      '/api/v3/items/:id',
+    ],
     ['two :params', DEFAULT_MATCHING, 'GET', '/api/v3/items/7/parts/x', '/api/v3/items/:id/parts/:part'],
     [':param never matches an empty segment', DEFAULT_MATCHING, 'DELETE', '/api/v3/items/', undefined],
     ['* takes several segments', DEFAULT_MATCHING, 'GET', '/api/v3/files/a/b/c', '/api/v3/files/*'],
@@ -45,7 +53,13 @@ describe('route table: matching rules', () => {
     ['catch-all last', DEFAULT_MATCHING, 'GET', '/api/v3/anything/else', '/api/v3/*'],
     ['unlisted method', DEFAULT_MATCHING, 'PUT', '/api/v3/admin/users', undefined],
     ['not under any route', DEFAULT_MATCHING, 'GET', '/other', undefined],
-    ['extra segment after a literal route goes to the catch-all', DEFAULT_MATCHING, 'GET', '/api/v3/admin/users/x', '/api/v3/*'],
+    [
+      'extra segment after a literal route goes to the catch-all',
+      DEFAULT_MATCHING,
+      'GET',
+      '/api/v3/admin/users/x',
+      '/api/v3/*',
+    ],
     ['extra segment, no catch-all for POST', DEFAULT_MATCHING, 'POST', '/api/v3/items/new/x', undefined],
     // Case.
     ['case folded by default', DEFAULT_MATCHING, 'GET', '/api/v3/ADMIN/users', '/api/v3/admin/users'],
@@ -62,11 +76,23 @@ describe('route table: matching rules', () => {
     ['strict: no route for it', SLASH_ONLY, 'POST', '/api/v3/items/new/', undefined],
     ['only one trailing slash is ignored', DEFAULT_MATCHING, 'POST', '/api/v3/items/7/x/', undefined],
     // HEAD.
-    ['HEAD as GET where no HEAD route is listed', DEFAULT_MATCHING, 'HEAD', '/api/v3/admin/users', '/api/v3/admin/users'],
+    [
+      'HEAD as GET where no HEAD route is listed',
+      DEFAULT_MATCHING,
+      'HEAD',
+      '/api/v3/admin/users',
+      '/api/v3/admin/users',
+    ],
     ['HEAD as GET, :param route', DEFAULT_MATCHING, 'HEAD', '/api/v3/items/7/parts/x', '/api/v3/items/:id/parts/:part'],
     ['HEAD route listed: used', DEFAULT_MATCHING, 'HEAD', '/api/v3/files/meta', '/api/v3/files/meta'],
     ['GET beside a HEAD route', DEFAULT_MATCHING, 'GET', '/api/v3/files/meta', '/api/v3/files/meta'],
-    ['HEAD where only POST is listed: the next route listing GET or HEAD', DEFAULT_MATCHING, 'HEAD', '/api/v3/items/new', '/api/v3/*'],
+    [
+      'HEAD where only POST is listed: the next route listing GET or HEAD',
+      DEFAULT_MATCHING,
+      'HEAD',
+      '/api/v3/items/new',
+      '/api/v3/*',
+    ],
     ['HEAD with no GET or HEAD route at all', DEFAULT_MATCHING, 'HEAD', '/api/v3/open/x', '/api/v3/open/*'],
     ['HEAD as GET, strict matching too', STRICT, 'HEAD', '/api/v3/admin/users', '/api/v3/admin/users'],
   ];
@@ -83,7 +109,13 @@ describe('route table: matching rules', () => {
   // Folding never weakens: a spelling an exact (case-sensitive, strict) router would route elsewhere needs both routes' scopes.
   const scopes: Array<[string, RouteMatching, string, string, string[] | undefined]> = [
     ['canonical spelling: its own scopes', DEFAULT_MATCHING, 'GET', '/api/v3/admin/users', ['admin']],
-    ['other case: also the catch-all an exact router runs', DEFAULT_MATCHING, 'GET', '/api/v3/ADMIN/Users', ['admin', 'read']],
+    [
+      'other case: also the catch-all an exact router runs',
+      DEFAULT_MATCHING,
+      'GET',
+      '/api/v3/ADMIN/Users',
+      ['admin', 'read'],
+    ],
     ['trailing slash: also the catch-all', DEFAULT_MATCHING, 'GET', '/api/v3/admin/users/', ['admin', 'read']],
     ['no exact route at all: the folded one', DEFAULT_MATCHING, 'POST', '/api/v3/Items/new/', ['items:create']],
     ['exact matching: one reading', STRICT, 'GET', '/api/v3/admin/users', ['admin']],
@@ -95,9 +127,15 @@ describe('route table: matching rules', () => {
   });
 
   it('root and public-style routes', () => {
-    const { t, problems } = table([['GET', '/'], ['GET', '/status'], ['GET', '/docs/*']]);
+    const { t, problems } = table([
+      ['GET', '/'],
+      ['GET', '/status'],
+      ['GET', '/docs/*'],
+    ]);
     expect(problems).toEqual([]);
-    expect(['/', '/status', '/STATUS/', '/docs/', '/docs/a', '/doc', 'status', ''].map((p) => t.match('GET', p)?.pattern)).toEqual(['/', '/status', '/status', '/docs/*', '/docs/*', undefined, undefined, undefined]);
+    expect(
+      ['/', '/status', '/STATUS/', '/docs/', '/docs/a', '/doc', 'status', ''].map((p) => t.match('GET', p)?.pattern),
+    ).toEqual(['/', '/status', '/status', '/docs/*', '/docs/*', undefined, undefined, undefined]);
   });
 
   it('a pattern with a trailing slash: strict keeps it apart, ignore folds it', () => {
@@ -109,17 +147,105 @@ describe('route table: matching rules', () => {
 
 describe('route table: refused at load', () => {
   const refused: Array<[string, RouteMatching, Row[], string]> = [
-    ['same route in another case', DEFAULT_MATCHING, [['GET', '/api/v3/Items'], ['GET', '/api/v3/items']], 'routes[0] and routes[1] are the same route under caseSensitiveRoutes: false'],
-    ['same route with a trailing slash', DEFAULT_MATCHING, [['GET', '/api/v3/items'], ['GET', '/api/v3/items/']], 'routes[0] and routes[1] are the same route under caseSensitiveRoutes: false, trailingSlash: ignore'],
-    ['same route, other param name', STRICT, [['PUT', '/api/v3/items/:id'], [['POST', 'PUT'], '/api/v3/items/:key']], 'routes[0] and routes[1] are the same route'],
-    ['same wildcard route, method "*"', STRICT, [['GET', '/api/v3/f/*'], ['*', '/api/v3/f/*']], 'routes[0] and routes[1] are the same route'],
-    ['catch-all listed first', DEFAULT_MATCHING, [['GET', '/api/v3/*', ['read']], ['GET', '/api/v3/admin/users', ['admin']]], 'routes[1] (GET /api/v3/admin/users) is more specific than routes[0] (GET /api/v3/*)'],
-    [':param before a literal', DEFAULT_MATCHING, [['GET', '/api/v3/items/:id'], ['GET', '/api/v3/items/new']], 'routes[1] (GET /api/v3/items/new) is more specific'],
-    ['* before :param', DEFAULT_MATCHING, [['*', '/api/v3/f/*'], ['DELETE', '/api/v3/f/:id']], 'routes[1] (DELETE /api/v3/f/:id) is more specific'],
-    ['partial overlap, less specific first', DEFAULT_MATCHING, [['GET', '/api/v3/:a/x'], ['GET', '/api/v3/b/:c']], 'routes[1] (GET /api/v3/b/:c) is more specific'],
-    ['/a/* before /a, trailing slash ignored', DEFAULT_MATCHING, [['GET', '/api/v3/a/*'], ['GET', '/api/v3/a']], 'routes[1] (GET /api/v3/a) is more specific'],
-    ['GET route listed before a HEAD route', DEFAULT_MATCHING, [['GET', '/api/v3/a'], ['HEAD', '/api/v3/a']], 'list the HEAD route first'],
-    ['HEAD-as-GET overlap, less specific first', DEFAULT_MATCHING, [['GET', '/api/v3/:x'], ['HEAD', '/api/v3/a']], 'routes[1] (HEAD /api/v3/a) is more specific'],
+    [
+      'same route in another case',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/Items'],
+        ['GET', '/api/v3/items'],
+      ],
+      'routes[0] and routes[1] are the same route under caseSensitiveRoutes: false',
+    ],
+    [
+      'same route with a trailing slash',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/items'],
+        ['GET', '/api/v3/items/'],
+      ],
+      'routes[0] and routes[1] are the same route under caseSensitiveRoutes: false, trailingSlash: ignore',
+    ],
+    [
+      'same route, other param name',
+      STRICT,
+      [
+        ['PUT', '/api/v3/items/:id'],
+        [['POST', 'PUT'], '/api/v3/items/:key'],
+      ],
+      'routes[0] and routes[1] are the same route',
+    ],
+    [
+      'same wildcard route, method "*"',
+      STRICT,
+      [
+        ['GET', '/api/v3/f/*'],
+        ['*', '/api/v3/f/*'],
+      ],
+      'routes[0] and routes[1] are the same route',
+    ],
+    [
+      'catch-all listed first',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/*', ['read']],
+        ['GET', '/api/v3/admin/users', ['admin']],
+      ],
+      'routes[1] (GET /api/v3/admin/users) is more specific than routes[0] (GET /api/v3/*)',
+    ],
+    [
+      ':param before a literal',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/items/:id'],
+        ['GET', '/api/v3/items/new'],
+      ],
+      'routes[1] (GET /api/v3/items/new) is more specific',
+    ],
+    [
+      '* before :param',
+      DEFAULT_MATCHING,
+      [
+        ['*', '/api/v3/f/*'],
+        ['DELETE', '/api/v3/f/:id'],
+      ],
+      'routes[1] (DELETE /api/v3/f/:id) is more specific',
+    ],
+    [
+      'partial overlap, less specific first',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/:a/x'],
+        ['GET', '/api/v3/b/:c'],
+      ],
+      'routes[1] (GET /api/v3/b/:c) is more specific',
+    ],
+    [
+      '/a/* before /a, trailing slash ignored',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/a/*'],
+        ['GET', '/api/v3/a'],
+      ],
+      'routes[1] (GET /api/v3/a) is more specific',
+    ],
+    [
+      'GET route listed before a HEAD route',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/a'],
+        ['HEAD', '/api/v3/a'],
+      ],
+      'list the HEAD route first',
+    ],
+    [
+      'HEAD-as-GET overlap, less specific first',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/:x'],
+        ['HEAD', '/api/v3/a'],
+      ],
+      'routes[1] (HEAD /api/v3/a) is more specific',
+    ],
   ];
   it.each(refused)('%s', (_name, matching, rows, message) => {
     const { problems } = table(rows, matching);
@@ -127,13 +253,63 @@ describe('route table: refused at load', () => {
   });
 
   const accepted: Array<[string, RouteMatching, Row[]]> = [
-    ['same path, other methods', DEFAULT_MATCHING, [['GET', '/api/v3/items/:id'], ['DELETE', '/api/v3/items/:key']]],
-    ['case differs, case-sensitive', STRICT, [['GET', '/api/v3/Items'], ['GET', '/api/v3/items']]],
-    ['trailing slash differs, strict', STRICT, [['GET', '/api/v3/items'], ['GET', '/api/v3/items/']]],
-    ['/a/* after /a, strict (no overlap)', STRICT, [['GET', '/api/v3/a/*'], ['GET', '/api/v3/a']]],
-    ['more specific first', DEFAULT_MATCHING, [['GET', '/api/v3/items/new'], ['GET', '/api/v3/items/:id'], ['GET', '/api/v3/*']]],
-    ['no overlap in methods', DEFAULT_MATCHING, [['POST', '/api/v3/*'], ['GET', '/api/v3/a']]],
-    ['HEAD route before the GET one', DEFAULT_MATCHING, [['HEAD', '/api/v3/a'], ['GET', '/api/v3/a']]],
+    [
+      'same path, other methods',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/items/:id'],
+        ['DELETE', '/api/v3/items/:key'],
+      ],
+    ],
+    [
+      'case differs, case-sensitive',
+      STRICT,
+      [
+        ['GET', '/api/v3/Items'],
+        ['GET', '/api/v3/items'],
+      ],
+    ],
+    [
+      'trailing slash differs, strict',
+      STRICT,
+      [
+        ['GET', '/api/v3/items'],
+        ['GET', '/api/v3/items/'],
+      ],
+    ],
+    [
+      '/a/* after /a, strict (no overlap)',
+      STRICT,
+      [
+        ['GET', '/api/v3/a/*'],
+        ['GET', '/api/v3/a'],
+      ],
+    ],
+    [
+      'more specific first',
+      DEFAULT_MATCHING,
+      [
+        ['GET', '/api/v3/items/new'],
+        ['GET', '/api/v3/items/:id'],
+        ['GET', '/api/v3/*'],
+      ],
+    ],
+    [
+      'no overlap in methods',
+      DEFAULT_MATCHING,
+      [
+        ['POST', '/api/v3/*'],
+        ['GET', '/api/v3/a'],
+      ],
+    ],
+    [
+      'HEAD route before the GET one',
+      DEFAULT_MATCHING,
+      [
+        ['HEAD', '/api/v3/a'],
+        ['GET', '/api/v3/a'],
+      ],
+    ],
   ];
   it.each(accepted)('accepted: %s', (_name, matching, rows) => {
     expect(table(rows, matching).problems).toEqual([]);
@@ -174,7 +350,10 @@ describe('route table: matching cost does not grow with the number of routes', (
     const best = { small: Infinity, large: Infinity };
     let sink = 0;
     for (let round = 0; round < 40; round++) {
-      for (const [name, t] of [['small', small], ['large', large]] as const) {
+      for (const [name, t] of [
+        ['small', small],
+        ['large', large],
+      ] as const) {
         const t0 = performance.now();
         for (let i = 0; i < 2000; i++) {
           sink += t.match('GET', normal) ? 1 : 0;
@@ -189,7 +368,8 @@ describe('route table: matching cost does not grow with the number of routes', (
 });
 
 describe('overlappingRules: could one request match a rule of each list?', () => {
-  const rules = (rows: Row[], name: string) => rows.map(([method, path], i) => compileRoute({ method, path }, `${name}[${i}]`, [])!);
+  const rules = (rows: Row[], name: string) =>
+    rows.map(([method, path], i) => compileRoute({ method, path }, `${name}[${i}]`, [])!);
   // [name, matching, public rule, authenticated rule, overlap expected]
   const cases: Array<[string, RouteMatching, Row, Row, boolean]> = [
     ['same literal path and method', DEFAULT_MATCHING, ['GET', '/api/v3/ping'], ['GET', '/api/v3/ping'], true],
@@ -204,7 +384,13 @@ describe('overlappingRules: could one request match a rule of each list?', () =>
     ['case kept', STRICT, ['GET', '/api/v3/Pairs'], ['GET', '/api/v3/pairs'], false],
     ['trailing slash ignored', DEFAULT_MATCHING, ['GET', '/api/v3/pairs/'], ['GET', '/api/v3/pairs'], true],
     ['trailing slash strict', STRICT, ['GET', '/api/v3/pairs/'], ['GET', '/api/v3/pairs'], false],
-    ['/x/ is taken by /x/* (the last segment may be empty)', STRICT, ['GET', '/api/v3/pairs/'], ['GET', '/api/v3/pairs/*'], true],
+    [
+      '/x/ is taken by /x/* (the last segment may be empty)',
+      STRICT,
+      ['GET', '/api/v3/pairs/'],
+      ['GET', '/api/v3/pairs/*'],
+      true,
+    ],
   ];
   it.each(cases)('%s', (_name, matching, open, closed, expected) => {
     const found = overlappingRules(rules([open], 'public'), rules([closed], 'routes'), matching);
@@ -213,7 +399,23 @@ describe('overlappingRules: could one request match a rule of each list?', () =>
   });
 
   it('pairs only across the lists, never within one', () => {
-    const found = overlappingRules(rules([['GET', '/api/v3/a/:x'], ['GET', '/api/v3/a/b']], 'public'), rules([['GET', '/api/v3/b/:y'], ['GET', '/api/v3/b/c']], 'routes'), DEFAULT_MATCHING);
+    const found = overlappingRules(
+      rules(
+        [
+          ['GET', '/api/v3/a/:x'],
+          ['GET', '/api/v3/a/b'],
+        ],
+        'public',
+      ),
+      rules(
+        [
+          ['GET', '/api/v3/b/:y'],
+          ['GET', '/api/v3/b/c'],
+        ],
+        'routes',
+      ),
+      DEFAULT_MATCHING,
+    );
     expect(found.pairs).toEqual([]);
   });
 });

@@ -17,7 +17,8 @@ const payload = { type: 'OpenAPIV2', sub: 'k', nonce: '1795330124122000000' };
 
 /** Keygate's keys for one record, through the real import path (key-cache.ts). */
 function keysFor(secret: string, previous: Array<{ secret: string; validUntil: string }> = []) {
-  return prepareKey(makeKey({ apiKey: 'k', secret, ...(previous.length > 0 && { previousSecrets: previous }) })).verifyKeys;
+  return prepareKey(makeKey({ apiKey: 'k', secret, ...(previous.length > 0 && { previousSecrets: previous }) }))
+    .verifyKeys;
 }
 
 describe('verifySignature: table', () => {
@@ -28,16 +29,46 @@ describe('verifySignature: table', () => {
   const cases: Array<[name: string, token: string, keys: ReturnType<typeof keysFor>, nowMs: number, ok: boolean]> = [
     ['right secret', good, keysFor(SECRET), NOW_MS, true],
     ['other secret', sign(HS256, payload, 'another-secret-0123456789'), keysFor(SECRET), NOW_MS, false],
-    ['Base64 of the secret', sign(HS256, payload, Buffer.from(SECRET).toString('base64')), keysFor(SECRET), NOW_MS, false],
+    [
+      'Base64 of the secret',
+      sign(HS256, payload, Buffer.from(SECRET).toString('base64')),
+      keysFor(SECRET),
+      NOW_MS,
+      false,
+    ],
     ['secret Base64-decoded', sign(HS256, payload, Buffer.from(SECRET, 'base64')), keysFor(SECRET), NOW_MS, false],
-    ['non-ASCII secret, signed with its UTF-8 bytes', sign(HS256, payload, 'clé-secrète-ünïcode-✓'), keysFor('clé-secrète-ünïcode-✓'), NOW_MS, true],
-    ['non-ASCII secret, signed with its Latin-1 bytes', sign(HS256, payload, Buffer.from('clé-secrète-ünïcode-é', 'latin1')), keysFor('clé-secrète-ünïcode-é'), NOW_MS, false],
+    [
+      'non-ASCII secret, signed with its UTF-8 bytes',
+      sign(HS256, payload, 'clé-secrète-ünïcode-✓'),
+      keysFor('clé-secrète-ünïcode-✓'),
+      NOW_MS,
+      true,
+    ],
+    [
+      'non-ASCII secret, signed with its Latin-1 bytes',
+      sign(HS256, payload, Buffer.from('clé-secrète-ünïcode-é', 'latin1')),
+      keysFor('clé-secrète-ünïcode-é'),
+      NOW_MS,
+      false,
+    ],
     ['HS512-length signature (no throw)', sign(HS256, payload, SECRET, 'sha512'), keysFor(SECRET), NOW_MS, false],
-    ['31-byte signature (no throw)', `${h}.${p}.${b64url(createHmac('sha256', SECRET).update(`${h}.${p}`).digest().subarray(0, 31))}`, keysFor(SECRET), NOW_MS, false],
+    [
+      '31-byte signature (no throw)',
+      `${h}.${p}.${b64url(createHmac('sha256', SECRET).update(`${h}.${p}`).digest().subarray(0, 31))}`,
+      keysFor(SECRET),
+      NOW_MS,
+      false,
+    ],
     ['empty signature', `${h}.${p}.`, keysFor(SECRET), NOW_MS, false],
     ['two segments', `${h}.${p}`, keysFor(SECRET), NOW_MS, false],
     ['four segments, valid first three', `${good}.x`, keysFor(SECRET), NOW_MS, false],
-    ['signature over header only', `${h}.${p}.${b64url(createHmac('sha256', SECRET).update(h).digest())}`, keysFor(SECRET), NOW_MS, false],
+    [
+      'signature over header only',
+      `${h}.${p}.${b64url(createHmac('sha256', SECRET).update(h).digest())}`,
+      keysFor(SECRET),
+      NOW_MS,
+      false,
+    ],
     ['no keys at all', good, [], NOW_MS, false],
     ['rotation: new secret', good, rotated, NOW_MS, true],
     ['rotation: previous secret inside its grace period', signedOld, rotated, NOW_MS + 59_999, true],
@@ -94,7 +125,9 @@ async function judge(token: string, secret: string): Promise<Accepted> {
 
 /** Every base64url segment has the one spelling its bytes re-encode to. */
 function canonical(token: string): boolean {
-  return token.split('.').every((seg) => /^[A-Za-z0-9_-]*$/.test(seg) && Buffer.from(seg, 'base64url').toString('base64url') === seg);
+  return token
+    .split('.')
+    .every((seg) => /^[A-Za-z0-9_-]*$/.test(seg) && Buffer.from(seg, 'base64url').toString('base64url') === seg);
 }
 
 const rsa = generateKeyPairSync('rsa', { modulusLength: 1024 });
@@ -103,40 +136,74 @@ const secretArb = fc.oneof(
   fc.string({ unit: 'grapheme-ascii', minLength: 16, maxLength: 48 }),
   fc.string({ unit: 'binary', minLength: 16, maxLength: 32 }),
 );
-const timeArb = fc.option(fc.oneof(fc.integer({ min: 0, max: 4_102_444_800 }), fc.double({ noNaN: true, noDefaultInfinity: true })), { nil: undefined });
-const payloadArb = fc.record(
-  {
-    type: fc.constant('OpenAPIV2'),
-    sub: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
-    nonce: fc.bigInt({ min: 0n, max: 99_999_999_999_999_999_999n }).map(String),
-    recv_window: fc.integer({ min: 1, max: 60 }).map(String),
-    exp: timeArb,
-    nbf: timeArb,
-  },
-  { requiredKeys: ['type', 'sub', 'nonce'] },
-).map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)));
+const timeArb = fc.option(
+  fc.oneof(fc.integer({ min: 0, max: 4_102_444_800 }), fc.double({ noNaN: true, noDefaultInfinity: true })),
+  { nil: undefined },
+);
+const payloadArb = fc
+  .record(
+    {
+      type: fc.constant('OpenAPIV2'),
+      sub: fc.string({ unit: 'grapheme', minLength: 1, maxLength: 40 }),
+      nonce: fc.bigInt({ min: 0n, max: 99_999_999_999_999_999_999n }).map(String),
+      recv_window: fc.integer({ min: 1, max: 60 }).map(String),
+      exp: timeArb,
+      nbf: timeArb,
+    },
+    { requiredKeys: ['type', 'sub', 'nonce'] },
+  )
+  .map((p) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== undefined)));
 
 /** How the token is signed, relative to the secret Keygate and jose verify with. */
 type Signer = 'right' | 'other' | 'base64' | 'base64url' | 'prefix' | 'suffixed';
-const signerArb = fc.constantFrom<Signer>('right', 'right', 'right', 'other', 'base64', 'base64url', 'prefix', 'suffixed');
+const signerArb = fc.constantFrom<Signer>(
+  'right',
+  'right',
+  'right',
+  'other',
+  'base64',
+  'base64url',
+  'prefix',
+  'suffixed',
+);
 const headerArb = fc.constantFrom(
-  'HS256', 'HS256', 'HS256', 'HS256',
-  'HS256 no typ', 'none, empty signature', 'none, HS256 signature', 'HS384', 'HS512', 'HS384 header, HS256 signature', 'RS256', 'RS256 header, HS256 signature',
+  'HS256',
+  'HS256',
+  'HS256',
+  'HS256',
+  'HS256 no typ',
+  'none, empty signature',
+  'none, HS256 signature',
+  'HS384',
+  'HS512',
+  'HS384 header, HS256 signature',
+  'RS256',
+  'RS256 header, HS256 signature',
 );
 const mutationArb: fc.Arbitrary<Mutation> = fc.oneof<fc.Arbitrary<Mutation>[]>(
   fc.constant({ kind: 'none' as const }),
-  fc.record({ kind: fc.constantFrom('flip header' as const, 'flip payload' as const, 'flip signature' as const), at: fc.nat(), bit: fc.integer({ min: 0, max: 6 }) }),
+  fc.record({
+    kind: fc.constantFrom('flip header' as const, 'flip payload' as const, 'flip signature' as const),
+    at: fc.nat(),
+    bit: fc.integer({ min: 0, max: 6 }),
+  }),
   fc.record({ kind: fc.constant('respell last' as const), spare: fc.integer({ min: 1, max: 3 }) }),
 );
 
 function signingSecret(signer: Signer, secret: string, other: string): string | Buffer {
   switch (signer) {
-    case 'right': return secret;
-    case 'other': return other;
-    case 'base64': return Buffer.from(secret).toString('base64');
-    case 'base64url': return Buffer.from(secret).toString('base64url');
-    case 'prefix': return secret.slice(0, -1);
-    case 'suffixed': return `${secret}\0`;
+    case 'right':
+      return secret;
+    case 'other':
+      return other;
+    case 'base64':
+      return Buffer.from(secret).toString('base64');
+    case 'base64url':
+      return Buffer.from(secret).toString('base64url');
+    case 'prefix':
+      return secret.slice(0, -1);
+    case 'suffixed':
+      return `${secret}\0`;
   }
 }
 
@@ -144,19 +211,28 @@ function build(header: string, p: Record<string, unknown>, key: string | Buffer)
   const ps = b64url(JSON.stringify(p));
   const hs = (h: unknown) => b64url(JSON.stringify(h));
   switch (header) {
-    case 'HS256': return sign(HS256, p, key);
-    case 'HS256 no typ': return sign({ alg: 'HS256' }, p, key);
-    case 'none, empty signature': return `${hs({ alg: 'none', typ: 'JWT' })}.${ps}.`;
-    case 'none, HS256 signature': return sign({ alg: 'none', typ: 'JWT' }, p, key);
-    case 'HS384': return sign({ alg: 'HS384', typ: 'JWT' }, p, key, 'sha384');
-    case 'HS512': return sign({ alg: 'HS512', typ: 'JWT' }, p, key, 'sha512');
-    case 'HS384 header, HS256 signature': return sign({ alg: 'HS384', typ: 'JWT' }, p, key);
+    case 'HS256':
+      return sign(HS256, p, key);
+    case 'HS256 no typ':
+      return sign({ alg: 'HS256' }, p, key);
+    case 'none, empty signature':
+      return `${hs({ alg: 'none', typ: 'JWT' })}.${ps}.`;
+    case 'none, HS256 signature':
+      return sign({ alg: 'none', typ: 'JWT' }, p, key);
+    case 'HS384':
+      return sign({ alg: 'HS384', typ: 'JWT' }, p, key, 'sha384');
+    case 'HS512':
+      return sign({ alg: 'HS512', typ: 'JWT' }, p, key, 'sha512');
+    case 'HS384 header, HS256 signature':
+      return sign({ alg: 'HS384', typ: 'JWT' }, p, key);
     case 'RS256': {
       const h = hs({ alg: 'RS256', typ: 'JWT' });
       return `${h}.${ps}.${b64url(rsaSign('sha256', Buffer.from(`${h}.${ps}`), rsa.privateKey))}`;
     }
-    case 'RS256 header, HS256 signature': return sign({ alg: 'RS256', typ: 'JWT' }, p, key);
-    default: throw new Error(`unknown header case ${header}`);
+    case 'RS256 header, HS256 signature':
+      return sign({ alg: 'RS256', typ: 'JWT' }, p, key);
+    default:
+      throw new Error(`unknown header case ${header}`);
   }
 }
 
@@ -188,7 +264,13 @@ describe('verifySignature: differential against jose compactVerify (HS256)', () 
   it('Keygate accepts ⇒ jose accepts; for tokens decodeToken passes, jose accepts ⇒ Keygate accepts', async () => {
     const seen = { bothAccept: 0, bothRefuse: 0, stricterSpelling: 0, refusedBySignature: 0 };
     await fc.assert(
-      fc.asyncProperty(secretArb, fc.string({ minLength: 16, maxLength: 40 }), payloadArb, headerArb, signerArb, mutationArb,
+      fc.asyncProperty(
+        secretArb,
+        fc.string({ minLength: 16, maxLength: 40 }),
+        payloadArb,
+        headerArb,
+        signerArb,
+        mutationArb,
         async (secret, otherRaw, p, header, signer, mutation) => {
           const other = otherRaw === secret ? `${otherRaw}!` : otherRaw;
           const token = mutate(build(header, p, signingSecret(signer, secret, other)), mutation);
@@ -205,7 +287,8 @@ describe('verifySignature: differential against jose compactVerify (HS256)', () 
           if (r.keygate && r.jose) seen.bothAccept++;
           if (!r.keygate && !r.jose) seen.bothRefuse++;
           if (r.decodeReason === undefined && !r.keygate) seen.refusedBySignature++;
-        }),
+        },
+      ),
       { numRuns: 2_000 },
     );
     // The run exercised each side of the property, so it could have failed.
@@ -224,10 +307,30 @@ describe('verifySignature: differential against jose compactVerify (HS256)', () 
     ['valid, with exp and nbf', good, true, true],
     ['valid, no exp or nbf', sign(HS256, payload, SECRET), true, true],
     ['signed with the Base64 of the secret', sign(HS256, p, Buffer.from(SECRET).toString('base64')), false, false],
-    ['signed with the base64url of the secret', sign(HS256, p, Buffer.from(SECRET).toString('base64url')), false, false],
-    ['one bit flipped in the header', `${h.slice(0, 3)}${String.fromCharCode(h.charCodeAt(3) ^ 1)}${h.slice(4)}.${ps}.${s}`, false, false],
-    ['one bit flipped in the payload', `${h}.${ps.slice(0, 5)}${String.fromCharCode(ps.charCodeAt(5) ^ 4)}${ps.slice(6)}.${s}`, false, false],
-    ['one bit flipped in the signature', `${h}.${ps}.${String.fromCharCode(s.charCodeAt(0) ^ 2)}${s.slice(1)}`, false, false],
+    [
+      'signed with the base64url of the secret',
+      sign(HS256, p, Buffer.from(SECRET).toString('base64url')),
+      false,
+      false,
+    ],
+    [
+      'one bit flipped in the header',
+      `${h.slice(0, 3)}${String.fromCharCode(h.charCodeAt(3) ^ 1)}${h.slice(4)}.${ps}.${s}`,
+      false,
+      false,
+    ],
+    [
+      'one bit flipped in the payload',
+      `${h}.${ps.slice(0, 5)}${String.fromCharCode(ps.charCodeAt(5) ^ 4)}${ps.slice(6)}.${s}`,
+      false,
+      false,
+    ],
+    [
+      'one bit flipped in the signature',
+      `${h}.${ps}.${String.fromCharCode(s.charCodeAt(0) ^ 2)}${s.slice(1)}`,
+      false,
+      false,
+    ],
     ['alg none, empty signature', build('none, empty signature', p, SECRET), false, false],
     ['alg HS384', build('HS384', p, SECRET), false, false],
     ['alg HS512', build('HS512', p, SECRET), false, false],
