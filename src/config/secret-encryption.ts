@@ -9,7 +9,11 @@ export interface SecretEncryptionKeys {
   readonly current: Buffer;
   /** Keys that still open what they sealed, until `keygate keys reencrypt` has run. */
   readonly previous: readonly Buffer[];
+  /** Serialising the config (a log line, a debug dump) never writes the key bytes. */
+  toJSON(): string;
 }
+
+const REDACTED = () => '[redacted]';
 
 /** Accepts 32 bytes as 64 hex characters or as base64/base64url; returns problems otherwise. */
 export function parseEncryptionKey(raw: string | undefined, name: string, problems: string[]): Buffer | undefined {
@@ -39,5 +43,5 @@ export function loadSecretEncryptionKeys(
   );
   if (previous && !current) problems.push('KEYGATE_SECRET_ENCRYPTION_KEY_PREVIOUS: set only together with KEYGATE_SECRET_ENCRYPTION_KEY');
   if (!current) return undefined;
-  return { current, previous: previous ? [previous] : [] };
+  return { current, previous: previous ? [previous] : [], toJSON: REDACTED };
 }
