@@ -139,19 +139,25 @@ export function loadConfig(env: Env): Config {
 
   const port = int('KEYGATE_PORT', 8000, 0, 65535);
   const adminPort = int('KEYGATE_ADMIN_PORT', 9090, 0, 65535);
-  if (port === adminPort && port !== 0) problems.push('KEYGATE_ADMIN_PORT: must differ from KEYGATE_PORT (admin endpoints never share the proxy port)');
+  if (port === adminPort && port !== 0)
+    problems.push('KEYGATE_ADMIN_PORT: must differ from KEYGATE_PORT (admin endpoints never share the proxy port)');
 
   const management = readManagement(env, port, adminPort, problems);
 
   const rawMode = env.KEYGATE_MODE || 'proxy';
-  if (rawMode !== 'proxy' && rawMode !== 'forward-auth') problems.push(`KEYGATE_MODE: "proxy" or "forward-auth", got ${JSON.stringify(rawMode)}`);
+  if (rawMode !== 'proxy' && rawMode !== 'forward-auth')
+    problems.push(`KEYGATE_MODE: "proxy" or "forward-auth", got ${JSON.stringify(rawMode)}`);
   const mode = rawMode === 'forward-auth' ? 'forward-auth' : 'proxy';
   const upstream = mode === 'proxy' ? readUpstream(env.KEYGATE_UPSTREAM, problems) : undefined;
   const forwardAuthPathPrefix = env.KEYGATE_FORWARD_AUTH_PATH_PREFIX || undefined;
   if (forwardAuthPathPrefix !== undefined) {
-    if (mode !== 'forward-auth') problems.push('KEYGATE_FORWARD_AUTH_PATH_PREFIX: only used with KEYGATE_MODE=forward-auth');
+    if (mode !== 'forward-auth')
+      problems.push('KEYGATE_FORWARD_AUTH_PATH_PREFIX: only used with KEYGATE_MODE=forward-auth');
     // A plain path without a trailing slash: Envoy puts it right before the original path, which starts with "/".
-    else if (!/^(\/[A-Za-z0-9\-._~]+)+$/.test(forwardAuthPathPrefix) || /\/\.\.?(\/|$)/.test(forwardAuthPathPrefix)) problems.push(`KEYGATE_FORWARD_AUTH_PATH_PREFIX: a path such as /keygate-check (segments of letters, digits, "-._~", no "." or ".." segment, no trailing "/"), got ${JSON.stringify(forwardAuthPathPrefix)}`);
+    else if (!/^(\/[A-Za-z0-9\-._~]+)+$/.test(forwardAuthPathPrefix) || /\/\.\.?(\/|$)/.test(forwardAuthPathPrefix))
+      problems.push(
+        `KEYGATE_FORWARD_AUTH_PATH_PREFIX: a path such as /keygate-check (segments of letters, digits, "-._~", no "." or ".." segment, no trailing "/"), got ${JSON.stringify(forwardAuthPathPrefix)}`,
+      );
   }
 
   const redis = readRedisSettings(env, problems);
@@ -159,10 +165,13 @@ export function loadConfig(env: Env): Config {
   let workers = 1;
   const rawWorkers = env.KEYGATE_WORKERS;
   if (rawWorkers === 'auto') workers = availableParallelism();
-  else if (rawWorkers && (!/^\d+$/.test(rawWorkers) || Number(rawWorkers) < 1 || Number(rawWorkers) > 256)) problems.push(`KEYGATE_WORKERS: "auto" or an integer between 1 and 256, got ${JSON.stringify(rawWorkers)}`);
+  else if (rawWorkers && (!/^\d+$/.test(rawWorkers) || Number(rawWorkers) < 1 || Number(rawWorkers) > 256))
+    problems.push(`KEYGATE_WORKERS: "auto" or an integer between 1 and 256, got ${JSON.stringify(rawWorkers)}`);
   else if (rawWorkers) workers = Number(rawWorkers);
   if (workers > 1 && !redis) {
-    problems.push(`KEYGATE_WORKERS: ${workers} workers need Redis (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES); the embedded store's replay guard is per process, so a token could be replayed once per worker`);
+    problems.push(
+      `KEYGATE_WORKERS: ${workers} workers need Redis (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES); the embedded store's replay guard is per process, so a token could be replayed once per worker`,
+    );
   }
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
@@ -189,16 +198,20 @@ export function loadConfig(env: Env): Config {
     shutdownTimeoutMs: int('KEYGATE_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     upstreamMaxSockets: int('KEYGATE_UPSTREAM_MAX_SOCKETS', 256, 1, 65_536),
   };
-  if (limits.headersTimeoutMs > limits.requestTimeoutMs) problems.push('KEYGATE_HEADERS_TIMEOUT_MS: must not exceed KEYGATE_REQUEST_TIMEOUT_MS');
+  if (limits.headersTimeoutMs > limits.requestTimeoutMs)
+    problems.push('KEYGATE_HEADERS_TIMEOUT_MS: must not exceed KEYGATE_REQUEST_TIMEOUT_MS');
 
   const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
-  if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off') problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
+  if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off')
+    problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
 
   const configFile = env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE;
   const policy = loadPolicy(configFile, problems);
   // Forward-auth believes the original method and URI from request headers: only a listed proxy may send them.
   if (mode === 'forward-auth' && policy.trustedProxies === null) {
-    problems.push(`KEYGATE_MODE=forward-auth: ${configFile} must list trustedProxies (the addresses of the proxies that ask); a check from any other peer is refused`);
+    problems.push(
+      `KEYGATE_MODE=forward-auth: ${configFile} must list trustedProxies (the addresses of the proxies that ask); a check from any other peer is refused`,
+    );
   }
 
   if (problems.length > 0) throw new ConfigError(problems);
@@ -233,7 +246,10 @@ function readManagement(env: Env, port: number, adminPort: number, problems: str
   const rawPort = env.KEYGATE_MANAGEMENT_PORT;
   const tokensFile = env.KEYGATE_MANAGEMENT_TOKENS_FILE || undefined;
   if (rawPort === undefined || rawPort === '') {
-    if (tokensFile) problems.push('KEYGATE_MANAGEMENT_TOKENS_FILE: set, but KEYGATE_MANAGEMENT_PORT is not (the management API listens only on its own port)');
+    if (tokensFile)
+      problems.push(
+        'KEYGATE_MANAGEMENT_TOKENS_FILE: set, but KEYGATE_MANAGEMENT_PORT is not (the management API listens only on its own port)',
+      );
     return undefined;
   }
   if (!/^\d+$/.test(rawPort) || Number(rawPort) > 65535) {
@@ -241,9 +257,14 @@ function readManagement(env: Env, port: number, adminPort: number, problems: str
     return undefined;
   }
   const mport = Number(rawPort);
-  if (mport !== 0 && (mport === port || mport === adminPort)) problems.push('KEYGATE_MANAGEMENT_PORT: must differ from KEYGATE_PORT and KEYGATE_ADMIN_PORT (a NetworkPolicy admits each port to its own audience)');
+  if (mport !== 0 && (mport === port || mport === adminPort))
+    problems.push(
+      'KEYGATE_MANAGEMENT_PORT: must differ from KEYGATE_PORT and KEYGATE_ADMIN_PORT (a NetworkPolicy admits each port to its own audience)',
+    );
   if (!tokensFile) {
-    problems.push('KEYGATE_MANAGEMENT_TOKENS_FILE: required with KEYGATE_MANAGEMENT_PORT (the tokens allowed to call the management API)');
+    problems.push(
+      'KEYGATE_MANAGEMENT_TOKENS_FILE: required with KEYGATE_MANAGEMENT_PORT (the tokens allowed to call the management API)',
+    );
     return undefined;
   }
   try {
@@ -264,9 +285,12 @@ function readUpstream(raw: string | undefined, problems: string[]): URL | undefi
   }
   try {
     const upstream = new URL(raw);
-    if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:') problems.push('KEYGATE_UPSTREAM: must be http:// or https://');
+    if (upstream.protocol !== 'http:' && upstream.protocol !== 'https:')
+      problems.push('KEYGATE_UPSTREAM: must be http:// or https://');
     if (upstream.pathname !== '/' || upstream.search || upstream.hash || upstream.username || upstream.password) {
-      problems.push('KEYGATE_UPSTREAM: must be an origin only (scheme, host, port), so the path we check is the path the upstream gets');
+      problems.push(
+        'KEYGATE_UPSTREAM: must be an origin only (scheme, host, port), so the path we check is the path the upstream gets',
+      );
     }
     return upstream;
   } catch {
@@ -274,7 +298,6 @@ function readUpstream(raw: string | undefined, problems: string[]): URL | undefi
     return undefined;
   }
 }
-
 
 /**
  * Reads and checks the policy file: first against its published schema
@@ -309,29 +332,51 @@ export function loadPolicy(file: string, problems: string[]): Policy {
       // two routes that collide are reported with both lines.
       const rule = compileRoute(r, `${file}: ${name}[${i}]`, found);
       const line = lineOf([name, i]);
-      return rule ? [{ ...rule, at: `${name}[${i}]`, where: `${rule.where}${line === undefined ? '' : ` (line ${line})`}` }] : [];
+      return rule
+        ? [{ ...rule, at: `${name}[${i}]`, where: `${rule.where}${line === undefined ? '' : ` (line ${line})`}` }]
+        : [];
     });
   };
   const routeRules = compileList(o.routes, 'routes');
-  for (const r of routeRules) if (!r.pattern.startsWith(API_PREFIX)) found.push(`${file}: ${r.at}.path: route ${r.pattern} must start with /api/v3/`);
+  for (const r of routeRules)
+    if (!r.pattern.startsWith(API_PREFIX))
+      found.push(`${file}: ${r.at}.path: route ${r.pattern} must start with /api/v3/`);
   const publicRules = compileList(o.public, 'public');
   // Read the way the upstream will: with case-insensitive matching "/API/v3/x" is under /api/v3/ too,
   // and with the trailing slash ignored so is "/api/v3". Such a route is only ever matched against /api/v3/ paths.
-  const underApi = (r: RouteRule) => isUnderPrefix(r.pattern, API_PREFIX, matching) || isUnderPrefix(r.pattern, API_PREFIX, { ...matching, trailingSlash: 'ignore' });
+  const underApi = (r: RouteRule) =>
+    isUnderPrefix(r.pattern, API_PREFIX, matching) ||
+    isUnderPrefix(r.pattern, API_PREFIX, { ...matching, trailingSlash: 'ignore' });
   const publicApiRules = publicRules.filter(underApi);
   for (const r of publicApiRules) {
     // "/api/v3/*", "/api/v3/:x/*", "/api/v3/:x": every path of that shape, present and future, would be open.
-    if (!r.pattern.split('/').slice(3).some((seg) => seg !== '' && seg !== '*' && !seg.startsWith(':'))) {
-      found.push(`${file}: ${r.at}.path: public route ${r.pattern} names no fixed segment after /api/v3/, so it would open every /api/v3/ path of its shape without authentication; list the public /api/v3/ routes one by one`);
+    if (
+      !r.pattern
+        .split('/')
+        .slice(3)
+        .some((seg) => seg !== '' && seg !== '*' && !seg.startsWith(':'))
+    ) {
+      found.push(
+        `${file}: ${r.at}.path: public route ${r.pattern} names no fixed segment after /api/v3/, so it would open every /api/v3/ path of its shape without authentication; list the public /api/v3/ routes one by one`,
+      );
     }
   }
   const overlap = overlappingRules(publicApiRules, routeRules, matching);
   for (const [open, closed] of overlap.pairs) {
-    found.push(`${open.where} (public ${showRule(open)}) and ${closed.where.slice(file.length + 2)} (authenticated ${showRule(closed)}) could both match one request: a public /api/v3/ route may not overlap a route in routes`);
+    found.push(
+      `${open.where} (public ${showRule(open)}) and ${closed.where.slice(file.length + 2)} (authenticated ${showRule(closed)}) could both match one request: a public /api/v3/ route may not overlap a route in routes`,
+    );
   }
-  if (!overlap.complete) found.push(`${file}: public: too many overlapping :param and * routes to check public /api/v3/ routes against routes; simplify them`);
+  if (!overlap.complete)
+    found.push(
+      `${file}: public: too many overlapping :param and * routes to check public /api/v3/ routes against routes; simplify them`,
+    );
   const routes = compileRouteTable(routeRules, matching, found);
-  const publicRoutes = compileRouteTable(publicRules.filter((r) => !underApi(r)), matching, found);
+  const publicRoutes = compileRouteTable(
+    publicRules.filter((r) => !underApi(r)),
+    matching,
+    found,
+  );
   const publicApiRoutes = compileRouteTable(publicApiRules, matching, found);
 
   const timeEndpoint = o.timeEndpoint ?? true;
@@ -339,13 +384,19 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   else if (timeEndpoint) {
     // Keygate answers GET /api/v3/time before any route is looked up: a route naming it would never be reached.
     for (const r of [...routeRules, ...publicApiRules]) {
-      if (namesTimePath(r, matching)) found.push(`${file}: ${r.at}.path: ${showRule(r)} is never reached while Keygate answers GET ${TIME_PATH} itself; set timeEndpoint: false to send that path to the upstream`);
+      if (namesTimePath(r, matching))
+        found.push(
+          `${file}: ${r.at}.path: ${showRule(r)} is never reached while Keygate answers GET ${TIME_PATH} itself; set timeEndpoint: false to send that path to the upstream`,
+        );
     }
   }
 
   const overrides = o.methodOverride ?? [];
   const methodOverride = new Set<string>();
-  if (!Array.isArray(overrides) || overrides.some((n) => typeof n !== 'string' || !OVERRIDE_NAMES.includes(n.toLowerCase()))) {
+  if (
+    !Array.isArray(overrides) ||
+    overrides.some((n) => typeof n !== 'string' || !OVERRIDE_NAMES.includes(n.toLowerCase()))
+  ) {
     found.push(`${file}: methodOverride must be a list of names among ${OVERRIDE_NAMES.join(', ')}`);
   } else {
     for (const n of overrides as string[]) methodOverride.add(n.toLowerCase());
@@ -376,7 +427,8 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   };
   const defaultRecvWindowSeconds = seconds('defaultRecvWindowSeconds', 30);
   const maxRecvWindowSeconds = seconds('maxRecvWindowSeconds', 60);
-  if (defaultRecvWindowSeconds > maxRecvWindowSeconds) found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
+  if (defaultRecvWindowSeconds > maxRecvWindowSeconds)
+    found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
 
   const rateLimit = defaultRateLimitOf(o.defaultRateLimit, file, found);
   problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));
@@ -409,7 +461,11 @@ function showRule(r: RouteRule): string {
 }
 
 /** `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit. */
-function defaultRateLimitOf(value: unknown, file: string, problems: string[]): Pick<Policy, 'defaultRateLimit' | 'defaultRateLimitSpec'> {
+function defaultRateLimitOf(
+  value: unknown,
+  file: string,
+  problems: string[],
+): Pick<Policy, 'defaultRateLimit' | 'defaultRateLimitSpec'> {
   const spec = parseRateLimitSpec(value, `${file}: defaultRateLimit`, problems);
   return { defaultRateLimitSpec: spec, defaultRateLimit: spec && compileRateLimit(spec) };
 }

@@ -40,15 +40,21 @@ export function loadManagementTokens(file: string): ManagementToken[] {
       const e = (typeof entry === 'object' && entry !== null ? entry : {}) as Record<string, unknown>;
       const at = `${file}: tokens[${i}]`;
       const before = found.length;
-      if (typeof e.name !== 'string' || !NAME.test(e.name)) found.push(`${at}.name: only A-Z a-z 0-9 _ . @ - allowed, 1 to 64 chars`);
+      if (typeof e.name !== 'string' || !NAME.test(e.name))
+        found.push(`${at}.name: only A-Z a-z 0-9 _ . @ - allowed, 1 to 64 chars`);
       else if (names.has(e.name)) found.push(`${at}.name: duplicate name ${JSON.stringify(e.name)}`);
-      if (typeof e.sha256 !== 'string' || !HEX.test(e.sha256)) found.push(`${at}.sha256: 64 lower-case hex digits (the SHA-256 of the token)`);
+      if (typeof e.sha256 !== 'string' || !HEX.test(e.sha256))
+        found.push(`${at}.sha256: 64 lower-case hex digits (the SHA-256 of the token)`);
       else if (hashes.has(e.sha256)) found.push(`${at}.sha256: the same token is listed twice`);
       if (e.access !== 'read' && e.access !== 'write') found.push(`${at}.access: must be one of "read", "write"`);
       if (found.length > before) return;
       names.add(e.name as string);
       hashes.add(e.sha256 as string);
-      out.push({ name: e.name as string, sha256: Buffer.from(e.sha256 as string, 'hex'), access: e.access as ManagementToken['access'] });
+      out.push({
+        name: e.name as string,
+        sha256: Buffer.from(e.sha256 as string, 'hex'),
+        access: e.access as ManagementToken['access'],
+      });
     });
   }
   const problems = withSchemaProblems('managementTokens', data, file, found);

@@ -31,7 +31,8 @@ const RATE = /^(\d{1,7})\/(s|m|h)$/;
 export function parseRate(raw: string): { count: number; periodUs: number } | string {
   const m = RATE.exec(raw.trim());
   const count = m ? Number(m[1]) : 0;
-  if (!m || count < 1 || count > MAX_RATE_COUNT) return `expected <count>/s, /m or /h with a count from 1 to ${MAX_RATE_COUNT}, got ${JSON.stringify(raw)}`;
+  if (!m || count < 1 || count > MAX_RATE_COUNT)
+    return `expected <count>/s, /m or /h with a count from 1 to ${MAX_RATE_COUNT}, got ${JSON.stringify(raw)}`;
   return { count, periodUs: PERIOD_US[m[2] as string] as number };
 }
 
@@ -43,7 +44,8 @@ export function parseRateLimitSpec(v: unknown, where: string, errors: string[]):
     return undefined;
   }
   const o = v as Record<string, unknown>;
-  for (const k of Object.keys(o)) if (k !== 'rate' && k !== 'burst') errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
+  for (const k of Object.keys(o))
+    if (k !== 'rate' && k !== 'burst') errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
   if (typeof o.rate !== 'string') {
     errors.push(`${where}.rate: required, like "100/s"`);
     return undefined;

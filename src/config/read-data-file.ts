@@ -13,7 +13,10 @@ export function readDataFile(path: string): unknown {
  * its line ("routes[3] (line 12)"). Lines come from the YAML reading of the
  * text, which for a JSON file is the same document.
  */
-export function readDataFileWithLines(path: string): { data: unknown; lineOf(at: ReadonlyArray<string | number>): number | undefined } {
+export function readDataFileWithLines(path: string): {
+  data: unknown;
+  lineOf(at: ReadonlyArray<string | number>): number | undefined;
+} {
   const data = readDataFile(path);
   const text = readFileSync(path, 'utf8');
   const lines = new LineCounter();

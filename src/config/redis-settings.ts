@@ -3,7 +3,12 @@ import { readSecretEnv } from './secret-env.js';
 /** Where Keygate's Redis lives: one server, a Sentinel-managed master, or a Cluster. */
 export type RedisConnection =
   | { readonly mode: 'standalone'; readonly url: string }
-  | { readonly mode: 'sentinel'; readonly sentinels: readonly HostPort[]; readonly masterName: string; readonly password?: string }
+  | {
+      readonly mode: 'sentinel';
+      readonly sentinels: readonly HostPort[];
+      readonly masterName: string;
+      readonly password?: string;
+    }
   | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[]; readonly password?: string };
 
 export interface HostPort {
@@ -13,12 +18,16 @@ export interface HostPort {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-const HOST = /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])$/;
+const HOST =
+  /^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\[[0-9A-Fa-f:.]+\])$/;
 
 /** Parses "host:port,host:port" ("[::1]:port" for IPv6); pushes one problem per bad entry. */
 export function parseHostPortList(name: string, raw: string, problems: string[]): HostPort[] {
   const out: HostPort[] = [];
-  const entries = raw.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+  const entries = raw
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
   if (entries.length === 0) problems.push(`${name}: needs at least one host:port`);
   for (const entry of entries) {
     const m = /^(.+):(\d{1,5})$/.exec(entry);
@@ -44,11 +53,20 @@ export function readRedisSettings(env: Env, problems: string[]): RedisConnection
   const clusterNodes = env.KEYGATE_REDIS_CLUSTER_NODES || undefined;
   const password = readSecretEnv(env, 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_PASSWORD_FILE', problems);
 
-  const chosen = [url && 'KEYGATE_REDIS_URL', sentinels && 'KEYGATE_REDIS_SENTINELS', clusterNodes && 'KEYGATE_REDIS_CLUSTER_NODES'].filter(Boolean);
+  const chosen = [
+    url && 'KEYGATE_REDIS_URL',
+    sentinels && 'KEYGATE_REDIS_SENTINELS',
+    clusterNodes && 'KEYGATE_REDIS_CLUSTER_NODES',
+  ].filter(Boolean);
   if (chosen.length > 1) problems.push(`${chosen.join(', ')}: set only one of them (one Redis deployment per Keygate)`);
-  if (masterName !== undefined && sentinels === undefined) problems.push('KEYGATE_REDIS_SENTINEL_NAME: only used with KEYGATE_REDIS_SENTINELS');
-  if (password !== undefined && url !== undefined) problems.push('KEYGATE_REDIS_PASSWORD: with KEYGATE_REDIS_URL, put the password in the URL (redis://:password@host:port)');
-  else if (password !== undefined && sentinels === undefined && clusterNodes === undefined) problems.push('KEYGATE_REDIS_PASSWORD: only used with KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES');
+  if (masterName !== undefined && sentinels === undefined)
+    problems.push('KEYGATE_REDIS_SENTINEL_NAME: only used with KEYGATE_REDIS_SENTINELS');
+  if (password !== undefined && url !== undefined)
+    problems.push(
+      'KEYGATE_REDIS_PASSWORD: with KEYGATE_REDIS_URL, put the password in the URL (redis://:password@host:port)',
+    );
+  else if (password !== undefined && sentinels === undefined && clusterNodes === undefined)
+    problems.push('KEYGATE_REDIS_PASSWORD: only used with KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES');
 
   if (url !== undefined) {
     if (!/^rediss?:\/\//.test(url)) problems.push('KEYGATE_REDIS_URL: must start with redis:// or rediss://');
@@ -56,9 +74,18 @@ export function readRedisSettings(env: Env, problems: string[]): RedisConnection
   }
   if (sentinels !== undefined) {
     const list = parseHostPortList('KEYGATE_REDIS_SENTINELS', sentinels, problems);
-    if (masterName === undefined) problems.push('KEYGATE_REDIS_SENTINEL_NAME: required with KEYGATE_REDIS_SENTINELS (the master name the sentinels monitor)');
-    else if (!/^[A-Za-z0-9._-]{1,128}$/.test(masterName)) problems.push('KEYGATE_REDIS_SENTINEL_NAME: letters, digits, ".", "_" and "-" only');
-    return { mode: 'sentinel', sentinels: list, masterName: masterName ?? '', ...(password !== undefined && { password }) };
+    if (masterName === undefined)
+      problems.push(
+        'KEYGATE_REDIS_SENTINEL_NAME: required with KEYGATE_REDIS_SENTINELS (the master name the sentinels monitor)',
+      );
+    else if (!/^[A-Za-z0-9._-]{1,128}$/.test(masterName))
+      problems.push('KEYGATE_REDIS_SENTINEL_NAME: letters, digits, ".", "_" and "-" only');
+    return {
+      mode: 'sentinel',
+      sentinels: list,
+      masterName: masterName ?? '',
+      ...(password !== undefined && { password }),
+    };
   }
   if (clusterNodes !== undefined) {
     const list = parseHostPortList('KEYGATE_REDIS_CLUSTER_NODES', clusterNodes, problems);
@@ -73,7 +100,8 @@ const SECRET_PARAM = /pass|secret|token/i;
 /** For logs: never includes a password. */
 export function describeRedis(conn: RedisConnection | undefined): string | undefined {
   if (!conn) return undefined;
-  const list = (l: readonly HostPort[]) => l.map((h) => (h.host.includes(':') ? `[${h.host}]:${h.port}` : `${h.host}:${h.port}`)).join(',');
+  const list = (l: readonly HostPort[]) =>
+    l.map((h) => (h.host.includes(':') ? `[${h.host}]:${h.port}` : `${h.host}:${h.port}`)).join(',');
   switch (conn.mode) {
     case 'standalone':
       try {

@@ -35,10 +35,15 @@ export interface RouteTable {
 
 const EXACT: RouteMatching = Object.freeze({ caseSensitive: true, trailingSlash: 'strict' });
 
-export function compileRouteTable(rules: readonly RouteRule[], matching: RouteMatching, problems: string[]): RouteTable {
+export function compileRouteTable(
+  rules: readonly RouteRule[],
+  matching: RouteMatching,
+  problems: string[],
+): RouteTable {
   const found = new Set<string>();
   const folded = compileAutomaton(rules, matching, found);
-  const exact = matching.caseSensitive && matching.trailingSlash === 'strict' ? folded : compileAutomaton(rules, EXACT, new Set());
+  const exact =
+    matching.caseSensitive && matching.trailingSlash === 'strict' ? folded : compileAutomaton(rules, EXACT, new Set());
   problems.push(...found);
   return {
     rules,
@@ -132,7 +137,9 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
     const segments = rule.pattern.split('/').slice(1);
     // With the trailing slash ignored, "/a/b/" is the route "/a/b" (and "/" is the root).
     if (matching.trailingSlash === 'ignore' && segments[segments.length - 1] === '') segments.pop();
-    const shape: Shape = segments.map((s) => (s === '*' ? { kind: 'wild' } : s.startsWith(':') ? { kind: 'param' } : { kind: 'lit', value: canon(s) }));
+    const shape: Shape = segments.map((s) =>
+      s === '*' ? { kind: 'wild' } : s.startsWith(':') ? { kind: 'param' } : { kind: 'lit', value: canon(s) },
+    );
     shapes.push(shape);
     let node = root;
     for (const step of shape) {
@@ -148,7 +155,9 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
     for (const other of list) {
       if (sameMethods(rules[other] as RouteRule, rule)) {
         const first = rules[other] as RouteRule;
-        problems.add(`${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${show(first)} and ${show(rule)}`);
+        problems.add(
+          `${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${show(first)} and ${show(rule)}`,
+        );
       }
     }
     list.push(index);
@@ -226,7 +235,9 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
     if (accepted.length > 0) state.accept = acceptFor(rules, accepted, overlaps);
   }
   if (tooBig) {
-    problems.add(`routes: the policy compiles to more than ${MAX_STATES} matching states; simplify overlapping :param and * routes`);
+    problems.add(
+      `routes: the policy compiles to more than ${MAX_STATES} matching states; simplify overlapping :param and * routes`,
+    );
   }
   for (const key of overlaps) {
     const [a, b] = key.split(',').map(Number) as [number, number];
@@ -271,7 +282,11 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
  * route, as the table does). Built by the same construction as the table, on
  * the two lists together, so "could match" means exactly what matching does.
  */
-export function overlappingRules(a: readonly RouteRule[], b: readonly RouteRule[], matching: RouteMatching): { pairs: Array<[RouteRule, RouteRule]>; complete: boolean } {
+export function overlappingRules(
+  a: readonly RouteRule[],
+  b: readonly RouteRule[],
+  matching: RouteMatching,
+): { pairs: Array<[RouteRule, RouteRule]>; complete: boolean } {
   const all = [...a, ...b];
   // Same-route and listing-order findings are about one list; each list's own table reports them.
   const automaton = compileAutomaton(all, matching, new Set());
@@ -301,11 +316,13 @@ function acceptFor(rules: readonly RouteRule[], accepted: number[], overlaps: Se
   const byMethod = new Map<string, RouteRule>();
   for (const [m, i] of first) byMethod.set(m, rules[any !== undefined && any < i ? any : i] as RouteRule);
   // Every pair accepting the same path is checked once, after construction.
-  for (let x = 0; x < order.length; x++) for (let y = x + 1; y < order.length; y++) overlaps.add(`${order[x]},${order[y]}`);
+  for (let x = 0; x < order.length; x++)
+    for (let y = x + 1; y < order.length; y++) overlaps.add(`${order[x]},${order[y]}`);
   return { byMethod, any: any === undefined ? undefined : rules[any] };
 }
 
-const canonicalizer = (matching: RouteMatching) => (seg: string) => (matching.caseSensitive ? upperEscapes(seg) : seg.toLowerCase());
+const canonicalizer = (matching: RouteMatching) => (seg: string) =>
+  matching.caseSensitive ? upperEscapes(seg) : seg.toLowerCase();
 
 /** `%2a` and `%2A` are one character: compare escapes with upper-case hex. */
 function upperEscapes(seg: string): string {
@@ -333,17 +350,20 @@ function rank(shape: Shape, i: number): number {
  * more specific (decided at the first position where the kinds differ).
  */
 function orderProblem(a: RouteRule, sa: Shape, b: RouteRule, sb: Shape): string | undefined {
-  const headVsGet = (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD')) || (has(b, 'GET') && !has(b, 'HEAD') && has(a, 'HEAD'));
+  const headVsGet =
+    (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD')) || (has(b, 'GET') && !has(b, 'HEAD') && has(a, 'HEAD'));
   if (!sameMethods(a, b) && !headVsGet) return undefined;
   for (let i = 0; i < Math.max(sa.length, sb.length); i++) {
     const ra = rank(sa, i);
     const rb = rank(sb, i);
     if (ra > rb) return undefined;
-    if (rb > ra) return `${b.where} (${show(b)}) is more specific than ${after(b, a)} (${show(a)}) and some paths match both: list it first, so that every router picks the same route`;
+    if (rb > ra)
+      return `${b.where} (${show(b)}) is more specific than ${after(b, a)} (${show(a)}) and some paths match both: list it first, so that every router picks the same route`;
     if (ra === 1) break; // both `*`: the same from here on
   }
   // Same shape, methods overlapping only through HEAD: an explicit HEAD route listed after a GET one.
-  if (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD')) return `${b.where} (${show(b)}) lists HEAD for a path ${after(b, a)} (${show(a)}) serves with GET: list the HEAD route first`;
+  if (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD'))
+    return `${b.where} (${show(b)}) lists HEAD for a path ${after(b, a)} (${show(a)}) serves with GET: list the HEAD route first`;
   return undefined;
 }
 

@@ -58,7 +58,11 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
   let methods: ReadonlySet<string> | '*' = '*';
   const m = o.method ?? o.methods;
   const list = typeof m === 'string' ? [m] : m;
-  if (!Array.isArray(list) || list.length === 0 || list.some((x) => typeof x !== 'string' || (x !== '*' && !METHOD.test(x)))) {
+  if (
+    !Array.isArray(list) ||
+    list.length === 0 ||
+    list.some((x) => typeof x !== 'string' || (x !== '*' && !METHOD.test(x)))
+  ) {
     errors.push(`${where}.method: must be an upper-case HTTP method, a list of them, or "*"`);
   } else if (!list.includes('*')) {
     methods = new Set(list as string[]);
@@ -70,12 +74,18 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
     const segments = path.split('/').slice(1);
     segments.forEach((seg, i) => {
       const last = i === segments.length - 1;
-      const ok = (seg === '*' && last) || PARAM.test(seg) || (LITERAL_SEGMENT.test(seg) && seg !== '.' && seg !== '..') || (seg === '' && last);
+      const ok =
+        (seg === '*' && last) ||
+        PARAM.test(seg) ||
+        (LITERAL_SEGMENT.test(seg) && seg !== '.' && seg !== '..') ||
+        (seg === '' && last);
       if (!ok) errors.push(`${where}.path: bad segment ${JSON.stringify(seg)} (use literals, :param, or a final *)`);
     });
     // A pattern no request can reach (step 1 refuses longer paths) is a mistake, not a route.
     if (path.length > MAX_PATH_BYTES || segments.length > MAX_PATH_SEGMENTS) {
-      errors.push(`${where}.path: longer than requests may be (${MAX_PATH_BYTES} bytes, ${MAX_PATH_SEGMENTS} segments)`);
+      errors.push(
+        `${where}.path: longer than requests may be (${MAX_PATH_BYTES} bytes, ${MAX_PATH_SEGMENTS} segments)`,
+      );
     }
   }
   const scopes = o.scopes ?? [];

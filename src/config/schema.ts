@@ -25,7 +25,12 @@ interface Violation {
  * the checks said nothing about that location or anything inside or around it,
  * so one mistake is reported once. Every problem of the file is returned at once.
  */
-export function withSchemaProblems(name: SchemaName, data: unknown, file: string, problems: readonly string[]): string[] {
+export function withSchemaProblems(
+  name: SchemaName,
+  data: unknown,
+  file: string,
+  problems: readonly string[],
+): string[] {
   const taken = problems.map((p) => locationOf(p, file)).filter((l): l is string => l !== undefined);
   const extra = validate(name, data)
     .filter((v) => !taken.some((t) => overlaps(t, v.at)))
@@ -56,7 +61,10 @@ function toViolation(e: ErrorObject): Violation {
   const child = (key: string) => (at ? `${at}.${key}` : key);
   switch (e.keyword) {
     case 'additionalProperties':
-      return { at: child(String(e.params.additionalProperty)), message: 'unknown setting (not in the schema; a typo?)' };
+      return {
+        at: child(String(e.params.additionalProperty)),
+        message: 'unknown setting (not in the schema; a typo?)',
+      };
     case 'required':
       return { at: child(String(e.params.missingProperty)), message: 'required' };
     case 'pattern':
@@ -64,7 +72,10 @@ function toViolation(e: ErrorObject): Violation {
     case 'not':
       return { at, message: parent.errorMessage ?? 'is not allowed here' };
     case 'enum':
-      return { at, message: `must be one of ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}` };
+      return {
+        at,
+        message: `must be one of ${(e.params.allowedValues as unknown[]).map((v) => JSON.stringify(v)).join(', ')}`,
+      };
     case 'anyOf':
     case 'oneOf':
       return { at, message: 'matches none of the allowed forms' };
@@ -81,6 +92,7 @@ function locationOf(problem: string, file: string): string | undefined {
 
 /** Same location, or one inside the other (`keys[0]` and `keys[0].apiSecret`). */
 function overlaps(a: string, b: string): boolean {
-  const inside = (outer: string, inner: string) => inner === outer || (inner.startsWith(outer) && (inner[outer.length] === '.' || inner[outer.length] === '['));
+  const inside = (outer: string, inner: string) =>
+    inner === outer || (inner.startsWith(outer) && (inner[outer.length] === '.' || inner[outer.length] === '['));
   return inside(a, b) || inside(b, a);
 }

@@ -10,7 +10,12 @@ type Env = Readonly<Record<string, string | undefined>>;
  * breaks are dropped (`echo secret > file` adds one). Problems never quote
  * the file's content.
  */
-export function readSecretEnv(env: Env, name: string, fileName: `${string}_FILE`, problems: string[]): string | undefined {
+export function readSecretEnv(
+  env: Env,
+  name: string,
+  fileName: `${string}_FILE`,
+  problems: string[],
+): string | undefined {
   const direct = env[name] || undefined;
   const path = env[fileName] || undefined;
   if (path === undefined) return direct;

@@ -41,7 +41,10 @@ function composeValidator() {
   ajv.addFormat('ports', /^((\[[0-9a-fA-F:.]+\]|[0-9.]+):)?((\d+(-\d+)?)?:)?\d+(-\d+)?(\/(tcp|udp|sctp))?$/);
   ajv.addFormat('expose', /^\d+(-\d+)?(\/(tcp|udp|sctp))?$/);
   ajv.addFormat('subnet_ip_address', /^[0-9a-fA-F:.]+\/\d{1,3}$/);
-  return ajv.compile({ ...(withoutDraft4Ids(schema) as object), $schema: 'https://json-schema.org/draft/2019-09/schema' });
+  return ajv.compile({
+    ...(withoutDraft4Ids(schema) as object),
+    $schema: 'https://json-schema.org/draft/2019-09/schema',
+  });
 }
 
 /** Drops the draft-04 "id" keyword from every subschema (never a property named "id"). */
@@ -69,7 +72,10 @@ describe('docker-compose.yml', () => {
     ['an unknown service key', { services: { keygate: { image: 'x', enviroment: {} } } }],
     ['a malformed port', { services: { keygate: { image: 'x', ports: ['80:eighty'] } } }],
     ['a bad duration', { services: { keygate: { image: 'x', stop_grace_period: 'soon' } } }],
-    ['a bad depends_on condition', { services: { keygate: { image: 'x', depends_on: { redis: { condition: 'service_ready' } } } } }],
+    [
+      'a bad depends_on condition',
+      { services: { keygate: { image: 'x', depends_on: { redis: { condition: 'service_ready' } } } } },
+    ],
   ])('the validator refuses %s', (_name, doc) => {
     expect(validate(doc)).toBe(false);
   });
@@ -90,7 +96,9 @@ describe('docker-compose.yml', () => {
     const config = loadConfig(svc.keygate!.environment!);
     const containerPorts = svc.keygate!.ports!.map((p) => Number(p.split(':').at(-1)));
     expect(containerPorts.sort()).toEqual([config.port, config.adminPort].sort());
-    const exposed = runtime.instructions.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => i.args.split(/\s+/).map(Number));
+    const exposed = runtime.instructions
+      .filter((i) => i.keyword === 'EXPOSE')
+      .flatMap((i) => i.args.split(/\s+/).map(Number));
     expect(exposed.sort()).toEqual([config.port, config.adminPort].sort());
     // The admin port is not published to other hosts.
     expect(svc.keygate!.ports!.find((p) => p.endsWith(`:${config.adminPort}`))).toMatch(/^127\.0\.0\.1:/);
@@ -114,7 +122,9 @@ describe('docker-compose.yml', () => {
     expect(redis!.command!.join(' ')).toContain('--appendonly yes');
     expect(redis!.volumes!.some((v) => v.endsWith(':/data'))).toBe(true);
     // Keygate starts only once Redis answers PING.
-    expect((svc.keygate!.depends_on as Record<string, { condition: string }>)[redisUrl.hostname]).toEqual({ condition: 'service_healthy' });
+    expect((svc.keygate!.depends_on as Record<string, { condition: string }>)[redisUrl.hostname]).toEqual({
+      condition: 'service_healthy',
+    });
     expect(redis!.healthcheck!.test).toEqual(['CMD', 'redis-cli', 'ping']);
   });
 
@@ -139,7 +149,8 @@ describe('docker-compose.yml', () => {
     for (const [name, s] of Object.entries(svc)) {
       for (const v of s.volumes ?? []) {
         const [source] = v.split(':');
-        if (source!.startsWith('.') || source!.startsWith('/')) expect(existsSync(join(repoRoot, source!)), `${name}: ${source}`).toBe(true);
+        if (source!.startsWith('.') || source!.startsWith('/'))
+          expect(existsSync(join(repoRoot, source!)), `${name}: ${source}`).toBe(true);
         else expect(compose.volumes, `${name}: volume ${source}`).toHaveProperty(source!);
       }
     }
@@ -197,6 +208,7 @@ describe('docker-compose.yml', () => {
 
 // Guard against a YAML gotcha: unquoted port mappings like 22:22 parse as base-60 numbers in YAML 1.1 tools.
 it('quotes every port mapping in docker-compose.yml', () => {
-  for (const s of Object.values(svc)) for (const p of [...(s.ports ?? []), ...(s.expose ?? [])]) expect(typeof p).toBe('string');
+  for (const s of Object.values(svc))
+    for (const p of [...(s.ports ?? []), ...(s.expose ?? [])]) expect(typeof p).toBe('string');
   expect(text).not.toMatch(/^\s*-\s*\d+:\d+\s*$/m);
 });

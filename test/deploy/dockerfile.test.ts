@@ -43,10 +43,16 @@ describe('Dockerfile', () => {
     expect(install?.args).toMatch(/npm ci --omit=dev --ignore-scripts/);
     // The runtime stage gets compiled output from the build stage, production modules from deps, never sources or tests.
     const copies = all(runtime, 'COPY').map((c) => copyArgs(c.args));
-    expect(copies.filter((c) => c.flags.get('from') === 'build').flatMap((c) => c.sources)).toEqual([`${last(build, 'WORKDIR')!.args}/${JSON.parse(read('tsconfig.build.json')).compilerOptions.outDir}`]);
-    expect(copies.filter((c) => c.flags.get('from') === 'deps').flatMap((c) => c.sources)).toEqual([`${last(deps, 'WORKDIR')!.args}/node_modules`, '/links/']);
+    expect(copies.filter((c) => c.flags.get('from') === 'build').flatMap((c) => c.sources)).toEqual([
+      `${last(build, 'WORKDIR')!.args}/${JSON.parse(read('tsconfig.build.json')).compilerOptions.outDir}`,
+    ]);
+    expect(copies.filter((c) => c.flags.get('from') === 'deps').flatMap((c) => c.sources)).toEqual([
+      `${last(deps, 'WORKDIR')!.args}/node_modules`,
+      '/links/',
+    ]);
     for (const c of copies.filter((c) => !c.flags.has('from'))) {
-      for (const s of c.sources) expect(s, 'runtime stage copies no sources or tests').not.toMatch(/^(src|test|tsconfig)/);
+      for (const s of c.sources)
+        expect(s, 'runtime stage copies no sources or tests').not.toMatch(/^(src|test|tsconfig)/);
     }
   });
 
@@ -59,9 +65,14 @@ describe('Dockerfile', () => {
     };
     const buildImage = image('BUILD_IMAGE');
     const runtimeImage = image('RUNTIME_IMAGE');
-    expect(dockerfile.stages.map((s) => s.from)).toEqual([dockerfile.args.get('BUILD_IMAGE'), dockerfile.args.get('BUILD_IMAGE'), dockerfile.args.get('RUNTIME_IMAGE')]);
+    expect(dockerfile.stages.map((s) => s.from)).toEqual([
+      dockerfile.args.get('BUILD_IMAGE'),
+      dockerfile.args.get('BUILD_IMAGE'),
+      dockerfile.args.get('RUNTIME_IMAGE'),
+    ]);
     // The header comment names both tags (what each digest is).
-    for (const i of [buildImage, runtimeImage]) expect(read('Dockerfile')).toMatch(new RegExp(`^#\\s+${`${i.repo}:${i.tag}`.replace(/[.]/g, '\\.')}\\s`, 'm'));
+    for (const i of [buildImage, runtimeImage])
+      expect(read('Dockerfile')).toMatch(new RegExp(`^#\\s+${`${i.repo}:${i.tag}`.replace(/[.]/g, '\\.')}\\s`, 'm'));
     expect(buildImage.repo).toBe('node');
     const buildMajor = Number(/^(\d+)-[a-z]+-slim$/.exec(buildImage.tag)![1]);
     // Shell-less runtime: distroless Node on the same Debian release as the build stage.
@@ -82,25 +93,42 @@ describe('Dockerfile', () => {
     expect(Number(user.split(':')[0])).toBeGreaterThan(0);
     // Nothing runs as root after USER.
     const userAt = runtime.instructions.indexOf(last(runtime, 'USER')!);
-    expect(runtime.instructions.slice(userAt).filter((i) => i.keyword === 'RUN' || i.keyword === 'USER')).toHaveLength(1);
+    expect(runtime.instructions.slice(userAt).filter((i) => i.keyword === 'RUN' || i.keyword === 'USER')).toHaveLength(
+      1,
+    );
     expect(all(runtime, 'ENV').map((e) => e.args)).toContain('NODE_ENV=production');
   });
 
   it('exposes the default proxy and admin ports the config reads', () => {
-    expect(all(runtime, 'EXPOSE').flatMap((e) => e.args.split(/\s+/)).map(Number).sort()).toEqual([defaults.port, defaults.adminPort].sort());
+    expect(
+      all(runtime, 'EXPOSE')
+        .flatMap((e) => e.args.split(/\s+/))
+        .map(Number)
+        .sort(),
+    ).toEqual([defaults.port, defaults.adminPort].sort());
   });
 
   it('copies only files that exist and that .dockerignore lets into the build context', () => {
     for (const stage of dockerfile.stages) {
-      for (const c of all(stage, 'COPY').map((i) => copyArgs(i.args)).filter((c) => !c.flags.has('from'))) {
+      for (const c of all(stage, 'COPY')
+        .map((i) => copyArgs(i.args))
+        .filter((c) => !c.flags.has('from'))) {
         for (const source of c.sources) {
           expect(existsSync(join(root, source)), source).toBe(true);
-          for (const f of filesUnder(source)) expect(dockerignored(ignore, f), `${f} is in the build context`).toBe(false);
+          for (const f of filesUnder(source))
+            expect(dockerignored(ignore, f), `${f} is in the build context`).toBe(false);
         }
       }
     }
     // …and the context leaves out what the image must not hold.
-    for (const p of ['node_modules/typescript/package.json', 'test/unit/docs.test.ts', '.git/HEAD', 'dist/index.js', 'README.md', 'deploy/prometheus/prometheus.yml']) {
+    for (const p of [
+      'node_modules/typescript/package.json',
+      'test/unit/docs.test.ts',
+      '.git/HEAD',
+      'dist/index.js',
+      'README.md',
+      'deploy/prometheus/prometheus.yml',
+    ]) {
       expect(dockerignored(ignore, p), p).toBe(true);
     }
   });
@@ -111,7 +139,16 @@ describe('Dockerfile', () => {
     for (const f of filesUnder('src').filter((f) => f.endsWith('.ts'))) {
       for (const m of read(f).matchAll(/new URL\('\.\.\/\.\.\/([^']+)', import\.meta\.url\)/g)) loaded.add(m[1]!);
     }
-    expect([...loaded].sort()).toEqual(['config/management-openapi.json', 'config/routes.yaml', 'config/schema/keys.schema.json', 'config/schema/management-tokens.schema.json', 'config/schema/policy.schema.json', 'console/index.html', 'examples/demo-keys.yaml', 'package.json']);
+    expect([...loaded].sort()).toEqual([
+      'config/management-openapi.json',
+      'config/routes.yaml',
+      'config/schema/keys.schema.json',
+      'config/schema/management-tokens.schema.json',
+      'config/schema/policy.schema.json',
+      'console/index.html',
+      'examples/demo-keys.yaml',
+      'package.json',
+    ]);
     const shipped = all(runtime, 'COPY')
       .map((i) => copyArgs(i.args))
       .filter((c) => !c.flags.has('from'))
@@ -128,7 +165,11 @@ describe('Dockerfile', () => {
     expect(links).toContain(`ln -s ${last(runtime, 'WORKDIR')!.args}/bin/keygate.js /links/usr/local/bin/keygate`);
     expect(links).toContain('cp /usr/bin/env /links/usr/bin/env');
     expect(read('bin/keygate.js').split('\n')[0]).toBe('#!/usr/bin/env node');
-    expect(all(runtime, 'ENV').map((e) => e.args).find((e) => e.startsWith('PATH='))).toMatch(/^PATH=\/nodejs\/bin:\/usr\/local\/bin:/);
+    expect(
+      all(runtime, 'ENV')
+        .map((e) => e.args)
+        .find((e) => e.startsWith('PATH=')),
+    ).toMatch(/^PATH=\/nodejs\/bin:\/usr\/local\/bin:/);
     // The command the image/compose runs is one the CLI's command table declares.
     expect(program.subcommands!.map((c) => c.spec.name)).toContain('serve');
   });
@@ -150,15 +191,27 @@ describe('the runtime stage, assembled without Docker', () => {
       // node_modules: installed below with the deps stage's own command; /links/: checked above.
       if (c.flags.get('from') === 'deps') continue;
       for (const source of c.sources) {
-        const from = c.flags.get('from') === 'build' ? join(root, source.replace(`${last(build, 'WORKDIR')!.args}/`, '')) : join(root, source);
-        const dest = c.dest.endsWith('/') ? join(app, c.dest.replace(/^\.\//, ''), source.split('/').pop()!) : join(app, c.dest.replace(/^\.\//, '').replace(`${workdir}/`, ''));
+        const from =
+          c.flags.get('from') === 'build'
+            ? join(root, source.replace(`${last(build, 'WORKDIR')!.args}/`, ''))
+            : join(root, source);
+        const dest = c.dest.endsWith('/')
+          ? join(app, c.dest.replace(/^\.\//, ''), source.split('/').pop()!)
+          : join(app, c.dest.replace(/^\.\//, '').replace(`${workdir}/`, ''));
         mkdirSync(dirname(dest), { recursive: true });
         cpSync(from, dest, { recursive: true });
       }
     }
     const deps = dockerfile.stages.find((s) => s.name === 'deps')!;
-    const install = /npm ci[^&]*/.exec(all(deps, 'RUN').find((r) => /\bnpm ci\b/.test(r.args))!.args)![0].trim().split(/\s+/);
-    await run('npm', [...install.slice(1), '--prefer-offline'], { cwd: app, env: { ...process.env, NODE_ENV: 'production' }, timeout: 120_000 });
+    const install = /npm ci[^&]*/
+      .exec(all(deps, 'RUN').find((r) => /\bnpm ci\b/.test(r.args))!.args)![0]
+      .trim()
+      .split(/\s+/);
+    await run('npm', [...install.slice(1), '--prefer-offline'], {
+      cwd: app,
+      env: { ...process.env, NODE_ENV: 'production' },
+      timeout: 120_000,
+    });
   }, 150_000);
   afterAll(() => {
     for (const p of procs) p.child.kill('SIGKILL');
@@ -167,7 +220,12 @@ describe('the runtime stage, assembled without Docker', () => {
 
   const start = (args: string[], env: Record<string, string>) => {
     // As the image runs it: the assembled tree's bin/keygate.js, PATH and NODE_ENV only.
-    const p = spawnKeygate(args, { bin: join(app, 'bin/keygate.js'), cwd: app, baseEnv: 'clean', env: { NODE_ENV: 'production', ...env } });
+    const p = spawnKeygate(args, {
+      bin: join(app, 'bin/keygate.js'),
+      cwd: app,
+      baseEnv: 'clean',
+      env: { NODE_ENV: 'production', ...env },
+    });
     procs.push(p);
     return p;
   };
@@ -175,7 +233,10 @@ describe('the runtime stage, assembled without Docker', () => {
     const hc = last(runtime, 'HEALTHCHECK')!.args;
     const argv = execForm(hc.replace(/^(--\S+\s+)*CMD\s+/, ''));
     expect(argv[0], 'HEALTHCHECK uses node (the runtime image has no shell and no curl)').toBe('node');
-    return run(argv[0]!, argv.slice(1), { env: { PATH: process.env.PATH!, KEYGATE_ADMIN_PORT: String(adminPort) }, timeout: 5_000 }).then(
+    return run(argv[0]!, argv.slice(1), {
+      env: { PATH: process.env.PATH!, KEYGATE_ADMIN_PORT: String(adminPort) },
+      timeout: 5_000,
+    }).then(
       () => 0,
       (e: { code: number }) => e.code,
     );
@@ -184,7 +245,8 @@ describe('the runtime stage, assembled without Docker', () => {
   it('holds production dependencies only', () => {
     const dev = Object.keys(JSON.parse(read('package.json')).devDependencies as Record<string, string>);
     for (const d of dev) expect(existsSync(join(app, 'node_modules', d)), d).toBe(false);
-    for (const d of Object.keys(JSON.parse(read('package.json')).dependencies as Record<string, string>)) expect(existsSync(join(app, 'node_modules', d)), d).toBe(true);
+    for (const d of Object.keys(JSON.parse(read('package.json')).dependencies as Record<string, string>))
+      expect(existsSync(join(app, 'node_modules', d)), d).toBe(true);
   });
 
   it('serves: the HEALTHCHECK passes, and a signed request reaches the demo upstream', async () => {
@@ -199,7 +261,9 @@ describe('the runtime stage, assembled without Docker', () => {
     });
     expect(await healthcheck(await freePort()), 'nothing listening: unhealthy').not.toBe(0);
     await expect.poll(() => healthcheck(adminPort), { timeout: 15_000, interval: 200 }).toBe(0);
-    const r = await send(`http://127.0.0.1:${port}`, '/api/v3/viewer/accounts', { headers: bearer(token(DEMO_KEY, DEMO_SECRET)) });
+    const r = await send(`http://127.0.0.1:${port}`, '/api/v3/viewer/accounts', {
+      headers: bearer(token(DEMO_KEY, DEMO_SECRET)),
+    });
     expect(r.status).toBe(200);
     expect(r.json()).toMatchObject({ upstream: 'demo', apiKeyId: 'demo' });
   });

@@ -20,7 +20,10 @@ const KEYS: KeyRecord[] = [
   makeKey({ apiKey: 'faraway', secret: SECRET, allowIps: ['10.0.0.0/8'] }),
   makeKey({ apiKey: 'revoked', secret: SECRET, state: 'revoked', revokedAt: '2026-01-01T00:00:00Z' }),
 ];
-const ok = (apiKey: string, extra: Record<string, unknown> = {}) => () => bearer(token(apiKey, SECRET, extra));
+const ok =
+  (apiKey: string, extra: Record<string, unknown> = {}) =>
+  () =>
+    bearer(token(apiKey, SECRET, extra));
 
 interface Row {
   name: string;
@@ -37,9 +40,21 @@ const ROWS: Row[] = [
   { name: '40004 no Authorization header', headers: () => ({}), code: 40004 },
   { name: '40106 bad signature', headers: () => bearer(token('good', 'another-secret-0123456789')), code: 40106 },
   { name: '40106 malformed token', headers: () => bearer('not-a-jwt'), code: 40106 },
-  { name: '40106 nonce outside recv_window', headers: () => bearer(token('good', SECRET, { nonce: nowNonce(-31_000) })), code: 40106 },
-  { name: '40106 secret Base64-encoded before signing', headers: () => bearer(token('good', Buffer.from(SECRET).toString('base64'))), code: 40106 },
-  { name: '40107 two spaces after Bearer', headers: () => ({ authorization: `Bearer  ${token('good', SECRET)}` }), code: 40107 },
+  {
+    name: '40106 nonce outside recv_window',
+    headers: () => bearer(token('good', SECRET, { nonce: nowNonce(-31_000) })),
+    code: 40106,
+  },
+  {
+    name: '40106 secret Base64-encoded before signing',
+    headers: () => bearer(token('good', Buffer.from(SECRET).toString('base64'))),
+    code: 40106,
+  },
+  {
+    name: '40107 two spaces after Bearer',
+    headers: () => ({ authorization: `Bearer  ${token('good', SECRET)}` }),
+    code: 40107,
+  },
   { name: '40107 Basic scheme', headers: () => ({ authorization: 'Basic Zm9vOmJhcg==' }), code: 40107 },
   { name: '10403 key lacks the scope', headers: ok('noscope'), code: 10403 },
   { name: '10403 caller IP not on the allow-list', headers: ok('faraway'), code: 10403 },
@@ -62,8 +77,16 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     upstream = await startRecordingUpstream();
     const dir = mkdtempSync(join(tmpdir(), 'keygate-fa-nginx-'));
     const policy = join(dir, 'policy.yaml');
-    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`);
-    kg = await startKeygate({ upstream: 'http://unused.invalid', redisUrl: redis.url, keys: KEYS, env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy } });
+    writeFileSync(
+      policy,
+      `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\ntrustedProxies: [127.0.0.1/32]\n`,
+    );
+    kg = await startKeygate({
+      upstream: 'http://unused.invalid',
+      redisUrl: redis.url,
+      keys: KEYS,
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy },
+    });
     nginx = await startNginx(kg.url, upstream.url);
   }, 30_000);
 
@@ -75,19 +98,26 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     await redis?.stop();
   });
 
-  it.each(ROWS)('$name: the seed status, code and body reach the client, nothing reaches the upstream', async ({ headers, code, path }) => {
-    const before = upstream.received.length;
-    const r = await send(nginx.url, path ?? ACCOUNTS_PATH, { headers: headers() });
-    answers.push(`${(path ?? ACCOUNTS_PATH).padEnd(26)} ${r.status} ${r.body}   x-keygate-code: ${r.headers['x-keygate-code']}`);
-    expect(r.status).toBe(ERRORS[code].status);
-    expect(r.body).toBe(JSON.stringify({ code, message: ERRORS[code].message }));
-    expect(r.headers['content-type']).toBe('application/json');
-    expect(r.headers['x-keygate-code']).toBe(String(code));
-    expect(upstream.received.length).toBe(before);
-  });
+  it.each(ROWS)(
+    '$name: the seed status, code and body reach the client, nothing reaches the upstream',
+    async ({ headers, code, path }) => {
+      const before = upstream.received.length;
+      const r = await send(nginx.url, path ?? ACCOUNTS_PATH, { headers: headers() });
+      answers.push(
+        `${(path ?? ACCOUNTS_PATH).padEnd(26)} ${r.status} ${r.body}   x-keygate-code: ${r.headers['x-keygate-code']}`,
+      );
+      expect(r.status).toBe(ERRORS[code].status);
+      expect(r.body).toBe(JSON.stringify({ code, message: ERRORS[code].message }));
+      expect(r.headers['content-type']).toBe('application/json');
+      expect(r.headers['x-keygate-code']).toBe(String(code));
+      expect(upstream.received.length).toBe(before);
+    },
+  );
 
   it('a nonce outside recv_window also carries the server time, as in proxy mode', async () => {
-    const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET, { nonce: nowNonce(-31_000) })) });
+    const r = await send(nginx.url, ACCOUNTS_PATH, {
+      headers: bearer(token('good', SECRET, { nonce: nowNonce(-31_000) })),
+    });
     expect(r.status).toBe(401);
     expect(r.headers['x-server-time']).toMatch(/^\d{19}$/);
   });
@@ -95,7 +125,9 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
   it('a valid token reaches the upstream with exactly one X-Api-Key-Id, never the client copy; the same token again is refused', async () => {
     const before = upstream.received.length;
     const t = token('good', SECRET);
-    const r = await send(nginx.url, `${ACCOUNTS_PATH}?page=2`, { headers: { ...bearer(t), 'x-api-key-id': 'forged', 'X-API-KEY-ID': 'forged-2' } });
+    const r = await send(nginx.url, `${ACCOUNTS_PATH}?page=2`, {
+      headers: { ...bearer(t), 'x-api-key-id': 'forged', 'X-API-KEY-ID': 'forged-2' },
+    });
     answers.push(`valid token               ${r.status} ${r.body}`);
     expect(r.status).toBe(200);
     expect(upstream.received.length).toBe(before + 1);
@@ -107,7 +139,9 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     expect(got.headers['x-request-id']).toMatch(/^[0-9a-f]{32}$/);
 
     const again = await send(nginx.url, `${ACCOUNTS_PATH}?page=2`, { headers: bearer(t) });
-    answers.push(`same token again          ${again.status} ${again.body}   x-keygate-code: ${again.headers['x-keygate-code']}`);
+    answers.push(
+      `same token again          ${again.status} ${again.body}   x-keygate-code: ${again.headers['x-keygate-code']}`,
+    );
     expect(again.status).toBe(401);
     expect(again.body).toBe('{"code":40106,"message":"Invalid Token"}');
     expect(upstream.received.length).toBe(before + 1);
@@ -117,24 +151,36 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     const before = kg.logs.length;
     const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer('not-a-jwt') });
     expect(r.status).toBe(401);
-    const lines = kg.logs.slice(before).map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    const lines = kg.logs
+      .slice(before)
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'request');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ code: 40106, reason: 'malformed', method: 'GET', route: ACCOUNTS_PATH, status: 401 });
+    expect(lines[0]).toMatchObject({
+      code: 40106,
+      reason: 'malformed',
+      method: 'GET',
+      route: ACCOUNTS_PATH,
+      status: 401,
+    });
     expect(r.headers['x-request-id']).toBe(lines[0]!.requestId);
   });
 
   it('50 concurrent copies of one token: exactly one reaches the upstream', async () => {
     const before = upstream.received.length;
     const t = sign(HS256, claims('good'), SECRET);
-    const replies = await Promise.all(Array.from({ length: 50 }, () => send(nginx.url, ACCOUNTS_PATH, { headers: bearer(t) })));
+    const replies = await Promise.all(
+      Array.from({ length: 50 }, () => send(nginx.url, ACCOUNTS_PATH, { headers: bearer(t) })),
+    );
     const statuses = replies.map((r) => r.status);
     expect(statuses.filter((s) => s === 200)).toHaveLength(1);
     expect(statuses.filter((s) => s === 401)).toHaveLength(49);
-    for (const r of replies.filter((x) => x.status === 401)) expect(r.body).toBe('{"code":40106,"message":"Invalid Token"}');
+    for (const r of replies.filter((x) => x.status === 401))
+      expect(r.body).toBe('{"code":40106,"message":"Invalid Token"}');
     expect(upstream.received.length).toBe(before + 1);
   });
 
-  it('public routes pass without a token and without any X-Api-Key-Id; the clock endpoint is Keygate\'s', async () => {
+  it("public routes pass without a token and without any X-Api-Key-Id; the clock endpoint is Keygate's", async () => {
     const before = upstream.received.length;
     const r = await send(nginx.url, '/public/x', { headers: { 'x-api-key-id': 'forged' } });
     expect(r.status).toBe(200);

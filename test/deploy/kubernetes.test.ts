@@ -17,7 +17,15 @@ import { envNamesInCode, flag, repoRoot } from '../helpers/deploy.js';
 import { parseDockerfile } from '../helpers/dockerfile.js';
 import { send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { KUBECTL_MISSING, kustomization, patchFiles, podContainers, readManifests, render, type Manifest } from '../helpers/kustomize.js';
+import {
+  KUBECTL_MISSING,
+  kustomization,
+  patchFiles,
+  podContainers,
+  readManifests,
+  render,
+  type Manifest,
+} from '../helpers/kustomize.js';
 
 const k8s = join(repoRoot, 'deploy/kubernetes');
 const base = join(k8s, 'base');
@@ -47,21 +55,32 @@ function validateManifest(m: Manifest): void {
  * an operator who forgets to replace the encryption key gets a config error,
  * not a guessable key. Tests that load the config substitute a real key.
  */
-const withRealEncryptionKey = (env: Record<string, string>) => ({ ...env, KEYGATE_SECRET_ENCRYPTION_KEY: randomBytes(32).toString('base64') });
+const withRealEncryptionKey = (env: Record<string, string>) => ({
+  ...env,
+  KEYGATE_SECRET_ENCRYPTION_KEY: randomBytes(32).toString('base64'),
+});
 
 type Container = {
   name: string;
   image: string;
   args?: string[];
   ports?: Array<{ name: string; containerPort: number }>;
-  env?: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string }; configMapKeyRef?: unknown } }>;
+  env?: Array<{
+    name: string;
+    value?: string;
+    valueFrom?: { secretKeyRef?: { name: string; key: string }; configMapKeyRef?: unknown };
+  }>;
   volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
   readinessProbe?: { httpGet: { path: string; port: string | number } };
   livenessProbe?: { httpGet: { path: string; port: string | number } };
   startupProbe?: { httpGet: { path: string; port: string | number } };
   lifecycle?: { preStop?: { sleep?: { seconds: number }; exec?: { command: string[] } } };
   resources?: { requests?: Record<string, string>; limits?: Record<string, string> };
-  securityContext?: { allowPrivilegeEscalation?: boolean; readOnlyRootFilesystem?: boolean; capabilities?: { drop?: string[] } };
+  securityContext?: {
+    allowPrivilegeEscalation?: boolean;
+    readOnlyRootFilesystem?: boolean;
+    capabilities?: { drop?: string[] };
+  };
 };
 type PodSpec = {
   containers: Container[];
@@ -78,11 +97,14 @@ describe('Kubernetes manifests', () => {
     .map((d) => join(d.parentPath, d.name));
   const patches = new Set([...patchFiles(base), ...patchFiles(overlay)]);
 
-  it.each(files.filter((f) => !patches.has(f)).map((f) => [relative(k8s, f), f]))('%s is valid against the Kubernetes schemas', (_name, file) => {
-    const docs = readManifests(file);
-    expect(docs.length).toBeGreaterThan(0);
-    for (const m of docs) validateManifest(m);
-  });
+  it.each(files.filter((f) => !patches.has(f)).map((f) => [relative(k8s, f), f]))(
+    '%s is valid against the Kubernetes schemas',
+    (_name, file) => {
+      const docs = readManifests(file);
+      expect(docs.length).toBeGreaterThan(0);
+      for (const m of docs) validateManifest(m);
+    },
+  );
 
   it.each([
     ['base', base],
@@ -95,9 +117,30 @@ describe('Kubernetes manifests', () => {
 
   it.each([
     ['a string replica count', (d: Manifest) => ((d.spec as { replicas: unknown }).replicas = 'three')],
-    ['a non-boolean readOnlyRootFilesystem', (d: Manifest) => (((d.spec as { template: { spec: PodSpec } }).template.spec.containers[1]!.securityContext as Record<string, unknown>).readOnlyRootFilesystem = 'yes')],
-    ['a probe without a port', (d: Manifest) => delete ((d.spec as { template: { spec: PodSpec } }).template.spec.containers[1]!.readinessProbe!.httpGet as Partial<{ port: unknown }>).port],
-    ['a container without a name', (d: Manifest) => delete ((d.spec as { template: { spec: PodSpec } }).template.spec.containers[0] as Partial<Container>).name],
+    [
+      'a non-boolean readOnlyRootFilesystem',
+      (d: Manifest) =>
+        ((
+          (d.spec as { template: { spec: PodSpec } }).template.spec.containers[1]!.securityContext as Record<
+            string,
+            unknown
+          >
+        ).readOnlyRootFilesystem = 'yes'),
+    ],
+    [
+      'a probe without a port',
+      (d: Manifest) =>
+        delete (
+          (d.spec as { template: { spec: PodSpec } }).template.spec.containers[1]!.readinessProbe!.httpGet as Partial<{
+            port: unknown;
+          }>
+        ).port,
+    ],
+    [
+      'a container without a name',
+      (d: Manifest) =>
+        delete ((d.spec as { template: { spec: PodSpec } }).template.spec.containers[0] as Partial<Container>).name,
+    ],
   ])('the validator refuses %s', (_name, breakIt) => {
     const d = structuredClone(readManifests(join(base, 'deployment.yaml'))[0]!);
     breakIt(d);
@@ -112,7 +155,10 @@ describe('Kubernetes manifests', () => {
     for (const m of render(base)) expect(fromOverlay.has(key(m)), key(m)).toBe(true);
     // A broken kustomization is an error, never a partial render.
     const broken = mkdtempSync(join(tmpdir(), 'keygate-kustomize-'));
-    writeFileSync(join(broken, 'kustomization.yaml'), 'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n');
+    writeFileSync(
+      join(broken, 'kustomization.yaml'),
+      'apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - missing.yaml\n',
+    );
     expect(() => render(broken)).toThrow(/kubectl kustomize .* failed/);
   });
 
@@ -135,13 +181,19 @@ describe('the example overlay matches what the code reads', () => {
     return m;
   };
   const deployment = find('Deployment', 'keygate');
-  const pod = (deployment.spec as { template: { metadata: { labels: Record<string, string>; annotations: Record<string, string> }; spec: PodSpec } }).template;
+  const pod = (
+    deployment.spec as {
+      template: { metadata: { labels: Record<string, string>; annotations: Record<string, string> }; spec: PodSpec };
+    }
+  ).template;
   const container = (name: string) => pod.spec.containers.find((c) => c.name === name)!;
   const keygate = container('keygate');
   const upstream = container('upstream');
   const secret = find('Secret', 'keygate-secrets') as Manifest & { stringData: Record<string, string> };
-  const matches = (selector: Record<string, string>, labels: Record<string, string>) => Object.entries(selector).every(([k, v]) => labels[k] === v);
-  const portNumber = (c: Container, port: string | number) => (typeof port === 'number' ? port : c.ports!.find((p) => p.name === port)!.containerPort);
+  const matches = (selector: Record<string, string>, labels: Record<string, string>) =>
+    Object.entries(selector).every(([k, v]) => labels[k] === v);
+  const portNumber = (c: Container, port: string | number) =>
+    typeof port === 'number' ? port : c.ports!.find((p) => p.name === port)!.containerPort;
 
   /** Keygate's environment as the kubelet would build it, with the ConfigMap mounted into a temp dir. */
   function keygateEnv(): Record<string, string> {
@@ -207,10 +259,14 @@ describe('the example overlay matches what the code reads', () => {
     // Keygate's default is loopback; probes and Prometheus come in on the Pod IP.
     expect(loadConfig({ KEYGATE_UPSTREAM: 'http://127.0.0.1:1' }).adminHost).toBe('127.0.0.1');
     expect(config.adminHost).toBe('0.0.0.0');
-    const svc = find('Service', 'keygate') as Manifest & { spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> } };
+    const svc = find('Service', 'keygate') as Manifest & {
+      spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> };
+    };
     expect(matches(svc.spec.selector, pod.metadata.labels)).toBe(true);
     expect(svc.spec.ports.map((p) => portNumber(keygate, p.targetPort))).toEqual([config.port]);
-    const metrics = find('Service', 'keygate-metrics') as Manifest & { spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> } };
+    const metrics = find('Service', 'keygate-metrics') as Manifest & {
+      spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> };
+    };
     expect(matches(metrics.spec.selector, pod.metadata.labels)).toBe(true);
     expect(metrics.spec.ports.map((p) => portNumber(keygate, p.targetPort))).toEqual([config.adminPort]);
   });
@@ -225,7 +281,11 @@ describe('the example overlay matches what the code reads', () => {
 
     it('probe the admin port, on paths the admin server answers 200', async () => {
       const config = loadConfig(withRealEncryptionKey(keygateEnv()));
-      const probes = { readiness: keygate.readinessProbe!, liveness: keygate.livenessProbe!, startup: keygate.startupProbe! };
+      const probes = {
+        readiness: keygate.readinessProbe!,
+        liveness: keygate.livenessProbe!,
+        startup: keygate.startupProbe!,
+      };
       expect(probes.readiness.httpGet.path).toBe('/readyz');
       expect(probes.liveness.httpGet.path).toBe('/healthz');
       for (const [kind, probe] of Object.entries(probes)) {
@@ -242,8 +302,14 @@ describe('the example overlay matches what the code reads', () => {
       expect(a['prometheus.io/scrape']).toBe('true');
       expect(Number(a['prometheus.io/port'])).toBe(config.adminPort);
       expect((await send(gate.adminUrl, a['prometheus.io/path']!)).body).toContain('keygate_requests_total');
-      const [monitor] = readManifests(join(overlay, 'servicemonitor.yaml')) as Array<Manifest & { spec: { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string; path: string }> } }>;
-      const metricsSvc = objects.filter((o) => o.kind === 'Service' && matches(monitor!.spec.selector.matchLabels, o.metadata.labels ?? {})) as Array<Manifest & { spec: { ports: Array<{ name: string }> } }>;
+      const [monitor] = readManifests(join(overlay, 'servicemonitor.yaml')) as Array<
+        Manifest & {
+          spec: { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string; path: string }> };
+        }
+      >;
+      const metricsSvc = objects.filter(
+        (o) => o.kind === 'Service' && matches(monitor!.spec.selector.matchLabels, o.metadata.labels ?? {}),
+      ) as Array<Manifest & { spec: { ports: Array<{ name: string }> } }>;
       expect(metricsSvc.map((s) => s.metadata.name)).toEqual(['keygate-metrics']);
       for (const ep of monitor!.spec.endpoints) {
         expect(metricsSvc[0]!.spec.ports.map((p) => p.name)).toContain(ep.port);
@@ -259,11 +325,19 @@ describe('the example overlay matches what the code reads', () => {
       .at(-1)!
       .args.split(':')
       .map(Number);
-    expect(pod.spec.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: dockerUser[0], runAsGroup: dockerUser[1] });
+    expect(pod.spec.securityContext).toMatchObject({
+      runAsNonRoot: true,
+      runAsUser: dockerUser[0],
+      runAsGroup: dockerUser[1],
+    });
     expect(pod.spec.automountServiceAccountToken).toBe(false);
     expect(find('ServiceAccount', pod.spec.serviceAccountName!)).toBeDefined();
     for (const c of pod.spec.containers) {
-      expect(c.securityContext, c.name).toEqual({ allowPrivilegeEscalation: false, readOnlyRootFilesystem: true, capabilities: { drop: ['ALL'] } });
+      expect(c.securityContext, c.name).toEqual({
+        allowPrivilegeEscalation: false,
+        readOnlyRootFilesystem: true,
+        capabilities: { drop: ['ALL'] },
+      });
       for (const r of ['cpu', 'memory']) {
         expect(c.resources?.requests?.[r], `${c.name} requests ${r}`).toBeDefined();
         expect(c.resources?.limits?.[r], `${c.name} limits ${r}`).toBeDefined();
@@ -277,34 +351,60 @@ describe('the example overlay matches what the code reads', () => {
     const preStop = keygate.lifecycle!.preStop!;
     expect(preStop.exec).toBeUndefined();
     expect(preStop.sleep!.seconds).toBeGreaterThan(0);
-    expect(pod.spec.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(preStop.sleep!.seconds * 1000 + config.limits.shutdownTimeoutMs);
+    expect(pod.spec.terminationGracePeriodSeconds! * 1000).toBeGreaterThan(
+      preStop.sleep!.seconds * 1000 + config.limits.shutdownTimeoutMs,
+    );
   });
 
   it('carries the standard app.kubernetes.io labels on every object and Pod, without touching selectors', () => {
     const version = (JSON.parse(readFileSync(join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
-    const standard = { 'app.kubernetes.io/name': 'keygate', 'app.kubernetes.io/part-of': 'keygate', 'app.kubernetes.io/managed-by': 'kustomize', 'app.kubernetes.io/instance': 'keygate-example' };
+    const standard = {
+      'app.kubernetes.io/name': 'keygate',
+      'app.kubernetes.io/part-of': 'keygate',
+      'app.kubernetes.io/managed-by': 'kustomize',
+      'app.kubernetes.io/instance': 'keygate-example',
+    };
     for (const o of objects) expect(o.metadata.labels, `${o.kind}/${o.metadata.name}`).toMatchObject(standard);
     // The base's objects also say which Keygate release they belong to (the overlay's Secret is the operator's).
     const fromBase = new Set(render(base).map((m) => `${m.kind}/${m.metadata.name}`));
-    for (const o of objects.filter((m) => fromBase.has(`${m.kind}/${m.metadata.name}`))) expect(o.metadata.labels!['app.kubernetes.io/version'], `${o.kind}/${o.metadata.name}`).toBe(version);
-    expect(pod.metadata.labels).toMatchObject({ ...standard, 'app.kubernetes.io/version': version, 'app.kubernetes.io/component': 'auth-proxy' });
+    for (const o of objects.filter((m) => fromBase.has(`${m.kind}/${m.metadata.name}`)))
+      expect(o.metadata.labels!['app.kubernetes.io/version'], `${o.kind}/${o.metadata.name}`).toBe(version);
+    expect(pod.metadata.labels).toMatchObject({
+      ...standard,
+      'app.kubernetes.io/version': version,
+      'app.kubernetes.io/component': 'auth-proxy',
+    });
     // The version label is the image that runs.
     for (const c of podContainers(deployment)) expect(String(c.image).split(':').at(-1)).toBe(version);
     // A Deployment's selector is immutable: it stays the one label it always had.
-    expect((deployment.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'keygate' });
+    expect((deployment.spec as { selector: { matchLabels: Record<string, string> } }).selector.matchLabels).toEqual({
+      'app.kubernetes.io/name': 'keygate',
+    });
   });
 
   it('admits only the proxy port from anywhere and the admin port from the monitoring namespace (NetworkPolicy)', () => {
     const config = loadConfig(withRealEncryptionKey(keygateEnv()));
-    type Peer = { namespaceSelector?: { matchLabels: Record<string, string> }; podSelector?: unknown; ipBlock?: unknown };
+    type Peer = {
+      namespaceSelector?: { matchLabels: Record<string, string> };
+      podSelector?: unknown;
+      ipBlock?: unknown;
+    };
     type Rule = { from?: Peer[]; ports: Array<{ port: string | number; protocol: string }> };
-    const policy = find('NetworkPolicy', 'keygate') as Manifest & { spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: Rule[] } };
+    const policy = find('NetworkPolicy', 'keygate') as Manifest & {
+      spec: { podSelector: { matchLabels: Record<string, string> }; policyTypes: string[]; ingress: Rule[] };
+    };
     expect(matches(policy.spec.podSelector.matchLabels, pod.metadata.labels)).toBe(true);
     expect(policy.spec.policyTypes).toContain('Ingress');
-    const admitted = policy.spec.ingress.map((r) => ({ ports: r.ports.map((p) => portNumber(keygate, p.port)), from: r.from }));
+    const admitted = policy.spec.ingress.map((r) => ({
+      ports: r.ports.map((p) => portNumber(keygate, p.port)),
+      from: r.from,
+    }));
     expect(admitted).toEqual([
       { ports: [config.port], from: undefined },
-      { ports: [config.adminPort], from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }] },
+      {
+        ports: [config.adminPort],
+        from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }],
+      },
     ]);
     for (const r of policy.spec.ingress) for (const p of r.ports) expect(p.protocol).toBe('TCP');
     // What the client Service sends to is admitted; the upstream's port is not.
@@ -314,7 +414,9 @@ describe('the example overlay matches what the code reads', () => {
   });
 
   it('keeps a replica up through voluntary disruptions', () => {
-    const pdb = find('PodDisruptionBudget', 'keygate') as Manifest & { spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } } };
+    const pdb = find('PodDisruptionBudget', 'keygate') as Manifest & {
+      spec: { minAvailable: number; selector: { matchLabels: Record<string, string> } };
+    };
     expect(matches(pdb.spec.selector.matchLabels, pod.metadata.labels)).toBe(true);
     expect(pdb.spec.minAvailable).toBeLessThan((deployment.spec as { replicas: number }).replicas);
   });

@@ -28,7 +28,10 @@ interface Rule {
 }
 const rules = (parseYaml(read(ALERTS)) as { groups: Array<{ rules: Rule[] }> }).groups.flatMap((g) => g.rules);
 const ruleTests = parseYaml(read(ALERT_TESTS)) as {
-  tests: Array<{ input_series: Array<{ series: string }>; alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }> }>;
+  tests: Array<{
+    input_series: Array<{ series: string }>;
+    alert_rule_test: Array<{ alertname: string; exp_alerts: unknown[] }>;
+  }>;
 };
 const dashboard = JSON.parse(read(DASHBOARD)) as { panels: unknown[]; templating: { list: unknown[] } };
 
@@ -59,15 +62,23 @@ describe('dashboard and alert rules match the real /metrics', () => {
   let gate: RunningKeygate;
   let families: Map<string, Family>;
   let names: Set<string>;
-  const seriesOf = (name: string): Sample[] => [...families.values()].flatMap((f) => f.samples.filter((s) => s.name === name));
+  const seriesOf = (name: string): Sample[] =>
+    [...families.values()].flatMap((f) => f.samples.filter((s) => s.name === name));
 
   beforeAll(async () => {
     redis = await startRedis(); // our own: frozen below so Redis-failure series exist too
     upstream = await startRecordingUpstream();
-    gate = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
+    gate = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      keys: mixedTrafficKeys(),
+      env: mixedTrafficEnv(),
+    });
     await runMixedTraffic(gate, upstream);
     redis.pause();
-    const frozen = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', MIXED_SECRET)) }).finally(() => redis.resume());
+    const frozen = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', MIXED_SECRET)) }).finally(() =>
+      redis.resume(),
+    );
     expect(frozen.status).toBe(503); // outcome="error", reason store_unavailable, redis_errors{kind="timeout"}
     families = parseExposition(await (await fetch(`${gate.adminUrl}/metrics`)).text());
     names = sampleNames(families);
@@ -87,16 +98,26 @@ describe('dashboard and alert rules match the real /metrics', () => {
       expect(names.has(name as string), `${name} is not in /metrics`).toBe(true);
       const series = seriesOf(name as string);
       for (const s of series) for (const l of Object.keys(s.labels)) labelsSeen.add(l);
-      for (const [, label, op, value] of (matchers ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"/g)) {
+      for (const [, label, op, value] of (matchers ?? '').matchAll(
+        /([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"([^"]*)"/g,
+      )) {
         if (TARGET_LABELS.has(label as string)) continue;
         const values = series.map((s) => s.labels[label as string]).filter((v): v is string => v !== undefined);
         expect(values.length, `${name} has no label ${label}`).toBeGreaterThan(0);
         if (op === '=') expect(values, `${name}{${label}="${value}"} matches no series`).toContain(value);
-        if (op === '=~') expect(values.some((v) => new RegExp(`^(?:${value})$`).test(v)), `${name}{${label}=~"${value}"} matches no series`).toBe(true);
+        if (op === '=~')
+          expect(
+            values.some((v) => new RegExp(`^(?:${value})$`).test(v)),
+            `${name}{${label}=~"${value}"} matches no series`,
+          ).toBe(true);
       }
     }
     for (const [, list] of expr.matchAll(/\b(?:by|without)\s*\(([^)]*)\)/g)) {
-      for (const label of (list as string).split(',').map((l) => l.trim()).filter(Boolean)) expect(labelsSeen.has(label), `grouping by unknown label ${label}`).toBe(true);
+      for (const label of (list as string)
+        .split(',')
+        .map((l) => l.trim())
+        .filter(Boolean))
+        expect(labelsSeen.has(label), `grouping by unknown label ${label}`).toBe(true);
     }
   });
 
@@ -104,21 +125,44 @@ describe('dashboard and alert rules match the real /metrics', () => {
     const all = dashboardExprs(dashboard).join('\n');
     expect(all).toMatch(/sum by \(code\) \(rate\(keygate_requests_total/);
     expect(all).toMatch(/sum by \(code, reason\) \(rate\(keygate_auth_rejections_total/);
-    for (const q of ['0.5', '0.9', '0.99']) expect(all).toContain(`histogram_quantile(${q}, sum by (le) (rate(keygate_auth_duration_seconds_bucket`);
-    expect(all).toMatch(/keygate_key_cache_events_total\{[^}]*event="hit"[^}]*\}.*\/.*keygate_key_cache_events_total\{[^}]*event=~"hit\|miss"/);
+    for (const q of ['0.5', '0.9', '0.99'])
+      expect(all).toContain(`histogram_quantile(${q}, sum by (le) (rate(keygate_auth_duration_seconds_bucket`);
+    expect(all).toMatch(
+      /keygate_key_cache_events_total\{[^}]*event="hit"[^}]*\}.*\/.*keygate_key_cache_events_total\{[^}]*event=~"hit\|miss"/,
+    );
     expect(all).toContain('keygate_redis_up{');
     expect(all).toContain('keygate_redis_errors_total{');
     // Node's defaults under their standard names, and which builds are running.
-    for (const m of ['process_cpu_seconds_total{', 'process_resident_memory_bytes{', 'nodejs_eventloop_lag_p99_seconds{', 'count by (version, node_version) (keygate_build_info{']) expect(all).toContain(m);
+    for (const m of [
+      'process_cpu_seconds_total{',
+      'process_resident_memory_bytes{',
+      'nodejs_eventloop_lag_p99_seconds{',
+      'count by (version, node_version) (keygate_build_info{',
+    ])
+      expect(all).toContain(m);
     expect(all).not.toMatch(/keygate_(process|nodejs)_/);
   });
 
   it('alerts cover 5xx rate, Redis down, replay and signature-failure spikes, overload shedding and p99 auth latency, each with a firing unit test', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual(
-      ['KeygateAuthLatencyHigh', 'KeygateHigh5xxRate', 'KeygateOverloaded', 'KeygateRedisDown', 'KeygateRedisSubscriberDown', 'KeygateReplaySpike', 'KeygateSignatureFailureSpike'].sort(),
+      [
+        'KeygateAuthLatencyHigh',
+        'KeygateHigh5xxRate',
+        'KeygateOverloaded',
+        'KeygateRedisDown',
+        'KeygateRedisSubscriberDown',
+        'KeygateReplaySpike',
+        'KeygateSignatureFailureSpike',
+      ].sort(),
     );
-    const fired = new Set(ruleTests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)));
-    const quiet = new Set(ruleTests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length === 0).map((a) => a.alertname)));
+    const fired = new Set(
+      ruleTests.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)),
+    );
+    const quiet = new Set(
+      ruleTests.tests.flatMap((t) =>
+        t.alert_rule_test.filter((a) => a.exp_alerts.length === 0).map((a) => a.alertname),
+      ),
+    );
     for (const r of rules) {
       expect(fired.has(r.alert), `${r.alert} has no test where it fires`).toBe(true);
       expect(quiet.has(r.alert), `${r.alert} has no test where it stays quiet`).toBe(true);
@@ -129,7 +173,9 @@ describe('dashboard and alert rules match the real /metrics', () => {
     expect(read(ALERTS)).toMatch(/histogram_quantile\(0\.99,[\s\S]*keygate_auth_duration_seconds_bucket/);
   });
 
-  it('promtool: rules check, rule unit tests, and every dashboard query parses (when promtool is on PATH)', async ({ annotate }) => {
+  it('promtool: rules check, rule unit tests, and every dashboard query parses (when promtool is on PATH)', async ({
+    annotate,
+  }) => {
     if (!promtoolVersion()) return recordPromtoolAbsent(annotate, 'promtool check rules / test rules');
     const check = runPromtool(['check', 'rules', new URL(ALERTS, root).pathname]);
     expect(check.output).toContain('SUCCESS');
@@ -145,7 +191,10 @@ describe('dashboard and alert rules match the real /metrics', () => {
           name: 'dashboard',
           rules: dashboardExprs(dashboard)
             .filter((e) => !e.startsWith('label_values('))
-            .map((e, i) => ({ record: `keygate:dashboard_query_${i}`, expr: e.replaceAll('$__rate_interval', '5m').replaceAll('$job', '.*').replaceAll('$instance', '.*') })),
+            .map((e, i) => ({
+              record: `keygate:dashboard_query_${i}`,
+              expr: e.replaceAll('$__rate_interval', '5m').replaceAll('$job', '.*').replaceAll('$instance', '.*'),
+            })),
         },
       ],
     };
