@@ -49,7 +49,7 @@ export interface BoundMetrics {
   readonly upstreamSeconds: ReadonlyMap<string, Observable>;
 }
 
-/** Every label value each Keygate metric can take (README "Metrics" lists the same). */
+/** Every label value each Keygate metric can take (docs/reference/metrics.md lists the same). */
 export const LABEL_VALUES = Object.freeze({
   authOutcome: ['allow', 'deny', 'error'] as const,
   upstreamStatusClass: ['1xx', '2xx', '3xx', '4xx', '5xx', 'error', 'timeout'] as const,
