@@ -1,5 +1,5 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { request, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders } from 'node:http';
+import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -12,6 +12,7 @@ import { ConfigError, loadConfig } from '../../src/config/load-config.js';
 import { ERRORS, type ErrorCode } from '../../src/errors.js';
 import { createForwardAuth } from '../../src/http/forward-auth.js';
 import { repoRoot } from '../helpers/deploy.js';
+import { send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { render, podContainers, type Manifest } from '../helpers/kustomize.js';
 import { FORWARD_AUTH_CONF, PLACEHOLDERS } from '../helpers/nginx.js';
@@ -40,41 +41,6 @@ const hcm = (envoy as any).static_resources.listeners[0].filter_chains[0].filter
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 const extAuthz = hcm.http_filters.find((f: any) => f.name === 'envoy.filters.http.ext_authz').typed_config;
 const ENVOY_PREFIX: string = extAuthz.http_service.path_prefix;
-
-interface Answer {
-  status: number;
-  headers: IncomingHttpHeaders;
-  body: string;
-}
-
-/** One check over a real socket, optionally from another loopback address (an untrusted peer). */
-function ask(
-  base: string,
-  path: string,
-  options: { method?: string; headers?: OutgoingHttpHeaders; from?: string } = {},
-): Promise<Answer> {
-  return new Promise((resolve, reject) => {
-    const url = new URL(base);
-    const req = request(
-      {
-        host: url.hostname,
-        port: url.port,
-        path,
-        method: options.method ?? 'GET',
-        headers: options.headers,
-        agent: false,
-        ...(options.from && { localAddress: options.from }),
-      },
-      (res: IncomingMessage) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
 
 const seedBody = (code: ErrorCode) => JSON.stringify({ code, message: ERRORS[code].message });
 
@@ -266,7 +232,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       'X-Forwarded-Uri': client.uri,
       'X-Forwarded-For': client.ip ?? '198.51.100.9',
     });
-    return ask(kg.url, new URL(fa.address.replace('__KEYGATE__', 'keygate:8000')).pathname, { headers });
+    return send(kg.url, new URL(fa.address.replace('__KEYGATE__', 'keygate:8000')).pathname, { headers });
   };
 
   /**
@@ -282,7 +248,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     ]);
     const headers: Record<string, string> = { 'content-length': '0' };
     for (const [k, v] of Object.entries(client.headers)) if (allowed.has(k.toLowerCase())) headers[k] = v;
-    return ask(kg.url, `${ENVOY_PREFIX}${client.path}`, { method: client.method, headers });
+    return send(kg.url, `${ENVOY_PREFIX}${client.path}`, { method: client.method, headers });
   };
 
   it("Traefik: allowed is 200 with an empty body, X-Api-Key-Id and X-Request-Id; the X-Api-Key-Id a client sends never reaches Keygate's answer", async () => {
@@ -395,7 +361,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
 
   it('a check from an untrusted peer claiming another URI is refused (403 40300) and burns no nonce', async () => {
     const t = token('good', SECRET);
-    const r = await ask(kg.url, '/', {
+    const r = await send(kg.url, '/', {
       from: '127.0.0.2',
       headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH },
     });
@@ -406,7 +372,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
 
   it('two descriptions of the original request are refused (400 40000) before the token is looked at', async () => {
     const t = token('good', SECRET);
-    const r = await ask(kg.url, '/', {
+    const r = await send(kg.url, '/', {
       headers: {
         authorization: `Bearer ${t}`,
         'x-original-method': 'GET',
@@ -426,9 +392,9 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       'x-original-uri': ACCOUNTS_PATH,
       authorization: `Bearer ${token('nobody', SECRET)}`,
     };
-    const as401 = await ask(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '401' } });
+    const as401 = await send(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '401' } });
     expect([as401.status, as401.headers['x-keygate-code']]).toEqual([401, '10013']);
-    const ignored = await ask(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '200' } });
+    const ignored = await send(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '200' } });
     expect([ignored.status, ignored.body]).toEqual([404, seedBody(10013)]);
   });
 
@@ -439,7 +405,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
         .filter((l) => !l.startsWith('#'))
         .join('\n');
     const before = await count();
-    const r = await ask(kg.url, '/_keygate/refused', {
+    const r = await send(kg.url, '/_keygate/refused', {
       headers: { 'x-keygate-render': '10403', 'x-request-id': 'rid-1' },
     });
     expect([r.status, r.body, r.headers['x-request-id'], r.headers['x-keygate-code']]).toEqual([
@@ -448,11 +414,11 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       'rid-1',
       '10403',
     ]);
-    const bogus = await ask(kg.url, '/', { headers: { 'x-keygate-render': '20000' } });
+    const bogus = await send(kg.url, '/', { headers: { 'x-keygate-render': '20000' } });
     expect([bogus.status, bogus.body]).toEqual([500, seedBody(50000)]);
     expect(await count()).toBe(before);
     // From an untrusted peer it is just an untrusted check.
-    const untrusted = await ask(kg.url, '/', { from: '127.0.0.2', headers: { 'x-keygate-render': '10403' } });
+    const untrusted = await send(kg.url, '/', { from: '127.0.0.2', headers: { 'x-keygate-render': '10403' } });
     expect([untrusted.status, untrusted.body]).toEqual([403, seedBody(40300)]);
   });
 });

@@ -7,11 +7,14 @@ export interface Reply {
   json(): unknown;
 }
 
-/** A plain HTTP request (no connection reuse); header arrays become repeated header lines. */
+/**
+ * A plain HTTP request (no connection reuse); header arrays become repeated header lines. `from` sends it
+ * from another local address (e.g. 127.0.0.2: a peer that is not a trusted proxy).
+ */
 export function send(
   base: string,
   path: string,
-  options: { method?: string; headers?: OutgoingHttpHeaders; body?: string; timeoutMs?: number } = {},
+  options: { method?: string; headers?: OutgoingHttpHeaders; body?: string; timeoutMs?: number; from?: string } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);
@@ -24,6 +27,7 @@ export function send(
         headers: options.headers,
         agent: false,
         timeout: options.timeoutMs ?? 10_000,
+        ...(options.from && { localAddress: options.from }),
       },
       (res) => {
         const chunks: Buffer[] = [];
