@@ -28,7 +28,6 @@ import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
 import { serverTimeouts } from './server-timeouts.js';
 
-export { TIME_PATH };
 /** On every 40106 caused by the nonce window: the server's time in nanoseconds. */
 export const SERVER_TIME_HEADER = 'x-server-time';
 
