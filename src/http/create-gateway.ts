@@ -267,18 +267,6 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     }
     if (log.keyId !== undefined) head.headers.push(KEY_ID_HEADER, log.keyId);
     if (log.keyOwner !== undefined) head.headers.push(KEY_OWNER_HEADER, log.keyOwner);
-    forward(req, res, log, head, expectContinue, outcome, responseHeaders);
-  }
-
-  function forward(
-    req: IncomingMessage,
-    res: ServerResponse,
-    log: RequestLog,
-    head: UpstreamHead,
-    expectContinue: boolean,
-    outcome: typeof OK | typeof PUBLIC,
-    responseHeaders?: readonly string[],
-  ) {
     if (expectContinue) res.writeContinue();
     const sent = performance.now();
     (forwarder as Forwarder).forward(
