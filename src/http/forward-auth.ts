@@ -48,6 +48,8 @@ export interface ForwardAuth {
 const NO_HEADER = -1;
 const REPEATED = -2;
 const CODE = /^[0-9]{5}$/;
+/** The raw index of a header's value on its first sighting; REPEATED after that. */
+const seen = (at: number, i: number) => (at === NO_HEADER ? i + 1 : REPEATED);
 
 /** Builds the forward-auth specifics; the steps themselves (target, route, authenticate, authorize) stay in the gateway. */
 export function createForwardAuth(options: { pathPrefix: string | undefined }): ForwardAuth {
@@ -62,7 +64,6 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       let forwardedMethod = NO_HEADER;
       let forwardedUri = NO_HEADER;
       // Indexes into the raw list, never req.headers: Node joins repeats there, and a repeat is refused.
-      const seen = (at: number, i: number) => (at === NO_HEADER ? i + 1 : REPEATED);
       for (let i = 0; i < raw.length; i += 2) {
         const name = raw[i] as string;
         if (name.length < 14 || name.length > 18) continue;

@@ -15,34 +15,39 @@ const BODIES = new Map<ErrorCode, Buffer>(
  *    while it sheds load past KEYGATE_MAX_IN_FLIGHT, so one second is an honest hint,
  *    short enough not to stall a well-behaved client.
  */
-const STATUS_HEADERS: Readonly<Record<number, Readonly<Record<string, string>>>> = {
-  401: { 'www-authenticate': 'Bearer' },
-  503: { 'retry-after': '1' },
-};
-const NO_HEADERS: Readonly<Record<string, string>> = {};
+type HeaderPairs = readonly (readonly [string, string])[];
+const STATUS_HEADERS: ReadonlyMap<number, HeaderPairs> = new Map([
+  [401, [['www-authenticate', 'Bearer']]],
+  [503, [['retry-after', '1']]],
+]);
+const NO_HEADERS: HeaderPairs = [];
 
-export function statusHeaders(status: number): Readonly<Record<string, string>> {
-  return STATUS_HEADERS[status] ?? NO_HEADERS;
+function statusHeaders(status: number): HeaderPairs {
+  return STATUS_HEADERS.get(status) ?? NO_HEADERS;
 }
+
+/** The whole answer to a request Node's parser refused: fixed per code too, so built once. */
+function rawAnswer(code: ErrorCode): Buffer {
+  const body = BODIES.get(code) as Buffer;
+  const status = ERRORS[code].status;
+  let head =
+    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
+    'Content-Type: application/json\r\n' +
+    `Content-Length: ${body.length}\r\n` +
+    'Cache-Control: no-store\r\n';
+  for (const [k, v] of statusHeaders(status)) head += `${k}: ${v}\r\n`;
+  head += 'Connection: close\r\n\r\n';
+  return Buffer.concat([Buffer.from(head, 'latin1'), body]);
+}
+const RAW_ANSWERS = new Map<ErrorCode, Buffer>(ERROR_CODES.map((code) => [code, rawAnswer(code)]));
 
 /**
  * For requests Node's parser refused (no ServerResponse exists): writes the
  * catalogue's status and body straight to the socket and closes it. Returns the status.
  */
 export function renderRawError(socket: Duplex, code: ErrorCode): number {
-  const body = BODIES.get(code) as Buffer;
-  const status = ERRORS[code].status;
-  const head =
-    `HTTP/1.1 ${status} ${STATUS_CODES[status] ?? ''}\r\n` +
-    'Content-Type: application/json\r\n' +
-    `Content-Length: ${body.length}\r\n` +
-    'Cache-Control: no-store\r\n' +
-    Object.entries(statusHeaders(status))
-      .map(([k, v]) => `${k}: ${v}\r\n`)
-      .join('') +
-    'Connection: close\r\n\r\n';
-  socket.end(Buffer.concat([Buffer.from(head, 'latin1'), body]));
-  return status;
+  socket.end(RAW_ANSWERS.get(code) as Buffer);
+  return ERRORS[code].status;
 }
 
 /**
@@ -64,7 +69,7 @@ export function renderError(
   res.setHeader('content-type', 'application/json');
   res.setHeader('content-length', body.length);
   res.setHeader('cache-control', 'no-store');
-  for (const [k, v] of Object.entries(statusHeaders(res.statusCode))) res.setHeader(k, v);
+  for (const [k, v] of statusHeaders(status)) res.setHeader(k, v);
   if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
   res.end(body);
 }

@@ -15,7 +15,8 @@ export function clientIp(
 ): string | undefined {
   if (!peer) return undefined;
   const ip = normalizeIp(peer);
-  if (!trusted || !ipAllowed(trusted, ip) || forwardedFor === undefined) return ip;
+  // No header to walk (the gateway passes none from an untrusted peer): no need to look the peer up.
+  if (!trusted || forwardedFor === undefined || !ipAllowed(trusted, ip)) return ip;
   const hops = forwardedFor.split(',').map((h) => normalizeIp(h.trim()));
   let candidate = ip;
   for (let i = hops.length - 1; i >= 0; i--) {

@@ -1,10 +1,9 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { OVERRIDE_HEADERS, OVERRIDE_PARAM } from '../config/method-override.js';
 import { deny, type Denial } from '../errors.js';
+import { foldedName } from './forward-headers.js';
 
 const METHOD = /^[A-Z]{1,16}$/;
-// Header names as a lenient server may fold them ("_" for "-", as CGI-style servers do).
-const PLAIN_NAME = /^[a-z0-9-]*$/;
 const HEADER_SET: ReadonlySet<string> = new Set(OVERRIDE_HEADERS);
 const OVERRIDE_IN_QUERY = /_method/i;
 
@@ -37,7 +36,7 @@ export function checkOverride(
   for (const name of Object.keys(headers)) {
     // Cheap filter first: every override header name contains "method".
     if (!name.includes('method')) continue;
-    const folded = PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-');
+    const folded = foldedName(name);
     if (HEADER_SET.has(folded)) {
       const refused = take(folded, headers[name]);
       if (refused) return refused;

@@ -46,9 +46,15 @@ const PROTECTED: ReadonlySet<string> = new Set([
   'x-forwarded-host',
   'x-request-id',
 ]);
-// Header names as a lenient server may fold them: "_", "." and other token punctuation read as "-".
 const PLAIN_NAME = /^[a-z0-9-]*$/;
-const folded = (name: string) => (PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-'));
+/**
+ * A lower-case header name as a lenient server may fold it: "_", "." and other token punctuation
+ * read as "-" (as CGI-style servers do). Shared with check-override.ts, so the headers dropped here
+ * and the override headers refused there are recognised under the same spellings.
+ */
+export function foldedName(name: string): string {
+  return PLAIN_NAME.test(name) ? name : name.replace(/[^a-z0-9]/g, '-');
+}
 const FORWARDING: ReadonlySet<string> = new Set([
   'forwarded',
   'x-forwarded-for',
@@ -156,7 +162,7 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
     const name = raw[i] as string;
     const lower = name.toLowerCase();
     if (DROPPED.has(lower) || named?.has(lower)) continue;
-    const canonical = folded(lower);
+    const canonical = foldedName(lower);
     // Folded spellings too ("x_original_url", "content_length"): a lenient server reads them as the real names.
     if (FORWARDING.has(canonical) || DROPPED.has(canonical) || canonical.startsWith('x-api-key')) continue;
     out.push(name, raw[i + 1] as string);
