@@ -7,7 +7,7 @@ import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';
 import { OVERRIDE_NAMES } from './method-override.js';
 import { compileRouteTable, overlappingRules, type RouteTable } from './route-trie.js';
-import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
+import { compileRoute, isUnderPrefix, parseMatching, showRule, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
 import { compileRateLimit, parseRateLimitSpec, type CompiledLimit } from './rate-limit-spec.js';
@@ -454,10 +454,6 @@ function namesTimePath(r: RouteRule, matching: RouteMatching): boolean {
   let p = matching.caseSensitive ? r.pattern : r.pattern.toLowerCase();
   if (matching.trailingSlash === 'ignore' && p.endsWith('/')) p = p.slice(0, -1);
   return p === TIME_PATH;
-}
-
-function showRule(r: RouteRule): string {
-  return `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`;
 }
 
 /**
