@@ -48,10 +48,13 @@ async function view(record: KeyRecord, deps: RouteDeps): Promise<Record<string, 
   return { ...publicView(record, deps.now()), lastUsedAt: lastUsedAt(await deps.store.getUsage(record.apiKey)) };
 }
 
+/** The record parser names fields "key.scopes"; in an answer they are the request's: "body.scopes". */
+const asBody = (problems: readonly string[]) => problems.map((p) => p.replace(/^key\./, 'body.'));
+
 /** A refused operation as an answer: 404, 400 (the record parser's problems) or 409. */
 function refusal(r: Exclude<Done<unknown>, { ok: true }>): Answer {
   if (r.refused === 'not_found') return { error: 'not_found' };
-  if (r.refused === 'invalid') return invalid(r.problems.map((p) => p.replace(/^key\./, 'body.')));
+  if (r.refused === 'invalid') return invalid(asBody(r.problems));
   return { error: 'conflict', message: r.message };
 }
 
@@ -183,8 +186,7 @@ export const ROUTES: readonly Route[] = [
         problems.push('Idempotency-Key: 1 to 255 visible ASCII characters');
       // Collect the record parser's problems too, so one answer lists everything.
       if (problems.length > 0) {
-        const more = deps.ops.check(input);
-        return invalid([...problems, ...more.map((p) => p.replace(/^key\./, 'body.'))]);
+        return invalid([...problems, ...asBody(deps.ops.check(input))]);
       }
       const made = await deps.ops.create(
         input,
@@ -230,10 +232,7 @@ export const ROUTES: readonly Route[] = [
       if (problems.length > 0) {
         const key = await deps.ops.get(apiKey as string);
         if (!key.ok) return refusal(key);
-        return invalid([
-          ...problems,
-          ...deps.ops.checkUpdate(key.value, changes).map((p) => p.replace(/^key\./, 'body.')),
-        ]);
+        return invalid([...problems, ...asBody(deps.ops.checkUpdate(key.value, changes))]);
       }
       const r = await deps.ops.update(apiKey as string, changes, actor);
       return r.ok ? { status: 200, body: await view(r.value, deps) } : refusal(r);
