@@ -1,5 +1,5 @@
 import { publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
-import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
+import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../store/key-usage.js';
 import { describeRateLimit } from '../config/rate-limit-spec.js';
 import { parseDuration, type KeyChanges } from '../store/key-lifecycle.js';
 import { UsageError } from './cli-errors.js';
@@ -79,10 +79,8 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
   return changes;
 }
 
-const isoOrNull = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
 const apiKeyOf = (p: Parsed) => p.args[0] as string;
-const lastUsedAt = async (ctx: KeyContext, r: KeyRecord) =>
-  isoOrNull((await ctx.store.getUsage(r.apiKey)).lastUsedAtMs);
+const lastUsedAtOf = async (ctx: KeyContext, r: KeyRecord) => lastUsedAt(await ctx.store.getUsage(r.apiKey));
 
 function table(rows: string[][]): string {
   const head = [
@@ -167,7 +165,7 @@ const list: KeyAction = {
       ...(owner !== undefined && { owner }),
       ...(state !== undefined && { state: state as KeyStatus }),
     });
-    const used = await Promise.all(keys.map((r) => lastUsedAt(ctx, r)));
+    const used = await Promise.all(keys.map((r) => lastUsedAtOf(ctx, r)));
     const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: used[i] ?? null }));
     if (sort === 'last-used') rows.sort((x, y) => (x.lastUsedAt ?? '').localeCompare(y.lastUsedAt ?? ''));
     if (flag(p, 'json')) ctx.print(rows);
@@ -201,7 +199,7 @@ const show: KeyAction = {
   },
   async run(ctx, p) {
     const r = await ctx.load(apiKeyOf(p));
-    ctx.print({ ...publicView(r, ctx.now()), lastUsedAt: await lastUsedAt(ctx, r) });
+    ctx.print({ ...publicView(r, ctx.now()), lastUsedAt: await lastUsedAtOf(ctx, r) });
   },
 };
 
@@ -213,20 +211,14 @@ const usage: KeyAction = {
     options: [opt('days', 'n', `how many days to show, 1 to ${USAGE_DAYS} (default 30)`), JSON_OPTION],
   },
   async run(ctx, p) {
-    const daysText = str(p, 'days');
-    const days = daysText === undefined ? 30 : /^\d{1,2}$/.test(daysText) ? Number(daysText) : 0;
-    if (days < 1 || days > USAGE_DAYS)
-      throw new UsageError(
-        `--days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`,
-      );
-    const { record: r, usage: u } = ctx.must(await ctx.ops.usage(apiKeyOf(p)), apiKeyOf(p));
-    const perDay = dailyRows(u, days, ctx.now());
-    const total = perDay.reduce((sum, d) => sum + d.requests, 0);
-    const last = isoOrNull(u.lastUsedAtMs);
-    if (flag(p, 'json')) ctx.print({ apiKey: r.apiKey, id: r.id, lastUsedAt: last, days, total, perDay });
+    const days = parseUsageDays(str(p, 'days'));
+    if (days === undefined) throw new UsageError(`--days: ${USAGE_DAYS_RULE}`);
+    const { record, usage: u } = ctx.must(await ctx.ops.usage(apiKeyOf(p)), apiKeyOf(p));
+    const report = usageReport(record, u, days, ctx.now());
+    if (flag(p, 'json')) ctx.print(report);
     else
       ctx.out.write(
-        `${r.apiKey} (${r.id})\n  last used: ${last ?? 'never'}\n  requests, last ${days} days (UTC): ${total}\n${perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`,
+        `${report.apiKey} (${report.id})\n  last used: ${report.lastUsedAt ?? 'never'}\n  requests, last ${days} days (UTC): ${report.total}\n${report.perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`,
       );
   },
 };

@@ -7,10 +7,10 @@ import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { withSchemaProblems } from './schema.js';
 import { OVERRIDE_NAMES } from './method-override.js';
 import { compileRouteTable, overlappingRules, type RouteTable } from './route-trie.js';
-import { compileRoute, isUnderPrefix, parseMatching, type RouteMatching, type RouteRule } from './routes.js';
+import { compileRoute, isUnderPrefix, parseMatching, showRule, type RouteMatching, type RouteRule } from './routes.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
-import { compileRateLimit, parseRateLimitSpec, type CompiledLimit, type RateLimitSpec } from './rate-limit-spec.js';
+import { compileRateLimit, parseRateLimitSpec, type CompiledLimit } from './rate-limit-spec.js';
 
 /** Every request under this prefix is authenticated, unless the policy lists it in `public`. */
 export const API_PREFIX = '/api/v3/';
@@ -86,7 +86,6 @@ export interface Policy {
   readonly maxRecvWindowSeconds: number;
   /** The limit of keys without their own rateLimit (undefined = such keys are not limited). */
   readonly defaultRateLimit: CompiledLimit | undefined;
-  readonly defaultRateLimitSpec: RateLimitSpec | undefined;
 }
 
 export interface Limits {
@@ -430,7 +429,8 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   if (defaultRecvWindowSeconds > maxRecvWindowSeconds)
     found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
 
-  const rateLimit = defaultRateLimitOf(o.defaultRateLimit, file, found);
+  // `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit.
+  const rateLimitSpec = parseRateLimitSpec(o.defaultRateLimit, `${file}: defaultRateLimit`, found);
   problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));
   return {
     routes,
@@ -444,7 +444,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     trustedProxyCidrs,
     defaultRecvWindowSeconds,
     maxRecvWindowSeconds,
-    ...rateLimit,
+    defaultRateLimit: rateLimitSpec && compileRateLimit(rateLimitSpec),
   };
 }
 
@@ -454,20 +454,6 @@ function namesTimePath(r: RouteRule, matching: RouteMatching): boolean {
   let p = matching.caseSensitive ? r.pattern : r.pattern.toLowerCase();
   if (matching.trailingSlash === 'ignore' && p.endsWith('/')) p = p.slice(0, -1);
   return p === TIME_PATH;
-}
-
-function showRule(r: RouteRule): string {
-  return `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`;
-}
-
-/** `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit. */
-function defaultRateLimitOf(
-  value: unknown,
-  file: string,
-  problems: string[],
-): Pick<Policy, 'defaultRateLimit' | 'defaultRateLimitSpec'> {
-  const spec = parseRateLimitSpec(value, `${file}: defaultRateLimit`, problems);
-  return { defaultRateLimitSpec: spec, defaultRateLimit: spec && compileRateLimit(spec) };
 }
 
 /**

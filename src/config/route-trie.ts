@@ -1,4 +1,4 @@
-import type { RouteMatch, RouteMatching, RouteRule } from './routes.js';
+import { showRule, type RouteMatch, type RouteMatching, type RouteRule } from './routes.js';
 
 /**
  * A policy's routes compiled once, at load, into a deterministic automaton
@@ -156,7 +156,7 @@ function compileAutomaton(rules: readonly RouteRule[], matching: RouteMatching, 
       if (sameMethods(rules[other] as RouteRule, rule)) {
         const first = rules[other] as RouteRule;
         problems.add(
-          `${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${show(first)} and ${show(rule)}`,
+          `${first.where} and ${after(first, rule)} are the same route under ${describe(matching)}: ${showRule(first)} and ${showRule(rule)}`,
         );
       }
     }
@@ -358,12 +358,12 @@ function orderProblem(a: RouteRule, sa: Shape, b: RouteRule, sb: Shape): string 
     const rb = rank(sb, i);
     if (ra > rb) return undefined;
     if (rb > ra)
-      return `${b.where} (${show(b)}) is more specific than ${after(b, a)} (${show(a)}) and some paths match both: list it first, so that every router picks the same route`;
+      return `${b.where} (${showRule(b)}) is more specific than ${after(b, a)} (${showRule(a)}) and some paths match both: list it first, so that every router picks the same route`;
     if (ra === 1) break; // both `*`: the same from here on
   }
   // Same shape, methods overlapping only through HEAD: an explicit HEAD route listed after a GET one.
   if (has(a, 'GET') && !has(a, 'HEAD') && has(b, 'HEAD'))
-    return `${b.where} (${show(b)}) lists HEAD for a path ${after(b, a)} (${show(a)}) serves with GET: list the HEAD route first`;
+    return `${b.where} (${showRule(b)}) lists HEAD for a path ${after(b, a)} (${showRule(a)}) serves with GET: list the HEAD route first`;
   return undefined;
 }
 
@@ -375,8 +375,4 @@ function after(first: RouteRule, second: RouteRule): string {
 
 function describe(m: RouteMatching): string {
   return `caseSensitiveRoutes: ${m.caseSensitive}, trailingSlash: ${m.trailingSlash}`;
-}
-
-function show(r: RouteRule): string {
-  return `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`;
 }

@@ -96,6 +96,11 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
   return { methods, pattern: path as string, scopes: [...(scopes as string[])], where };
 }
 
+/** A rule as messages and logs show it: "GET,HEAD /api/v3/items/:id", "* /health". */
+export function showRule(r: Pick<RouteRule, 'methods' | 'pattern'>): string {
+  return `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`;
+}
+
 /** Reads `caseSensitiveRoutes` and `trailingSlash` from the policy file (both optional, safe defaults). */
 export function parseMatching(o: Record<string, unknown>, file: string, problems: string[]): RouteMatching {
   const cs = o.caseSensitiveRoutes ?? DEFAULT_MATCHING.caseSensitive;

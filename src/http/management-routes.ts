@@ -1,7 +1,7 @@
 import type { ManagementError } from '../errors.js';
 import { OWNER, OWNER_RULE, publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
 import type { Done, KeyChanges, KeyOperations, NewKeyInput } from '../store/key-lifecycle.js';
-import { dailyRows, USAGE_DAYS } from '../store/key-usage.js';
+import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../store/key-usage.js';
 import type { RateLimitSpec } from '../config/rate-limit-spec.js';
 import type { Store } from '../store/types.js';
 
@@ -42,18 +42,19 @@ const MAX_GRACE_SECONDS = 30 * 86_400;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 const invalid = (problems: readonly string[]): Answer => ({ error: 'invalid_request', problems });
-const isoOrNull = (ms: number | undefined) => (ms === undefined ? null : new Date(ms).toISOString());
 
 /** A key as every answer shows it: the keys file's field names, `status`, `lastUsedAt`; never a secret. */
 async function view(record: KeyRecord, deps: RouteDeps): Promise<Record<string, unknown>> {
-  const usage = await deps.store.getUsage(record.apiKey);
-  return { ...publicView(record, deps.now()), lastUsedAt: isoOrNull(usage.lastUsedAtMs) };
+  return { ...publicView(record, deps.now()), lastUsedAt: lastUsedAt(await deps.store.getUsage(record.apiKey)) };
 }
+
+/** The record parser names fields "key.scopes"; in an answer they are the request's: "body.scopes". */
+const asBody = (problems: readonly string[]) => problems.map((p) => p.replace(/^key\./, 'body.'));
 
 /** A refused operation as an answer: 404, 400 (the record parser's problems) or 409. */
 function refusal(r: Exclude<Done<unknown>, { ok: true }>): Answer {
   if (r.refused === 'not_found') return { error: 'not_found' };
-  if (r.refused === 'invalid') return invalid(r.problems.map((p) => p.replace(/^key\./, 'body.')));
+  if (r.refused === 'invalid') return invalid(asBody(r.problems));
   return { error: 'conflict', message: r.message };
 }
 
@@ -185,8 +186,7 @@ export const ROUTES: readonly Route[] = [
         problems.push('Idempotency-Key: 1 to 255 visible ASCII characters');
       // Collect the record parser's problems too, so one answer lists everything.
       if (problems.length > 0) {
-        const more = deps.ops.check(input);
-        return invalid([...problems, ...more.map((p) => p.replace(/^key\./, 'body.'))]);
+        return invalid([...problems, ...asBody(deps.ops.check(input))]);
       }
       const made = await deps.ops.create(
         input,
@@ -232,10 +232,7 @@ export const ROUTES: readonly Route[] = [
       if (problems.length > 0) {
         const key = await deps.ops.get(apiKey as string);
         if (!key.ok) return refusal(key);
-        return invalid([
-          ...problems,
-          ...deps.ops.checkUpdate(key.value, changes).map((p) => p.replace(/^key\./, 'body.')),
-        ]);
+        return invalid([...problems, ...asBody(deps.ops.checkUpdate(key.value, changes))]);
       }
       const r = await deps.ops.update(apiKey as string, changes, actor);
       return r.ok ? { status: 200, body: await view(r.value, deps) } : refusal(r);
@@ -297,27 +294,12 @@ export const ROUTES: readonly Route[] = [
     async handle({ apiKey, query }, deps) {
       const problems: string[] = [];
       onlyParams(query, ['days'], problems);
-      const raw = query.get('days') ?? '30';
-      const days = /^\d{1,2}$/.test(raw) ? Number(raw) : 0;
-      if (days < 1 || days > USAGE_DAYS)
-        problems.push(
-          `query.days: a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`,
-        );
-      if (problems.length > 0) return invalid(problems);
+      const days = parseUsageDays(query.get('days') ?? undefined);
+      if (days === undefined) problems.push(`query.days: ${USAGE_DAYS_RULE}`);
+      if (problems.length > 0 || days === undefined) return invalid(problems);
       const r = await deps.ops.usage(apiKey as string);
       if (!r.ok) return refusal(r);
-      const perDay = dailyRows(r.value.usage, days, deps.now());
-      return {
-        status: 200,
-        body: {
-          apiKey: r.value.record.apiKey,
-          id: r.value.record.id,
-          lastUsedAt: isoOrNull(r.value.usage.lastUsedAtMs),
-          days,
-          total: perDay.reduce((n, d) => n + d.requests, 0),
-          perDay,
-        },
-      };
+      return { status: 200, body: usageReport(r.value.record, r.value.usage, days, deps.now()) };
     },
   },
 ];

@@ -47,11 +47,11 @@ export function createKeyCache(
     if (apiKey === null) {
       if (entries.size > 0) events.onEvict?.('flush');
       entries.clear();
-    } else if (entries.delete(apiKey)) {
-      events.onEvict?.('change');
+      inflight.clear();
+    } else {
+      if (entries.delete(apiKey)) events.onEvict?.('change');
+      inflight.delete(apiKey);
     }
-    if (apiKey === null) inflight.clear();
-    else inflight.delete(apiKey);
   });
 
   async function load(apiKey: string): Promise<PreparedKey | null> {

@@ -246,10 +246,12 @@ export function createKeyOperations(deps: {
     async rotate(apiKey, graceMs, actor) {
       const r = await load(apiKey);
       if (!r.ok) return r;
-      if (keyStatus(r.value, now()) !== 'active') return conflict('only an active key can be rotated');
-      const { record, secret } = rotateKey(r.value, graceMs, now());
+      // One reading of the clock: the deadline returned is the one stored with the old secret.
+      const t = now();
+      if (keyStatus(r.value, t) !== 'active') return conflict('only an active key can be rotated');
+      const { record, secret } = rotateKey(r.value, graceMs, t);
       await save(record, 'rotate', actor, `grace=${graceMs}ms`);
-      return done({ record, secret, previousSecretValidUntil: new Date(now() + graceMs).toISOString() });
+      return done({ record, secret, previousSecretValidUntil: new Date(t + graceMs).toISOString() });
     },
     async revoke(apiKey, reason, actor) {
       const r = await load(apiKey);

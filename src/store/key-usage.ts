@@ -34,3 +34,30 @@ export function dailyRows(usage: KeyUsage, days: number, nowMs: number): Array<{
   }
   return out;
 }
+
+/** When the key was last admitted, as shown to operators: ISO 8601, or null when never. */
+export function lastUsedAt(usage: KeyUsage): string | null {
+  return usage.lastUsedAtMs === undefined ? null : new Date(usage.lastUsedAtMs).toISOString();
+}
+
+/** What a `days` value must be; each caller puts its own name in front (--days, query.days). */
+export const USAGE_DAYS_RULE = `a whole number from 1 to ${USAGE_DAYS} (per-day counts are kept ${USAGE_DAYS} days)`;
+
+/** The days a usage report covers, as given (30 when not given); undefined when not USAGE_DAYS_RULE. */
+export function parseUsageDays(raw: string | undefined): number | undefined {
+  const days = raw === undefined ? 30 : /^\d{1,2}$/.test(raw) ? Number(raw) : 0;
+  return days >= 1 && days <= USAGE_DAYS ? days : undefined;
+}
+
+/** One key's usage report: what `keygate keys usage --json` prints and GET /v1/keys/{apiKey}/usage returns. */
+export function usageReport(key: { apiKey: string; id: string }, usage: KeyUsage, days: number, nowMs: number) {
+  const perDay = dailyRows(usage, days, nowMs);
+  return {
+    apiKey: key.apiKey,
+    id: key.id,
+    lastUsedAt: lastUsedAt(usage),
+    days,
+    total: perDay.reduce((sum, d) => sum + d.requests, 0),
+    perDay,
+  };
+}

@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import { ConfigError, loadPolicy, type Policy } from '../config/load-config.js';
+import { showRule } from '../config/routes.js';
 import { createFileReloader } from './file-watcher.js';
 
 /**
@@ -54,7 +55,7 @@ export function createPolicySource(
 function warnPublicApiRoutes(policy: Policy, logger: Logger): void {
   const rules = policy.publicApiRoutes.rules;
   if (rules.length === 0) return;
-  const routes = rules.map((r) => `${r.methods === '*' ? '*' : [...r.methods].join(',')} ${r.pattern}`);
+  const routes = rules.map(showRule);
   logger.warn(
     { publicApiRoutes: routes },
     `${routes.length} /api/v3/ route(s) are public: forwarded without authentication and without identity`,

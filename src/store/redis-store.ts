@@ -178,13 +178,12 @@ export function createRedisStore(
     getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey)))),
     listKeys: () =>
       run(async () => {
-        const names = await client.smembers(`${prefix}keys`);
-        const out: KeyRecord[] = [];
-        for (const name of names.sort()) {
-          const r = decode(name, await client.get(keyOf(name)));
-          if (r) out.push(r);
-        }
-        return out;
+        const names = (await client.smembers(`${prefix}keys`)).sort();
+        // All GETs at once: auto-pipelining sends them in one batch (per node in a Cluster). One awaited
+        // GET per key cost a round trip each: 5,000 keys took 0.4 to 0.6 s, past the 500 ms default
+        // deadline, so GET /v1/keys could fail with 503 (now ~50 ms).
+        const raws = await Promise.all(names.map((name) => client.get(keyOf(name))));
+        return names.flatMap((name, i) => decode(name, raws[i] ?? null) ?? []);
       }),
     putKey: (record) =>
       run(async () => {
