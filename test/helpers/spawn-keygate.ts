@@ -12,7 +12,7 @@ import { freePort } from './free-port.js';
  *   spawnKeygate  a long-running command as it is started, nothing waited for (to see it refuse to start)
  *   serveKeygate  `keygate serve` (or `demo`) on free loopback ports, resolved once /healthz answers
  */
-export const KEYGATE_BIN = fileURLToPath(new URL('../../bin/keygate.js', import.meta.url));
+const KEYGATE_BIN = fileURLToPath(new URL('../../bin/keygate.js', import.meta.url));
 
 /** Variables on top of the base environment; `undefined` removes one (to run with Keygate's default). */
 export type ChildEnv = Record<string, string | undefined>;
