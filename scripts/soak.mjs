@@ -12,12 +12,12 @@
  * and RSS grew less than --max-rss-growth-mb after warm-up; 1 otherwise.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { createHmac, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, parseOptions, sleep } from './bench/lib.mjs';
+import { ROOT, freePort, mint as mintWith, parseOptions, sleep } from './bench/lib.mjs';
 
 const BIN = join(ROOT, 'bin', 'keygate.js');
 
@@ -130,15 +130,10 @@ for (let i = 0; ; i++) {
 const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${gate.pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 
 // ---- traffic --------------------------------------------------------------------
-const b64 = (/** @type {string} */ s) => Buffer.from(s).toString('base64url');
 let seq = 0;
-const nonce = () => (BigInt(Date.now()) * 1_000_000n + BigInt(seq++ % 1_000_000)).toString();
+const nonce = () => BigInt(Date.now()) * 1_000_000n + BigInt(seq++ % 1_000_000);
 /** @param {string} sub @param {string} secret */
-const mint = (sub, secret) => {
-  const h = b64(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
-  const p = b64(JSON.stringify({ type: 'OpenAPIV2', sub, nonce: nonce() }));
-  return `${h}.${p}.${createHmac('sha256', secret).update(`${h}.${p}`).digest('base64url')}`;
-};
+const mint = (sub, secret) => mintWith(nonce(), secret, sub);
 const { apiKey, apiSecret } = key;
 /** Tokens that were accepted recently: replaying one must get 40106. */
 const used = /** @type {string[]} */ ([]);

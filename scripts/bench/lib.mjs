@@ -115,7 +115,7 @@ export function freePort() {
  * The port a child printed as {"port":N} on its first line.
  * @param {string} out
  */
-export function jsonPort(out) {
+function jsonPort(out) {
   const m = /\{"port":(\d+)\}/.exec(out);
   return m ? Number(m[1]) : undefined;
 }

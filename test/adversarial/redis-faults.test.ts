@@ -46,6 +46,17 @@ describe('adversarial: Redis faults', () => {
   const restoreKeys = async () => {
     for (const k of KEYS) await f.gate.keygate.store.putKey(k);
   };
+  /** Puts the keys back (a restarted Redis is empty; a put may race the reconnect) until a request passes again. */
+  const untilServing = () =>
+    expect
+      .poll(
+        async () => {
+          await restoreKeys().catch(() => {});
+          return (await timed()).reply?.status;
+        },
+        { timeout: 15_000, interval: 100 },
+      )
+      .toBe(200);
   async function recoveryMs(since: number): Promise<number> {
     for (;;) {
       const r = await timed();
@@ -87,15 +98,7 @@ describe('adversarial: Redis faults', () => {
     const back = performance.now();
     await redis.start();
     await restoreKeys().catch(() => {}); // may race the reconnect; the poll below retries
-    await expect
-      .poll(
-        async () => {
-          await restoreKeys().catch(() => {});
-          return (await timed()).reply?.status;
-        },
-        { timeout: 15_000, interval: 100 },
-      )
-      .toBe(200);
+    await untilServing();
     measured.killedRecovery = Math.round(performance.now() - back);
   });
 
@@ -185,15 +188,7 @@ describe('adversarial: Redis faults', () => {
     await settle(100);
     expect(f.upstream.received.length).toBe(statuses.filter((s) => s === 200).length);
     await redis.start();
-    await expect
-      .poll(
-        async () => {
-          await restoreKeys().catch(() => {});
-          return (await timed()).reply?.status;
-        },
-        { timeout: 15_000, interval: 100 },
-      )
-      .toBe(200);
+    await untilServing();
   });
 
   // A restarted (empty, non-persistent) Redis has no keys until they are put back: 404 10013 is the honest answer then.
@@ -227,15 +222,7 @@ describe('adversarial: Redis faults', () => {
         .toBe(true);
       await settle(1_200); // past the 1 s negative cache: traffic flows again before the next kill
     }
-    await expect
-      .poll(
-        async () => {
-          await restoreKeys().catch(() => {});
-          return (await timed()).reply?.status;
-        },
-        { timeout: 15_000, interval: 100 },
-      )
-      .toBe(200);
+    await untilServing();
     stop = true;
     await traffic;
     measured.restartLoop = {
@@ -257,15 +244,7 @@ describe('adversarial: Redis faults', () => {
     await redis.kill();
     faults++;
     await redis.start();
-    await expect
-      .poll(
-        async () => {
-          await restoreKeys().catch(() => {});
-          return (await timed()).reply?.status;
-        },
-        { timeout: 15_000, interval: 100 },
-      )
-      .toBe(200);
+    await untilServing();
     expect((await timed(t)).reply?.status).toBe(200); // replayed inside its window: the nonce was lost with the data
   });
 });

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent } from 'node:http';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send, type Reply } from '../helpers/http.js';
@@ -78,18 +78,7 @@ describe('per-key rate limits across two instances', () => {
     // against the bound GCRA promises (10 + one per 100 ms elapsed) and repeated.
     const agent = new Agent({ keepAlive: true, maxSockets: 40 });
     const get = (gate: RunningKeygate, path: string, headers: Record<string, string> = {}) =>
-      new Promise<Reply>((resolve, reject) => {
-        const req = httpRequest(`${gate.url}${path}`, { agent, headers }, (res) => {
-          const chunks: Buffer[] = [];
-          res.on('data', (c: Buffer) => chunks.push(c));
-          res.on('end', () => {
-            const body = Buffer.concat(chunks).toString();
-            resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
-          });
-        });
-        req.on('error', reject);
-        req.end();
-      });
+      send(gate.url, path, { headers, agent });
     let exact = false;
     for (let attempt = 0; attempt < 5 && !exact; attempt++) {
       await sleep(1_100); // the whole burst back

@@ -1,4 +1,4 @@
-import { request as httpRequest, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
+import { request as httpRequest, type Agent, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http';
 
 export interface Reply {
   status: number;
@@ -8,13 +8,21 @@ export interface Reply {
 }
 
 /**
- * A plain HTTP request (no connection reuse); header arrays become repeated header lines. `from` sends it
- * from another local address (e.g. 127.0.0.2: a peer that is not a trusted proxy).
+ * A plain HTTP request (no connection reuse unless `agent` is given); header arrays become repeated header
+ * lines. `from` sends it from another local address (e.g. 127.0.0.2: a peer that is not a trusted proxy).
  */
 export function send(
   base: string,
   path: string,
-  options: { method?: string; headers?: OutgoingHttpHeaders; body?: string; timeoutMs?: number; from?: string } = {},
+  options: {
+    method?: string;
+    headers?: OutgoingHttpHeaders;
+    body?: string;
+    timeoutMs?: number;
+    from?: string;
+    /** A keep-alive agent, for requests that must share connections (default: a fresh connection each). */
+    agent?: Agent;
+  } = {},
 ): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const url = new URL(base);
@@ -25,7 +33,7 @@ export function send(
         path,
         method: options.method ?? 'GET',
         headers: options.headers,
-        agent: false,
+        agent: options.agent ?? false,
         timeout: options.timeoutMs ?? 10_000,
         ...(options.from && { localAddress: options.from }),
       },

@@ -41,7 +41,7 @@ type OpenApi = {
 };
 
 /** Which documented path a request path is. */
-export function templateOf(path: string): string {
+function templateOf(path: string): string {
   const p = path.split('?')[0] as string;
   if (p === '/v1/openapi.json' || p === '/v1/keys') return p;
   const parts = p.split('/');

@@ -13,7 +13,7 @@ export function docFiles(): string[] {
 export const readDoc = (path: string): string => readFileSync(join(repoRoot, path), 'utf8');
 
 /** The text with fenced code blocks blanked out (line count kept), so examples inside them are not read as markdown. */
-export function withoutFences(text: string): string {
+function withoutFences(text: string): string {
   let fenced = false;
   return text
     .split('\n')

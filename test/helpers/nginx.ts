@@ -25,7 +25,7 @@ export function nginxAvailable(): boolean {
 }
 
 /** The shipped file with only its documented placeholders filled in; refuses to run if one is left. */
-export function fillPlaceholders(values: Record<(typeof PLACEHOLDERS)[number], string>): string {
+function fillPlaceholders(values: Record<(typeof PLACEHOLDERS)[number], string>): string {
   let conf = readFileSync(FORWARD_AUTH_CONF, 'utf8');
   for (const name of PLACEHOLDERS) conf = conf.split(name).join(values[name]);
   if (/__[A-Z]+__/.test(conf)) throw new Error(`undocumented placeholder left in ${FORWARD_AUTH_CONF}`);

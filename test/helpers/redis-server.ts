@@ -47,6 +47,12 @@ async function waitForPing(url: string, timeoutMs = 5_000): Promise<void> {
   throw new Error(`redis at ${url} did not answer PING within ${timeoutMs} ms: ${String(lastError)}`);
 }
 
+async function flushdb(url: string): Promise<void> {
+  const c = new Redis(url);
+  await c.flushdb();
+  c.disconnect();
+}
+
 /**
  * A real redis-server for one test file, on a free port, so fault tests can
  * kill, pause and restart it. With `shared: true` and KEYGATE_TEST_REDIS_URL
@@ -68,11 +74,7 @@ export async function startRedis(options: { shared?: boolean } = {}): Promise<Te
       start: async () => fail(),
       pause: fail,
       resume: fail,
-      flush: async () => {
-        const c = new Redis(external);
-        await c.flushdb();
-        c.disconnect();
-      },
+      flush: () => flushdb(external),
       stop: async () => {},
     };
   }
@@ -111,11 +113,7 @@ export async function startRedis(options: { shared?: boolean } = {}): Promise<Te
     start,
     pause: () => proc?.kill('SIGSTOP'),
     resume: () => proc?.kill('SIGCONT'),
-    flush: async () => {
-      const c = new Redis(url);
-      await c.flushdb();
-      c.disconnect();
-    },
+    flush: () => flushdb(url),
     stop: async () => {
       proc?.kill('SIGCONT');
       await kill();

@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { parseExposition, valueOf } from './exposition.js';
 import { freePort } from './free-port.js';
 
 /**
@@ -12,7 +13,7 @@ import { freePort } from './free-port.js';
  *   spawnKeygate  a long-running command as it is started, nothing waited for (to see it refuse to start)
  *   serveKeygate  `keygate serve` (or `demo`) on free loopback ports, resolved once /healthz answers
  */
-export const KEYGATE_BIN = fileURLToPath(new URL('../../bin/keygate.js', import.meta.url));
+const KEYGATE_BIN = fileURLToPath(new URL('../../bin/keygate.js', import.meta.url));
 
 /** Variables on top of the base environment; `undefined` removes one (to run with Keygate's default). */
 export type ChildEnv = Record<string, string | undefined>;
@@ -139,7 +140,7 @@ export interface ServedKeygate extends KeygateProcess {
   readonly adminPort: number;
   readonly url: string;
   readonly adminUrl: string;
-  /** A gauge or counter value from /metrics (first series with that name). */
+  /** A gauge or counter value from /metrics (the series with that name and no labels). */
   metric(name: string): Promise<number>;
 }
 
@@ -191,10 +192,9 @@ export async function serveKeygate(
     url: `http://127.0.0.1:${port}`,
     adminUrl,
     async metric(name) {
-      const text = await (await fetch(`${adminUrl}/metrics`)).text();
-      const m = new RegExp(`^${name}(?:\\{[^}]*\\})? ([0-9.e+-]+)$`, 'm').exec(text);
-      if (!m) throw new Error(`metric ${name} not found`);
-      return Number(m[1]);
+      const value = valueOf(parseExposition(await (await fetch(`${adminUrl}/metrics`)).text()), name);
+      if (value === undefined) throw new Error(`metric ${name} not found`);
+      return value;
     },
   };
 }

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import { ACCOUNTS_PATH, DEMO_KEY, DEMO_SECRET } from '../helpers/constants.js';
+import { bearer, send } from '../helpers/http.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
@@ -17,22 +18,12 @@ const VERSION = (
 ).version;
 const SECRET = 'lifecycle-secret-0123456789abcdef';
 
-/** One request over a keep-alive agent (the connection would stay open if shutdown did not close it). */
-function call(port: number, agent: Agent, tok: string): Promise<{ status: number; body: string; at: number }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port, path: ACCOUNTS_PATH, agent, headers: { authorization: `Bearer ${tok}` } },
-      (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body, at: Date.now() }));
-        res.on('error', reject);
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
-}
+/** One request over `agent` (a keep-alive one would hold the connection open if shutdown did not close it), and when it ended. */
+const call = (port: number, agent: Agent, tok: string) =>
+  send(`http://127.0.0.1:${port}`, ACCOUNTS_PATH, { agent, headers: bearer(tok) }).then((r) => ({
+    ...r,
+    at: Date.now(),
+  }));
 
 const refused = (port: number) =>
   new Promise<boolean>((resolve) => {
