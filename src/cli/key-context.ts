@@ -1,6 +1,6 @@
-import type { KeyRecord } from '../store/key-record.js';
-import { createKeyOperations, type Done, type KeyOperations } from '../store/key-lifecycle.js';
-import type { AuditEntry, Store } from '../store/types.js';
+import type { KeyRecord } from '../keys/key-record.js';
+import { createKeyOperations, type Done, type KeyOperations } from '../management/key-operations.js';
+import type { AuditEntry, Store } from '../store/store.js';
 import { CliError, KeyNotFound } from './cli-errors.js';
 import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
 

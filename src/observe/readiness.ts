@@ -1,4 +1,4 @@
-import type { Store } from '../store/types.js';
+import type { Store } from '../store/store.js';
 
 /** Why /readyz answers 503. docs/operations.md "Health and readiness" lists the same reasons. */
 export const NOT_READY_REASONS = Object.freeze({

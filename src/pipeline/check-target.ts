@@ -1,4 +1,4 @@
-import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../config/routes.js';
+import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../policy/routes.js';
 import { deny, type Denial } from '../errors.js';
 
 export interface Target {

@@ -2,10 +2,10 @@ import type { Logger } from 'pino';
 import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
-import { USAGE_DAYS, type KeyUsage } from './key-usage.js';
-import { parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
-import { openExternal, SecretCipherError, type SecretCipher } from './secret-cipher.js';
-import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './types.js';
+import { USAGE_DAYS, type KeyUsage } from '../keys/key-usage.js';
+import { parseKeyRecord, toExternal, type KeyRecord } from '../keys/key-record.js';
+import { openExternal, SecretCipherError, type SecretCipher } from '../keys/secret-cipher.js';
+import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */

@@ -4,7 +4,7 @@ import { systemClock } from '../../src/clock.js';
 import { REASONS } from '../../src/errors.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
-import { StoreUnavailableError } from '../../src/store/types.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
 import {
   MIXED_SECRET,
   mixedTrafficEnv,

@@ -2,8 +2,9 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/load-config.js';
-import { KeysFileError, parseKeysDocument } from '../../src/store/keys-file.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { ConfigError } from '../../src/files/config-error.js';
+import { KeysFileError, parseKeysDocument } from '../../src/keys/keys-file.js';
 
 const file = (name: string, text: string) => {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-cfg-'));

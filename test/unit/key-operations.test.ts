@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/store/key-lifecycle.js';
-import { keyStatus, publicView } from '../../src/store/key-record.js';
+import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/management/key-operations.js';
+import { keyStatus, publicView } from '../../src/keys/key-record.js';
 import { makeKey } from '../helpers/keygate.js';
 
 const T0 = Date.parse('2026-11-22T00:00:00Z');

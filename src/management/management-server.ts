@@ -6,10 +6,10 @@ import type { Logger } from 'pino';
 import type { Limits } from '../config/load-config.js';
 import { matchToken, type ManagementToken } from '../config/management-tokens.js';
 import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
-import type { KeyOperations } from '../store/key-lifecycle.js';
-import { StoreUnavailableError, type Store } from '../store/types.js';
+import type { KeyOperations } from './key-operations.js';
+import { StoreUnavailableError, type Store } from '../store/store.js';
 import { ROUTES, type Answer, type Route } from './management-routes.js';
-import { serverTimeouts } from './server-timeouts.js';
+import { serverTimeouts } from '../config/server-timeouts.js';
 
 export const OPENAPI_FILE = fileURLToPath(new URL('../../config/management-openapi.json', import.meta.url));
 export const CONSOLE_DIR = dirname(fileURLToPath(new URL('../../console/index.html', import.meta.url)));

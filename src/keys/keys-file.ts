@@ -1,5 +1,5 @@
-import { readDataFile } from '../config/read-data-file.js';
-import { withSchemaProblems } from '../config/schema.js';
+import { readDataFile } from '../files/read-data-file.js';
+import { withSchemaProblems } from '../files/schema.js';
 import { parseKeyRecord, type KeyRecord } from './key-record.js';
 
 export class KeysFileError extends Error {

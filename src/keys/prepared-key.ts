@@ -2,7 +2,7 @@ import { createSecretKey, type KeyObject } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import { parseCidrList } from '../net/cidr.js';
 import type { KeyRecord } from './key-record.js';
-import { compileRateLimit, type CompiledLimit } from '../config/rate-limit-spec.js';
+import { compileRateLimit, type CompiledLimit } from '../policy/rate-limit-spec.js';
 
 /** A secret imported once as a node:crypto KeyObject; previous (rotated) secrets carry their deadline. */
 export interface VerifyKey {

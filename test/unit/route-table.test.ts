@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { compileRouteTable, overlappingRules, type RouteTable } from '../../src/config/route-trie.js';
-import { compileRoute, DEFAULT_MATCHING, type RouteMatching } from '../../src/config/routes.js';
+import { compileRouteTable, overlappingRules, type RouteTable } from '../../src/policy/route-table.js';
+import { compileRoute, DEFAULT_MATCHING, type RouteMatching } from '../../src/policy/routes.js';
 
 type Row = [method: string | string[], path: string, scopes?: string[]];
 

@@ -1,5 +1,5 @@
 import type { RateInfo } from '../pipeline/authenticate.js';
-import { POLICY_NAME } from '../config/rate-limit-spec.js';
+import { POLICY_NAME } from '../policy/rate-limit-spec.js';
 
 /**
  * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers):

@@ -1,7 +1,7 @@
 /**
  * Route patterns: `METHOD /path/with/:param/segments` with an optional final
  * `*` that matches the rest (one or more segments, the last may be empty).
- * A rule is data; src/config/route-trie.ts compiles a list of them into the
+ * A rule is data; src/policy/route-table.ts compiles a list of them into the
  * table requests are matched against.
  */
 export interface RouteRule {

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry, RegistryContentType } from 'prom-client';
 import type { Limits } from '../config/load-config.js';
-import { serverTimeouts } from './server-timeouts.js';
+import { serverTimeouts } from '../config/server-timeouts.js';
 
 export interface Readiness {
   /** Resolves to undefined when ready, or a machine-readable reason. */

@@ -1,7 +1,9 @@
 import type { Logger } from 'pino';
-import { ConfigError, loadPolicy, type Policy } from '../config/load-config.js';
-import { showRule } from '../config/routes.js';
-import { createFileReloader } from './file-watcher.js';
+import type { Policy } from '../policy/policy.js';
+import { loadPolicy } from '../policy/load-policy.js';
+import { ConfigError } from '../files/config-error.js';
+import { showRule } from './routes.js';
+import { createFileReloader } from '../files/file-reloader.js';
 
 /**
  * The policy in force, read per request. The policy file (KEYGATE_CONFIG)

@@ -6,10 +6,10 @@ import {
   toExternal,
   type KeyRecord,
   type KeyStatus,
-} from './key-record.js';
-import type { KeyUsage } from './key-usage.js';
-import type { RateLimitSpec } from '../config/rate-limit-spec.js';
-import type { AuditEntry, Store } from './types.js';
+} from '../keys/key-record.js';
+import type { KeyUsage } from '../keys/key-usage.js';
+import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
+import type { AuditEntry, Store } from '../store/store.js';
 
 /**
  * Every change an operator can make to a key, as pure functions of

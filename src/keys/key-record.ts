@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { parseCidrList } from '../net/cidr.js';
-import { parseRateLimitSpec, type RateLimitSpec } from '../config/rate-limit-spec.js';
+import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
 export interface KeyRecord {

@@ -1,6 +1,6 @@
-import type { KeyRecord } from './key-record.js';
-import type { KeyUsage } from './key-usage.js';
-import type { CompiledLimit } from '../config/rate-limit-spec.js';
+import type { KeyRecord } from '../keys/key-record.js';
+import type { KeyUsage } from '../keys/key-usage.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from './rate-limit.js';
 
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */

@@ -3,9 +3,10 @@ import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../net/cidr.js';
-import { API_PREFIX, TIME_PATH, type Config, type Policy } from '../config/load-config.js';
-import { findRoute } from '../config/route-trie.js';
-import { isUnderPrefix } from '../config/routes.js';
+import type { Config } from '../config/load-config.js';
+import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
+import { findRoute } from '../policy/route-table.js';
+import { isUnderPrefix } from '../policy/routes.js';
 import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, PUBLIC, TIME, statusClass, type Metrics } from '../observe/metrics.js';
@@ -21,12 +22,12 @@ import {
   requestIdOf,
   type UpstreamHead,
 } from '../pipeline/forward-headers.js';
-import { StoreUnavailableError } from '../store/types.js';
+import { StoreUnavailableError } from '../store/store.js';
 import type { ForwardAuth } from './forward-auth.js';
 import type { ForwardOutcome, Forwarder } from './forwarder.js';
 import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
-import { serverTimeouts } from './server-timeouts.js';
+import { serverTimeouts } from '../config/server-timeouts.js';
 
 /** On every 40106 caused by the nonce window: the server's time in nanoseconds. */
 export const SERVER_TIME_HEADER = 'x-server-time';

@@ -1,9 +1,9 @@
 import type { Logger } from 'pino';
-import { createFileReloader, type FileReloader } from './file-watcher.js';
+import { createFileReloader, type FileReloader } from '../files/file-reloader.js';
 import type { KeyRecord } from './key-record.js';
 import { loadKeysFile } from './keys-file.js';
 
-export type KeysFileWatcher = FileReloader;
+export type KeysFileSource = FileReloader;
 
 /**
  * Embedded mode: reloads the keys file when it changes (edits, saves by
@@ -11,10 +11,10 @@ export type KeysFileWatcher = FileReloader;
  * asked (SIGHUP). The swap is one synchronous step, so no request sees a
  * half-loaded set; a broken file is logged and the last good set stays in force.
  */
-export function createKeysFileWatcher(
+export function createKeysFileSource(
   options: { file: string; debounceMs?: number },
   deps: { logger: Logger; apply: (records: KeyRecord[]) => void },
-): KeysFileWatcher {
+): KeysFileSource {
   return createFileReloader(
     {
       file: options.file,

@@ -1,9 +1,9 @@
 import type { ManagementError } from '../errors.js';
-import { OWNER, OWNER_RULE, publicView, type KeyRecord, type KeyStatus } from '../store/key-record.js';
-import type { Done, KeyChanges, KeyOperations, NewKeyInput } from '../store/key-lifecycle.js';
-import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../store/key-usage.js';
-import type { RateLimitSpec } from '../config/rate-limit-spec.js';
-import type { Store } from '../store/types.js';
+import { OWNER, OWNER_RULE, publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
+import type { Done, KeyChanges, KeyOperations, NewKeyInput } from './key-operations.js';
+import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
+import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
+import type { Store } from '../store/store.js';
 
 /** What a handler decided: a JSON answer, or a catalogue error (src/errors.ts MANAGEMENT_ERRORS). */
 export type Answer =
