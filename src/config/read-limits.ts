@@ -1,6 +1,6 @@
 import { readEnvInt, type Env } from './read-env-int.js';
 
-/** The size, time and concurrency bounds (KEYGATE_*_MS, KEYGATE_MAX_*, ...): docs/reference lists each. */
+/** The size, time and concurrency bounds, each an integer setting with a default: docs/reference/configuration.md lists them. */
 export interface Limits {
   readonly maxTokenBytes: number;
   readonly upstreamTimeoutMs: number;
