@@ -4,7 +4,6 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/load-config.js';
 import { createAdminServer } from './observe/admin-server.js';
-import { createForwardAuth } from './gateway/forward-auth.js';
 import { createForwarder } from './gateway/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
 import { createManagementServer } from './management/management-server.js';
@@ -153,7 +152,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ...(forwarder ? { forwarder } : { forwardAuth: createForwardAuth({ pathPrefix: config.forwardAuthPathPrefix }) }),
+    ...(forwarder && { forwarder }),
   });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
