@@ -8,8 +8,7 @@ import { createForwardAuth } from './gateway/forward-auth.js';
 import { createForwarder } from './gateway/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
 import { createManagementServer } from './management/management-server.js';
-import { loadManagementTokens, type ManagementToken } from './config/management-tokens.js';
-import { createFileReloader, type FileReloader } from './files/file-reloader.js';
+import { createManagementTokensSource, type ManagementTokensSource } from './config/management-tokens-source.js';
 import { createKeyOperations } from './management/key-operations.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createReadiness } from './observe/readiness.js';
@@ -168,16 +167,12 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
    * The management listener shares nothing with the proxy's request path but the store: a
    * change made here is published like one from `keygate keys` (same operations, same audit).
    */
-  function createManagement(tokensFile: string): { server: Server; tokens: FileReloader } {
-    let tokens: readonly ManagementToken[] = loadManagementTokens(tokensFile);
-    const reloader = createFileReloader(
-      { file: tokensFile, what: 'management tokens file', kept: 'tokens' },
-      { logger, load: loadManagementTokens, apply: (t) => (tokens = t), describe: (t) => ({ tokens: t.length }) },
-    );
+  function createManagement(tokensFile: string): { server: Server; tokens: ManagementTokensSource } {
+    const tokens = createManagementTokensSource({ file: tokensFile }, { logger });
     const now = () => clock.nowMs();
     const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
-    const server = createManagementServer({ limits: config.limits }, { ops, store, tokens: () => tokens, logger, now });
-    return { server, tokens: reloader };
+    const server = createManagementServer({ limits: config.limits }, { ops, store, tokens: tokens.tokens, logger, now });
+    return { server, tokens };
   }
 
   const listenOn = (server: Server, port: number, host: string) =>

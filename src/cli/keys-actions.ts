@@ -1,7 +1,7 @@
 import { publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../keys/key-usage.js';
 import { describeRateLimit } from '../policy/rate-limit-spec.js';
-import { parseDuration, type KeyChanges } from '../management/key-operations.js';
+import { parseDuration, type KeyChanges } from '../keys/key-changes.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str, type OptionSpec, type Parsed } from './command-line.js';
 import { JSON_OPTION, type KeyAction, type KeyContext } from './key-context.js';

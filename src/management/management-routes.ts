@@ -1,6 +1,7 @@
 import type { ManagementError } from '../errors.js';
 import { OWNER, OWNER_RULE, publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
-import type { Done, KeyChanges, KeyOperations, NewKeyInput } from './key-operations.js';
+import type { KeyChanges, NewKeyInput } from '../keys/key-changes.js';
+import type { Done, KeyOperations } from './key-operations.js';
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
 import type { Store } from '../store/store.js';
