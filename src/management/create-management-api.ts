@@ -1,6 +1,6 @@
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
-import type { Limits } from '../config/load-config.js';
+import type { Limits } from '../config/read-limits.js';
 import { createManagementTokensSource, type ManagementTokensSource } from '../config/management-tokens-source.js';
 import type { Store } from '../store/store.js';
 import { createKeyOperations } from './key-operations.js';
