@@ -82,7 +82,8 @@ describe('original: which request a check describes', () => {
 
 describe('renderCode: which refusal a render request asks for', () => {
   const fa = createForwardAuthMode({ pathPrefix: undefined });
-  const asking = (headers: Record<string, string | string[] | undefined>) => ({ headers }) as unknown as IncomingMessage;
+  const asking = (headers: Record<string, string | string[] | undefined>) =>
+    ({ headers }) as unknown as IncomingMessage;
   it.each([
     { name: 'no render header: not a render request', headers: {}, want: undefined },
     { name: 'a known code', headers: { [RENDER_HEADER]: '40106' }, want: 40106 },
