@@ -27,8 +27,8 @@ import { Walk } from './walk.js';
 /**
  * The steps every request walks, in order: the functions of this file, declared
  * and called in this order, and the rows of docs/reference/lifecycle.md (a unit
- * The steps stay in one file, a little over 250 lines, so that the path reads top to bottom in one place.
  * test holds the three together). `source` is where the step's logic lives.
+ * The steps stay in one file, a little over 250 lines, so that the path reads top to bottom in one place.
  */
 export const REQUEST_STEPS = Object.freeze([
   { name: 'admit', source: 'src/gateway/request-path.ts' },
