@@ -1,15 +1,19 @@
 /**
  * The folder layering of src/, checked by `npm run check:deps` (in CI too).
- * A folder imports only from folders below it, never from one above:
+ * A folder imports only from folders below it, never from one above or beside it:
  *
- *   cli/                      the `keygate` command
- *   create-keygate.ts         wiring: builds the store, cipher, servers from a Config
- *   http/                     servers, forwarder, rendering
- *   pipeline/   observe/      pure request steps (verdicts) | logs, metrics, readiness
- *   store/                    keys, rate-limit state, Redis, reloaded files
- *   config/                   environment and policy files: read once, plain data, frozen
- *   net/                      IP addresses, CIDRs, X-Forwarded-For
- *   errors.ts, clock.ts       shared leaves
+ *   cli/                          the `keygate` command
+ *   create-keygate.ts  index.ts   wiring: builds the store, cipher, servers from a Config
+ *   gateway/      management/     the proxy port (request path, proxy and forward-auth modes, forwarder)
+ *                                 | the management API, its console and the key operations it shares with the CLI
+ *   pipeline/     observe/        pure request steps (verdicts) | logs, metrics, readiness, the admin port
+ *   store/                        the Store interface, memory and Redis stores, key cache, rate-limit state
+ *   keys/         config/         the key model (record, usage, prepared key, keys file, cipher)
+ *                                 | environment settings: read once, plain data, frozen
+ *   policy/                       the routes/policy file: types, load, compile, match, lint, reload
+ *   files/                        reading, validating and reloading an operator's data files
+ *   net/                          IP addresses, CIDRs, X-Forwarded-For
+ *   errors.ts, clock.ts           shared leaves
  *
  * client/ (the `keygate/client` export) stands alone: it loads nothing of the server.
  * index.ts is the package entry and may re-export anything but cli/.
@@ -18,12 +22,17 @@
  * Type-only imports count (tsPreCompilationDeps): a type that points up is the
  * same design knot as a value, even if it compiles away.
  */
+const WIRING = '|^src/(create-keygate|index)\\.ts$';
 const ABOVE = {
-  config: '^src/(store|observe|pipeline|http|cli)/|^src/(create-keygate|index)\\.ts$',
-  store: '^src/(observe|pipeline|http|cli)/|^src/(create-keygate|index)\\.ts$',
-  pipeline: '^src/(observe|http|cli)/|^src/(create-keygate|index)\\.ts$',
-  observe: '^src/(pipeline|http|cli)/|^src/(create-keygate|index)\\.ts$',
-  http: '^src/cli/|^src/(create-keygate|index)\\.ts$',
+  files: `^src/(policy|keys|config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
+  policy: `^src/(keys|config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
+  keys: `^src/(config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
+  config: `^src/(keys|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
+  store: `^src/(pipeline|observe|gateway|management|cli)/${WIRING}`,
+  pipeline: `^src/(observe|gateway|management|cli)/${WIRING}`,
+  observe: `^src/(pipeline|gateway|management|cli)/${WIRING}`,
+  gateway: `^src/(management|cli)/${WIRING}`,
+  management: `^src/(gateway|cli)/${WIRING}`,
 };
 
 /** @type {import('dependency-cruiser').IConfiguration} */

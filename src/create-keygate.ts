@@ -3,25 +3,21 @@ import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/load-config.js';
-import { createAdminServer } from './http/admin-server.js';
-import { createForwardAuth } from './http/forward-auth.js';
-import { createForwarder } from './http/forwarder.js';
-import { createGateway } from './http/create-gateway.js';
-import { createManagementServer } from './http/management-server.js';
-import { loadManagementTokens, type ManagementToken } from './config/management-tokens.js';
-import { createFileReloader, type FileReloader } from './store/file-watcher.js';
-import { createKeyOperations } from './store/key-lifecycle.js';
+import { createAdminServer } from './observe/admin-server.js';
+import { createForwarder } from './gateway/forwarder.js';
+import { createGateway } from './gateway/create-gateway.js';
+import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createReadiness } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
-import { createKeysFileWatcher, type KeysFileWatcher } from './store/keys-file-watcher.js';
-import { loadKeysFile } from './store/keys-file.js';
-import { createPolicySource } from './store/policy-file-watcher.js';
+import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
+import { loadKeysFile } from './keys/keys-file.js';
+import { createPolicySource } from './policy/policy-source.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
-import { createSecretCipher } from './store/secret-cipher.js';
-import type { Store } from './store/types.js';
+import { createSecretCipher } from './keys/secret-cipher.js';
+import type { Store } from './store/store.js';
 
 export interface KeygateDeps {
   logger: Logger;
@@ -108,10 +104,10 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics.invalidations.inc({ scope: apiKey === null ? 'all' : 'key' });
     logger.debug({ apiKeyPrefix: apiKey?.slice(0, 8) ?? '*' }, 'key change received; cache entry dropped');
   });
-  let watcher: KeysFileWatcher | undefined;
+  let watcher: KeysFileSource | undefined;
   if (config.keysFile && isMemoryStore(store)) {
     const memory = store;
-    watcher = createKeysFileWatcher(
+    watcher = createKeysFileSource(
       { file: config.keysFile },
       { logger, apply: (records) => memory.replaceAll(records) },
     );
@@ -153,32 +149,21 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ...(forwarder ? { forwarder } : { forwardAuth: createForwardAuth({ pathPrefix: config.forwardAuthPathPrefix }) }),
+    ...(forwarder && { forwarder }),
   });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
   const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
-  const management = config.management && createManagement(config.management.tokensFile);
+  const management =
+    config.management &&
+    createManagementApi(
+      { tokensFile: config.management.tokensFile, limits: config.limits },
+      { store, logger, now: () => clock.nowMs() },
+    );
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');
   });
-
-  /**
-   * The management listener shares nothing with the proxy's request path but the store: a
-   * change made here is published like one from `keygate keys` (same operations, same audit).
-   */
-  function createManagement(tokensFile: string): { server: Server; tokens: FileReloader } {
-    let tokens: readonly ManagementToken[] = loadManagementTokens(tokensFile);
-    const reloader = createFileReloader(
-      { file: tokensFile, what: 'management tokens file', kept: 'tokens' },
-      { logger, load: loadManagementTokens, apply: (t) => (tokens = t), describe: (t) => ({ tokens: t.length }) },
-    );
-    const now = () => clock.nowMs();
-    const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
-    const server = createManagementServer({ limits: config.limits }, { ops, store, tokens: () => tokens, logger, now });
-    return { server, tokens: reloader };
-  }
 
   const listenOn = (server: Server, port: number, host: string) =>
     new Promise<number>((resolve, reject) => {

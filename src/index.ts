@@ -1,5 +1,6 @@
 export { createToken, nonceNow, withKeygateAuth, type CreateTokenOptions } from './client/create-token.js';
 export { createKeygate, type Keygate, type KeygateDeps } from './create-keygate.js';
-export { loadConfig, ConfigError, type Config } from './config/load-config.js';
+export { loadConfig, type Config } from './config/load-config.js';
+export { ConfigError } from './files/config-error.js';
 export { ERRORS, REASONS, type ErrorCode, type Reason } from './errors.js';
 export { systemClock, manualClock, type Clock } from './clock.js';

@@ -1,4 +1,4 @@
-import { loadKeysFile } from '../store/keys-file.js';
+import { loadKeysFile } from '../keys/keys-file.js';
 import type { Command } from './command-line.js';
 import { describeConfig, loadStartupConfig } from './serve-command.js';
 

@@ -1,4 +1,4 @@
-import type { Store } from '../store/types.js';
+import type { Store } from '../store/store.js';
 
 /** The key store `keygate keys` works on, and whether its secrets are sealed at rest. */
 export interface KeyStoreHandle {

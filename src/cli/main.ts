@@ -5,7 +5,7 @@ import { flag, runCommand, type Command } from './command-line.js';
 import { demoCommand } from './demo-command.js';
 import { demoUpstreamCommand } from './demo-upstream.js';
 import { keysCommand, openRedisKeyStore } from './keys-command.js';
-import { managementTokenCmd } from './management-token-command.js';
+import { managementTokenCommand } from './management-token-command.js';
 import { packageVersion, serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
 
@@ -43,7 +43,7 @@ export const program: Command = {
     demoUpstreamCommand,
     keysCommand,
     tokenCommand,
-    managementTokenCmd,
+    managementTokenCommand,
     checkConfigCommand,
     versionCommand,
     helpCommand,

@@ -2,7 +2,7 @@ import { generateManagementToken, sha256Hex } from '../config/management-tokens.
 import { UsageError } from './cli-errors.js';
 import { runCommand, str, type Command } from './command-line.js';
 
-export const managementTokenCmd: Command = {
+export const managementTokenCommand: Command = {
   spec: {
     name: 'management-token',
     summary: 'print a new management API token and its line for the tokens file',
@@ -36,7 +36,7 @@ the tokens file when it changes.`,
 };
 
 /** The command on its own, synchronous (it never waits on anything). */
-export function managementTokenCommand(
+export function runManagementTokenCommand(
   argv: string[],
   out: NodeJS.WritableStream = process.stdout,
   err: NodeJS.WritableStream = process.stderr,
@@ -48,5 +48,5 @@ export function managementTokenCommand(
     stdin: process.stdin,
     openKeyStore: () => Promise.reject(new Error('not used')),
   };
-  return runCommand(managementTokenCmd, argv, io, 'keygate management-token') as number;
+  return runCommand(managementTokenCommand, argv, io, 'keygate management-token') as number;
 }

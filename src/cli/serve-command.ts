@@ -1,8 +1,9 @@
-import { ConfigError, loadConfig, type Config } from '../config/load-config.js';
+import { loadConfig, type Config } from '../config/load-config.js';
+import { ConfigError } from '../files/config-error.js';
 import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
-import { KeysFileError, loadKeysFile } from '../store/keys-file.js';
+import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
 import { serveWorkers } from './serve-workers.js';
 import { packageVersion } from '../observe/package-version.js';
 import type { Command } from './command-line.js';

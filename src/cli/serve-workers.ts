@@ -4,7 +4,7 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
-import { createAdminServer } from '../http/admin-server.js';
+import { createAdminServer } from '../observe/admin-server.js';
 
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
 type Message = { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; reason?: string };

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
-import { readDataFile } from './read-data-file.js';
-import { withSchemaProblems } from './schema.js';
+import { readDataFile } from '../files/read-data-file.js';
+import { withSchemaProblems } from '../files/schema.js';
 
 /** One line of KEYGATE_MANAGEMENT_TOKENS_FILE: who, the SHA-256 of the token, and what it may do. */
 export interface ManagementToken {

@@ -3,7 +3,7 @@ import { readSecretEnv } from './secret-env.js';
 /**
  * The AES-256 keys that seal key secrets at rest in Redis, as bytes: config is
  * plain data, and whoever builds the store turns these into a cipher
- * (`createSecretCipher` in src/store/secret-cipher.ts).
+ * (`createSecretCipher` in src/keys/secret-cipher.ts).
  */
 export interface SecretEncryptionKeys {
   readonly current: Buffer;

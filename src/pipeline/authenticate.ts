@@ -1,10 +1,10 @@
 import type { Clock } from '../clock.js';
 import { deny, type Denial } from '../errors.js';
 import type { KeyCache } from '../store/key-cache.js';
-import type { PreparedKey } from '../store/prepared-key.js';
-import type { CompiledLimit } from '../config/rate-limit-spec.js';
+import type { PreparedKey } from '../keys/prepared-key.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
-import type { Store } from '../store/types.js';
+import type { Store } from '../store/store.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
 import { readCredentials } from './read-credentials.js';

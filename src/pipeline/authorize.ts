@@ -1,8 +1,8 @@
 import { ipAllowed } from '../net/cidr.js';
-import type { Policy } from '../config/load-config.js';
-import type { RouteMatch } from '../config/routes.js';
+import type { Policy } from '../policy/policy.js';
+import type { RouteMatch } from '../policy/routes.js';
 import { deny, type Denial } from '../errors.js';
-import type { PreparedKey } from '../store/prepared-key.js';
+import type { PreparedKey } from '../keys/prepared-key.js';
 
 /**
  * Authorization for an authenticated key (all failures 403 10403):

@@ -1,5 +1,5 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { OVERRIDE_HEADERS, OVERRIDE_PARAM } from '../config/method-override.js';
+import { OVERRIDE_HEADERS, OVERRIDE_PARAM } from '../policy/method-override.js';
 import { deny, type Denial } from '../errors.js';
 import { foldedName } from './forward-headers.js';
 

@@ -1,4 +1,4 @@
-import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../config/routes.js';
+import { MAX_PATH_BYTES, MAX_PATH_SEGMENTS } from '../policy/routes.js';
 import { deny, type Denial } from '../errors.js';
 
 export interface Target {
@@ -20,7 +20,7 @@ const REFUSED_ESCAPES =
 const METHOD = /^[A-Z]{1,16}$/;
 
 /**
- * Step 1 of every request: accept only a plain origin-form target whose path
+ * The first check on every request target (docs/reference/lifecycle.md): accept only a plain origin-form target whose path
  * means one thing to every server behind us. What we check is what the
  * upstream gets, byte for byte.
  */

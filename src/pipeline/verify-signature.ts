@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { deny, type Denial } from '../errors.js';
-import type { VerifyKey } from '../store/prepared-key.js';
+import type { VerifyKey } from '../keys/prepared-key.js';
 
 /** An HS256 signature is one SHA-256 output. */
 const SIGNATURE_BYTES = 32;

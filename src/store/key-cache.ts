@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
-import { prepareKey, type PreparedKey } from './prepared-key.js';
-import type { Store } from './types.js';
+import { prepareKey, type PreparedKey } from '../keys/prepared-key.js';
+import type { Store } from './store.js';
 
 export interface KeyCacheOptions {
   /** How long a found key is trusted without asking the store again (bounds staleness if a change message is lost). */

@@ -1,8 +1,8 @@
 import type { Clock } from '../clock.js';
-import type { KeyRecord } from './key-record.js';
-import { oldestKeptDay, utcDay } from './key-usage.js';
+import type { KeyRecord } from '../keys/key-record.js';
+import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
 import { gcra } from './rate-limit.js';
-import type { KeyChangeListener, Store } from './types.js';
+import type { KeyChangeListener, Store } from './store.js';
 
 export interface MemoryStoreOptions {
   keys?: readonly KeyRecord[];

@@ -1,8 +1,8 @@
-import type { CompiledLimit } from '../config/rate-limit-spec.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 
 /**
  * Per-key rate limits: GCRA (the generic cell-rate algorithm) as a pure step,
- * over a limit compiled from what the operator wrote (src/config/rate-limit-spec.ts).
+ * over a limit compiled from what the operator wrote (src/policy/rate-limit-spec.ts).
  *
  * GCRA keeps one number per key, the theoretical arrival time (TAT): when the
  * key's allowance would be fully spent if requests kept arriving at exactly the

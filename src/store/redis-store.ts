@@ -2,10 +2,10 @@ import type { Logger } from 'pino';
 import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
-import { USAGE_DAYS, type KeyUsage } from './key-usage.js';
-import { parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
-import { openExternal, SecretCipherError, type SecretCipher } from './secret-cipher.js';
-import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './types.js';
+import { USAGE_DAYS, type KeyUsage } from '../keys/key-usage.js';
+import { parseKeyRecord, toExternal, type KeyRecord } from '../keys/key-record.js';
+import { openExternal, SecretCipherError, type SecretCipher } from '../keys/secret-cipher.js';
+import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */
@@ -40,7 +40,7 @@ export interface RedisStoreEvents {
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
  *   {prefix}audit                     stream of key changes (who/what/when, never a secret)
  *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
- * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/operations.md "Redis layout": rolling upgrades).
+ * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
   options: RedisStoreOptions,

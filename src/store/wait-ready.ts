@@ -1,4 +1,4 @@
-import type { Store } from './types.js';
+import type { Store } from './store.js';
 
 /** Waits until a store answers PING (Redis connects asynchronously); rethrows the last failure after `timeoutMs`. */
 export async function waitStoreReady(store: Store, timeoutMs = 5_000, intervalMs = 20): Promise<void> {

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERRORS, type ErrorCode } from '../../src/errors.js';
-import type { KeyRecord } from '../../src/store/key-record.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, startKeygate, waitStoreReady, type RunningKeygate } from '../helpers/keygate.js';
 import { startNginx, type RunningNginx } from '../helpers/nginx.js';

@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import { utcDay, USAGE_DAYS } from '../../src/store/key-usage.js';
+import { utcDay, USAGE_DAYS } from '../../src/keys/key-usage.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import { waitStoreReady } from '../helpers/keygate.js';

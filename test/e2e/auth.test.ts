@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { OutgoingHttpHeaders } from 'node:http';
 import { createToken } from '../../src/client/create-token.js';
-import type { KeyRecord } from '../../src/store/key-record.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CONSOLE_DIR } from '../../src/http/management-server.js';
+import { CONSOLE_DIR } from '../../src/management/management-server.js';
 import { bearer, send } from '../helpers/http.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';

@@ -4,7 +4,7 @@ import { systemClock } from '../../src/clock.js';
 import { REASONS } from '../../src/errors.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
-import { StoreUnavailableError } from '../../src/store/types.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
 import {
   MIXED_SECRET,
   mixedTrafficEnv,
@@ -76,7 +76,7 @@ describe('request logs', () => {
   });
 });
 
-/** Fields a request line may carry (docs/operations.md "Logs"); anything else is a leak risk. */
+/** Fields a request line may carry (docs/running.md "Logs"); anything else is a leak risk. */
 const REQUEST_FIELDS = new Set([
   'level',
   'time',

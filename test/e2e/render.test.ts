@@ -2,7 +2,7 @@ import { createServer as createHttpServer } from 'node:http';
 import { createServer as createNetServer, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../../src/errors.js';
-import { renderError, renderRawError } from '../../src/http/render.js';
+import { renderError, renderRawError } from '../../src/gateway/render.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { exchange } from '../helpers/raw-socket.js';

@@ -4,8 +4,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import { parseEncryptionKey } from '../../src/config/secret-encryption.js';
-import { createSecretCipher, SecretCipherError } from '../../src/store/secret-cipher.js';
-import { StoreUnavailableError } from '../../src/store/types.js';
+import { createSecretCipher, SecretCipherError } from '../../src/keys/secret-cipher.js';
+import { StoreUnavailableError } from '../../src/store/store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
 import { createRedisStore } from '../../src/store/redis-store.js';
-import { compileRateLimit } from '../../src/config/rate-limit-spec.js';
-import type { Admission, Store } from '../../src/store/types.js';
+import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
+import type { Admission, Store } from '../../src/store/store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 

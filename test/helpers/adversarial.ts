@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { ERRORS } from '../../src/errors.js';
-import type { KeyRecord } from '../../src/store/key-record.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
 import { makeKey, startKeygate, type RunningKeygate } from './keygate.js';
 import { token } from './tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import { generateManagementToken, sha256Hex } from '../../src/config/management-tokens.js';
-import { OPENAPI_FILE } from '../../src/http/management-server.js';
+import { OPENAPI_FILE } from '../../src/management/management-server.js';
 import { send, type Reply } from './http.js';
 import { readFileSync } from 'node:fs';
 

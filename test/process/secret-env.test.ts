@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig, type Config } from '../../src/config/load-config.js';
-import { createSecretCipher } from '../../src/store/secret-cipher.js';
+import { loadConfig, type Config } from '../../src/config/load-config.js';
+import { ConfigError } from '../../src/files/config-error.js';
+import { createSecretCipher } from '../../src/keys/secret-cipher.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
 

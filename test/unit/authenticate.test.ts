@@ -4,8 +4,8 @@ import type { Reason } from '../../src/errors.js';
 import { createAuthenticator, type AuthenticateOptions } from '../../src/pipeline/authenticate.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
-import { compileRateLimit } from '../../src/config/rate-limit-spec.js';
-import type { KeyRecord } from '../../src/store/key-record.js';
+import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
 import { makeKey } from '../helpers/keygate.js';
 import { HS256, sign } from '../helpers/tokens.js';
 

@@ -1,8 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { compileRouteTable, findRoute } from '../../src/config/route-trie.js';
-import { compileRoute, DEFAULT_MATCHING } from '../../src/config/routes.js';
+import { compileRouteTable } from '../../src/policy/compile-route-table.js';
+import { findRoute } from '../../src/policy/find-route.js';
+import { compileRoute, DEFAULT_MATCHING } from '../../src/policy/routes.js';
 import { authorize } from '../../src/pipeline/authorize.js';
-import { prepareKey } from '../../src/store/prepared-key.js';
+import { prepareKey } from '../../src/keys/prepared-key.js';
 import { makeKey } from '../helpers/keygate.js';
 
 const errors: string[] = [];

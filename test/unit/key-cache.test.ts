@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
-import type { Store } from '../../src/store/types.js';
+import type { Store } from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 
 function countingStore(inner: Store): Store & { reads: number } {

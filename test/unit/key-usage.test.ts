@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseUsageDays, usageReport, USAGE_DAYS } from '../../src/store/key-usage.js';
+import { parseUsageDays, usageReport, USAGE_DAYS } from '../../src/keys/key-usage.js';
 
 describe('parseUsageDays', () => {
   it.each<[raw: string | undefined, days: number | undefined]>([

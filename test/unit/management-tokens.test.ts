@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { managementTokenCommand } from '../../src/cli/management-token-command.js';
-import { ConfigError, loadConfig } from '../../src/config/load-config.js';
+import { runManagementTokenCommand } from '../../src/cli/management-token-command.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { ConfigError } from '../../src/files/config-error.js';
 import {
   loadManagementTokens,
   ManagementTokensError,
@@ -107,7 +108,7 @@ describe('management tokens file', () => {
   it('keygate management-token prints a 256-bit token once and the line whose sha256 matches it', () => {
     let text = '';
     const out = new Writable({ write: (c, _e, cb) => ((text += String(c)), cb()) });
-    expect(managementTokenCommand(['--name', 'settings-backend', '--access', 'write'], out)).toBe(0);
+    expect(runManagementTokenCommand(['--name', 'settings-backend', '--access', 'write'], out)).toBe(0);
     const token = /^\s+(kgm_[A-Za-z0-9_-]+)$/m.exec(text)?.[1] as string;
     expect(Buffer.from(token.slice(4), 'base64url')).toHaveLength(32);
     const line = /- \{ name: settings-backend, sha256: ([0-9a-f]{64}), access: write \}/.exec(text);
@@ -123,6 +124,6 @@ describe('management tokens file', () => {
     );
     expect(matchToken(tokens, token)?.access).toBe('write');
     const err = new Writable({ write: (_c, _e, cb) => cb() });
-    expect(managementTokenCommand(['--name', 'x y', '--access', 'admin'], out, err)).toBe(2);
+    expect(runManagementTokenCommand(['--name', 'x y', '--access', 'admin'], out, err)).toBe(2);
   });
 });

@@ -4,7 +4,7 @@ import {
   describeRateLimit,
   parseRate,
   parseRateLimitSpec,
-} from '../../src/config/rate-limit-spec.js';
+} from '../../src/policy/rate-limit-spec.js';
 
 describe('parseRate / parseRateLimitSpec', () => {
   it.each([

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { compileRateLimit, type CompiledLimit } from '../../src/config/rate-limit-spec.js';
+import { compileRateLimit, type CompiledLimit } from '../../src/policy/rate-limit-spec.js';
 import { gcra } from '../../src/store/rate-limit.js';
 
 /**

@@ -1,6 +1,7 @@
 import { availableParallelism } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadConfig } from '../../src/config/load-config.js';
+import { loadConfig } from '../../src/config/load-config.js';
+import { ConfigError } from '../../src/files/config-error.js';
 import { describeRedis, readRedisSettings } from '../../src/config/redis-settings.js';
 
 const read = (env: Record<string, string>) => {

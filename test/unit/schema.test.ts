@@ -3,10 +3,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseAllDocuments, parse as parseYaml } from 'yaml';
-import { loadPolicy } from '../../src/config/load-config.js';
-import { SCHEMA_FILES } from '../../src/config/schema.js';
-import { loadKeysFile, KeysFileError } from '../../src/store/keys-file.js';
-import { toExternal } from '../../src/store/key-record.js';
+import { loadPolicy } from '../../src/policy/load-policy.js';
+import { SCHEMA_FILES } from '../../src/files/schema.js';
+import { loadKeysFile, KeysFileError } from '../../src/keys/keys-file.js';
+import { toExternal } from '../../src/keys/key-record.js';
 import { repoRoot } from '../helpers/deploy.js';
 import { makeKey } from '../helpers/keygate.js';
 

@@ -4,7 +4,7 @@ import { compactVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { decodeToken } from '../../src/pipeline/decode-token.js';
 import { verifySignature } from '../../src/pipeline/verify-signature.js';
-import { prepareKey } from '../../src/store/prepared-key.js';
+import { prepareKey } from '../../src/keys/prepared-key.js';
 import { makeKey } from '../helpers/keygate.js';
 import { b64url, HS256, sign } from '../helpers/tokens.js';
 

@@ -1,0 +1,7 @@
+/** Settings or a file with problems: every one is listed, so an operator fixes them in one pass. */
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n  - ${problems.join('\n  - ')}`);
+  }
+}

@@ -1,0 +1,95 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/load-config.js';
+import { serverTimeouts } from '../config/server-timeouts.js';
+import type { Reason } from '../errors.js';
+import { ipAllowed, normalizeIp } from '../net/cidr.js';
+import type { Metrics } from '../observe/metrics.js';
+import type { Authenticator } from '../pipeline/authenticate.js';
+import type { Policy } from '../policy/policy.js';
+import { createForwardAuthMode } from './forward-auth-mode.js';
+import type { Forwarder } from './forwarder.js';
+import type { GatewayMode } from './gateway-mode.js';
+import { createProxyMode } from './proxy-mode.js';
+import { createRequestPath } from './request-path.js';
+
+export interface GatewayDeps {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly authenticate: Authenticator;
+  /** Proxy mode's way upstream; none in forward-auth mode (KEYGATE_MODE=forward-auth), where the asking proxy forwards. */
+  readonly forwarder?: Forwarder;
+  /** The policy in force (it reloads without a restart): read once per request. */
+  readonly policy: () => Policy;
+}
+
+/**
+ * The proxy port: the HTTP server and its listeners. The mode (proxy or
+ * forward-auth) is chosen here, once; every request then walks the steps of
+ * request-path.ts, which never asks which mode it runs in.
+ */
+export function createGateway(config: Config, deps: GatewayDeps): Server {
+  const mode = chooseMode(config, deps.forwarder);
+  const { limits } = config;
+  const path = createRequestPath(limits, config.rateLimitHeaders, { ...deps, mode });
+
+  const server = createServer({
+    ...serverTimeouts(limits),
+    // Refuse ambiguous framing instead of guessing (CL+TE, bare LF, obs-fold...).
+    insecureHTTPParser: false,
+    joinDuplicateHeaders: false,
+  });
+  // Node keeps parsing past this many header fields (the framing still applies) but stops
+  // reporting them in req.headers. One more than the limit is kept, so a request at the
+  // limit is seen whole and one past it is refused (431) rather than half-read.
+  server.maxHeadersCount = limits.maxHeaderCount + 1;
+  const peerTrusted = (req: IncomingMessage) => {
+    const trusted = deps.policy().trustedProxies;
+    return trusted !== null && ipAllowed(trusted, normalizeIp(req.socket.remoteAddress ?? ''));
+  };
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (!mode.preempt(req, res, peerTrusted)) path.handle(req, res, false);
+  });
+  // With this listener Node does not answer "100 Continue" on its own: only a
+  // request that is about to be forwarded is told to send its body.
+  server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => path.handle(req, res, true));
+  // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.
+  // There is deliberately no 'upgrade' listener: without one, Node 20 passes an Upgrade request to
+  // 'request' like any other, so it is authenticated and forwarded as plain HTTP (Upgrade is hop-by-hop).
+  server.on('connect', (req: IncomingMessage, socket: Socket) => {
+    socket.on('error', () => socket.destroy());
+    path.refuseRaw(socket, 'bad_target', { method: req.method, clientIp: normalizeIp(socket.remoteAddress ?? '') });
+  });
+  server.on('clientError', (err: Error & { code?: string }, socket: Socket) => {
+    // A reset or a socket already answering another request: nothing can be said on it.
+    if (
+      err.code === 'ECONNRESET' ||
+      !socket.writable ||
+      (socket as { _httpMessage?: ServerResponse })._httpMessage?.headersSent
+    )
+      return socket.destroy();
+    const reason: Reason =
+      err.code === 'HPE_HEADER_OVERFLOW'
+        ? 'headers_too_large'
+        : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+          ? 'request_timeout'
+          : 'bad_request';
+    // The parser's error code, never its raw bytes.
+    path.refuseRaw(socket, reason, { clientIp: normalizeIp(socket.remoteAddress ?? ''), parserError: err.code });
+  });
+  return server;
+}
+
+/** Proxy mode needs the forwarder; forward-auth mode must not get one (nothing is forwarded). */
+function chooseMode(config: Config, forwarder: Forwarder | undefined): GatewayMode {
+  if (config.mode === 'forward-auth') {
+    if (forwarder !== undefined)
+      throw new Error('createGateway: forward-auth mode forwards nothing; pass no forwarder');
+    return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix });
+  }
+  if (forwarder === undefined) throw new Error('createGateway: proxy mode needs a forwarder');
+  return createProxyMode(forwarder);
+}

@@ -1,0 +1,173 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
+import { KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
+import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
+import { renderError } from './render.js';
+
+/** On every forward-auth refusal: the catalogue code, for proxies that drop the body (nginx). */
+export const CODE_HEADER = 'x-keygate-code';
+/**
+ * Sent by the asking proxy (the shipped nginx config): answer every refusal with this status
+ * (401 or 403), because nginx's auth_request turns any other status into a bare 500.
+ */
+export const REFUSAL_STATUS_HEADER = 'x-keygate-refusal-status';
+/**
+ * Sent by the asking proxy after a refusal (nginx error_page): "render the catalogue entry for
+ * this code", so the client gets Keygate's exact status and body. Never an allow.
+ */
+export const RENDER_HEADER = 'x-keygate-render';
+
+/** Forward-auth mode: the gateway's mode, plus the parts worth testing on their own. */
+export interface ForwardAuthMode extends GatewayMode {
+  /**
+   * The original method and URI, from exactly one source:
+   *   nginx auth_request: X-Original-Method + X-Original-URI (set by the shipped config);
+   *   Traefik ForwardAuth: X-Forwarded-Method + X-Forwarded-Uri;
+   *   Envoy ext_authz (HTTP service): the check's own method and path, minus the configured prefix.
+   * Believed only from a trusted peer; two sources, a repeated header or half a pair is refused.
+   */
+  original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
+  /**
+   * Pass (allowed): 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
+   * route, a key without an owner; so the proxy's copy replaces any client copy) and X-Request-Id.
+   */
+  allow(res: ServerResponse, keyId: string | undefined, requestId: string, owner: string | undefined): void;
+  /** Refusal adapted: adds X-Keygate-Code; returns the status the asking proxy asked for (401 or 403), if any. */
+  refusing(res: ServerResponse, code: ErrorCode): number | undefined;
+  /** The code a render request names (from a trusted peer only), or undefined if this is not one. */
+  renderCode(req: IncomingMessage): ErrorCode | undefined;
+  /** Answers a render request: the catalogue's status and body for that code, through the one renderer. */
+  render(res: ServerResponse, code: ErrorCode, requestId: string): void;
+}
+
+const NO_HEADER = -1;
+const REPEATED = -2;
+const CODE = /^[0-9]{5}$/;
+/** The raw index of a header's value on its first sighting; REPEATED after that. */
+const seen = (at: number, i: number) => (at === NO_HEADER ? i + 1 : REPEATED);
+
+/** A forward-auth check forwards nothing, so there is no upstream head to build. */
+const NOTHING_FORWARDED: UpstreamHead = Object.freeze({
+  ok: true,
+  headers: Object.freeze([]) as unknown as string[],
+  body: 'none',
+});
+/** Where a proxy lets the time endpoint through to the upstream, no client copy of the identity goes along. */
+const NO_IDENTITY: readonly string[] = Object.freeze([KEY_ID_HEADER, '', KEY_OWNER_HEADER, '']);
+
+/**
+ * Forward-auth mode (KEYGATE_MODE=forward-auth): the request path runs on the
+ * request the asking proxy describes, and a pass answers 200 with the identity
+ * headers instead of forwarding. The steps themselves stay in request-path.ts.
+ */
+export function createForwardAuthMode(options: { pathPrefix: string | undefined }): ForwardAuthMode {
+  const prefix = options.pathPrefix;
+  const mode: ForwardAuthMode = {
+    /**
+     * After a refusal nginx asks (error_page) for the body its auth_request dropped. The refusal
+     * was recorded by the check itself; this only renders it, so it is not recorded again.
+     */
+    preempt(req, res, peerTrusted) {
+      const code = mode.renderCode(req);
+      if (code === undefined || !peerTrusted(req)) return false;
+      try {
+        mode.render(res, code, requestIdOf(req.headers['x-request-id']));
+      } catch {
+        res.destroy();
+      }
+      return true;
+    },
+
+    original(req, peerTrusted): OriginalRequest | Denial {
+      // Anyone else could claim any URI: their check is refused before a header is read.
+      if (!peerTrusted) return deny('untrusted_peer');
+      const raw = req.rawHeaders;
+      let originalMethod = NO_HEADER;
+      let originalUri = NO_HEADER;
+      let forwardedMethod = NO_HEADER;
+      let forwardedUri = NO_HEADER;
+      // Indexes into the raw list, never req.headers: Node joins repeats there, and a repeat is refused.
+      for (let i = 0; i < raw.length; i += 2) {
+        const name = raw[i] as string;
+        if (name.length < 14 || name.length > 18) continue;
+        switch (name.toLowerCase()) {
+          case 'x-original-method':
+            originalMethod = seen(originalMethod, i);
+            break;
+          case 'x-original-uri':
+            originalUri = seen(originalUri, i);
+            break;
+          case 'x-forwarded-method':
+            forwardedMethod = seen(forwardedMethod, i);
+            break;
+          case 'x-forwarded-uri':
+            forwardedUri = seen(forwardedUri, i);
+            break;
+        }
+      }
+      const url = req.url ?? '';
+      const nginx = originalMethod !== NO_HEADER || originalUri !== NO_HEADER;
+      const traefik = forwardedMethod !== NO_HEADER || forwardedUri !== NO_HEADER;
+      const envoy = prefix !== undefined && url.startsWith(`${prefix}/`);
+      // Exactly one description: a client behind Traefik adding X-Original-URI (or behind nginx adding
+      // X-Forwarded-Uri) would otherwise have Keygate check a request the proxy does not forward.
+      if (Number(nginx) + Number(traefik) + Number(envoy) > 1) return deny('bad_check');
+      if (nginx || traefik) {
+        const m = nginx ? originalMethod : forwardedMethod;
+        const u = nginx ? originalUri : forwardedUri;
+        if (m < 0 || u < 0) return deny('bad_check');
+        return { ok: true, method: raw[m], url: raw[u] };
+      }
+      if (envoy) return { ok: true, method: req.method, url: url.slice(prefix.length) };
+      // With a prefix configured, a check outside it describes nothing.
+      if (prefix !== undefined) return deny('bad_check');
+      return { ok: true, method: req.method, url };
+    },
+
+    upstreamHead: () => NOTHING_FORWARDED,
+    timeHeaders: NO_IDENTITY,
+
+    pass(args, done) {
+      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner);
+      done(ALLOWED);
+    },
+
+    allow(res, keyId, requestId, owner) {
+      res.writeHead(200, [
+        KEY_ID_HEADER,
+        keyId ?? '',
+        KEY_OWNER_HEADER,
+        owner ?? '',
+        'x-request-id',
+        requestId,
+        'cache-control',
+        'no-store',
+        'content-length',
+        '0',
+      ]);
+      res.end();
+    },
+
+    refusing(res, code) {
+      res.setHeader(CODE_HEADER, String(code));
+      const asked = res.req.headers[REFUSAL_STATUS_HEADER];
+      return asked === '401' || asked === '403' ? Number(asked) : undefined;
+    },
+
+    renderCode(req) {
+      const v = req.headers[RENDER_HEADER];
+      if (v === undefined) return undefined;
+      // Anything but one known error code renders as 500 50000: a render request never passes.
+      return typeof v === 'string' && CODE.test(v) && Object.hasOwn(ERRORS, v) ? (Number(v) as ErrorCode) : 50000;
+    },
+
+    render(res, code, requestId) {
+      res.setHeader('x-request-id', requestId);
+      res.setHeader(CODE_HEADER, String(code));
+      renderError(res, code);
+    },
+  };
+  return mode;
+}
+
+const ALLOWED = Object.freeze({ status: 200 });

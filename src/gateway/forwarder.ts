@@ -1,0 +1,102 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { Pool, type Dispatcher } from 'undici';
+import type { Logger } from 'pino';
+import type { BodyFraming } from '../pipeline/forward-headers.js';
+import { UpstreamExchange, type ExchangeShared, type ForwardDone } from './upstream-exchange.js';
+
+export type { ForwardDone, ForwardOutcome } from './upstream-exchange.js';
+
+export interface ForwarderOptions {
+  readonly upstream: URL;
+  /** From being asked (socket assigned, request written) to the upstream's response head; also the idle limit inside its body. */
+  readonly timeoutMs: number;
+  readonly maxSockets: number;
+  /** How long a request may wait for a free upstream connection (then 503 upstream_busy). */
+  readonly queueTimeoutMs: number;
+  /** A request body still arriving after the grace period must average at least this rate (0 = no minimum). */
+  readonly minBodyBytesPerSecond: number;
+  readonly bodyRateGraceMs: number;
+}
+
+export interface ForwardRequest {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The checked request target, sent byte for byte. */
+  readonly path: string;
+  readonly headers: string[];
+  readonly body: BodyFraming;
+  /** Added to the response when the upstream sends no X-Request-Id. */
+  readonly requestId: string;
+  /** Keygate's own response headers (RateLimit), appended after the upstream's: [name, value, …]. */
+  readonly responseHeaders?: readonly string[] | undefined;
+}
+
+export interface Forwarder {
+  forward(request: ForwardRequest, done: ForwardDone): void;
+  close(): Promise<void>;
+}
+
+/**
+ * Keygate's own forwarding, on an undici Pool. The upstream request is built
+ * from the checked request only: the path as checked, the headers chosen by
+ * forward-headers.ts, and a body that is sent with its exact Content-Length,
+ * chunked, or not at all, as Keygate's parser framed it. The upstream's answer
+ * is checked and relayed by its UpstreamExchange (upstream-exchange.ts);
+ * undici itself refuses 101 and an unsolicited 100.
+ *
+ * Waits are bounded: a request that gets no upstream connection within
+ * queueTimeoutMs is answered 503 upstream_busy; a body that trickles in below
+ * minBodyBytesPerSecond is cut (408 body_too_slow) so that slow clients cannot
+ * hold the pool; an upstream that does not answer within timeoutMs gets 504.
+ */
+export function createForwarder(options: ForwarderOptions, deps: { logger: Logger }): Forwarder {
+  const pool = new Pool(options.upstream.origin, {
+    connections: options.maxSockets,
+    pipelining: 1,
+    headersTimeout: options.timeoutMs,
+    bodyTimeout: options.timeoutMs,
+    strictContentLength: true,
+    connectTimeout: Math.min(options.timeoutMs, 10_000),
+  });
+  // The upstream closing an idle pooled connection is routine; errors reach the request they belong to.
+  pool.on('connectionError', () => {});
+
+  // One sweep for every bounded wait, instead of a timer per request.
+  const shared: ExchangeShared = {
+    waiting: new Set(),
+    uploading: new Set(),
+    minBodyBytesPerSecond: options.minBodyBytesPerSecond,
+    bodyRateGraceMs: options.bodyRateGraceMs,
+    logger: deps.logger,
+  };
+  const { waiting, uploading } = shared;
+  const sweepEvery = Math.max(10, Math.min(250, Math.floor(options.queueTimeoutMs / 4)));
+  const sweeper = setInterval(() => {
+    const now = performance.now();
+    for (const x of waiting) if (now - x.queuedAt >= options.queueTimeoutMs) x.giveUp('upstream_busy');
+    if (options.minBodyBytesPerSecond > 0) for (const x of uploading) x.checkRate(now);
+  }, sweepEvery);
+  sweeper.unref();
+
+  return {
+    forward({ req, res, path, headers, body, requestId, responseHeaders }, done) {
+      const exchange = new UpstreamExchange(shared, req, res, requestId, done, responseHeaders);
+      if (typeof body === 'number') headers.push('content-length', String(body));
+      pool.dispatch(
+        {
+          origin: options.upstream.origin,
+          method: req.method as Dispatcher.HttpMethod,
+          path,
+          headers,
+          // No body: undici writes no framing. A length: undici checks the bytes sent against it. Chunked: no length given.
+          body: body === 'none' || body === 0 ? null : req,
+        },
+        exchange,
+      );
+    },
+    async close() {
+      clearInterval(sweeper);
+      await pool.destroy();
+    },
+  };
+}

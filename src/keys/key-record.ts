@@ -1,0 +1,185 @@
+import { randomBytes } from 'node:crypto';
+import { parseCidrList } from '../net/cidr.js';
+import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
+
+/** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
+export interface KeyRecord {
+  readonly id: string;
+  readonly apiKey: string;
+  /** The service's own account id the key belongs to (sent upstream as X-Api-Key-Owner); set at creation, never changed. */
+  readonly owner?: string;
+  readonly secret: string;
+  readonly scopes: readonly string[];
+  readonly allowIps: readonly string[];
+  readonly label?: string;
+  readonly state: 'active' | 'revoked';
+  readonly createdAt: string;
+  readonly revokedAt?: string;
+  readonly revokeReason?: string;
+  readonly expiresAt?: string;
+  readonly updatedAt?: string;
+  /** This key's own rate limit; without one the policy's defaultRateLimit applies (if any). */
+  readonly rateLimit?: RateLimitSpec;
+  /** Secrets replaced by `keys rotate`, still accepted until `validUntil`. */
+  readonly previousSecrets?: readonly PreviousSecret[];
+}
+
+export interface PreviousSecret {
+  readonly secret: string;
+  readonly validUntil: string;
+}
+
+const SCOPE = /^[A-Za-z0-9_.:*-]{1,128}$/;
+const TOKEN_ID = /^[A-Za-z0-9_.-]{1,128}$/;
+/** An account id as the service spells it; the same alphabet as ids, so it is safe in a header and a log. */
+export const OWNER = /^[A-Za-z0-9_.-]{1,255}$/;
+export const OWNER_RULE = 'only A-Z a-z 0-9 _ . - allowed, 1 to 255 chars';
+
+/** Validates an untrusted object (file, Redis, CLI) into a KeyRecord, or lists every problem. */
+export function parseKeyRecord(input: unknown, where: string): { record?: KeyRecord; errors: string[] } {
+  const errors: string[] = [];
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+    return { errors: [`${where}: must be an object`] };
+  }
+  const o = input as Record<string, unknown>;
+  const str = (name: string, required: boolean): string | undefined => {
+    const v = o[name];
+    if (v === undefined || v === null) {
+      if (required) errors.push(`${where}.${name}: required`);
+      return undefined;
+    }
+    if (typeof v !== 'string' || v.length === 0) {
+      errors.push(`${where}.${name}: must be a non-empty string`);
+      return undefined;
+    }
+    return v;
+  };
+  const apiKey = str('apiKey', true);
+  if (apiKey !== undefined && !TOKEN_ID.test(apiKey))
+    errors.push(`${where}.apiKey: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  const secret = str('apiSecret', false) ?? str('secret', false);
+  if (secret === undefined) errors.push(`${where}.apiSecret: required`);
+  else if (Buffer.byteLength(secret) < 16) errors.push(`${where}.apiSecret: must be at least 16 bytes`);
+  const id = str('id', false) ?? apiKey;
+  if (id !== undefined && !TOKEN_ID.test(id))
+    errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
+  const owner = str('owner', false);
+  if (owner !== undefined && !OWNER.test(owner)) errors.push(`${where}.owner: ${OWNER_RULE}`);
+  const scopes = stringList(o.scopes, `${where}.scopes`, errors);
+  for (const s of scopes) if (!SCOPE.test(s)) errors.push(`${where}.scopes: invalid scope ${JSON.stringify(s)}`);
+  const allowIps = stringList(o.allowIps, `${where}.allowIps`, errors);
+  errors.push(...parseCidrList(allowIps, `${where}.allowIps`).errors);
+  const state = o.state ?? 'active';
+  if (state !== 'active' && state !== 'revoked') errors.push(`${where}.state: must be "active" or "revoked"`);
+  const label = str('label', false);
+  const createdAt = str('createdAt', false) ?? new Date(0).toISOString();
+  const revokedAt = str('revokedAt', false);
+  const revokeReason = str('revokeReason', false);
+  const expiresAt = str('expiresAt', false);
+  if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
+  const updatedAt = str('updatedAt', false);
+  const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors);
+  const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
+  if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
+  const record: KeyRecord = {
+    id,
+    apiKey,
+    ...(owner !== undefined && { owner }),
+    secret,
+    scopes,
+    allowIps,
+    state: state as KeyRecord['state'],
+    createdAt,
+    ...(label !== undefined && { label }),
+    ...(revokedAt !== undefined && { revokedAt }),
+    ...(revokeReason !== undefined && { revokeReason }),
+    ...(expiresAt !== undefined && { expiresAt }),
+    ...(updatedAt !== undefined && { updatedAt }),
+    ...(rateLimit !== undefined && { rateLimit }),
+    ...(previousSecrets.length > 0 && { previousSecrets }),
+  };
+  return { record, errors };
+}
+
+function previousSecretList(v: unknown, where: string, errors: string[]): PreviousSecret[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) {
+    errors.push(`${where}: must be a list`);
+    return [];
+  }
+  const out: PreviousSecret[] = [];
+  v.forEach((entry: unknown, i) => {
+    const e = entry as { apiSecret?: unknown; secret?: unknown; validUntil?: unknown } | null;
+    const secret = e?.apiSecret ?? e?.secret;
+    if (
+      typeof secret !== 'string' ||
+      secret.length === 0 ||
+      typeof e?.validUntil !== 'string' ||
+      Number.isNaN(Date.parse(e.validUntil))
+    ) {
+      errors.push(`${where}[${i}]: needs apiSecret and a validUntil date`);
+      return;
+    }
+    out.push({ secret, validUntil: e.validUntil });
+  });
+  return out;
+}
+
+function stringList(v: unknown, where: string, errors: string[]): string[] {
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) {
+    errors.push(`${where}: must be a list of strings`);
+    return [];
+  }
+  return [...new Set(v as string[])];
+}
+
+/**
+ * The external form (Redis, keys files, exports): `apiSecret` is the field
+ * name used everywhere outside the process. `sealSecret` may replace each
+ * secret with a sealed (encrypted) string stored under `encSecret`.
+ */
+export function toExternal(r: KeyRecord, sealSecret?: (secret: string) => string): Record<string, unknown> {
+  const { secret, previousSecrets, ...rest } = r;
+  const put = (s: string) => (sealSecret ? { encSecret: sealSecret(s) } : { apiSecret: s });
+  return {
+    ...rest,
+    ...put(secret),
+    ...(previousSecrets && {
+      previousSecrets: previousSecrets.map((p) => ({ ...put(p.secret), validUntil: p.validUntil })),
+    }),
+  };
+}
+
+export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets'> & {
+  status: KeyStatus;
+  previousSecrets?: Array<{ validUntil: string }>;
+};
+
+export type KeyStatus = 'active' | 'revoked' | 'expired';
+
+/** active, revoked, or expired (an active key past its expiresAt, treated like revoked). */
+export function keyStatus(r: KeyRecord, nowMs: number): KeyStatus {
+  if (r.state === 'revoked') return 'revoked';
+  if (r.expiresAt !== undefined && Date.parse(r.expiresAt) <= nowMs) return 'expired';
+  return 'active';
+}
+
+/** A view of a record that is safe to print or log: never a secret. */
+export function publicView(r: KeyRecord, nowMs = Date.now()): PublicKeyView {
+  const { secret: _secret, previousSecrets, ...rest } = r;
+  return {
+    ...rest,
+    status: keyStatus(r, nowMs),
+    ...(previousSecrets && { previousSecrets: previousSecrets.map((p) => ({ validUntil: p.validUntil })) }),
+  };
+}
+
+/** 32 random bytes for secrets (base64url, used by clients as a plain string); 16 for key names. */
+export function generateKeyMaterial(): { apiKey: string; secret: string; id: string } {
+  return {
+    apiKey: `kg_${randomBytes(16).toString('hex')}`,
+    secret: randomBytes(32).toString('base64url'),
+    id: `key_${randomBytes(8).toString('hex')}`,
+  };
+}

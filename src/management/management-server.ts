@@ -1,0 +1,246 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { dirname, extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from 'pino';
+import type { Limits } from '../config/read-limits.js';
+import { matchToken, type ManagementToken } from '../config/management-tokens.js';
+import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
+import type { KeyOperations } from './key-operations.js';
+import { StoreUnavailableError, type Store } from '../store/store.js';
+import { ROUTES, type Answer, type Route } from './management-routes.js';
+import { serverTimeouts } from '../config/server-timeouts.js';
+
+export const OPENAPI_FILE = fileURLToPath(new URL('../../config/management-openapi.json', import.meta.url));
+export const CONSOLE_DIR = dirname(fileURLToPath(new URL('../../console/index.html', import.meta.url)));
+/** Request bodies above this are refused (413) before they are read. */
+export const MAX_BODY_BYTES = 64 * 1024;
+
+const API_KEY = /^[A-Za-z0-9_.-]{1,128}$/;
+const JSON_TYPE = /^application\/json\s*(;|$)/i;
+const TYPES: Readonly<Record<string, string>> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.png': 'image/png',
+  '.svg': 'image/svg+xml',
+};
+/**
+ * On every answer. The console loads only its own files (no inline script, no CDN, no framing);
+ * JSON answers are never cached or sniffed; a token never leaks through a Referer.
+ */
+const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
+  ['content-security-policy', "default-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"],
+  ['x-content-type-options', 'nosniff'],
+  ['referrer-policy', 'no-referrer'],
+  ['cache-control', 'no-store'],
+];
+
+export interface ManagementServerDeps {
+  ops: KeyOperations;
+  store: Pick<Store, 'kind' | 'getUsage'>;
+  /** The tokens in force (the tokens file reloads on change). */
+  tokens: () => readonly ManagementToken[];
+  logger: Logger;
+  now: () => number;
+}
+
+interface Matched {
+  route: Route;
+  apiKey: string | undefined;
+}
+
+/** /v1/keys, /v1/keys/{apiKey}, /v1/keys/{apiKey}/{action}: the route for a path and method, or why not. */
+function match(method: string, path: string): Matched | 'no_route' | 'method_not_allowed' {
+  const parts = path.split('/');
+  if (parts[1] !== 'v1' || parts[2] !== 'keys' || parts.length > 5) return 'no_route';
+  let apiKey: string | undefined;
+  let pattern = '/v1/keys';
+  if (parts.length >= 4) {
+    try {
+      apiKey = decodeURIComponent(parts[3] as string);
+    } catch {
+      return 'no_route';
+    }
+    if (!API_KEY.test(apiKey)) return 'no_route';
+    pattern = parts.length === 5 ? `/v1/keys/{apiKey}/${parts[4]}` : '/v1/keys/{apiKey}';
+  }
+  const candidates = ROUTES.filter((r) => r.pattern === pattern);
+  if (candidates.length === 0) return 'no_route';
+  const route = candidates.find((r) => r.method === method);
+  return route ? { route, apiKey } : 'method_not_allowed';
+}
+
+/** The console's files, read once at start: a handful of small files, served from memory. */
+function loadConsole(dir: string): Map<string, { type: string; body: Buffer }> {
+  const files = new Map<string, { type: string; body: Buffer }>();
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return files;
+  }
+  for (const name of names) {
+    const type = TYPES[extname(name)];
+    if (type) files.set(name === 'index.html' ? '' : name, { type, body: readFileSync(join(dir, name)) });
+  }
+  return files;
+}
+
+/**
+ * The management API (KEYGATE_MANAGEMENT_PORT): keys over HTTP for a service's
+ * settings backend, and the operator console at /console/. Its own listener,
+ * so a NetworkPolicy admits the settings backend here without admitting it to
+ * the proxy or the monitoring namespace to keys. Nothing here runs on the
+ * proxy's request path. Every /v1/ call needs a token from the tokens file;
+ * every change goes through the same key operations as `keygate keys`.
+ */
+export function createManagementServer(
+  options: {
+    limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'>;
+    consoleDir?: string;
+    openapiFile?: string;
+  },
+  deps: ManagementServerDeps,
+): Server {
+  const openapi = readFileSync(options.openapiFile ?? OPENAPI_FILE);
+  const consoleFiles = loadConsole(options.consoleDir ?? CONSOLE_DIR);
+  const routeDeps = { ops: deps.ops, store: deps.store, now: deps.now };
+
+  const send = (res: ServerResponse, status: number, body?: unknown, headers?: Readonly<Record<string, string>>) => {
+    if (res.headersSent) return void res.destroy();
+    res.statusCode = status;
+    for (const [k, v] of Object.entries(headers ?? {})) res.setHeader(k, v);
+    if (body === undefined) return void res.end();
+    const text = Buffer.from(JSON.stringify(body));
+    res.setHeader('content-type', 'application/json');
+    res.setHeader('content-length', text.length);
+    res.end(text);
+  };
+  /** The one place a management error becomes a response. */
+  const fail = (res: ServerResponse, error: ManagementError, message?: string, problems?: readonly string[]) => {
+    const { status } = MANAGEMENT_ERRORS[error];
+    const headers: Record<string, string> =
+      status === 401 ? { 'www-authenticate': 'Bearer realm="keygate-management"' } : {};
+    if (status === 413) headers.connection = 'close';
+    send(
+      res,
+      status,
+      { error, message: message ?? MANAGEMENT_ERRORS[error].message, ...(problems && { problems }) },
+      headers,
+    );
+  };
+  const answer = (res: ServerResponse, a: Answer) =>
+    'error' in a ? fail(res, a.error, a.message, a.problems) : send(res, a.status, a.body, a.headers);
+
+  const serveConsole = (req: IncomingMessage, res: ServerResponse, path: string) => {
+    if (req.method !== 'GET' && req.method !== 'HEAD') return fail(res, 'method_not_allowed');
+    const file = consoleFiles.get(path.slice('/console/'.length));
+    if (!file) return fail(res, 'no_route');
+    res.setHeader('content-type', file.type);
+    res.setHeader('content-length', file.body.length);
+    res.end(req.method === 'HEAD' ? undefined : file.body);
+  };
+
+  /** The token this request presents, or undefined. Exactly one Authorization header, exactly "Bearer <token>". */
+  const authenticate = (req: IncomingMessage): ManagementToken | undefined => {
+    let value: string | undefined;
+    const raw = req.rawHeaders;
+    for (let i = 0; i < raw.length; i += 2) {
+      if ((raw[i] as string).toLowerCase() !== 'authorization') continue;
+      if (value !== undefined) return undefined;
+      value = raw[i + 1];
+    }
+    const m = value === undefined ? null : /^Bearer ([\x21-\x7e]{1,512})$/.exec(value);
+    return m ? matchToken(deps.tokens(), m[1] as string) : undefined;
+  };
+
+  const readBody = (req: IncomingMessage): Promise<Buffer | 'too_large'> =>
+    new Promise((resolve, reject) => {
+      const declared = Number(req.headers['content-length'] ?? 0);
+      if (declared > MAX_BODY_BYTES) return resolve('too_large');
+      const chunks: Buffer[] = [];
+      let size = 0;
+      req.on('data', (chunk: Buffer) => {
+        size += chunk.length;
+        if (size > MAX_BODY_BYTES) {
+          req.removeAllListeners('data');
+          req.pause();
+          resolve('too_large');
+        } else chunks.push(chunk);
+      });
+      req.on('end', () => resolve(Buffer.concat(chunks)));
+      req.on('error', reject);
+    });
+
+  async function handle(req: IncomingMessage, res: ServerResponse, line: Record<string, unknown>): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://management.invalid');
+    const path = url.pathname;
+    if (path === '/' || path === '/console') {
+      res.setHeader('location', '/console/');
+      return send(res, 308);
+    }
+    if (path.startsWith('/console/')) return serveConsole(req, res, path);
+    const method = req.method ?? '';
+    const openapiRoute = path === '/v1/openapi.json';
+    const found = openapiRoute ? undefined : match(method === 'HEAD' ? 'GET' : method, path);
+    if (found === 'no_route') return fail(res, 'no_route');
+    if (found === 'method_not_allowed' || (openapiRoute && method !== 'GET' && method !== 'HEAD'))
+      return fail(res, 'method_not_allowed');
+    line.route = openapiRoute ? path : found?.route.pattern;
+    // Every /v1/ call, the description included, needs a token: the console signs in with one first.
+    const token = authenticate(req);
+    if (!token) return fail(res, 'unauthorized');
+    line.actor = token.name;
+    if (openapiRoute) {
+      res.setHeader('content-type', 'application/json');
+      res.setHeader('content-length', openapi.length);
+      return void res.end(method === 'HEAD' ? undefined : openapi);
+    }
+    const { route, apiKey } = found as Matched;
+    if (route.write && token.access !== 'write') return fail(res, 'read_only_token');
+    if (route.write && deps.store.kind !== 'redis') return fail(res, 'writes_need_redis');
+    let body: unknown;
+    if (route.body) {
+      const raw = await readBody(req);
+      if (raw === 'too_large') return fail(res, 'body_too_large');
+      if (raw.length > 0) {
+        if (!JSON_TYPE.test(req.headers['content-type'] ?? '')) return fail(res, 'not_json');
+        try {
+          body = JSON.parse(raw.toString('utf8'));
+        } catch {
+          return fail(res, 'invalid_request', undefined, ['body: not valid JSON']);
+        }
+      }
+    }
+    const idem = req.headers['idempotency-key'];
+    const call = {
+      apiKey,
+      query: url.searchParams,
+      body,
+      actor: token.name,
+      idempotencyKey: Array.isArray(idem) ? idem.join(',') : idem,
+    };
+    answer(res, await route.handle(call, routeDeps));
+  }
+
+  return createServer(serverTimeouts(options.limits), (req, res) => {
+    const started = performance.now();
+    // Logged once per call: the route pattern and the token's name, never the token, a key or a secret.
+    const line: Record<string, unknown> = { method: req.method };
+    for (const [k, v] of SECURITY_HEADERS) res.setHeader(k, v);
+    res.once('close', () => {
+      line.status = res.statusCode;
+      line.durationMs = Math.round((performance.now() - started) * 10) / 10;
+      deps.logger.info({ management: line }, 'management request');
+    });
+    handle(req, res, line).catch((err: unknown) => {
+      if (err instanceof StoreUnavailableError) {
+        deps.logger.warn({ err: err.message }, 'management request: key store unavailable');
+        return fail(res, 'store_unavailable');
+      }
+      deps.logger.error({ err }, 'management request: internal error');
+      fail(res, 'internal_error');
+    });
+  });
+}

@@ -1,0 +1,74 @@
+import type { KeyRecord } from '../keys/key-record.js';
+import type { KeyUsage } from '../keys/key-usage.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
+import type { RateState } from './rate-limit.js';
+
+/** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
+export class StoreUnavailableError extends Error {
+  override readonly name = 'StoreUnavailableError';
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** Who changed which key, how and when. Never a secret. */
+export interface AuditEntry {
+  readonly at: string;
+  readonly actor: string;
+  readonly action: string;
+  readonly apiKey: string;
+  readonly id: string;
+  readonly detail?: string;
+}
+
+/**
+ * What the store decided for a request whose signature verified:
+ *   admitted — within the key's rate limit and a first use of the nonce (now recorded, usage counted);
+ *   replay   — the nonce was already used (nothing written, no allowance spent);
+ *   limited  — over the rate limit (nothing written: the token is not burned and may be retried).
+ * `rate` is present whenever the key has a limit.
+ */
+export type Admission =
+  | { readonly outcome: 'admitted'; readonly rate: RateState | undefined }
+  | { readonly outcome: 'replay' }
+  | { readonly outcome: 'limited'; readonly rate: RateState };
+
+/** A key change announced to every running instance (`null` = everything may have changed). */
+export type KeyChangeListener = (apiKey: string | null) => void;
+
+/**
+ * What the request path and the CLI need from a store. Two implementations:
+ * memory (embedded default, one process) and Redis (shared by replicas).
+ * Both pass the same contract suite (test/e2e/store-contract.test.ts).
+ */
+export interface Store {
+  readonly kind: 'memory' | 'redis';
+  getKey(apiKey: string): Promise<KeyRecord | null>;
+  listKeys(): Promise<KeyRecord[]>;
+  putKey(record: KeyRecord): Promise<void>;
+  /** Returns false when no such key existed. Also drops the key's rate-limit state and usage. */
+  deleteKey(apiKey: string): Promise<boolean>;
+  /**
+   * The request path's one store call, atomic and (in Redis) one round trip:
+   * rate-limit check (GCRA on the store's clock; skipped when `limit` is
+   * undefined), then the nonce (recorded for `ttlMs` if new), then usage
+   * (lastUsedAt, count for today). See Admission for what each outcome wrote.
+   */
+  admit(apiKey: string, nonce: string, ttlMs: number, limit: CompiledLimit | undefined): Promise<Admission>;
+  /** When a key was last admitted and its per-day counts (the last USAGE_DAYS days). */
+  getUsage(apiKey: string): Promise<KeyUsage>;
+  /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
+  onKeyChange(listener: KeyChangeListener): () => void;
+  /**
+   * Sets `name` to `value` unless it is set, kept `ttlMs`; returns the value already there, or
+   * null when this call set it. Idempotency-Keys of the management API (shared by every instance in Redis).
+   */
+  claimOnce(name: string, value: string, ttlMs: number): Promise<string | null>;
+  /** Appends an audit entry where the store keeps them (Redis stream `keygate:audit`); no-op in memory. */
+  appendAudit(entry: AuditEntry): Promise<void>;
+  /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
+  ping(): Promise<void>;
+  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0. */
+  countKeys(): Promise<number>;
+  close(): Promise<void>;
+}
