@@ -147,7 +147,7 @@ export interface ServedKeygate extends KeygateProcess {
 /**
  * `keygate serve` (or `args`, e.g. ['demo']) as an operator runs it, on free ports of 127.0.0.1, with no
  * Redis and no keys file unless `env` names them. Resolves once the admin /healthz answers (Keygate opens
- * the proxy port first); rejects with the process's output if it exits or is not healthy within 15 s.
+ * the proxy port first); rejects with the process's output if it exits or is not healthy within 25 s.
  */
 export async function serveKeygate(
   env: ChildEnv,
@@ -168,7 +168,9 @@ export async function serveKeygate(
     },
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
-  const deadline = Date.now() + 15_000;
+  // Waits for an event (healthy, or exited). The deadline only turns a hang into a message with the output, so it
+  // sits just under the test timeout (30 s): a busy machine may take seconds to start Node, which is no failure.
+  const deadline = Date.now() + 25_000;
   for (;;) {
     if (p.child.exitCode !== null || p.child.signalCode !== null)
       throw new Error(`keygate exited at start:\n${p.output()}`);

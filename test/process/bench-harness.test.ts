@@ -34,7 +34,9 @@ describe('benchmark harness (short mode)', () => {
       expect(r.mixed10pctReplay10pctBad[name].non2xxShare).toBeLessThan(0.25);
       expect(r.pureRejection[name].non2xxShare).toBe(1);
     }
-    expect(r.redisNonceBytesPerRequest).toBeGreaterThan(0);
+    // A difference of Redis's used_memory before and after the run: it is measured, but Redis frees and
+    // defragments on its own schedule, so on a busy machine it can come out negative. Reported, not bounded.
+    expect(Number.isFinite(r.redisNonceBytesPerRequest), 'redisNonceBytesPerRequest is a number').toBe(true);
   });
 
   it(

@@ -9,6 +9,10 @@ const SECONDS = Number(process.env.KEYGATE_SOAK_SECONDS ?? 15);
  * The short soak: the same script as `npm run soak`, for SECONDS seconds at
  * 150 req/s of mixed good, bad and replayed traffic against Keygate + Redis +
  * upstream on loopback (needs the build, which npm test does first).
+ *
+ * It asserts behaviour only (every answer as expected, nothing left in flight, bounded memory). Latency and the
+ * achieved rate depend on what else the machine runs, so they are printed, not asserted: a speed expectation
+ * belongs to `npm run soak` / the benchmarks, where it is compared side by side in one run.
  */
 describe('soak (short)', () => {
   it(`${SECONDS} s of mixed traffic: every answer as expected, no errors, bounded memory`, () => {
@@ -37,10 +41,9 @@ describe('soak (short)', () => {
     expect(report.unexpected).toBe(0);
     expect(report.errors).toBe(0);
     expect(report.leftInFlight).toBe(0);
-    expect(report.achievedRate).toBeGreaterThan(150 * 0.8);
+    expect(report.sent).toBeGreaterThan(0);
     for (const [kind, k] of Object.entries(report.byKind)) expect(k.sent, kind).toBeGreaterThan(0);
     expect(report.memory.growthMb).toBeLessThan(48);
-    expect(report.latencyMs.p99).toBeLessThan(1_000);
     expect(report.pass).toBe(true);
     expect(out.status).toBe(0);
   }, 120_000);
