@@ -150,9 +150,7 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     expect(Date.now() - t0).toBeLessThan(1_000);
     await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { scopes: ['accounts:read'] } });
     for (const gate of [a, b])
-      await expect
-        .poll(async () => (await proxied(gate, k.apiKey, secret)).status, PUBLISHED_WITHIN)
-        .toBe(200);
+      await expect.poll(async () => (await proxied(gate, k.apiKey, secret)).status, PUBLISHED_WITHIN).toBe(200);
     t0 = Date.now();
     const revoked = await writer.call('POST', `/v1/keys/${k.apiKey}/revoke`, { json: { reason: 'laptop lost' } });
     expect(revoked.json()).toMatchObject({ state: 'revoked', status: 'revoked', revokeReason: 'laptop lost' });

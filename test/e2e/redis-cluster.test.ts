@@ -117,8 +117,7 @@ describe('Redis Cluster', () => {
       KEYGATE_REDIS_PASSWORD: cluster.password,
     });
     const cliDone = Date.now();
-    for (const g of gates)
-      await expect.poll(() => status(g, token('ck-5', SECRET)), PUBLISHED_WITHIN).toBe(404);
+    for (const g of gates) await expect.poll(() => status(g, token('ck-5', SECRET)), PUBLISHED_WITHIN).toBe(404);
     console.log(`cluster revocation reached all 3 instances ${Date.now() - cliDone} ms after the CLI returned`);
     expect(await status(gates[0]!, token('ck-6', SECRET))).toBe(200);
     const { stdout } = await runKeygate(['keys', 'list', '--json'], {

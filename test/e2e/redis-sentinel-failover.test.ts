@@ -189,9 +189,7 @@ describe('Redis Sentinel failover during traffic', () => {
     const cliDone = Date.now();
     for (const [i, g] of gates.entries()) {
       try {
-        await expect
-          .poll(async () => (await call(g, token(revokeKey, SECRET))).status, PUBLISHED_WITHIN)
-          .toBe(404);
+        await expect.poll(async () => (await call(g, token(revokeKey, SECRET))).status, PUBLISHED_WITHIN).toBe(404);
       } catch (err) {
         const store = g.keygate.store as unknown as { client: { status: string } };
         console.log(

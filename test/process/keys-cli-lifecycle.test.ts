@@ -163,9 +163,7 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     );
     expect(await cli('import', file)).toContain('imported 2 new');
     expect(await cli('import', file)).toContain('skipped 2');
-    await expect
-      .poll(() => status(a, 'imported-1', 'imported-secret-0123456789'), PUBLISHED_WITHIN)
-      .toBe(200);
+    await expect.poll(() => status(a, 'imported-1', 'imported-secret-0123456789'), PUBLISHED_WITHIN).toBe(200);
 
     const plain = await cli('export');
     expect(plain).toContain('imported-1');
