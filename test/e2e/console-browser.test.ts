@@ -12,7 +12,7 @@ import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-/** Debian's chromium (.ci/run installs it); driven through the DevTools protocol by playwright-core. */
+/** Debian's chromium (npm run test:all installs it); driven through the DevTools protocol by playwright-core. */
 const CHROMIUM = '/usr/bin/chromium';
 /** Where the screenshot in docs/management-api.md lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
 const SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-keys.png');
@@ -29,7 +29,7 @@ describe('operator console in a real browser', () => {
   const apiRequests: Array<{ url: string; headers: Record<string, string> }> = [];
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (npm run test:all does)`);
     redis = await startRedis();
     upstream = await startRecordingUpstream();
     tokens = writeTokensFile([{ name: 'operator', access: 'write' }]);
