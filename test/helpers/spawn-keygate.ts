@@ -1,3 +1,4 @@
+import { guard } from './slowdown.js';
 import { execFile, spawn, type ChildProcessByStdio } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
@@ -110,7 +111,7 @@ export function spawnKeygate(args: string[], options: SpawnOptions = {}): Keygat
     child,
     pid,
     lines: () => lines,
-    async line(match, timeoutMs = 15_000) {
+    async line(match, timeoutMs = guard(15_000)) {
       const accepts = typeof match === 'string' ? (l: Record<string, unknown>) => l.msg === match : match;
       const deadline = Date.now() + timeoutMs;
       for (;;) {
@@ -147,7 +148,7 @@ export interface ServedKeygate extends KeygateProcess {
 /**
  * `keygate serve` (or `args`, e.g. ['demo']) as an operator runs it, on free ports of 127.0.0.1, with no
  * Redis and no keys file unless `env` names them. Resolves once the admin /healthz answers (Keygate opens
- * the proxy port first); rejects with the process's output if it exits or is not healthy within 25 s.
+ * the proxy port first); rejects with the process's output if it exits or is not healthy within 25 s (scaled by the run's measured slowdown).
  */
 export async function serveKeygate(
   env: ChildEnv,
@@ -169,8 +170,8 @@ export async function serveKeygate(
   });
   const adminUrl = `http://127.0.0.1:${adminPort}`;
   // Waits for an event (healthy, or exited). The deadline only turns a hang into a message with the output, so it
-  // sits just under the test timeout (30 s): a busy machine may take seconds to start Node, which is no failure.
-  const deadline = Date.now() + 25_000;
+  // sits under the test timeout and scales with it: a busy machine may take seconds to start Node, which is no failure.
+  const deadline = Date.now() + guard(25_000);
   for (;;) {
     if (p.child.exitCode !== null || p.child.signalCode !== null)
       throw new Error(`keygate exited at start:\n${p.output()}`);

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { guard } from '../helpers/slowdown.js';
 
 const run = promisify(execFile);
 
@@ -14,10 +15,10 @@ const run = promisify(execFile);
  * 2xx, the mixed load was refused in the expected share, rejections were all refused.
  */
 describe('benchmark harness (short mode)', () => {
-  it('measures every target side by side and writes a result file', { timeout: 180_000 }, async () => {
+  it('measures every target side by side and writes a result file', { timeout: guard(180_000) }, async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-test-')), 'result.json');
     await run('node', ['scripts/bench.mjs', '--short', '--duration', '1', '--connections', '20', '--out', out], {
-      timeout: 170_000,
+      timeout: guard(170_000),
       maxBuffer: 10_000_000,
     });
     const r = JSON.parse(readFileSync(out, 'utf8'));
@@ -41,7 +42,7 @@ describe('benchmark harness (short mode)', () => {
 
   it(
     'A/B: builds the baseline revision in a worktree and measures both builds side by side',
-    { timeout: 180_000 },
+    { timeout: guard(180_000) },
     async () => {
       const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-ab-test-')), 'ab.json');
       await run(
@@ -63,7 +64,7 @@ describe('benchmark harness (short mode)', () => {
           out,
         ],
         {
-          timeout: 170_000,
+          timeout: guard(170_000),
           maxBuffer: 10_000_000,
         },
       );

@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { guard } from '../helpers/slowdown.js';
 
 const SCRIPT = fileURLToPath(new URL('../../scripts/soak.mjs', import.meta.url));
 const SECONDS = Number(process.env.KEYGATE_SOAK_SECONDS ?? 15);
@@ -15,36 +16,40 @@ const SECONDS = Number(process.env.KEYGATE_SOAK_SECONDS ?? 15);
  * belongs to `npm run soak` / the benchmarks, where it is compared side by side in one run.
  */
 describe('soak (short)', () => {
-  it(`${SECONDS} s of mixed traffic: every answer as expected, no errors, bounded memory`, () => {
-    const out = spawnSync(
-      process.execPath,
-      [SCRIPT, '--duration', `${SECONDS}s`, '--rate', '150', '--json', '--max-rss-growth-mb', '48'],
-      { encoding: 'utf8', timeout: (SECONDS + 45) * 1000 },
-    );
-    expect(out.status, out.stderr).not.toBeNull();
-    const report = JSON.parse(out.stdout.trim().split('\n').pop() as string) as {
-      pass: boolean;
-      sent: number;
-      unexpected: number;
-      errors: number;
-      leftInFlight: number;
-      achievedRate: number;
-      latencyMs: { p50: number; p99: number; max: number };
-      memory: { growthMb: number };
-      byKind: Record<string, { sent: number }>;
-      samples: string[];
-    };
-    console.log(
-      `[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, latencyMs: report.latencyMs, memory: report.memory })}`,
-    );
-    expect(report.samples).toEqual([]);
-    expect(report.unexpected).toBe(0);
-    expect(report.errors).toBe(0);
-    expect(report.leftInFlight).toBe(0);
-    expect(report.sent).toBeGreaterThan(0);
-    for (const [kind, k] of Object.entries(report.byKind)) expect(k.sent, kind).toBeGreaterThan(0);
-    expect(report.memory.growthMb).toBeLessThan(48);
-    expect(report.pass).toBe(true);
-    expect(out.status).toBe(0);
-  }, 120_000);
+  it(
+    `${SECONDS} s of mixed traffic: every answer as expected, no errors, bounded memory`,
+    () => {
+      const out = spawnSync(
+        process.execPath,
+        [SCRIPT, '--duration', `${SECONDS}s`, '--rate', '150', '--json', '--max-rss-growth-mb', '48'],
+        { encoding: 'utf8', timeout: guard((SECONDS + 45) * 1000) },
+      );
+      expect(out.status, out.stderr).not.toBeNull();
+      const report = JSON.parse(out.stdout.trim().split('\n').pop() as string) as {
+        pass: boolean;
+        sent: number;
+        unexpected: number;
+        errors: number;
+        leftInFlight: number;
+        achievedRate: number;
+        latencyMs: { p50: number; p99: number; max: number };
+        memory: { growthMb: number };
+        byKind: Record<string, { sent: number }>;
+        samples: string[];
+      };
+      console.log(
+        `[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, latencyMs: report.latencyMs, memory: report.memory })}`,
+      );
+      expect(report.samples).toEqual([]);
+      expect(report.unexpected).toBe(0);
+      expect(report.errors).toBe(0);
+      expect(report.leftInFlight).toBe(0);
+      expect(report.sent).toBeGreaterThan(0);
+      for (const [kind, k] of Object.entries(report.byKind)) expect(k.sent, kind).toBeGreaterThan(0);
+      expect(report.memory.growthMb).toBeLessThan(48);
+      expect(report.pass).toBe(true);
+      expect(out.status).toBe(0);
+    },
+    guard(120_000),
+  );
 });
