@@ -19,6 +19,7 @@ const tier = (name: string, globalSetup: string[] = BUILDS_DIST) => ({
 
 // Hang guards (test and hook timeouts, child-process deadlines) scale with how busy the machine is right now, measured
 // once here; the workers read it from the environment (test/helpers/slowdown.ts). Assertions never use it.
+const measured = process.env.KEYGATE_TEST_SLOWDOWN === undefined;
 const slowdown = measureSlowdown(process.env, () => {
   const started = performance.now();
   spawnSync(process.execPath, ['-e', '0']);
