@@ -26,7 +26,7 @@ const slowdown = measureSlowdown(process.env, () => {
   return performance.now() - started;
 });
 process.env.KEYGATE_TEST_SLOWDOWN = String(slowdown);
-if (slowdown > 1)
+if (measured && slowdown > 1)
   console.log(`[slowdown] this machine starts Node ${slowdown}x slower than a quiet one: hang guards scaled`);
 
 export default defineConfig({
