@@ -67,6 +67,7 @@ export interface KeyOperations {
     apiKey: string,
     graceMs: number,
     actor: string,
+    reason?: string,
   ): Promise<Done<{ record: KeyRecord; secret: string; previousSecretValidUntil: string }>>;
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
@@ -193,15 +194,17 @@ export function createKeyOperations(deps: {
       });
       return after(r);
     },
-    async rotate(apiKey, graceMs, actor) {
+    async rotate(apiKey, graceMs, actor, reason) {
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
       let secret = '';
+      // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
+      const detail = reason ? `grace=${graceMs}ms; reason=${reason}` : `grace=${graceMs}ms`;
       const r = await change(apiKey, 'rotate', actor, false, (current) => {
         if (keyStatus(current, t) !== 'active') return conflict('only an active key can be rotated');
         const rotated = rotateKey(current, graceMs, t);
         secret = rotated.secret;
-        return done({ next: rotated.record, detail: `grace=${graceMs}ms` });
+        return done({ next: rotated.record, detail });
       });
       if (!r.ok) return r;
       return done({
