@@ -5,6 +5,7 @@ import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
 import { serveWorkers } from './serve-workers.js';
+import { describeListenError } from './listen-error.js';
 import { packageVersion } from '../observe/package-version.js';
 import type { Command } from './command-line.js';
 
@@ -65,7 +66,7 @@ export const serveCommand: Command = {
     options: [],
     details: `Configured by KEYGATE_* environment variables (docs/reference/configuration.md).
 Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 when the configuration is invalid
-(every problem is listed on stderr).`,
+(every problem is listed on stderr) or a port cannot be bound (the setting is named on stderr).`,
   },
   run: (_parsed, io) => serve(io.env),
 };
@@ -84,7 +85,19 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   if (config.redis && !config.secretEncryptionKeys)
     logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
-  const { port, adminPort, managementPort } = await keygate.listen();
+  let ports: Awaited<ReturnType<typeof keygate.listen>>;
+  try {
+    ports = await keygate.listen();
+  } catch (err) {
+    // Nothing else keeps a half-started Keygate alive: close what was opened (store, watchers) and exit 1.
+    const message = describeListenError(err, config);
+    logger.error({ err: message }, 'keygate cannot start');
+    process.stderr.write(`keygate: ${message}\n`);
+    await keygate.close().catch(() => {});
+    logger.flush();
+    return 1;
+  }
+  const { port, adminPort, managementPort } = ports;
   logger.info(
     {
       version: packageVersion(),
