@@ -4,6 +4,8 @@ import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import cluster from 'node:cluster';
+import { unknownEnvProblems } from '../config/env-names.js';
 import { serveWorkers } from './serve-workers.js';
 import { describeListenError } from './listen-error.js';
 import { packageVersion } from '../observe/package-version.js';
@@ -79,6 +81,8 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     return 1;
   }
   const logger = createLogger({ level: config.logLevel });
+  // Workers run serve() again: the primary alone warns, once per name.
+  if (cluster.isPrimary) for (const problem of unknownEnvProblems(env)) logger.warn(problem);
   if (config.workers > 1) return serveWorkers(config, logger);
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
