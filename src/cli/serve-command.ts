@@ -45,6 +45,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     ...(config.forwardAuthPathPrefix && { forwardAuthPathPrefix: config.forwardAuthPathPrefix }),
     store: config.redis ? 'redis' : 'memory',
     redis: describeRedis(config.redis),
+    ...(config.management && { managementPort: config.management.port, managementHost: config.management.host }),
     workers: config.workers,
     keysFile: config.keysFile,
     secretsAtRest: config.redis ? (config.secretEncryptionKeys ? 'aes-256-gcm' : 'plain') : undefined,
@@ -131,7 +132,14 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
       keygate.reloadPolicy();
       if (config.management) keygate.reloadManagementTokens();
       if (config.keysFile && !config.redis) keygate.reloadKeys();
-      else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
+      // Say exactly what SIGHUP re-read; each file's own "loaded"/"rejected" line says how it went.
+      const reloaded = [
+        'policy file',
+        ...(config.management ? ['management tokens file'] : []),
+        ...(config.keysFile && !config.redis ? ['keys file'] : []),
+      ];
+      const keys = config.redis ? 'from Redis: changes arrive by pub/sub, nothing to re-read' : undefined;
+      logger.info({ reloaded, ...(keys && { keys }) }, `SIGHUP: reloaded the ${reloaded.join(', ')}`);
     });
   });
   logger.info('keygate stopped');

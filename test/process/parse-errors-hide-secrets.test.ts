@@ -142,6 +142,10 @@ describe('parse errors in keys and tokens files name line and column, never the 
         s.child.kill('SIGHUP');
         const hupped = await s.line(rejected((c) => c === 'reload requested'));
         for (const line of [watched, hupped]) expect(JSON.stringify(line.problems)).toContain(at);
+        // Item 8: SIGHUP's own line names every file it re-read (it used to say "only the policy file").
+        expect((await s.line((l) => String(l.msg).startsWith('SIGHUP:'))).msg).toBe(
+          'SIGHUP: reloaded the policy file, management tokens file, keys file',
+        );
         expectNoSecret(s.output());
       } finally {
         await s.stop();
