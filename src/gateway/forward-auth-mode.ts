@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
-import { KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
+import { KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
+import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { renderError } from './render.js';
 
 /** On every forward-auth refusal: the catalogue code, for proxies that drop the body (nginx). */
@@ -16,14 +17,8 @@ export const REFUSAL_STATUS_HEADER = 'x-keygate-refusal-status';
  */
 export const RENDER_HEADER = 'x-keygate-render';
 
-/** The request the asking proxy wants checked. */
-export interface OriginalRequest {
-  readonly ok: true;
-  readonly method: string | undefined;
-  readonly url: string | undefined;
-}
-
-export interface ForwardAuth {
+/** Forward-auth mode: the gateway's mode, plus the parts worth testing on their own. */
+export interface ForwardAuthMode extends GatewayMode {
   /**
    * The original method and URI, from exactly one source:
    *   nginx auth_request: X-Original-Method + X-Original-URI (set by the shipped config);
@@ -33,11 +28,11 @@ export interface ForwardAuth {
    */
   original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
   /**
-   * Allowed: 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
+   * Pass (allowed): 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
    * route, a key without an owner; so the proxy's copy replaces any client copy) and X-Request-Id.
    */
-  allow(res: ServerResponse, keyId: string | undefined, requestId: string, owner?: string): void;
-  /** Called by the gateway's one refusal path: adds X-Keygate-Code; returns the status the asking proxy needs, if any. */
+  allow(res: ServerResponse, keyId: string | undefined, requestId: string, owner: string | undefined): void;
+  /** Refusal adapted: adds X-Keygate-Code; returns the status the asking proxy asked for (401 or 403), if any. */
   refusing(res: ServerResponse, code: ErrorCode): number | undefined;
   /** The code a render request names (from a trusted peer only), or undefined if this is not one. */
   renderCode(req: IncomingMessage): ErrorCode | undefined;
@@ -51,11 +46,39 @@ const CODE = /^[0-9]{5}$/;
 /** The raw index of a header's value on its first sighting; REPEATED after that. */
 const seen = (at: number, i: number) => (at === NO_HEADER ? i + 1 : REPEATED);
 
-/** Builds the forward-auth specifics; the steps themselves (target, route, authenticate, authorize) stay in the gateway. */
-export function createForwardAuth(options: { pathPrefix: string | undefined }): ForwardAuth {
+/** A forward-auth check forwards nothing, so there is no upstream head to build. */
+const NOTHING_FORWARDED: UpstreamHead = Object.freeze({
+  ok: true,
+  headers: Object.freeze([]) as unknown as string[],
+  body: 'none',
+});
+/** Where a proxy lets the time endpoint through to the upstream, no client copy of the identity goes along. */
+const NO_IDENTITY: readonly string[] = Object.freeze([KEY_ID_HEADER, '', KEY_OWNER_HEADER, '']);
+
+/**
+ * Forward-auth mode (KEYGATE_MODE=forward-auth): the request path runs on the
+ * request the asking proxy describes, and a pass answers 200 with the identity
+ * headers instead of forwarding. The steps themselves stay in request-path.ts.
+ */
+export function createForwardAuthMode(options: { pathPrefix: string | undefined }): ForwardAuthMode {
   const prefix = options.pathPrefix;
-  return {
-    original(req, peerTrusted) {
+  const mode: ForwardAuthMode = {
+    /**
+     * After a refusal nginx asks (error_page) for the body its auth_request dropped. The refusal
+     * was recorded by the check itself; this only renders it, so it is not recorded again.
+     */
+    preempt(req, res, peerTrusted) {
+      const code = mode.renderCode(req);
+      if (code === undefined || !peerTrusted(req)) return false;
+      try {
+        mode.render(res, code, requestIdOf(req.headers['x-request-id']));
+      } catch {
+        res.destroy();
+      }
+      return true;
+    },
+
+    original(req, peerTrusted): OriginalRequest | Denial {
       // Anyone else could claim any URI: their check is refused before a header is read.
       if (!peerTrusted) return deny('untrusted_peer');
       const raw = req.rawHeaders;
@@ -101,6 +124,14 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       return { ok: true, method: req.method, url };
     },
 
+    upstreamHead: () => NOTHING_FORWARDED,
+    timeHeaders: NO_IDENTITY,
+
+    pass(args, done) {
+      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner);
+      done(ALLOWED);
+    },
+
     allow(res, keyId, requestId, owner) {
       res.writeHead(200, [
         KEY_ID_HEADER,
@@ -136,4 +167,7 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       renderError(res, code);
     },
   };
+  return mode;
 }
+
+const ALLOWED = Object.freeze({ status: 200 });
