@@ -23,20 +23,21 @@ function filesUnder(dir: string, ends: string[]): string[] {
 
 /** KEYGATE_* names the suite and the scripts read or set in a process environment (not mere constants). */
 function toolingNamesInUse(): Set<string> {
-  const texts = [
-    ...filesUnder('test', ['.ts']),
-    ...filesUnder('scripts', ['.mjs', '.sh']),
-    readFileSync(join(repoRoot, '.ci/run'), 'utf8'),
-  ];
-  const patterns = [
-    /process\.env\.(KEYGATE_\w+)/g,
-    /process\.env\[['"](KEYGATE_\w+)['"]\]/g,
-    /export\s[^\n]*?\b(KEYGATE_\w+)(?==|\s|$)/gm,
+  const code = [...filesUnder('test', ['.ts']), ...filesUnder('scripts', ['.mjs'])];
+  const shell = [...filesUnder('scripts', ['.sh']), readFileSync(join(repoRoot, '.ci/run'), 'utf8')];
+  const inCode = [/process\.env\.(KEYGATE_\w+)/g, /process\.env\[['"](KEYGATE_\w+)['"]\]/g];
+  // Shell: what a script exports, reads with a default, or passes through sudo.
+  const inShell = [
+    /^\s*export\s[^\n]*?\b(KEYGATE_\w+)(?==|\s|$)/gm,
     /\$\{(KEYGATE_\w+):-/g,
     /--preserve-env=[^\s]*?\b(KEYGATE_\w+)\b/g,
   ];
   const names = new Set<string>();
-  for (const text of texts) for (const p of patterns) for (const m of text.matchAll(p)) names.add(m[1]!);
+  for (const [texts, patterns] of [
+    [code, inCode],
+    [shell, inShell],
+  ] as const)
+    for (const text of texts) for (const p of patterns) for (const m of text.matchAll(p)) names.add(m[1]!);
   return names;
 }
 
