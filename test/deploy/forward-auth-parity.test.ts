@@ -42,7 +42,7 @@ const FORGED = {
   'X-Api-Key-Id': 'forged',
   'X-Api-Key-Owner': 'forged-owner',
   'X-Api-Key': 'forged-key',
-  'x_api_key_id': 'forged-underscore',
+  x_api_key_id: 'forged-underscore',
   'X-Original-URL': '/api/v3/admin/users',
   'X-Rewrite-Url': '/api/v3/admin/users',
   Forwarded: 'for=203.0.113.9',
@@ -58,7 +58,11 @@ const FORGED = {
  */
 const ROWS: ParityRow[] = [
   { name: '40004 no Authorization header', path: ACCOUNTS_PATH, headers: () => ({}) },
-  { name: '40106 bad signature', path: ACCOUNTS_PATH, headers: () => bearer(token('good', 'another-secret-0123456789')) },
+  {
+    name: '40106 bad signature',
+    path: ACCOUNTS_PATH,
+    headers: () => bearer(token('good', 'another-secret-0123456789')),
+  },
   { name: '40106 malformed token', path: ACCOUNTS_PATH, headers: () => bearer('not-a-jwt') },
   {
     name: '40106 nonce outside recv_window (X-Server-Time)',
@@ -70,7 +74,11 @@ const ROWS: ParityRow[] = [
     path: ACCOUNTS_PATH,
     headers: () => bearer(token('good', Buffer.from(SECRET).toString('base64'))),
   },
-  { name: '40107 two spaces after Bearer', path: ACCOUNTS_PATH, headers: () => ({ authorization: `Bearer  ${token('good', SECRET)}` }) },
+  {
+    name: '40107 two spaces after Bearer',
+    path: ACCOUNTS_PATH,
+    headers: () => ({ authorization: `Bearer  ${token('good', SECRET)}` }),
+  },
   { name: '40107 Basic scheme', path: ACCOUNTS_PATH, headers: () => ({ authorization: 'Basic Zm9vOmJhcg==' }) },
   { name: '10403 key lacks the scope', path: ACCOUNTS_PATH, headers: () => auth('noscope') },
   { name: '10403 caller IP not on the allow-list', path: ACCOUNTS_PATH, headers: () => auth('faraway') },
@@ -91,15 +99,32 @@ const ROWS: ParityRow[] = [
     body: '{"side":"buy"}',
   },
   { name: '200 public route, no token', path: '/public/logo', headers: () => ({}) },
-  { name: '200 public route, token and forged identity', path: '/public/logo', headers: () => ({ ...good(), ...FORGED }) },
+  {
+    name: '200 public route, token and forged identity',
+    path: '/public/logo',
+    headers: () => ({ ...good(), ...FORGED }),
+  },
   { name: '200 forged identity and rewrite headers', path: ACCOUNTS_PATH, headers: () => ({ ...good(), ...FORGED }) },
   {
     name: '200 client-sent X-Original-URI / X-Forwarded-Uri',
     path: ACCOUNTS_PATH,
-    headers: () => ({ ...good(), 'X-Original-URI': '/public/logo', 'X-Original-Method': 'GET', 'X-Forwarded-Uri': '/public/logo' }),
+    headers: () => ({
+      ...good(),
+      'X-Original-URI': '/public/logo',
+      'X-Original-Method': 'GET',
+      'X-Forwarded-Uri': '/public/logo',
+    }),
   },
-  { name: '200 client-sent X-Keygate-Render', path: ACCOUNTS_PATH, headers: () => ({ ...good(), 'X-Keygate-Render': '10403' }) },
-  { name: '40000 X-HTTP-Method-Override', path: ACCOUNTS_PATH, headers: () => ({ ...good(), 'X-HTTP-Method-Override': 'DELETE' }) },
+  {
+    name: '200 client-sent X-Keygate-Render',
+    path: ACCOUNTS_PATH,
+    headers: () => ({ ...good(), 'X-Keygate-Render': '10403' }),
+  },
+  {
+    name: '40000 X-HTTP-Method-Override',
+    path: ACCOUNTS_PATH,
+    headers: () => ({ ...good(), 'X-HTTP-Method-Override': 'DELETE' }),
+  },
   { name: '40000 X-Method-Override', path: ACCOUNTS_PATH, headers: () => ({ ...good(), 'X-Method-Override': 'POST' }) },
   { name: '40000 _method in the query', path: `${ACCOUNTS_PATH}?_method=DELETE`, headers: good },
   { name: '200 /api/v3/time, timeEndpoint on (Keygate answers)', path: '/api/v3/time', headers: () => ({}) },
@@ -135,7 +160,15 @@ function expectParity(proxy: Outcome, recipe: Outcome, name: string) {
   expect(upstreamView(recipe), `${name}: what the service received`).toEqual(upstreamView(proxy));
   for (const got of recipe.received) {
     const names = got.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
-    for (const never of ['authorization', 'x-original-url', 'x-rewrite-url', 'x_api_key_id', 'x-api-key', 'forwarded', 'x-real-ip'])
+    for (const never of [
+      'authorization',
+      'x-original-url',
+      'x-rewrite-url',
+      'x_api_key_id',
+      'x-api-key',
+      'forwarded',
+      'x-real-ip',
+    ])
       expect(names, `${name}: ${never} reached the service`).not.toContain(never);
     expect(['key-good', 'key-owned', 'key-metered', undefined]).toContain(got.headers['x-api-key-id']);
   }

@@ -103,7 +103,14 @@ export async function runRow(world: World, upstream: RecordingUpstream, row: Par
  * management (each hop frames its own message), and the Date and Server every HTTP server stamps.
  * Everything else is compared, repeats included.
  */
-const HOP: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'transfer-encoding', 'content-length', 'date', 'server']);
+const HOP: ReadonlySet<string> = new Set([
+  'connection',
+  'keep-alive',
+  'transfer-encoding',
+  'content-length',
+  'date',
+  'server',
+]);
 /** Compared by name only: values that are per request (ids, clocks) or per listener (Host with its port). */
 const VOLATILE: ReadonlySet<string> = new Set(['x-request-id', 'x-server-time', 'host', 'x-forwarded-host']);
 
@@ -114,7 +121,9 @@ export function headerLines(raw: readonly string[]): string[] {
     const name = (raw[i] as string).toLowerCase();
     if (HOP.has(name)) continue;
     const value = raw[i + 1] as string;
-    out.push(VOLATILE.has(name) ? `${name}: …` : `${name}: ${name === 'ratelimit' ? value.replace(/;t=\d+/, ';t=…') : value}`);
+    out.push(
+      VOLATILE.has(name) ? `${name}: …` : `${name}: ${name === 'ratelimit' ? value.replace(/;t=\d+/, ';t=…') : value}`,
+    );
   }
   return out.sort();
 }
