@@ -28,9 +28,9 @@ import type { ForwardOutcome, Forwarder } from './forwarder.js';
 import { allowedHeaders, limitedHeaders } from './rate-limit-headers.js';
 import { renderError, renderRawError } from './render.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
+import { SERVER_TIME_HEADER, writeTimeAnswer } from './time-answer.js';
 
-/** On every 40106 caused by the nonce window: the server's time in nanoseconds. */
-export const SERVER_TIME_HEADER = 'x-server-time';
+export { SERVER_TIME_HEADER } from './time-answer.js';
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -140,7 +140,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     if (code === undefined || !trusted(deps.policy(), normalizeIp(req.socket.remoteAddress ?? '')))
       return begin(req, res, false);
     try {
-      fa.render(res, code, requestIdOf(req.headers['x-request-id']));
+      fa.render(res, code, requestIdOf(req.headers['x-request-id']), () => deps.clock.nowNs().toString());
     } catch {
       res.destroy();
     }
@@ -230,23 +230,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     const now = deps.clock.nowNs().toString();
     log.code = TIME;
     log.route = TIME_PATH;
-    const body = `{"serverTime":"${now}"}`;
-    const head = [
-      'content-type',
-      'application/json',
-      'cache-control',
-      'no-store',
-      SERVER_TIME_HEADER,
-      now,
-      'content-length',
-      String(body.length),
-      'x-request-id',
-      log.requestId,
-    ];
-    // Forward-auth: where a proxy lets this through to the upstream, no client copy of the identity goes along.
-    if (forwardAuth) head.push(KEY_ID_HEADER, '', KEY_OWNER_HEADER, '');
-    res.writeHead(200, head);
-    res.end(body);
+    if (forwardAuth) forwardAuth.time(res, now, log.requestId);
+    else writeTimeAnswer(res, now, log.requestId);
   }
 
   /**
@@ -264,7 +249,7 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   ) {
     if (forwardAuth) {
       log.code = outcome;
-      return forwardAuth.allow(res, log.keyId, log.requestId, log.keyOwner);
+      return forwardAuth.allow(res, log.keyId, log.requestId, log.keyOwner, responseHeaders);
     }
     if (log.keyId !== undefined) head.headers.push(KEY_ID_HEADER, log.keyId);
     if (log.keyOwner !== undefined) head.headers.push(KEY_OWNER_HEADER, log.keyOwner);

@@ -2,8 +2,13 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
 import { KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
 import { renderError } from './render.js';
+import { writeTimeAnswer } from './time-answer.js';
 
-/** On every forward-auth refusal: the catalogue code, for proxies that drop the body (nginx). */
+/**
+ * On a refusal answered with the status the asking proxy asked for (nginx): the catalogue code, or
+ * `time` for the clock endpoint, for the render step. Never on other answers: a proxy that hands
+ * Keygate's answer to the client as it is (Traefik, Envoy, Caddy) gives the client proxy mode's headers.
+ */
 export const CODE_HEADER = 'x-keygate-code';
 /**
  * Sent by the asking proxy (the shipped nginx config): answer every refusal with this status
@@ -12,9 +17,14 @@ export const CODE_HEADER = 'x-keygate-code';
 export const REFUSAL_STATUS_HEADER = 'x-keygate-refusal-status';
 /**
  * Sent by the asking proxy after a refusal (nginx error_page): "render the catalogue entry for
- * this code", so the client gets Keygate's exact status and body. Never an allow.
+ * this code" (or the clock endpoint's answer for `time`), so the client gets Keygate's exact
+ * status, body and headers. Never an allow.
  */
 export const RENDER_HEADER = 'x-keygate-render';
+/** The render value (and X-Keygate-Code) for the clock endpoint. */
+export const TIME_RENDER = 'time';
+/** What a render request asks for: a catalogue entry, or the clock endpoint's answer. */
+export type RenderTarget = ErrorCode | typeof TIME_RENDER;
 
 /** The request the asking proxy wants checked. */
 export interface OriginalRequest {
@@ -34,15 +44,29 @@ export interface ForwardAuth {
   original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
   /**
    * Allowed: 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
-   * route, a key without an owner; so the proxy's copy replaces any client copy) and X-Request-Id.
+   * route, a key without an owner; so a proxy that only overwrites still replaces a client copy),
+   * X-Request-Id, and the RateLimit fields proxy mode would add to the forwarded answer.
    */
-  allow(res: ServerResponse, keyId: string | undefined, requestId: string, owner?: string): void;
-  /** Called by the gateway's one refusal path: adds X-Keygate-Code; returns the status the asking proxy needs, if any. */
+  allow(
+    res: ServerResponse,
+    keyId: string | undefined,
+    requestId: string,
+    owner?: string,
+    rateHeaders?: readonly string[],
+  ): void;
+  /** The status the asking proxy asked refusals to be answered with (nginx: 401 or 403), if any. */
+  forcedStatus(req: IncomingMessage): number | undefined;
+  /** Called by the gateway's one refusal path: with a forced status, adds X-Keygate-Code; returns that status. */
   refusing(res: ServerResponse, code: ErrorCode): number | undefined;
-  /** The code a render request names (from a trusted peer only), or undefined if this is not one. */
-  renderCode(req: IncomingMessage): ErrorCode | undefined;
-  /** Answers a render request: the catalogue's status and body for that code, through the one renderer. */
-  render(res: ServerResponse, code: ErrorCode, requestId: string): void;
+  /**
+   * The clock endpoint, asked as a check. A proxy that relays only refusals (nginx) gets the forced
+   * status with `X-Keygate-Code: time` and asks for the answer in its render step; any other gets the answer.
+   */
+  time(res: ServerResponse, nowNs: string, requestId: string): void;
+  /** What a render request names (from a trusted peer only), or undefined if this is not one. */
+  renderCode(req: IncomingMessage): RenderTarget | undefined;
+  /** Answers a render request: the catalogue's status, body and headers for that code, or the clock's answer. */
+  render(res: ServerResponse, target: RenderTarget, requestId: string, nowNs: () => string): void;
 }
 
 const NO_HEADER = -1;
@@ -101,8 +125,8 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       return { ok: true, method: req.method, url };
     },
 
-    allow(res, keyId, requestId, owner) {
-      res.writeHead(200, [
+    allow(res, keyId, requestId, owner, rateHeaders) {
+      const head = [
         KEY_ID_HEADER,
         keyId ?? '',
         KEY_OWNER_HEADER,
@@ -113,27 +137,51 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
         'no-store',
         'content-length',
         '0',
-      ]);
+      ];
+      if (rateHeaders) head.push(...rateHeaders);
+      res.writeHead(200, head);
       res.end();
     },
 
-    refusing(res, code) {
-      res.setHeader(CODE_HEADER, String(code));
-      const asked = res.req.headers[REFUSAL_STATUS_HEADER];
+    forcedStatus(req) {
+      const asked = req.headers[REFUSAL_STATUS_HEADER];
       return asked === '401' || asked === '403' ? Number(asked) : undefined;
+    },
+
+    refusing(res, code) {
+      const status = this.forcedStatus(res.req);
+      if (status !== undefined) res.setHeader(CODE_HEADER, String(code));
+      return status;
+    },
+
+    time(res, nowNs, requestId) {
+      const status = this.forcedStatus(res.req);
+      if (status === undefined) return writeTimeAnswer(res, nowNs, requestId);
+      res.writeHead(status, [
+        CODE_HEADER,
+        TIME_RENDER,
+        'x-request-id',
+        requestId,
+        'cache-control',
+        'no-store',
+        'content-length',
+        '0',
+      ]);
+      res.end();
     },
 
     renderCode(req) {
       const v = req.headers[RENDER_HEADER];
       if (v === undefined) return undefined;
+      if (v === TIME_RENDER) return TIME_RENDER;
       // Anything but one known error code renders as 500 50000: a render request never passes.
       return typeof v === 'string' && CODE.test(v) && Object.hasOwn(ERRORS, v) ? (Number(v) as ErrorCode) : 50000;
     },
 
-    render(res, code, requestId) {
+    render(res, target, requestId, nowNs) {
+      if (target === TIME_RENDER) return writeTimeAnswer(res, nowNs(), requestId);
       res.setHeader('x-request-id', requestId);
-      res.setHeader(CODE_HEADER, String(code));
-      renderError(res, code);
+      renderError(res, target);
     },
   };
 }

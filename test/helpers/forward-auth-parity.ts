@@ -143,7 +143,13 @@ export function upstreamView(o: Outcome) {
 
 /** The difference between two header-line lists, for a readable table cell. */
 export function lineDiff(want: readonly string[], got: readonly string[]): string {
-  const missing = want.filter((l) => !got.includes(l));
-  const extra = got.filter((l) => !want.includes(l));
+  // Multisets: a repeated line (two WWW-Authenticate) is a difference.
+  const extra = [...got];
+  const missing: string[] = [];
+  for (const l of want) {
+    const i = extra.indexOf(l);
+    if (i === -1) missing.push(l);
+    else extra.splice(i, 1);
+  }
   return [...missing.map((l) => `-${l}`), ...extra.map((l) => `+${l}`)].join(' ');
 }
