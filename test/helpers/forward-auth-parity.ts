@@ -73,6 +73,11 @@ export interface ParityRow {
   readonly headers: () => OutgoingHttpHeaders;
   readonly body?: string;
   readonly before?: number;
+  /**
+   * A known, stated difference: behind this recipe the request is answered as proxy mode answers
+   * `asIf` (the same request without what the proxy drops), for the reason given.
+   */
+  readonly unlike?: Partial<Record<Recipe, { readonly because: string; readonly asIf: ParityRow }>>;
 }
 
 /** What one world made of a row: the client's answer and what the service received for it (if anything). */
