@@ -3,7 +3,7 @@
 // Overload sweep: Keygate (one process, Redis, a fresh token per request) and
 // the bare http-proxy hop, side by side at 10, 100, 1,000 and 4,000
 // connections, wrk with a 5 s timeout. See docs/performance.md
-// "Overload sweep" and docs/operations.md "Overload".
+// "Overload sweep" and docs/running.md "Overload".
 //
 // Per step: completed requests, socket errors (connect/read/write/timeout),
 // non-2xx by Keygate reason (from its own metrics), p99, and the peak RSS

@@ -196,9 +196,9 @@ describe('docker-compose.yml', () => {
     expect(loadConfig(svc.keygate!.environment!).adminHost).toBe('0.0.0.0');
   });
 
-  it('docs/operations.md walks through compose up, key creation and a 200', () => {
-    const operations = readFileSync(join(repoRoot, 'docs/operations.md'), 'utf8');
-    const section = operations.slice(operations.indexOf('## Deploying'));
+  it('docs/deploying.md walks through compose up, key creation and a 200', () => {
+    const deploying = readFileSync(join(repoRoot, 'docs/deploying.md'), 'utf8');
+    const section = deploying.slice(deploying.indexOf('## docker compose'));
     expect(section).toContain('docker compose up');
     expect(section).toContain('docker compose exec -T keygate keygate keys create');
     expect(section).toMatch(/curl .*http:\/\/127\.0\.0\.1:8000\/api\/v3\/viewer\/accounts/);

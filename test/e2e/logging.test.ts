@@ -76,7 +76,7 @@ describe('request logs', () => {
   });
 });
 
-/** Fields a request line may carry (docs/operations.md "Logs"); anything else is a leak risk. */
+/** Fields a request line may carry (docs/running.md "Logs"); anything else is a leak risk. */
 const REQUEST_FIELDS = new Set([
   'level',
   'time',

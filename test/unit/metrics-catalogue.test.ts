@@ -65,8 +65,8 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
   });
 });
 
-describe('docs/operations.md "Health and readiness" documents readiness', () => {
-  const health = section(readDoc('docs/operations.md'), 'Health and readiness');
+describe('docs/running.md "Health and readiness" documents readiness', () => {
+  const health = section(readDoc('docs/running.md'), 'Health and readiness');
   it.each(Object.keys(NOT_READY_REASONS))('/readyz reason %s', (reason) => {
     expect(rowOf(health, reason)).toBeDefined();
   });
