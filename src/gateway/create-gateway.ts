@@ -7,7 +7,7 @@ import type { Config } from '../config/load-config.js';
 import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
 import { findRoute } from '../policy/route-table.js';
 import { isUnderPrefix } from '../policy/routes.js';
-import { deny, type Denial, type ErrorCode, type Reason } from '../errors.js';
+import { deny, ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';
 import { OK, PUBLIC, TIME, statusClass, type Metrics } from '../observe/metrics.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
@@ -217,6 +217,8 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
     log.reason = decision.reason;
     res.setHeader('x-request-id', log.requestId);
     const status = forwardAuth?.refusing(res, decision.code);
+    // Logged as the client gets it (after nginx's render step), not as the forced status nginx was sent.
+    if (status !== undefined) log.status = ERRORS[decision.code].status;
     const extra =
       decision.reason === 'nonce_window'
         ? { [SERVER_TIME_HEADER]: deps.clock.nowNs().toString() }
