@@ -20,7 +20,6 @@ import {
   createChildren,
   cpuUs,
   currentRssMb,
-  freePort,
   get,
   median,
   mintTokens as mintTokensIn,
@@ -41,6 +40,7 @@ import {
   treeSum,
   writeResult,
 } from './bench/lib.mjs';
+import { freePort } from './harness/free-port.mjs';
 import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.mjs';
 
 /** @typedef {import('./bench/lib.mjs').WrkResult} WrkResult */

@@ -11,15 +11,15 @@
  * Exit status 0 when every answer was the expected one, no request failed,
  * and RSS grew less than --max-rss-growth-mb after warm-up; 1 otherwise.
  */
-import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, createServer, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT, freePort, mint as mintWith, parseOptions, sleep } from './bench/lib.mjs';
-
-const BIN = join(ROOT, 'bin', 'keygate.js');
+import { parseOptions, sleep } from './bench/lib.mjs';
+import { token } from './harness/mint.mjs';
+import { redisServerAvailable, startRedisServer } from './harness/redis-server.mjs';
+import { runKeygate, serveKeygate } from './harness/spawn-keygate.mjs';
 
 const values = parseOptions(
   {
@@ -45,28 +45,24 @@ const maxGrowthMb = Number(values['max-rss-growth-mb']);
 const log = (/** @type {string} */ msg) => values.json || process.stderr.write(`[soak] ${msg}\n`);
 
 // ---- the parts ----------------------------------------------------------------
-const children = /** @type {import('node:child_process').ChildProcess[]} */ ([]);
+/** @type {Array<() => void>} */
+const kills = [];
 const dir = mkdtempSync(join(tmpdir(), 'keygate-soak-'));
 const cleanup = () => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const kill of kills) kill();
   rmSync(dir, { recursive: true, force: true });
 };
 process.on('exit', cleanup);
 for (const sig of /** @type {const} */ (['SIGINT', 'SIGTERM'])) process.on(sig, () => process.exit(130));
 
-if (spawnSync('redis-server', ['--version'], { stdio: 'ignore' }).status !== 0) {
+if (!redisServerAvailable()) {
   process.stderr.write('soak: redis-server is not on PATH (apt-get install -y redis-server)\n');
   process.exit(1);
 }
-const redisPort = await freePort();
-const redisUrl = `redis://127.0.0.1:${redisPort}`;
-children.push(
-  spawn(
-    'redis-server',
-    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
-    { stdio: 'ignore' },
-  ),
-);
+const redis = await startRedisServer({ dir });
+kills.push(() => void redis.kill());
+const redisPort = redis.port;
+const redisUrl = redis.url;
 
 const upstream = createServer((req, res) => {
   req.resume();
@@ -84,7 +80,6 @@ writeFileSync(
   'routes:\n  - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }\n  - { method: POST, path: /api/v3/items/:id, scopes: [items:write] }\n',
 );
 const env = {
-  PATH: process.env.PATH ?? '',
   KEYGATE_REDIS_URL: redisUrl,
   KEYGATE_LOG_LEVEL: 'warn',
   KEYGATE_CONFIG: policy,
@@ -94,46 +89,30 @@ const env = {
 /** @type {{ apiKey: string, apiSecret: string, id: string } | undefined} */
 let key;
 for (let i = 0; i < 50 && !key; i++) {
-  const out = spawnSync(
-    process.execPath,
-    [BIN, 'keys', 'create', '--scopes', 'accounts:read,items:write', '--label', 'soak', '--json'],
-    { env, encoding: 'utf8' },
-  );
-  if (out.status === 0) key = JSON.parse(out.stdout);
+  const args = ['keys', 'create', '--scopes', 'accounts:read,items:write', '--label', 'soak', '--json'];
+  const out = await runKeygate(args, env, undefined, { baseEnv: 'clean' }).catch(() => undefined);
+  if (out) key = JSON.parse(out.stdout);
   else await sleep(100);
 }
 if (!key) throw new Error('soak: could not create a key in Redis');
 
-const port = await freePort();
-const adminPort = await freePort();
-const gate = spawn(process.execPath, [BIN, 'serve'], {
-  env: {
-    ...env,
-    KEYGATE_UPSTREAM: `http://127.0.0.1:${upstreamPort}`,
-    KEYGATE_HOST: '127.0.0.1',
-    KEYGATE_ADMIN_HOST: '127.0.0.1',
-    KEYGATE_PORT: String(port),
-    KEYGATE_ADMIN_PORT: String(adminPort),
-  },
-  stdio: ['ignore', 'ignore', 'inherit'],
+// Its output goes to a file, never to an undrained pipe (that would distort its RSS); printed on failure.
+const gateLog = join(dir, 'keygate.log');
+const gate = await serveKeygate(
+  { ...env, KEYGATE_UPSTREAM: `http://127.0.0.1:${upstreamPort}` },
+  { baseEnv: 'clean', readyPath: '/readyz', log: gateLog },
+).catch((/** @type {unknown} */ err) => {
+  throw new Error(`soak: keygate did not become ready: ${String(err)}`);
 });
-children.push(gate);
-for (let i = 0; ; i++) {
-  const ok = await fetch(`http://127.0.0.1:${adminPort}/readyz`).then(
-    (r) => r.ok,
-    () => false,
-  );
-  if (ok) break;
-  if (i > 200 || gate.exitCode !== null) throw new Error('soak: keygate did not become ready');
-  await sleep(50);
-}
+kills.push(() => void (gate.child.exitCode === null && gate.child.kill('SIGKILL')));
+const port = gate.port;
 const rss = () => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${gate.pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
 
 // ---- traffic --------------------------------------------------------------------
 let seq = 0;
 const nonce = () => BigInt(Date.now()) * 1_000_000n + BigInt(seq++ % 1_000_000);
 /** @param {string} sub @param {string} secret */
-const mint = (sub, secret) => mintWith(nonce(), secret, sub);
+const mint = (sub, secret) => token(sub, secret, { nonce: nonce().toString() });
 const { apiKey, apiSecret } = key;
 /** Tokens that were accepted recently: replaying one must get 40106. */
 const used = /** @type {string[]} */ ([]);
@@ -375,7 +354,8 @@ else {
 }
 agent.destroy();
 upstream.close();
-gate.kill('SIGTERM');
-await new Promise((r) => gate.once('exit', r));
+const exit = await gate.stop('SIGTERM');
+if (!pass || exit.code !== 0)
+  process.stderr.write(`[soak] keygate's output (exit ${JSON.stringify(exit)}):\n${gate.output()}\n`);
 process.exitCode = pass ? 0 : 1;
 process.exit();

@@ -2,15 +2,17 @@
 // Pieces shared by the benchmark and soak scripts (bench.mjs, bench-ab.mjs,
 // bench-overload.mjs, bench-verify.mjs, soak.mjs): argument parsing, child
 // processes with output in files, the processes every harness starts (upstream,
-// bare proxy, Redis, Keygate), load generators (wrk, fixed-rate.mjs), /proc
-// readings, token minting.
+// bare proxy, Redis with the bench key, Keygate), load generators (wrk,
+// fixed-rate.mjs), /proc readings, token files. Ports, redis-server, Keygate
+// child processes and token signing are scripts/harness/, which the tests use too.
 import { spawn, spawnSync } from 'node:child_process';
-import { createHmac } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { token } from '../harness/mint.mjs';
+import { startRedisServer } from '../harness/redis-server.mjs';
+import { runKeygate, serveKeygate } from '../harness/spawn-keygate.mjs';
 
 /** @typedef {import('node:child_process').ChildProcess} ChildProcess */
 /** @typedef {ChildProcess & { output: () => string }} Child A started child; `output()` reads its log so far. */
@@ -99,18 +101,6 @@ export function writeResult(file, result) {
   console.log(`wrote ${file}`);
 }
 
-/** @returns {Promise<number>} */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = /** @type {import('node:net').AddressInfo} */ (s.address());
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 /**
  * The port a child printed as {"port":N} on its first line.
  * @param {string} out
@@ -154,10 +144,15 @@ export function createChildren(dir, root) {
     }
     return Object.assign(child, { output });
   }
+  /** @type {Array<() => unknown>} */
+  const stops = [];
   const killAll = () => {
     for (const c of children) c.kill('SIGTERM');
+    for (const stop of stops) void stop();
   };
-  return { start, killAll };
+  /** How killAll() stops a process started elsewhere (scripts/harness/). @param {() => unknown} stop */
+  const track = (stop) => void stops.push(stop);
+  return { dir, start, track, killAll };
 }
 
 /**
@@ -184,51 +179,44 @@ export const startBareUndici = (children, upstreamUrl) =>
   startListener(children, 'bare-undici', 'bare-undici.mjs', { UPSTREAM: upstreamUrl });
 
 /**
- * `keygate serve` from `cwd`'s bin/keygate.js on free loopback ports (keygateEnv plus `env`).
+ * `keygate serve` from `cwd`'s bin/keygate.js (scripts/harness/spawn-keygate.mjs) on free loopback
+ * ports, at log level info, with no Redis and no keys file unless `env` names them; output in
+ * `<name>.log` of the children's directory.
  * @param {Children} children
  * @param {string} name
  * @param {string} upstreamUrl
  * @param {Env} env
  * @param {string} [cwd] the checkout to run (default: this one)
  */
-export async function startKeygate(children, name, upstreamUrl, env, cwd) {
-  const port = await freePort();
-  const adminPort = await freePort();
-  const child = await children.start(
-    name,
-    'node',
-    ['bin/keygate.js', 'serve'],
-    keygateEnv(upstreamUrl, port, adminPort, env),
-    (o) => o.includes('keygate started'),
-    cwd,
+export async function startKeygate(children, name, upstreamUrl, env, cwd = ROOT) {
+  const kg = await serveKeygate(
+    { KEYGATE_UPSTREAM: upstreamUrl, KEYGATE_LOG_LEVEL: 'info', ...env },
+    { bin: join(cwd, 'bin', 'keygate.js'), cwd, log: join(children.dir, `${name}.log`) },
   );
-  return {
-    child,
-    pid: /** @type {number} */ (child.pid),
-    url: `http://127.0.0.1:${port}`,
-    adminUrl: `http://127.0.0.1:${adminPort}`,
-  };
+  children.track(() => kg.child.kill('SIGTERM'));
+  /** @type {Child} */
+  const child = Object.assign(kg.child, { output: kg.output });
+  return { child, pid: kg.pid, url: kg.url, adminUrl: kg.adminUrl };
 }
 
 /**
- * A throwaway redis-server on a free port, with the bench key imported by `keygateDir`'s CLI.
+ * A throwaway redis-server on a free port (scripts/harness/redis-server.mjs), with the bench key
+ * imported by `keygateDir`'s CLI.
  * @param {Children} children
  * @param {string} dir
  * @param {string} keygateDir
  */
 export async function startRedisWithKey(children, dir, keygateDir) {
-  const port = await freePort();
-  const argv = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-  await children.start('redis', 'redis-server', argv, {}, () => redisCli(port, 'ping').trim() === 'PONG');
-  const url = `redis://127.0.0.1:${port}`;
+  const redis = await startRedisServer({ dir, log: join(dir, 'redis.log') });
+  children.track(redis.stop);
   const keysFile = writeKeysFile(dir);
-  const imp = spawnSync('node', ['bin/keygate.js', 'keys', 'import', keysFile], {
+  await runKeygate(['keys', 'import', keysFile], { KEYGATE_REDIS_URL: redis.url }, undefined, {
+    bin: join(keygateDir, 'bin', 'keygate.js'),
     cwd: keygateDir,
-    env: { ...process.env, KEYGATE_REDIS_URL: url },
-    encoding: 'utf8',
+  }).catch((/** @type {{ stderr?: string }} */ err) => {
+    throw new Error(`key import failed: ${err.stderr ?? String(err)}`);
   });
-  if (imp.status !== 0) throw new Error(`key import failed: ${imp.stderr}`);
-  return { port, url, keysFile };
+  return { port: redis.port, url: redis.url, keysFile };
 }
 
 /**
@@ -245,27 +233,6 @@ export function writeKeysFile(dir) {
   const file = join(dir, 'keys.yaml');
   writeFileSync(file, `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench, scopes: [accounts:read] }\n`);
   return file;
-}
-
-/**
- * Environment for `keygate serve` on loopback, with everything else off unless `env` sets it.
- * @param {string} upstreamUrl
- * @param {number} port
- * @param {number} adminPort
- * @param {Env} env
- * @returns {Env}
- */
-export function keygateEnv(upstreamUrl, port, adminPort, env) {
-  return {
-    KEYGATE_UPSTREAM: upstreamUrl,
-    KEYGATE_PORT: String(port),
-    KEYGATE_ADMIN_PORT: String(adminPort),
-    KEYGATE_HOST: '127.0.0.1',
-    KEYGATE_LOG_LEVEL: 'info',
-    KEYGATE_REDIS_URL: '',
-    KEYGATE_KEYS_FILE: '',
-    ...env,
-  };
 }
 
 // ---- load generators ----------------------------------------------------------
@@ -401,19 +368,14 @@ export function treeSum(pid, fn) {
 
 // ---- tokens -------------------------------------------------------------------
 
-const HEADER = Buffer.from('{"alg":"HS256","typ":"JWT"}').toString('base64url');
-
 /**
- * An HS256 token for `sub` with this nonce, signed with `secret`.
+ * A token for the bench key (or `sub`) with this nonce, signed with `secret` (scripts/harness/mint.mjs).
  * @param {bigint | number | string} nonce
  * @param {string} [secret]
  * @param {string} [sub]
  */
 export function mint(nonce, secret = SECRET, sub = API_KEY) {
-  const claims = { type: 'OpenAPIV2', sub, nonce: nonce.toString() };
-  const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
-  const sig = createHmac('sha256', secret).update(`${HEADER}.${payload}`).digest('base64url');
-  return `${HEADER}.${payload}.${sig}`;
+  return token(sub, secret, { nonce: nonce.toString() });
 }
 
 let lastNonce = BigInt(Date.now()) * 1_000_000n;

@@ -1,5 +1,5 @@
 import type { ServerOptions } from 'node:http';
-import type { Limits } from './load-config.js';
+import type { Limits } from './read-limits.js';
 
 /**
  * The slow-client limits every Keygate listener applies (KEYGATE_HEADERS_TIMEOUT_MS,

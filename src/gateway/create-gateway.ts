@@ -5,7 +5,7 @@ import type { Clock } from '../clock.js';
 import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import type { Config } from '../config/load-config.js';
 import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
-import { findRoute } from '../policy/route-table.js';
+import { findRoute } from '../policy/find-route.js';
 import { isUnderPrefix } from '../policy/routes.js';
 import { deny, ERRORS, type Denial, type ErrorCode, type Reason } from '../errors.js';
 import { createRequestLogger } from '../observe/logger.js';

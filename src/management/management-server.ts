@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from 'pino';
-import type { Limits } from '../config/load-config.js';
+import type { Limits } from '../config/read-limits.js';
 import { matchToken, type ManagementToken } from '../config/management-tokens.js';
 import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
 import type { KeyOperations } from './key-operations.js';

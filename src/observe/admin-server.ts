@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import type { Registry, RegistryContentType } from 'prom-client';
-import type { Limits } from '../config/load-config.js';
+import type { Limits } from '../config/read-limits.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
 
 export interface Readiness {

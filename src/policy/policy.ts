@@ -13,7 +13,7 @@ export const DEFAULT_ROUTES_FILE = fileURLToPath(new URL('../../config/routes.ya
 
 /** From the routes/policy file (KEYGATE_CONFIG). */
 export interface Policy {
-  /** The /api/v3/ routes, compiled once (src/config/route-trie.ts). */
+  /** The /api/v3/ routes, compiled once (src/policy/compile-route-table.ts). */
   readonly routes: RouteTable;
   /** Paths outside /api/v3/ forwarded without authentication, same matcher. */
   readonly publicRoutes: RouteTable;

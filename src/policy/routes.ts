@@ -121,3 +121,19 @@ export function isUnderPrefix(path: string, prefix: string, matching: RouteMatch
   if (head === prefix) return true;
   return matching.trailingSlash === 'ignore' && head === prefix.slice(0, -1) && path.length === prefix.length - 1;
 }
+
+/** Do the two rules take at least one method in common ("*" takes every method)? */
+export function sameMethods(a: RouteRule, b: RouteRule): boolean {
+  if (a.methods === '*' || b.methods === '*') return true;
+  for (const m of a.methods) if (b.methods.has(m)) return true;
+  return false;
+}
+
+/** Does the rule take this method (as listed: HEAD falling back to GET is the table's business)? */
+export const hasMethod = (r: RouteRule, m: string): boolean => r.methods === '*' || r.methods.has(m);
+
+/** `second.where` without the file name when `first` already said it ("p.yaml: routes[0] (line 2) and routes[1] (line 4)"). */
+export function whereAfter(first: RouteRule, second: RouteRule): string {
+  const cut = first.where.lastIndexOf(': ') + 2;
+  return cut > 1 && second.where.startsWith(first.where.slice(0, cut)) ? second.where.slice(cut) : second.where;
+}

@@ -193,9 +193,14 @@ const KEYS = [
     }),
   ),
 ];
-// Unique nonces however fast the requests go: a replay refusal must never pass for a scope refusal.
-let nonce = BigInt(Date.now()) * 1_000_000n;
-const tokenFor = (apiKey: string) => token(apiKey, SECRET, { nonce: (++nonce).toString() });
+// Unique nonces however fast the requests go (a replay refusal must never pass for a scope refusal), and
+// current however slow the run is: a nonce taken once at load fell out of the 30 s window on a busy machine.
+let nonce = 0n;
+const tokenFor = (apiKey: string) => {
+  const now = BigInt(Date.now()) * 1_000_000n;
+  nonce = now > nonce ? now : nonce + 1n;
+  return token(apiKey, SECRET, { nonce: nonce.toString() });
+};
 
 const agent = new Agent({ keepAlive: true, maxSockets: 8 });
 afterAll(() => agent.destroy());

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { compileRouteTable, findRoute } from '../../src/policy/route-table.js';
+import { compileRouteTable } from '../../src/policy/compile-route-table.js';
+import { findRoute } from '../../src/policy/find-route.js';
 import { compileRoute, DEFAULT_MATCHING } from '../../src/policy/routes.js';
 import { authorize } from '../../src/pipeline/authorize.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';

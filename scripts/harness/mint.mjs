@@ -1,0 +1,55 @@
+// @ts-check
+// Hand-rolled HS256 tokens, shared by the tests and the benchmark/soak scripts. Independent of
+// Keygate's client and of jose on purpose: tests build every malformed variant a hostile client
+// could send, and the load generators mint millions of tokens before a run without loading Keygate.
+import { createHmac } from 'node:crypto';
+
+/** @param {string | Buffer} input */
+export function b64url(input) {
+  return Buffer.from(input).toString('base64url');
+}
+
+/**
+ * A compact JWS: `header` and `payload` are JSON-encoded unless already a base64url string.
+ * @param {unknown} header
+ * @param {unknown} payload
+ * @param {string | Buffer} secret
+ * @param {'sha256' | 'sha384' | 'sha512'} [alg]
+ */
+export function sign(header, payload, secret, alg = 'sha256') {
+  const h = typeof header === 'string' ? header : b64url(JSON.stringify(header));
+  const p = typeof payload === 'string' ? payload : b64url(JSON.stringify(payload));
+  const s = createHmac(alg, secret).update(`${h}.${p}`).digest('base64url');
+  return `${h}.${p}.${s}`;
+}
+
+export const HS256 = { alg: 'HS256', typ: 'JWT' };
+
+/**
+ * A fresh nonce: nanoseconds since the epoch (`offsetMs` from now), random below the millisecond.
+ * @param {number} [offsetMs]
+ */
+export function nowNonce(offsetMs = 0) {
+  return (BigInt(Date.now() + offsetMs) * 1_000_000n + BigInt(Math.floor(Math.random() * 1e6))).toString();
+}
+
+/**
+ * The claims a client sends (type, sub, nonce: in that order), with `extra` on top; a `nonce` in
+ * `extra` replaces the fresh one.
+ * @param {string} apiKey
+ * @param {Record<string, unknown>} [extra]
+ * @returns {Record<string, unknown>}
+ */
+export function claims(apiKey, extra = {}) {
+  return { type: 'OpenAPIV2', sub: apiKey, nonce: 'nonce' in extra ? undefined : nowNonce(), ...extra };
+}
+
+/**
+ * A good HS256 token for `apiKey` signed with `secret` (`extra` as in claims()).
+ * @param {string} apiKey
+ * @param {string} secret
+ * @param {Record<string, unknown>} [extra]
+ */
+export function token(apiKey, secret, extra = {}) {
+  return sign(HS256, claims(apiKey, extra), secret);
+}
