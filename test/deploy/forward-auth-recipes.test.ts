@@ -148,8 +148,8 @@ describe('Traefik recipe (deploy/traefik/forward-auth.yaml): its header lists', 
 
 describe('Envoy recipe (deploy/envoy/forward-auth.yaml): its header lists', () => {
   const text = read('deploy/envoy/forward-auth.yaml');
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
-  const hcm = (parse(text) as any).static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
+  // The bootstrap's shape is Envoy's: parse() returns it untyped, and each list is typed where it is read.
+  const hcm = parse(text).static_resources.listeners[0].filter_chains[0].filters[0].typed_config;
   const filters = hcm.http_filters as Array<{ name: string; typed_config: Record<string, unknown> }>;
   const names = filters.map((f) => f.name);
   const filter = (name: string) => filters.find((f) => f.name === name)!.typed_config as never;
