@@ -4,13 +4,9 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from './clock.js';
 import type { Config } from './config/load-config.js';
 import { createAdminServer } from './observe/admin-server.js';
-import { createForwardAuth } from './gateway/forward-auth.js';
 import { createForwarder } from './gateway/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
-import { createManagementServer } from './management/management-server.js';
-import { loadManagementTokens, type ManagementToken } from './config/management-tokens.js';
-import { createFileReloader, type FileReloader } from './files/file-reloader.js';
-import { createKeyOperations } from './management/key-operations.js';
+import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createReadiness } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
@@ -153,32 +149,21 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ...(forwarder ? { forwarder } : { forwardAuth: createForwardAuth({ pathPrefix: config.forwardAuthPathPrefix }) }),
+    ...(forwarder && { forwarder }),
   });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
   const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
-  const management = config.management && createManagement(config.management.tokensFile);
+  const management =
+    config.management &&
+    createManagementApi(
+      { tokensFile: config.management.tokensFile, limits: config.limits },
+      { store, logger, now: () => clock.nowMs() },
+    );
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');
   });
-
-  /**
-   * The management listener shares nothing with the proxy's request path but the store: a
-   * change made here is published like one from `keygate keys` (same operations, same audit).
-   */
-  function createManagement(tokensFile: string): { server: Server; tokens: FileReloader } {
-    let tokens: readonly ManagementToken[] = loadManagementTokens(tokensFile);
-    const reloader = createFileReloader(
-      { file: tokensFile, what: 'management tokens file', kept: 'tokens' },
-      { logger, load: loadManagementTokens, apply: (t) => (tokens = t), describe: (t) => ({ tokens: t.length }) },
-    );
-    const now = () => clock.nowMs();
-    const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
-    const server = createManagementServer({ limits: config.limits }, { ops, store, tokens: () => tokens, logger, now });
-    return { server, tokens: reloader };
-  }
 
   const listenOn = (server: Server, port: number, host: string) =>
     new Promise<number>((resolve, reject) => {

@@ -32,6 +32,13 @@ export interface KeyContext {
 }
 
 /** Every key action takes --json. */
+/** An option with a value (`value` names it in help), or a boolean flag when `value` is undefined. */
+export const opt = (name: string, value: string | undefined, help: string): OptionSpec =>
+  value === undefined ? { name, type: 'boolean', help } : { name, type: 'string', value, help };
+
+/** The <apiKey> argument of the actions on one key. */
+export const apiKeyOf = (p: Parsed) => p.args[0] as string;
+
 export const JSON_OPTION: OptionSpec = { name: 'json', type: 'boolean', help: 'print JSON' };
 
 /** One row of the keys table: its command line, and what it does with a context. */

@@ -7,7 +7,7 @@ export type KeysFileSource = FileReloader;
 
 /**
  * Embedded mode: reloads the keys file when it changes (edits, saves by
- * rename, symlink and Kubernetes `..data` swaps: see file-watcher.ts) and when
+ * rename, symlink and Kubernetes `..data` swaps: see files/file-reloader.ts) and when
  * asked (SIGHUP). The swap is one synchronous step, so no request sees a
  * half-loaded set; a broken file is logged and the last good set stays in force.
  */

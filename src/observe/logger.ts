@@ -79,7 +79,7 @@ export function createLogger(options: { level: string }, destination?: Destinati
   );
 }
 
-/** The only fields a request line may carry (see create-gateway.ts); anything else is left out. */
+/** The only fields a request line may carry (RequestLog in request-record.ts); anything else is left out. */
 export const REQUEST_LINE_FIELDS = Object.freeze([
   'requestId',
   'method',

@@ -1,6 +1,6 @@
 import type { Store } from '../store/store.js';
 
-/** Why /readyz answers 503. docs/operations.md "Health and readiness" lists the same reasons. */
+/** Why /readyz answers 503. docs/running.md "Health and readiness" lists the same reasons. */
 export const NOT_READY_REASONS = Object.freeze({
   shutting_down: 'SIGTERM/SIGINT received: draining in-flight requests, take this instance out of rotation',
   store_unavailable: 'the key/nonce store (Redis) did not answer',

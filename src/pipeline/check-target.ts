@@ -20,7 +20,7 @@ const REFUSED_ESCAPES =
 const METHOD = /^[A-Z]{1,16}$/;
 
 /**
- * Step 1 of every request: accept only a plain origin-form target whose path
+ * The first check on every request target (docs/reference/lifecycle.md): accept only a plain origin-form target whose path
  * means one thing to every server behind us. What we check is what the
  * upstream gets, byte for byte.
  */

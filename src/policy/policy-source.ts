@@ -8,7 +8,7 @@ import { createFileReloader } from '../files/file-reloader.js';
 /**
  * The policy in force, read per request. The policy file (KEYGATE_CONFIG)
  * reloads like the keys file: on change, save by rename, symlink or
- * Kubernetes `..data` swap (file-watcher.ts), and on SIGHUP. A broken file is
+ * Kubernetes `..data` swap (files/file-reloader.ts), and on SIGHUP. A broken file is
  * logged and the last good policy stays in force. Parsing stays in loadPolicy.
  */
 export interface PolicySource {

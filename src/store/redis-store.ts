@@ -40,7 +40,7 @@ export interface RedisStoreEvents {
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
  *   {prefix}audit                     stream of key changes (who/what/when, never a secret)
  *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
- * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/operations.md "Redis layout": rolling upgrades).
+ * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
   options: RedisStoreOptions,

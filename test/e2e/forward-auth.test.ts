@@ -1,5 +1,4 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
@@ -12,7 +11,6 @@ import { parse } from 'yaml';
 import { loadConfig } from '../../src/config/load-config.js';
 import { ConfigError } from '../../src/files/config-error.js';
 import { ERRORS, type ErrorCode } from '../../src/errors.js';
-import { createForwardAuth } from '../../src/gateway/forward-auth.js';
 import { repoRoot } from '../helpers/deploy.js';
 import { send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
@@ -45,79 +43,6 @@ const extAuthz = hcm.http_filters.find((f: any) => f.name === 'envoy.filters.htt
 const ENVOY_PREFIX: string = extAuthz.http_service.path_prefix;
 
 const seedBody = (code: ErrorCode) => JSON.stringify({ code, message: ERRORS[code].message });
-
-describe('forward-auth: which request a check describes (unit table)', () => {
-  const fa = createForwardAuth({ pathPrefix: '/keygate-check' });
-  const noPrefix = createForwardAuth({ pathPrefix: undefined });
-  const check = (url: string, headers: string[], method = 'GET') =>
-    ({ url, method, rawHeaders: headers, headers: {} }) as unknown as IncomingMessage;
-  const ORIGINAL = ['X-Original-Method', 'POST', 'X-Original-URI', '/api/v3/a?b=1'];
-  const FORWARDED = ['X-Forwarded-Method', 'DELETE', 'X-Forwarded-Uri', '/api/v3/c'];
-  it.each([
-    {
-      name: 'nginx headers',
-      fa,
-      req: check('/_keygate/check', ORIGINAL),
-      want: { method: 'POST', url: '/api/v3/a?b=1' },
-    },
-    {
-      name: 'nginx headers, any case',
-      fa,
-      req: check('/', ['x-original-uri', '/api/v3/a', 'X-ORIGINAL-METHOD', 'PUT']),
-      want: { method: 'PUT', url: '/api/v3/a' },
-    },
-    { name: 'Traefik headers', fa, req: check('/', FORWARDED), want: { method: 'DELETE', url: '/api/v3/c' } },
-    {
-      name: 'Envoy: own method, path minus the prefix',
-      fa,
-      req: check('/keygate-check/api/v3/d?e=f', [], 'PATCH'),
-      want: { method: 'PATCH', url: '/api/v3/d?e=f' },
-    },
-    {
-      name: 'Envoy without a prefix: own method and path',
-      fa: noPrefix,
-      req: check('/api/v3/d', [], 'HEAD'),
-      want: { method: 'HEAD', url: '/api/v3/d' },
-    },
-    { name: 'untrusted peer', fa, req: check('/', ORIGINAL), trusted: false, reason: 'untrusted_peer' },
-    {
-      name: 'nginx and Traefik headers together',
-      fa,
-      req: check('/', [...ORIGINAL, ...FORWARDED]),
-      reason: 'bad_check',
-    },
-    {
-      name: 'nginx headers on an Envoy-prefixed path',
-      fa,
-      req: check('/keygate-check/api/v3/x', ORIGINAL),
-      reason: 'bad_check',
-    },
-    {
-      name: 'X-Original-URI twice',
-      fa,
-      req: check('/', [...ORIGINAL, 'X-Original-URI', '/api/v3/other']),
-      reason: 'bad_check',
-    },
-    {
-      name: 'X-Forwarded-Uri without the method',
-      fa,
-      req: check('/', ['X-Forwarded-Uri', '/api/v3/c']),
-      reason: 'bad_check',
-    },
-    {
-      name: 'X-Original-Method without the URI',
-      fa,
-      req: check('/', ['X-Original-Method', 'GET']),
-      reason: 'bad_check',
-    },
-    { name: 'prefix configured, path outside it, no headers', fa, req: check('/api/v3/x', []), reason: 'bad_check' },
-    { name: 'prefix without the slash after it', fa, req: check('/keygate-checkapi/v3/x', []), reason: 'bad_check' },
-  ])('$name', ({ fa: f, req, trusted, want, reason }) => {
-    const got = f.original(req, trusted ?? true);
-    if (reason) expect(got).toMatchObject({ ok: false, reason });
-    else expect(got).toEqual({ ok: true, ...want });
-  });
-});
 
 describe('forward-auth configuration', () => {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-fa-config-'));

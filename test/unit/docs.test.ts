@@ -103,7 +103,7 @@ describe(`${PROXY_PAGE} links to the recipe files the tests run, instead of copy
  * Written on other branches of the same change (issue 33: the request lifecycle moves out of the README). A link to one of them is accepted only while the file
  * is missing; once it exists, the test below fails so that this list is emptied and the links are checked like any other.
  */
-const PENDING = new Set<string>(['docs/reference/lifecycle.md']);
+const PENDING = new Set<string>([]);
 
 describe('links between the docs resolve', () => {
   const local = [...docFiles(), 'DEVELOPERS.md', 'CHANGELOG.md'].flatMap((file) =>

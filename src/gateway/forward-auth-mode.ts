@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../clock.js';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
-import { KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
+import { KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
+import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { renderError } from './render.js';
-import { writeTimeAnswer } from './time-answer.js';
+import { writeTime } from './time-endpoint.js';
 
 /**
  * On a refusal answered with the status the asking proxy asked for (nginx): the catalogue code, or
@@ -26,14 +28,8 @@ export const TIME_RENDER = 'time';
 /** What a render request asks for: a catalogue entry, or the clock endpoint's answer. */
 export type RenderTarget = ErrorCode | typeof TIME_RENDER;
 
-/** The request the asking proxy wants checked. */
-export interface OriginalRequest {
-  readonly ok: true;
-  readonly method: string | undefined;
-  readonly url: string | undefined;
-}
-
-export interface ForwardAuth {
+/** Forward-auth mode: the gateway's mode, plus the parts worth testing on their own. */
+export interface ForwardAuthMode extends GatewayMode {
   /**
    * The original method and URI, from exactly one source:
    *   nginx auth_request: X-Original-Method + X-Original-URI (set by the shipped config);
@@ -43,30 +39,25 @@ export interface ForwardAuth {
    */
   original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
   /**
-   * Allowed: 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
-   * route, a key without an owner; so a proxy that only overwrites still replaces a client copy),
-   * X-Request-Id, and the RateLimit fields proxy mode would add to the forwarded answer.
+   * Pass (allowed): 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
+   * route, a key without an owner; so a proxy that only overwrites still replaces a client copy), X-Request-Id,
+   * and the RateLimit fields proxy mode would add to the forwarded answer ([name, value, …]).
    */
   allow(
     res: ServerResponse,
     keyId: string | undefined,
     requestId: string,
-    owner?: string,
+    owner: string | undefined,
     rateHeaders?: readonly string[],
   ): void;
   /** The status the asking proxy asked refusals to be answered with (nginx: 401 or 403), if any. */
   forcedStatus(req: IncomingMessage): number | undefined;
-  /** Called by the gateway's one refusal path: with a forced status, adds X-Keygate-Code; returns that status. */
+  /** Refusal adapted: with a forced status, adds X-Keygate-Code and returns that status. */
   refusing(res: ServerResponse, code: ErrorCode): number | undefined;
-  /**
-   * The clock endpoint, asked as a check. A proxy that relays only refusals (nginx) gets the forced
-   * status with `X-Keygate-Code: time` and asks for the answer in its render step; any other gets the answer.
-   */
-  time(res: ServerResponse, nowNs: string, requestId: string): void;
   /** What a render request names (from a trusted peer only), or undefined if this is not one. */
   renderCode(req: IncomingMessage): RenderTarget | undefined;
   /** Answers a render request: the catalogue's status, body and headers for that code, or the clock's answer. */
-  render(res: ServerResponse, target: RenderTarget, requestId: string, nowNs: () => string): void;
+  render(res: ServerResponse, target: RenderTarget, requestId: string): void;
 }
 
 const NO_HEADER = -1;
@@ -75,11 +66,41 @@ const CODE = /^[0-9]{5}$/;
 /** The raw index of a header's value on its first sighting; REPEATED after that. */
 const seen = (at: number, i: number) => (at === NO_HEADER ? i + 1 : REPEATED);
 
-/** Builds the forward-auth specifics; the steps themselves (target, route, authenticate, authorize) stay in the gateway. */
-export function createForwardAuth(options: { pathPrefix: string | undefined }): ForwardAuth {
+/** A forward-auth check forwards nothing, so there is no upstream head to build. */
+const NOTHING_FORWARDED: UpstreamHead = Object.freeze({
+  ok: true,
+  headers: Object.freeze([]) as unknown as string[],
+  body: 'none',
+});
+const NO_HEADERS: readonly string[] = Object.freeze([]);
+
+/**
+ * Forward-auth mode (KEYGATE_MODE=forward-auth): the request path runs on the
+ * request the asking proxy describes, and a pass answers 200 with the identity
+ * headers instead of forwarding. The steps themselves stay in request-path.ts.
+ */
+export function createForwardAuthMode(
+  options: { pathPrefix: string | undefined },
+  deps: { clock: Clock },
+): ForwardAuthMode {
   const prefix = options.pathPrefix;
-  return {
-    original(req, peerTrusted) {
+  const mode: ForwardAuthMode = {
+    /**
+     * After a refusal nginx asks (error_page) for the body its auth_request dropped. The refusal
+     * was recorded by the check itself; this only renders it, so it is not recorded again.
+     */
+    preempt(req, res, peerTrusted) {
+      const code = mode.renderCode(req);
+      if (code === undefined || !peerTrusted(req)) return false;
+      try {
+        mode.render(res, code, requestIdOf(req.headers['x-request-id']));
+      } catch {
+        res.destroy();
+      }
+      return true;
+    },
+
+    original(req, peerTrusted): OriginalRequest | Denial {
       // Anyone else could claim any URI: their check is refused before a header is read.
       if (!peerTrusted) return deny('untrusted_peer');
       const raw = req.rawHeaders;
@@ -125,19 +146,29 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       return { ok: true, method: req.method, url };
     },
 
+    upstreamHead: () => NOTHING_FORWARDED,
+
+    /**
+     * The clock endpoint, asked as a check. Its answer as it is (Caddy copies it to the client), no
+     * identity headers; but a proxy that relays only refusals (nginx, forced status) gets that status
+     * with `X-Keygate-Code: time` and asks for the answer in its render step.
+     */
+    serveTime(res, nowNs, requestId) {
+      const status = mode.forcedStatus(res.req);
+      if (status === undefined) return writeTime(res, nowNs, requestId, NO_HEADERS);
+      const head = [CODE_HEADER, TIME_RENDER, 'x-request-id', requestId];
+      res.writeHead(status, [...head, 'cache-control', 'no-store', 'content-length', '0']);
+      res.end();
+    },
+
+    pass(args, done) {
+      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner, args.responseHeaders);
+      done(ALLOWED);
+    },
+
     allow(res, keyId, requestId, owner, rateHeaders) {
-      const head = [
-        KEY_ID_HEADER,
-        keyId ?? '',
-        KEY_OWNER_HEADER,
-        owner ?? '',
-        'x-request-id',
-        requestId,
-        'cache-control',
-        'no-store',
-        'content-length',
-        '0',
-      ];
+      const head = [KEY_ID_HEADER, keyId ?? '', KEY_OWNER_HEADER, owner ?? '', 'x-request-id', requestId];
+      head.push('cache-control', 'no-store', 'content-length', '0');
       if (rateHeaders) head.push(...rateHeaders);
       res.writeHead(200, head);
       res.end();
@@ -149,25 +180,9 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
     },
 
     refusing(res, code) {
-      const status = this.forcedStatus(res.req);
+      const status = mode.forcedStatus(res.req);
       if (status !== undefined) res.setHeader(CODE_HEADER, String(code));
       return status;
-    },
-
-    time(res, nowNs, requestId) {
-      const status = this.forcedStatus(res.req);
-      if (status === undefined) return writeTimeAnswer(res, nowNs, requestId);
-      res.writeHead(status, [
-        CODE_HEADER,
-        TIME_RENDER,
-        'x-request-id',
-        requestId,
-        'cache-control',
-        'no-store',
-        'content-length',
-        '0',
-      ]);
-      res.end();
     },
 
     renderCode(req) {
@@ -178,10 +193,13 @@ export function createForwardAuth(options: { pathPrefix: string | undefined }): 
       return typeof v === 'string' && CODE.test(v) && Object.hasOwn(ERRORS, v) ? (Number(v) as ErrorCode) : 50000;
     },
 
-    render(res, target, requestId, nowNs) {
-      if (target === TIME_RENDER) return writeTimeAnswer(res, nowNs(), requestId);
+    render(res, target, requestId) {
+      if (target === TIME_RENDER) return writeTime(res, deps.clock.nowNs(), requestId, NO_HEADERS);
       res.setHeader('x-request-id', requestId);
       renderError(res, target);
     },
   };
+  return mode;
 }
+
+const ALLOWED = Object.freeze({ status: 200 });

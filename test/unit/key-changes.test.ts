@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/management/key-operations.js';
+import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/keys/key-changes.js';
 import { keyStatus, publicView } from '../../src/keys/key-record.js';
 import { makeKey } from '../helpers/keygate.js';
 

@@ -1,0 +1,134 @@
+import type { KeyChanges } from '../keys/key-changes.js';
+import { parseDuration } from '../keys/key-changes.js';
+import { publicView } from '../keys/key-record.js';
+import { describeRateLimit } from '../policy/rate-limit-spec.js';
+import { UsageError } from './cli-errors.js';
+import { flag, str, type Parsed } from './command-line.js';
+import { apiKeyOf, JSON_OPTION, opt, type KeyAction } from './key-context.js';
+
+/** `keygate keys create` and `update`: the flags that set a key's fields, read into KeyChanges. */
+
+const OWNER = opt(
+  'owner',
+  'account-id',
+  "the service's own account id the key belongs to (set at creation, never changed)",
+);
+const SCOPES = opt('scopes', 'a,b', 'comma-separated scopes the key grants');
+const ALLOW_IP = opt('allow-ip', 'cidrs', 'comma-separated addresses or CIDRs the key may be used from (default: any)');
+const LABEL = opt('label', 'text', 'a note for operators');
+const EXPIRES_AT = opt('expires-at', 'ISO date', 'the key stops working at this time');
+const TTL = opt('ttl', '30d', 'the key stops working after this long (units ms s m h d)');
+const RATE_LIMIT = opt(
+  'rate-limit',
+  '100/s',
+  'requests per second, minute or hour (/s /m /h); without one the policy defaultRateLimit applies',
+);
+const BURST = opt('burst', 'n', 'requests allowed at once above the rate (needs a rate)');
+const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL];
+
+const splitList = (v: string | undefined) =>
+  v === undefined
+    ? undefined
+    : v
+        .split(',')
+        .map((s) => s.trim())
+        .filter((s) => s.length > 0);
+
+/** Turns the change flags into KeyChanges; a contradiction or a malformed value is a UsageError. */
+function changesFrom(p: Parsed, nowMs: number): KeyChanges {
+  const changes: KeyChanges = {};
+  const scopes = splitList(str(p, 'scopes'));
+  const allowIps = splitList(str(p, 'allow-ip'));
+  const label = str(p, 'label');
+  const expiresAt = str(p, 'expires-at');
+  const ttl = str(p, 'ttl');
+  const rateLimit = str(p, 'rate-limit');
+  const burstText = str(p, 'burst');
+  if (scopes) changes.scopes = scopes;
+  if (allowIps) changes.allowIps = allowIps;
+  if (label !== undefined) changes.label = label;
+  if ([expiresAt !== undefined, ttl !== undefined, flag(p, 'no-expiry')].filter(Boolean).length > 1)
+    throw new UsageError('use only one of --expires-at, --ttl, --no-expiry');
+  if (expiresAt !== undefined) {
+    const t = Date.parse(expiresAt);
+    if (Number.isNaN(t)) throw new UsageError(`--expires-at: not a date: ${expiresAt}`);
+    changes.expiresAt = new Date(t).toISOString();
+  }
+  if (ttl !== undefined) {
+    const ms = parseDuration(ttl);
+    if (ms === undefined || ms === 0) throw new UsageError(`--ttl: expected a duration like 30d, 12h, 90m, got ${ttl}`);
+    changes.expiresAt = new Date(nowMs + ms).toISOString();
+  }
+  if (flag(p, 'no-expiry')) changes.expiresAt = null;
+  let burst: number | undefined;
+  if (burstText !== undefined) {
+    if (!/^\d{1,7}$/.test(burstText) || Number(burstText) < 1)
+      throw new UsageError(`--burst: expected a whole number of requests, got ${burstText}`);
+    burst = Number(burstText);
+  }
+  if (rateLimit === 'none') {
+    if (burst !== undefined) throw new UsageError('--burst cannot go with --rate-limit none');
+    changes.rateLimit = null;
+  } else if (rateLimit !== undefined) {
+    changes.rateLimit = { rate: rateLimit, ...(burst !== undefined && { burst }) };
+  } else if (burst !== undefined) {
+    changes.burst = burst;
+  }
+  return changes;
+}
+
+export const createAction: KeyAction = {
+  spec: {
+    name: 'create',
+    summary: 'create a key and print its secret (shown only this once)',
+    options: [OWNER, ...CHANGES, RATE_LIMIT, BURST, JSON_OPTION],
+  },
+  async run(ctx, p) {
+    const changes = changesFrom(p, ctx.now());
+    if (changes.burst !== undefined) throw new UsageError('--burst needs --rate-limit');
+    const owner = str(p, 'owner');
+    const { record } = ctx.must(await ctx.ops.create({ ...changes, ...(owner !== undefined && { owner }) }, ctx.actor));
+    if (flag(p, 'json')) {
+      ctx.print({
+        apiKey: record.apiKey,
+        apiSecret: record.secret,
+        id: record.id,
+        ...(record.owner && { owner: record.owner }),
+        scopes: record.scopes,
+        allowIps: record.allowIps,
+        ...(record.label && { label: record.label }),
+        ...(record.expiresAt && { expiresAt: record.expiresAt }),
+        ...(record.rateLimit && { rateLimit: record.rateLimit }),
+      });
+      return;
+    }
+    ctx.out.write(
+      `Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n${record.owner ? `  owner:     ${record.owner}\n` : ''}` +
+        `  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\n` +
+        `  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\nThe secret is shown only now; store it safely.\n`,
+    );
+  },
+};
+
+export const updateAction: KeyAction = {
+  spec: {
+    name: 'update',
+    summary: "change a key's scopes, addresses, label, expiry or rate limit; prints the key as JSON",
+    args: ['<apiKey>'],
+    options: [
+      ...CHANGES,
+      opt('no-expiry', undefined, 'remove the expiry'),
+      opt('rate-limit', '100/s|none', 'a new rate (/s /m /h), or none: the policy defaultRateLimit applies'),
+      BURST,
+      opt('json', undefined, 'print JSON (the default for update)'),
+    ],
+  },
+  async run(ctx, p) {
+    const changes = changesFrom(p, ctx.now());
+    if (Object.keys(changes).length === 0)
+      throw new UsageError(
+        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit or --burst)',
+      );
+    ctx.print(publicView(ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p)), ctx.now()));
+  },
+};

@@ -1,0 +1,118 @@
+import { publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
+import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../keys/key-usage.js';
+import { describeRateLimit } from '../policy/rate-limit-spec.js';
+import { UsageError } from './cli-errors.js';
+import { flag, str } from './command-line.js';
+import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
+
+/** `keygate keys list`, `show` and `usage`: the actions that change nothing. */
+
+const lastUsedAtOf = async (ctx: KeyContext, r: KeyRecord) => lastUsedAt(await ctx.store.getUsage(r.apiKey));
+
+function table(rows: string[][]): string {
+  const head = [
+    'API KEY',
+    'ID',
+    'STATUS',
+    'SCOPES',
+    'ALLOW IPS',
+    'RATE LIMIT',
+    'LAST USED',
+    'EXPIRES',
+    'REVOKED',
+    'OWNER',
+    'LABEL',
+  ];
+  const all = [head, ...rows];
+  const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
+  return `${all
+    .map((r) =>
+      r
+        .map((c, i) => c.padEnd(widths[i] as number))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
+}
+
+export const listAction: KeyAction = {
+  spec: {
+    name: 'list',
+    summary: 'list keys (never their secrets), as a table or JSON',
+    options: [
+      opt('owner', 'account-id', 'only the keys of this account'),
+      opt('state', 'active|revoked|expired', 'only keys in this state'),
+      opt('sort', 'last-used', 'least recently used first, never used at the top'),
+      JSON_OPTION,
+    ],
+  },
+  async run(ctx, p) {
+    const state = str(p, 'state');
+    const sort = str(p, 'sort');
+    const owner = str(p, 'owner');
+    if (state !== undefined && !['active', 'revoked', 'expired'].includes(state))
+      throw new UsageError('--state must be active, revoked or expired');
+    if (sort !== undefined && sort !== 'last-used')
+      throw new UsageError('--sort: only "last-used" (least recently used first, never used at the top)');
+    const now = ctx.now();
+    const keys = await ctx.ops.list({
+      ...(owner !== undefined && { owner }),
+      ...(state !== undefined && { state: state as KeyStatus }),
+    });
+    const used = await Promise.all(keys.map((r) => lastUsedAtOf(ctx, r)));
+    const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: used[i] ?? null }));
+    if (sort === 'last-used') rows.sort((x, y) => (x.lastUsedAt ?? '').localeCompare(y.lastUsedAt ?? ''));
+    if (flag(p, 'json')) ctx.print(rows);
+    else
+      ctx.out.write(
+        table(
+          rows.map((r) => [
+            r.apiKey,
+            r.id,
+            r.status,
+            r.scopes.join(',') || '-',
+            r.allowIps.join(',') || '-',
+            describeRateLimit(r.rateLimit).replace('none', '-'),
+            r.lastUsedAt ?? 'never',
+            r.expiresAt ?? '-',
+            r.revokedAt ? `${r.revokedAt}${r.revokeReason ? ` (${r.revokeReason})` : ''}` : '-',
+            r.owner ?? '-',
+            r.label ?? '',
+          ]),
+        ),
+      );
+  },
+};
+
+export const showAction: KeyAction = {
+  spec: {
+    name: 'show',
+    summary: 'print one key as JSON (never its secret)',
+    args: ['<apiKey>'],
+    options: [opt('json', undefined, 'print JSON (the default for show)')],
+  },
+  async run(ctx, p) {
+    const r = await ctx.load(apiKeyOf(p));
+    ctx.print({ ...publicView(r, ctx.now()), lastUsedAt: await lastUsedAtOf(ctx, r) });
+  },
+};
+
+export const usageAction: KeyAction = {
+  spec: {
+    name: 'usage',
+    summary: `when a key was last used, and its requests per UTC day (kept ${USAGE_DAYS} days)`,
+    args: ['<apiKey>'],
+    options: [opt('days', 'n', `how many days to show, 1 to ${USAGE_DAYS} (default 30)`), JSON_OPTION],
+  },
+  async run(ctx, p) {
+    const days = parseUsageDays(str(p, 'days'));
+    if (days === undefined) throw new UsageError(`--days: ${USAGE_DAYS_RULE}`);
+    const { record, usage: u } = ctx.must(await ctx.ops.usage(apiKeyOf(p)), apiKeyOf(p));
+    const report = usageReport(record, u, days, ctx.now());
+    if (flag(p, 'json')) ctx.print(report);
+    else
+      ctx.out.write(
+        `${report.apiKey} (${report.id})\n  last used: ${report.lastUsedAt ?? 'never'}\n  requests, last ${days} days (UTC): ${report.total}\n${report.perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`,
+      );
+  },
+};

@@ -1,0 +1,53 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Denial, ErrorCode } from '../errors.js';
+import type { UpstreamHead } from '../pipeline/forward-headers.js';
+import type { ForwardOutcome } from './upstream-exchange.js';
+
+/** The request to check: the one received (proxy), or the one the asking proxy describes (forward-auth). */
+export interface OriginalRequest {
+  readonly ok: true;
+  readonly method: string | undefined;
+  readonly url: string | undefined;
+}
+
+/** What `pass` is given once every check has passed (the request's Walk). */
+export interface PassArgs {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The request's id, and the authenticated key's id (none on a public route: no key, so no identity). */
+  readonly log: { readonly requestId: string; readonly keyId?: string | undefined };
+  readonly head: UpstreamHead;
+  readonly expectContinue: boolean;
+  /** The authenticated key's owner (X-Api-Key-Owner); carried here because it is never logged. */
+  readonly keyOwner: string | undefined;
+  /** Keygate's own response headers (RateLimit), [name, value, …]. */
+  readonly responseHeaders: readonly string[] | undefined;
+}
+
+/** Called once per pass with what became of it; `upstreamMs` only when something was forwarded. */
+export type PassDone = (outcome: ForwardOutcome, upstreamMs?: number) => void;
+
+/**
+ * Everything that differs between proxy and forward-auth mode, chosen once when
+ * the gateway is built (request-path.ts never asks which mode it runs in).
+ */
+export interface GatewayMode {
+  /**
+   * A request this mode answers outside the request path, unrecorded; true when it did.
+   * Forward-auth: nginx asking for the body of a refusal already recorded.
+   */
+  preempt(req: IncomingMessage, res: ServerResponse, peerTrusted: (req: IncomingMessage) => boolean): boolean;
+  /** The request to check, or a refusal. */
+  original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
+  /** Built before authentication (a refusal here burns no nonce): what would go upstream. */
+  upstreamHead(raw: string[], peerIp: string, peerTrusted: boolean, requestId: string): UpstreamHead | Denial;
+  /** Every check passed: forward, or tell the asking proxy. */
+  pass(args: PassArgs, done: PassDone): void;
+  /**
+   * GET/HEAD /api/v3/time while the policy serves it: proxy mode writes the answer; forward-auth
+   * writes it too, or, where the asking proxy relays only refusals (nginx), defers it to the render step.
+   */
+  serveTime(res: ServerResponse, nowNs: bigint, requestId: string): void;
+  /** Adapts a refusal about to be rendered (headers on `res`); returns the status to answer with, if not the catalogue's. */
+  refusing(res: ServerResponse, code: ErrorCode): number | undefined;
+}

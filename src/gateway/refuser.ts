@@ -1,0 +1,58 @@
+import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import { deny, ERRORS, type Denial } from '../errors.js';
+import type { RequestLog } from '../observe/request-record.js';
+import type { RateLimited } from '../pipeline/authenticate.js';
+import type { GatewayMode } from './gateway-mode.js';
+import { limitedHeaders } from './rate-limit-headers.js';
+import { renderError } from './render.js';
+import { SERVER_TIME_HEADER } from './time-endpoint.js';
+
+export interface Refuser {
+  /** The one refusal path: the verdict noted on the log, adapted by the mode, rendered. Returns false ("answered"). */
+  refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false;
+  /** The error boundary's answer: whatever threw is logged, the client gets 500 50000, the process serves on. */
+  internalError(res: ServerResponse, log: RequestLog, err: unknown): void;
+  /** Sockets on which Keygate answered "Connection: close": nothing more is served on them. */
+  readonly closing: WeakSet<Socket>;
+}
+
+/** How a verdict becomes the client's answer, for every step of the request path. */
+export function createRefuser(deps: { logger: Logger; clock: Clock; mode: GatewayMode }): Refuser {
+  const { logger, clock, mode } = deps;
+  const closing = new WeakSet<Socket>();
+
+  function refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false {
+    // A refused request whose body has not all arrived: close rather than read the rest,
+    // so nothing after our answer is parsed from it.
+    if (!res.req.complete) res.setHeader('connection', 'close');
+    if (res.getHeader('connection') === 'close') closing.add(res.req.socket);
+    log.code = decision.code;
+    log.reason = decision.reason;
+    res.setHeader('x-request-id', log.requestId);
+    const status = mode.refusing(res, decision.code);
+    // Logged as the client gets it (after nginx's render step), not as the forced status nginx is sent.
+    if (status !== undefined) log.status = ERRORS[decision.code].status;
+    const extra =
+      decision.reason === 'nonce_window'
+        ? { [SERVER_TIME_HEADER]: clock.nowNs().toString() }
+        : 'rate' in decision
+          ? limitedHeaders(decision.rate)
+          : undefined;
+    renderError(res, decision.code, extra, status);
+    return false;
+  }
+
+  function internalError(res: ServerResponse, log: RequestLog, err: unknown) {
+    logger.error({ err, requestId: log.requestId }, 'internal error while handling a request');
+    try {
+      refuse(res, log, deny('internal_error'));
+    } catch {
+      res.destroy();
+    }
+  }
+
+  return { refuse, internalError, closing };
+}

@@ -1,0 +1,267 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
+import type { Limits } from '../config/read-limits.js';
+import { deny, type Denial, type Reason } from '../errors.js';
+import { clientIp } from '../net/client-ip.js';
+import { ipAllowed, normalizeIp } from '../net/cidr.js';
+import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
+import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
+import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
+import { authorize } from '../pipeline/authorize.js';
+import { checkOverride } from '../pipeline/check-override.js';
+import { checkTarget, type Target } from '../pipeline/check-target.js';
+import { requestIdOf } from '../pipeline/forward-headers.js';
+import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
+import { findRoute } from '../policy/find-route.js';
+import { isUnderPrefix } from '../policy/routes.js';
+import { StoreUnavailableError } from '../store/store.js';
+import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
+import { allowedHeaders } from './rate-limit-headers.js';
+import { renderRawError } from './render.js';
+import { createRefuser } from './refuser.js';
+import { Walk } from './walk.js';
+
+/**
+ * The steps every request walks, in order: the functions of this file, declared
+ * and called in this order, and the rows of docs/reference/lifecycle.md (a unit
+ * test holds the three together). `source` is where the step's logic lives.
+ * The steps stay in one file, a little over 250 lines, so that the path reads top to bottom in one place.
+ */
+export const REQUEST_STEPS = Object.freeze([
+  { name: 'admit', source: 'src/gateway/request-path.ts' },
+  { name: 'screenHeaderCount', source: 'src/gateway/request-path.ts' },
+  { name: 'originalRequest', source: 'src/gateway/forward-auth-mode.ts' },
+  { name: 'checkRequestTarget', source: 'src/pipeline/check-target.ts' },
+  { name: 'serveTime', source: 'src/gateway/request-path.ts' },
+  { name: 'checkMethodOverride', source: 'src/pipeline/check-override.ts' },
+  { name: 'matchRoute', source: 'src/policy/find-route.ts' },
+  { name: 'buildUpstreamHead', source: 'src/pipeline/forward-headers.ts' },
+  { name: 'passPublic', source: 'src/gateway/request-path.ts' },
+  { name: 'authenticate', source: 'src/pipeline/authenticate.ts' },
+  { name: 'authorizeKey', source: 'src/pipeline/authorize.ts' },
+  { name: 'pass', source: 'src/gateway/proxy-mode.ts' },
+] as const);
+
+export interface RequestPathDeps {
+  readonly logger: Logger;
+  readonly clock: Clock;
+  readonly metrics: Metrics;
+  readonly authenticate: Authenticator;
+  /** The policy in force (it reloads without a restart): read once per request. */
+  readonly policy: () => Policy;
+  readonly mode: GatewayMode;
+}
+
+export interface RequestPath {
+  /** One request, from the 'request' or 'checkContinue' listener. */
+  handle(req: IncomingMessage, res: ServerResponse, expectContinue: boolean): void;
+  /** A refusal with no ServerResponse (CONNECT, parser errors): same record, written to the socket. */
+  refuseRaw(socket: Socket, reason: Reason, fields: Partial<RequestLog>): void;
+}
+
+/**
+ * The request path, one named step per function in lifecycle order. Each step
+ * either hands on to the next or ends the request with a verdict rendered by
+ * `refuse`. Anything thrown is caught by one boundary (`internalError`: 500
+ * 50000) and the process serves on; the outcome is recorded once, when the
+ * response closes. What differs between proxy and forward-auth is `deps.mode`.
+ */
+export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, deps: RequestPathDeps): RequestPath {
+  const { metrics, mode } = deps;
+  const recorder = createRequestRecorder(deps);
+  const authSeconds = metrics.bound.authSeconds;
+  const { refuse, internalError, closing } = createRefuser(deps);
+
+  /** Admission control (overload shed); from here the request is recorded once, when its response closes. */
+  function admit(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {
+    const started = performance.now();
+    // Past the bound a request is shed before any other work, with an honest reason, so the
+    // requests already admitted keep the CPU they need.
+    const shed = metrics.inflight.value >= limits.maxInFlight;
+    const log = recorder.open(res, requestIdOf(req.headers['x-request-id']), req.method, started);
+    try {
+      if (shed) return refuse(res, log, deny('overloaded'));
+      // Node parses pipelined requests before the answer to an earlier one is written. Once
+      // Keygate has answered "Connection: close" on this socket, what follows is never served.
+      if (closing.has(req.socket)) return void res.destroy();
+      walk(new Walk(req, res, log, started, expectContinue, deps.policy()));
+    } catch (err) {
+      internalError(res, log, err);
+    }
+  }
+
+  /**
+   * The synchronous steps, in order. Each returns true to hand on to the next, or false once it has
+   * answered the request (a refusal, the time endpoint, a public pass). Then `authenticate` →
+   * `authorizeKey` → `pass`, when the store has answered.
+   */
+  function walk(w: Walk) {
+    if (
+      screenHeaderCount(w) &&
+      originalRequest(w) &&
+      checkRequestTarget(w) &&
+      serveTime(w) &&
+      checkMethodOverride(w) &&
+      matchRoute(w) &&
+      buildUpstreamHead(w) &&
+      passPublic(w)
+    )
+      authenticate(w);
+  }
+
+  /** More header fields than the limit: refused whole (431), never half-read. */
+  function screenHeaderCount(w: Walk): boolean {
+    w.peer = w.log.clientIp = normalizeIp(w.req.socket.remoteAddress ?? '');
+    if (w.req.rawHeaders.length <= 2 * limits.maxHeaderCount) return true;
+    w.res.setHeader('connection', 'close');
+    return refuse(w.res, w.log, deny('too_many_headers'));
+  }
+
+  /** The request to check: the one received, or (forward-auth) the one the asking proxy describes. */
+  function originalRequest(w: Walk): boolean {
+    w.peerTrusted = w.policy.trustedProxies !== null && ipAllowed(w.policy.trustedProxies, w.peer);
+    const asked = mode.original(w.req, w.peerTrusted);
+    if (!asked.ok) return refuse(w.res, w.log, asked);
+    w.log.method = asked.method;
+    w.asked = asked;
+    return true;
+  }
+
+  function checkRequestTarget(w: Walk): boolean {
+    const { method, url } = w.asked as OriginalRequest;
+    const target = checkTarget(method, url);
+    if (!target.ok) {
+      w.res.setHeader('connection', 'close');
+      return refuse(w.res, w.log, target);
+    }
+    w.method = method as string;
+    w.target = target;
+    return true;
+  }
+
+  /** GET/HEAD /api/v3/time is answered here (unless the policy turns it off): no token, nothing forwarded. */
+  function serveTime(w: Walk): boolean {
+    const target = w.target as Target;
+    if (target.path !== TIME_PATH || (w.method !== 'GET' && w.method !== 'HEAD') || !w.policy.timeEndpoint) return true;
+    w.log.code = TIME;
+    w.log.route = TIME_PATH;
+    mode.serveTime(w.res, deps.clock.nowNs(), w.log.requestId);
+    return false;
+  }
+
+  function checkMethodOverride(w: Walk): boolean {
+    const target = w.target as Target;
+    const methods = checkOverride(w.method, w.req.headers, target.query, w.policy.methodOverride);
+    if (!methods.ok) return refuse(w.res, w.log, methods);
+    w.methods = methods.methods;
+    return true;
+  }
+
+  /**
+   * Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
+   * method overrides): the pattern (never the raw path or query) is logged, also on refusals. Public routes
+   * first: under /api/v3/ only the operator's opt-ins, which load refused to let overlap `routes`. A public
+   * match for only one of two methods (an override) is not public: it is authenticated.
+   */
+  function matchRoute(w: Walk): boolean {
+    const { policy, methods } = w;
+    const path = (w.target as Target).path;
+    w.api = isUnderPrefix(path, API_PREFIX, policy.matching);
+    const open =
+      w.api && policy.publicApiRoutes.rules.length === 0
+        ? undefined
+        : findRoute(w.api ? policy.publicApiRoutes : policy.publicRoutes, methods, path);
+    w.isPublic = open !== undefined && !open.partial;
+    w.route = w.api && !w.isPublic ? findRoute(policy.routes, methods, path) : open;
+    w.log.route = w.route?.pattern;
+    return true;
+  }
+
+  /**
+   * Built before authentication, so a request refused here burns no nonce. It never carries the client's
+   * Authorization or identity headers, so a public route forwards no identity at all.
+   */
+  function buildUpstreamHead(w: Walk): boolean {
+    const head = mode.upstreamHead(w.req.rawHeaders, w.peer, w.peerTrusted, w.log.requestId);
+    if (!head.ok) return refuse(w.res, w.log, head);
+    w.head = head;
+    return true;
+  }
+
+  /** A public route passes with no key; outside /api/v3/ anything else is not ours to answer. */
+  function passPublic(w: Walk): boolean {
+    if (w.isPublic) {
+      pass(w, PUBLIC);
+      return false;
+    }
+    if (!w.api) return refuse(w.res, w.log, deny('no_route'));
+    return true;
+  }
+
+  function authenticate(w: Walk) {
+    const xff = w.peerTrusted ? w.req.headers['x-forwarded-for'] : undefined;
+    w.ip = w.log.clientIp = clientIp(w.peer, Array.isArray(xff) ? xff.join(', ') : xff, w.policy.trustedProxies);
+    deps.authenticate(w.req.rawHeaders).then(
+      (authn) => authorized(w, authn),
+      (err: unknown) =>
+        // Only a store that did not answer is 503; anything else is Keygate's own fault.
+        err instanceof StoreUnavailableError
+          ? authorized(w, deny('store_unavailable'))
+          : internalError(w.res, w.log, err),
+    );
+  }
+
+  /** The error boundary of the path's asynchronous half. */
+  function authorized(w: Walk, authn: Authenticated | Denial | RateLimited) {
+    try {
+      authorizeKey(w, authn);
+    } catch (err) {
+      internalError(w.res, w.log, err);
+    }
+  }
+
+  function authorizeKey(w: Walk, authn: Authenticated | Denial | RateLimited) {
+    let decision: Denial | RateLimited | undefined;
+    if (authn.ok) {
+      w.log.keyId = authn.key.record.id;
+      w.keyOwner = authn.key.record.owner;
+      const authz = authorize(authn.key, w.ip, w.route, w.policy.unlistedRoutes);
+      if (authz.ok) w.log.route = authz.route;
+      else decision = authz;
+    } else decision = authn;
+    const ms = performance.now() - w.started;
+    w.log.authMs = roundMs(ms);
+    authSeconds[decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'].observe(
+      ms / 1000,
+    );
+    if (decision !== undefined) return refuse(w.res, w.log, decision);
+    // The client went away while we were checking, or an earlier answer closed its connection.
+    if (w.res.destroyed || closing.has(w.req.socket)) return void w.res.destroy();
+    const rate = (authn as Authenticated).rate;
+    if (rate && rateLimitHeaders) w.responseHeaders = allowedHeaders(rate);
+    pass(w, OK);
+  }
+
+  /** Every check passed: the mode forwards (proxy) or answers the asking proxy (forward-auth). */
+  function pass(w: Walk, outcome: typeof OK | typeof PUBLIC) {
+    const { res, log } = w;
+    mode.pass(w, (result, upstreamMs) => {
+      if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
+      if ('status' in result) {
+        log.code = outcome;
+        log.status = result.status;
+      } else refuse(res, log, deny(result.reason));
+    });
+  }
+
+  return {
+    handle: admit,
+    refuseRaw(socket, reason, fields) {
+      const { code } = deny(reason);
+      const log = { ...fields, code, reason, status: renderRawError(socket, code) };
+      recorder.record(log as RequestLog);
+    },
+  };
+}

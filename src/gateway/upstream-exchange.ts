@@ -1,0 +1,190 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Dispatcher } from 'undici';
+import type { Logger } from 'pino';
+import type { Reason } from '../errors.js';
+import { responseHead } from './response-head.js';
+
+/** What became of a forwarded request: the upstream's status, or the reason Keygate answers with instead. */
+export type ForwardOutcome = { readonly status: number } | { readonly reason: Reason };
+/** Called exactly once per forwarded request, before anything is written to the client for it. */
+export type ForwardDone = (outcome: ForwardOutcome) => void;
+
+/** What every exchange of one forwarder shares: the sets its sweeper walks, the body-rate bound, the logger. */
+export interface ExchangeShared {
+  /** Exchanges waiting for an upstream connection. */
+  readonly waiting: Set<UpstreamExchange>;
+  /** Exchanges whose request body is still arriving. */
+  readonly uploading: Set<UpstreamExchange>;
+  readonly minBodyBytesPerSecond: number;
+  readonly bodyRateGraceMs: number;
+  readonly logger: Logger;
+}
+
+const STATUS_TEXT = /^[\t\x20-\x7e\x80-\xff]*$/;
+
+/**
+ * One forwarded request as undici's dispatch handler: the upstream's answer is
+ * checked before a byte of it reaches the client (a final status outside
+ * 200–599, a status text with control characters, or a header Node will not
+ * write becomes 502) and then relayed; `giveUp` answers the client instead of
+ * the upstream (queue wait or body rate exceeded, decided by the forwarder's sweep).
+ */
+export class UpstreamExchange implements Dispatcher.DispatchHandler {
+  readonly queuedAt = performance.now();
+  private abortFn: ((err?: Error) => void) | undefined;
+  private answered = false;
+  private finished = false;
+  private resumeFn: (() => void) | undefined;
+  private rateFrom = 0;
+  private rateBytes = 0;
+  private held: Buffer | undefined;
+
+  constructor(
+    private readonly shared: ExchangeShared,
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly requestId: string,
+    private readonly done: ForwardDone,
+    private readonly extraHeaders: readonly string[] | undefined,
+  ) {
+    shared.waiting.add(this);
+    if (!req.complete) {
+      this.rateFrom = this.queuedAt;
+      this.rateBytes = req.socket.bytesRead;
+      shared.uploading.add(this);
+      req.once('end', () => shared.uploading.delete(this));
+    }
+    res.once('close', () => {
+      this.finished = true;
+      shared.waiting.delete(this);
+      shared.uploading.delete(this);
+      // The client went away: release the upstream exchange too.
+      if (!res.writableFinished) this.abortFn?.();
+    });
+  }
+
+  /** Answer the client instead of the upstream, and drop the upstream exchange. */
+  giveUp(reason: Reason) {
+    this.shared.waiting.delete(this);
+    this.shared.uploading.delete(this);
+    // A body Keygate will not read leaves the connection unusable: close it after the answer.
+    if (!this.req.complete && !this.res.headersSent) this.res.setHeader('connection', 'close');
+    this.settle({ reason });
+    const abort = this.abortFn;
+    this.abortFn = noop; // a later onConnect aborts at once
+    // Aborting also destroys the client's request stream (undici's body), which would cut the
+    // answer just written: release the upstream exchange once the answer is out instead.
+    if (abort) this.res.once('close', () => abort());
+  }
+
+  checkRate(now: number) {
+    const socket = this.req.socket;
+    // Paused means the upstream is not reading fast enough: not the client's fault.
+    if (this.req.isPaused()) {
+      this.rateFrom = now;
+      this.rateBytes = socket.bytesRead;
+      return;
+    }
+    const elapsed = now - this.rateFrom;
+    if (elapsed < this.shared.bodyRateGraceMs) return;
+    if (((socket.bytesRead - this.rateBytes) * 1000) / elapsed >= this.shared.minBodyBytesPerSecond) return;
+    if (this.answered) {
+      this.shared.uploading.delete(this);
+      this.res.destroy();
+      return;
+    }
+    this.giveUp('body_too_slow');
+  }
+
+  private settle(outcome: ForwardOutcome) {
+    if (this.answered) return;
+    this.answered = true;
+    this.done(outcome);
+  }
+
+  onConnect(abort: (err?: Error) => void) {
+    this.shared.waiting.delete(this);
+    if (this.abortFn === noop || this.finished) return abort();
+    this.abortFn = abort;
+  }
+
+  onHeaders(status: number, raw: Buffer[], resume: () => void, statusText: string): boolean {
+    if (status < 100) return this.badResponse();
+    if (status < 200) return true; // 1xx informational answers are not relayed (undici refuses 101 and a stray 100)
+    const res = this.res;
+    if (this.answered || res.destroyed) {
+      this.abortFn?.();
+      return false;
+    }
+    if (status > 599 || !STATUS_TEXT.test(statusText)) return this.badResponse();
+    const head = responseHead(raw, this.requestId);
+    if (this.extraHeaders) head.push(...this.extraHeaders);
+    try {
+      res.writeHead(status, statusText || undefined, head);
+    } catch {
+      return this.badResponse(); // a header name or value Node refuses to write
+    }
+    this.settle({ status });
+    this.resumeFn = resume;
+    return true;
+  }
+
+  private badResponse(): false {
+    this.settle({ reason: 'upstream_bad_response' });
+    this.abortFn?.();
+    return false;
+  }
+
+  onData(chunk: Buffer): boolean {
+    // The latest chunk is held until the end of this tick: a response whose body arrives
+    // with its end leaves in one write (res.end(chunk)) instead of two; a streamed body is
+    // never delayed past the tick its bytes arrived in.
+    if (this.held !== undefined) this.res.write(this.held);
+    else queueMicrotask(this.flush);
+    this.held = chunk;
+    if (!this.res.writableNeedDrain) return true;
+    this.res.once('drain', this.resumeFn as () => void);
+    return false;
+  }
+
+  private readonly flush = () => {
+    const held = this.held;
+    this.held = undefined;
+    if (held !== undefined && !this.res.writableEnded) this.res.write(held);
+  };
+
+  onComplete() {
+    const held = this.held;
+    this.held = undefined;
+    if (held === undefined) this.res.end();
+    else this.res.end(held);
+  }
+
+  onError(err: Error & { code?: string }) {
+    this.shared.waiting.delete(this);
+    this.shared.uploading.delete(this);
+    if (this.answered) {
+      // The status line is already out (or Keygate answered): a cut connection is the only honest signal left.
+      if (!this.res.writableFinished) this.res.destroy();
+      return;
+    }
+    this.shared.logger.debug({ err: err.message, errCode: err.code }, 'upstream error');
+    this.settle({ reason: upstreamFailure(err) });
+  }
+}
+
+function noop() {}
+
+/** undici's error → the reason Keygate answers with: too slow (504), spoke broken HTTP (502), or refused/reset (502). */
+function upstreamFailure(err: Error & { code?: string }): Reason {
+  const code = err.code ?? '';
+  if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_CONNECT_TIMEOUT') return 'upstream_timeout';
+  // llhttp refused the response, or undici refused an unrequested 101 / a stray 100.
+  if (
+    err.name === 'HTTPParserError' ||
+    code.startsWith('HPE_') ||
+    (code === 'UND_ERR_SOCKET' && /^bad (upgrade|response)$/.test(err.message))
+  )
+    return 'upstream_bad_response';
+  return 'upstream_error';
+}

@@ -1,0 +1,47 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestLog } from '../observe/request-record.js';
+import type { Methods } from '../pipeline/check-override.js';
+import type { Target } from '../pipeline/check-target.js';
+import type { UpstreamHead } from '../pipeline/forward-headers.js';
+import type { Policy } from '../policy/policy.js';
+import type { RouteMatch } from '../policy/routes.js';
+import type { OriginalRequest, PassArgs } from './gateway-mode.js';
+
+/** Replaced by buildUpstreamHead before any pass; frozen, so a step out of order throws (500) rather than forwards. */
+const UNBUILT: UpstreamHead = Object.freeze({
+  ok: true,
+  headers: Object.freeze([]) as unknown as string[],
+  body: 'none',
+});
+const NO_METHODS: Methods['methods'] = [''];
+
+/**
+ * One request on its walk along the request path: what the steps learn, in the
+ * order they learn it. A class, so every request has the same shape (V8 keeps
+ * the step functions monomorphic).
+ */
+export class Walk implements PassArgs {
+  peer = '';
+  peerTrusted = false;
+  asked: OriginalRequest | undefined = undefined;
+  target: Target | undefined = undefined;
+  method = '';
+  methods: Methods['methods'] = NO_METHODS;
+  api = false;
+  isPublic = false;
+  route: RouteMatch | undefined = undefined;
+  head: UpstreamHead = UNBUILT;
+  ip: string | undefined = undefined;
+  /** Sent upstream as X-Api-Key-Owner (pass arguments); not a request-line field, so never logged. */
+  keyOwner: string | undefined = undefined;
+  /** Keygate's own response headers (RateLimit) for a pass, [name, value, …]. */
+  responseHeaders: readonly string[] | undefined = undefined;
+  constructor(
+    readonly req: IncomingMessage,
+    readonly res: ServerResponse,
+    readonly log: RequestLog,
+    readonly started: number,
+    readonly expectContinue: boolean,
+    readonly policy: Policy,
+  ) {}
+}

@@ -1,0 +1,30 @@
+import type { Server } from 'node:http';
+import type { Logger } from 'pino';
+import type { Limits } from '../config/read-limits.js';
+import { createManagementTokensSource, type ManagementTokensSource } from '../config/management-tokens-source.js';
+import type { Store } from '../store/store.js';
+import { createKeyOperations } from './key-operations.js';
+import { createManagementServer } from './management-server.js';
+
+export interface ManagementApi {
+  readonly server: Server;
+  /** The tokens file, reloaded on change and on SIGHUP. */
+  readonly tokens: ManagementTokensSource;
+}
+
+/**
+ * The management listener and what it needs: the tokens file and the key
+ * operations. It shares nothing with the proxy's request path but the store: a
+ * change made here is published like one from `keygate keys` (same operations,
+ * same audit).
+ */
+export function createManagementApi(
+  options: { tokensFile: string; limits: Limits },
+  deps: { store: Store; logger: Logger; now: () => number },
+): ManagementApi {
+  const { store, logger, now } = deps;
+  const tokens = createManagementTokensSource({ file: options.tokensFile }, { logger });
+  const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
+  const server = createManagementServer({ limits: options.limits }, { ops, store, tokens: tokens.tokens, logger, now });
+  return { server, tokens };
+}

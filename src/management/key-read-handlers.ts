@@ -1,0 +1,62 @@
+import { OWNER, OWNER_RULE, type KeyStatus } from '../keys/key-record.js';
+import { parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
+import { invalid, keyView, refusal, type Handler } from './management-answer.js';
+import { onlyParams } from './request-fields.js';
+
+const MAX_LIST = 500;
+const STATES: readonly KeyStatus[] = ['active', 'revoked', 'expired'];
+const CURSOR = /^[A-Za-z0-9_-]{1,200}$/;
+const cursorOf = (apiKey: string) => Buffer.from(apiKey).toString('base64url');
+
+/** GET /v1/keys: a page of keys, filtered by owner and state, in apiKey order. */
+const list: Handler = async ({ query }, deps) => {
+  const problems: string[] = [];
+  onlyParams(query, ['owner', 'state', 'limit', 'cursor'], problems);
+  const owner = query.get('owner') ?? undefined;
+  if (owner !== undefined && !OWNER.test(owner)) problems.push(`query.owner: ${OWNER_RULE}`);
+  const state = query.get('state') ?? undefined;
+  if (state !== undefined && !STATES.includes(state as KeyStatus))
+    problems.push('query.state: one of active, revoked, expired');
+  const rawLimit = query.get('limit') ?? '100';
+  const limit = /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : 0;
+  if (limit < 1 || limit > MAX_LIST) problems.push(`query.limit: a whole number from 1 to ${MAX_LIST}`);
+  const rawCursor = query.get('cursor') ?? undefined;
+  if (rawCursor !== undefined && !CURSOR.test(rawCursor)) problems.push('query.cursor: not a cursor this API returned');
+  if (problems.length > 0) return invalid(problems);
+  const after = rawCursor === undefined ? undefined : Buffer.from(rawCursor, 'base64url').toString();
+  // Ordered by apiKey: a cursor is the last apiKey seen, so keys added or removed meanwhile never shift a page.
+  const all = (
+    await deps.ops.list({
+      ...(owner !== undefined && { owner }),
+      ...(state !== undefined && { state: state as KeyStatus }),
+    })
+  ).filter((r) => after === undefined || r.apiKey > after);
+  const page = all.slice(0, limit);
+  const keys = await Promise.all(page.map((r) => keyView(r, deps)));
+  const last = page[page.length - 1];
+  return { status: 200, body: { keys, nextCursor: all.length > limit && last ? cursorOf(last.apiKey) : null } };
+};
+
+/** GET /v1/keys/{apiKey}. */
+const show: Handler = async ({ apiKey, query }, deps) => {
+  const problems: string[] = [];
+  onlyParams(query, [], problems);
+  if (problems.length > 0) return invalid(problems);
+  const r = await deps.ops.get(apiKey as string);
+  return r.ok ? { status: 200, body: await keyView(r.value, deps) } : refusal(r);
+};
+
+/** GET /v1/keys/{apiKey}/usage: the same report as `keygate keys usage`. */
+const usage: Handler = async ({ apiKey, query }, deps) => {
+  const problems: string[] = [];
+  onlyParams(query, ['days'], problems);
+  const days = parseUsageDays(query.get('days') ?? undefined);
+  if (days === undefined) problems.push(`query.days: ${USAGE_DAYS_RULE}`);
+  if (problems.length > 0 || days === undefined) return invalid(problems);
+  const r = await deps.ops.usage(apiKey as string);
+  if (!r.ok) return refusal(r);
+  return { status: 200, body: usageReport(r.value.record, r.value.usage, days, deps.now()) };
+};
+
+/** The handlers that only read: any token may call them, with either store. */
+export const keyReadHandlers = { list, show, usage } as const;

@@ -1,0 +1,78 @@
+import type { ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { ErrorCode, Reason } from '../errors.js';
+import { createRequestLogger } from './logger.js';
+import { OK, PUBLIC, TIME, statusClass, type Metrics } from './metrics.js';
+
+/**
+ * Per-request facts: the outcome, the one log line and the metrics, all
+ * written once when the response closes. Every field is a request-line field
+ * (REQUEST_LINE_FIELDS in logger.ts); never the token, never the key's owner.
+ */
+export interface RequestLog {
+  requestId: string;
+  method: string | undefined;
+  route: string | undefined;
+  clientIp: string | undefined;
+  keyId?: string;
+  code?: ErrorCode | typeof OK | typeof PUBLIC | typeof TIME;
+  reason?: Reason;
+  status?: number;
+  authMs?: number;
+  upstreamMs?: number;
+  durationMs?: number;
+  aborted?: true;
+  /** Only on a parser error: the parser's error code, never its raw bytes. */
+  parserError?: string | undefined;
+}
+
+export interface RequestRecorder {
+  /**
+   * A request admitted to the path: counted in flight, and recorded once when its response
+   * closes, however it ends. Returns its log, which the steps fill in.
+   */
+  open(res: ServerResponse, requestId: string, method: string | undefined, started: number): RequestLog;
+  /** Writes one outcome as its metrics and its log line (also for refusals with no response object). */
+  record(log: RequestLog): void;
+}
+
+/** The one place an outcome becomes metrics and a log line. */
+export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }): RequestRecorder {
+  const { metrics } = deps;
+  const bound = metrics.bound;
+  const requestLogger = createRequestLogger(deps.logger);
+  const open = (res: ServerResponse, requestId: string, method: string | undefined, started: number) => {
+    metrics.inflight.inc();
+    const log: RequestLog = { requestId, method, route: undefined, clientIp: undefined };
+    // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
+    res.once('close', () => {
+      metrics.inflight.dec();
+      if (log.status === undefined) log.status = res.statusCode;
+      log.durationMs = roundMs(performance.now() - started);
+      if (!res.writableFinished) log.aborted = true;
+      record(log);
+    });
+    return log;
+  };
+  const record = (log: RequestLog) => {
+    bound.requests.get(String(log.code))?.inc();
+    if (log.reason !== undefined) bound.rejections[log.reason].inc();
+    if (log.upstreamMs !== undefined) {
+      const cls =
+        log.code === OK || log.code === PUBLIC
+          ? statusClass(log.status ?? 0)
+          : log.reason === 'upstream_timeout'
+            ? 'timeout'
+            : 'error';
+      bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
+    }
+    // warn: Keygate answered an error code (a number; the outcome labels are strings) with a 5xx status.
+    requestLogger(log, typeof log.code === 'number' && (log.status ?? 0) >= 500);
+  };
+  return { open, record };
+}
+
+/** Milliseconds to three decimals, as logged. */
+export function roundMs(ms: number): number {
+  return Math.round(ms * 1000) / 1000;
+}

@@ -1,0 +1,141 @@
+import { randomBytes } from 'node:crypto';
+import { Redis } from 'ioredis';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
+import { createRedisStore } from '../../src/store/redis-store.js';
+import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+
+/**
+ * createRedisStore against a real redis-server: what is written under which
+ * name (the layout in redis-store.ts's header, which operators and rolling
+ * upgrades rely on), the change published to other instances, the audit
+ * stream. What any store must do is in store-contract.test.ts.
+ */
+type RedisStore = ReturnType<typeof createRedisStore>;
+
+let redis: TestRedis;
+let raw: Redis;
+let opened: Array<{ close(): Promise<void> }> = [];
+beforeAll(async () => {
+  redis = await startRedis({ shared: true });
+  raw = new Redis(redis.url);
+});
+afterAll(async () => {
+  raw.disconnect();
+  await redis.stop();
+});
+afterEach(async () => {
+  await Promise.all(opened.map((s) => s.close()));
+  opened = [];
+});
+
+/** Each test has its own prefix, so it needs no flush and shares the server safely. */
+async function open(prefix = `t${randomBytes(4).toString('hex')}:`): Promise<{ store: RedisStore; prefix: string }> {
+  const store = createRedisStore({ url: redis.url, prefix }, { logger: pino({ level: 'silent' }) });
+  opened.push(store);
+  await waitStoreReady(store);
+  return { store, prefix };
+}
+
+describe('redis store: layout', () => {
+  it('putKey: the record as keys-file JSON under key:<apiKey>, the name in the keys set', async () => {
+    const { store, prefix } = await open();
+    await store.putKey(makeKey({ apiKey: 'kg_one', owner: 'acme', label: 'ci' }));
+    const stored = JSON.parse((await raw.get(`${prefix}key:kg_one`)) as string) as Record<string, unknown>;
+    expect(stored).toMatchObject({
+      apiKey: 'kg_one',
+      apiSecret: 'secret-for-kg_one-0123456789',
+      id: 'id-kg_one',
+      owner: 'acme',
+      label: 'ci',
+    });
+    expect(await raw.smembers(`${prefix}keys`)).toEqual(['kg_one']);
+    expect(await store.countKeys()).toBe(1);
+  });
+
+  it('admit: nonce, usage under the {apiKey} hash tag; a limited key also its GCRA state', async () => {
+    const { store, prefix } = await open();
+    await store.admit('kg_one', 'n-1', 60_000, undefined);
+    const nonceTtl = await raw.pttl(`${prefix}{kg_one}:nonce:n-1`);
+    expect(nonceTtl).toBeGreaterThan(0);
+    expect(nonceTtl).toBeLessThanOrEqual(60_000);
+    const usage = await raw.hgetall(`${prefix}{kg_one}:usage`);
+    expect(Object.values(usage)).toContain('1');
+    expect(Object.keys(usage)).toContain('last');
+    expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(0);
+    await store.admit('kg_one', 'n-2', 60_000, compileRateLimit({ rate: '1/s' }));
+    expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(1);
+  });
+
+  it('deleteKey: the record, its set member, rate-limit state and usage go; nonces expire on their own', async () => {
+    const { store, prefix } = await open();
+    await store.putKey(makeKey({ apiKey: 'kg_gone' }));
+    await store.admit('kg_gone', 'n-1', 60_000, compileRateLimit({ rate: '5/s' }));
+    expect(await store.deleteKey('kg_gone')).toBe(true);
+    expect(await raw.exists(`${prefix}key:kg_gone`, `${prefix}{kg_gone}:tat`, `${prefix}{kg_gone}:usage`)).toBe(0);
+    expect(await raw.smembers(`${prefix}keys`)).toEqual([]);
+    expect(await store.deleteKey('kg_gone')).toBe(false);
+  });
+
+  it('claimOnce: idempotency names under the prefix, with their TTL', async () => {
+    const { store, prefix } = await open();
+    expect(await store.claimOnce('idempotency:abc', 'kg_x hash', 30_000)).toBeNull();
+    expect(await store.claimOnce('idempotency:abc', 'kg_y other', 30_000)).toBe('kg_x hash');
+    expect(await raw.get(`${prefix}idempotency:abc`)).toBe('kg_x hash');
+    const ttl = await raw.pttl(`${prefix}idempotency:abc`);
+    expect(ttl).toBeGreaterThan(0);
+    expect(ttl).toBeLessThanOrEqual(30_000);
+  });
+
+  it('appendAudit: one stream entry per change, field "entry" holding the JSON', async () => {
+    const { store, prefix } = await open();
+    const entries = [
+      { at: '2026-01-01T00:00:00.000Z', actor: 'ops', action: 'create', apiKey: 'kg_a', id: 'id-a' },
+      { at: '2026-01-01T00:00:01.000Z', actor: 'ops', action: 'revoke', apiKey: 'kg_a', id: 'id-a', detail: 'leak' },
+    ];
+    for (const e of entries) await store.appendAudit(e);
+    const stream = await raw.xrange(`${prefix}audit`, '-', '+');
+    expect(stream.map(([, fields]) => fields)).toEqual(entries.map((e) => ['entry', JSON.stringify(e)]));
+  });
+
+  it('a record that is not JSON reads as unknown (fail closed), not as an error', async () => {
+    const { store, prefix } = await open();
+    await raw.set(`${prefix}key:kg_bad`, '{not json');
+    await raw.sadd(`${prefix}keys`, 'kg_bad');
+    expect(await store.getKey('kg_bad')).toBeNull();
+    expect(await store.listKeys()).toEqual([]);
+  });
+});
+
+describe('redis store: changes reach every instance', () => {
+  it('putKey and deleteKey publish the apiKey on key-events; a second instance hears both', async () => {
+    const { store, prefix } = await open();
+    const { store: peer } = await open(prefix);
+    const channel = new Redis(redis.url);
+    const published: string[] = [];
+    channel.on('message', (_c: string, m: string) => published.push(m));
+    await channel.subscribe(`${prefix}key-events`);
+    const heard: Array<string | null> = [];
+    const off = peer.onKeyChange((k) => heard.push(k));
+    await store.putKey(makeKey({ apiKey: 'kg_pub' }));
+    await store.deleteKey('kg_pub');
+    await expect.poll(() => published, { timeout: 5_000, interval: 20 }).toEqual(['kg_pub', 'kg_pub']);
+    await expect.poll(() => heard, { timeout: 5_000, interval: 20 }).toEqual(['kg_pub', 'kg_pub']);
+    off();
+    channel.disconnect();
+  });
+
+  it('another prefix is another deployment: it hears nothing of this one', async () => {
+    const { store: here } = await open();
+    const { store: there, prefix } = await open();
+    const { store: listener } = await open(prefix);
+    const heard: Array<string | null> = [];
+    listener.onKeyChange((k) => heard.push(k));
+    await here.putKey(makeKey({ apiKey: 'kg_elsewhere' }));
+    await there.putKey(makeKey({ apiKey: 'kg_there' }));
+    // One server delivers in order: had the first change reached this prefix, it would come before the second.
+    await expect.poll(() => heard, { timeout: 5_000, interval: 20 }).toEqual(['kg_there']);
+  });
+});
