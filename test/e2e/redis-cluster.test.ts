@@ -70,6 +70,7 @@ describe('Redis Cluster', () => {
         message: 'Invalid Token',
       });
     expect(upstream.received.length).toBe(KEYS.length);
+    await Promise.all(gates.map((g) => g.keygate.store.flushUsage())); // usage is written in batches
     // Key records and nonces really live on all three masters. The admit script touches one key's
     // nonce, GCRA state and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT.
     const perNode = await Promise.all(
