@@ -87,11 +87,14 @@ describe('redis store: layout', () => {
     for (const m of (await raw.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
       stats[m[1] as string] = Number(m[2]);
     delete stats['config|resetstat'];
-    // One flush (a timer flush may have split it in two): EVALSHA running HGET ×2, HSET, HINCRBY.
+    // One flush (a timer flush may have split it in two): one script call (EVALSHA, or EVAL the first
+    // time Redis sees it) running one HINCRBY for today and at most two HSETs (batch mark, last).
     const flushes = stats.hincrby ?? 0;
     expect(flushes === 1 || flushes === 2).toBe(true);
-    expect(stats).toMatchObject({ set: N + 1, evalsha: flushes, hget: 2 * flushes });
+    expect(stats.set).toBe(N + 1); // the nonces, replay included: nothing else per request
+    expect(stats.hset).toBeLessThanOrEqual(2 * flushes);
     expect(stats.time).toBeUndefined();
+    expect(stats.get).toBeUndefined();
     expect(Object.values((await store.getUsage('kg_free')).perDay)).toEqual([N]);
   });
 
