@@ -138,6 +138,7 @@ describe('Redis Cluster', () => {
     );
     expect(codes.filter((c) => c === 200)).toHaveLength(5);
     expect(codes.filter((c) => c === 429)).toHaveLength(7);
+    await Promise.all(gates.map((g) => g.keygate.store.flushUsage())); // each instance writes its own counts
     expect(Object.values((await store.getUsage('ck-limited')).perDay)).toEqual([5]);
     await store.deleteKey('ck-limited');
   });

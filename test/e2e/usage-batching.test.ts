@@ -28,7 +28,7 @@ describe('usage written in batches', () => {
     redis = await startRedis();
     upstream = await startRecordingUpstream();
     const keys = ['exact', 'outage'].map((apiKey) => makeKey({ apiKey, secret: SECRET }));
-    const env = { KEYGATE_REDIS_TIMEOUT_MS: '300' };
+    const env = { KEYGATE_REDIS_TIMEOUT_MS: '1000' };
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys, env });
     b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
   });
