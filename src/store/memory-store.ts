@@ -99,6 +99,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    // Changes are emitted synchronously in this process: none can be missed.
+    subscribed: () => true,
     async claimOnce(name, value, ttlMs) {
       const t = Number(deps.clock.nowNs() / 1_000_000n);
       const there = claims.get(name);
