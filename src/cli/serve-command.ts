@@ -113,7 +113,7 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     process.on('SIGHUP', () => {
       keygate.reloadPolicy();
       if (config.management) keygate.reloadManagementTokens();
-      if (config.keysFile && !config.redis) keygate.reloadKeys();
+      if (config.keysFile && !config.redis) void keygate.reloadKeys();
       else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
     });
   });

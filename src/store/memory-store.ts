@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
 import { gcra } from './rate-limit.js';
+import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -18,14 +19,33 @@ export interface MemoryStoreOptions {
  * process's clock.
  */
 export interface MemoryStore extends Store {
-  /** Swaps the whole key set in one step and tells listeners everything changed. */
+  /** Swaps the whole key set in one step and announces the keys whose record changed (see stageKeys). */
   replaceAll(records: readonly KeyRecord[]): void;
+  /**
+   * Starts a new key set built beside the live one (a keys file reloading in batches). After the
+   * records are added and `scan()` has run, `commit()` puts it in force in one synchronous step
+   * and announces only the keys that were added, changed or removed (or everything, past
+   * ANNOUNCE_LIMIT), so a key cache keeps every unchanged entry. `abandon()` drops it.
+   */
+  stageKeys(): StagedKeys;
   nonceCount(): number;
 }
 
+export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
+  commit(): void;
+  abandon(): void;
+}
+
+/** Changed keys announced one by one after a swap; past this a single "everything changed" is cheaper. */
+export const ANNOUNCE_LIMIT = 2_000;
+
 export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
-  const keys = new Map<string, KeyRecord>();
+  let keys = new Map<string, KeyRecord>();
   for (const r of options.keys ?? []) keys.set(r.apiKey, r);
+  const staging = new Set<StagedKeySet>();
+  const touch = (apiKey: string) => {
+    for (const s of staging) s.touch(apiKey);
+  };
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
@@ -59,6 +79,23 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     }
   }
 
+  function stageKeys(): StagedKeys {
+    const staged = createStagedKeySet(keys, ANNOUNCE_LIMIT);
+    staging.add(staged);
+    return {
+      add: staged.add,
+      scan: staged.scan,
+      commit() {
+        staging.delete(staged);
+        keys = staged.next;
+        const changed = staged.changed();
+        if (changed === null) emit(null);
+        else for (const apiKey of changed) emit(apiKey);
+      },
+      abandon: () => void staging.delete(staged),
+    };
+  }
+
   return {
     kind: 'memory',
     async getKey(apiKey) {
@@ -69,13 +106,17 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async putKey(record) {
       keys.set(record.apiKey, record);
+      touch(record.apiKey);
       emit(record.apiKey);
     },
     async deleteKey(apiKey) {
       const existed = keys.delete(apiKey);
       tats.delete(apiKey);
       usage.delete(apiKey);
-      if (existed) emit(apiKey);
+      if (existed) {
+        touch(apiKey);
+        emit(apiKey);
+      }
       return existed;
     },
     async admit(apiKey, nonce, ttlMs, limit) {
@@ -119,10 +160,12 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       listeners.clear();
     },
     replaceAll(records) {
-      keys.clear();
-      for (const r of records) keys.set(r.apiKey, r);
-      emit(null);
+      const staged = stageKeys();
+      staged.add(records);
+      void staged.scan(true);
+      staged.commit();
     },
+    stageKeys,
     nonceCount() {
       return nonces.size;
     },
