@@ -98,9 +98,9 @@ export function createRedisStore(
   const confirm = () =>
     subscriber.subscribe(channel).then(
       () => {
-        if (subscriber.status !== 'ready' || subscribed) return;
-        subscribed = true;
-        emit(null); // changes made while unconfirmed were not heard
+        // No flush needed here: 'ready' (above) flushed when this connection came back, and what was
+        // cached since was read unconfirmed, so it lives only for the TTL.
+        if (subscriber.status === 'ready') subscribed = true;
       },
       (err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'),
     );

@@ -63,8 +63,8 @@ export interface Store {
    * True while every key change is certain to reach onKeyChange listeners: always for the memory
    * store (changes are emitted in-process); for Redis, once the SUBSCRIBE reply has arrived and the
    * subscriber connection has not dropped since. A key cache keeps entries past its TTL only while
-   * this holds. Becoming true again is followed at once by a flush (`null`), since changes made
-   * while it was false were not heard.
+   * this holds. Losing it is followed, before it can become true again, by a flush (`null`): the
+   * Redis store flushes whenever a connection comes back, since changes made meanwhile were not heard.
    */
   subscribed(): boolean;
   /**
