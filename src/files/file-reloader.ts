@@ -71,6 +71,11 @@ export function createAsyncFileReloader<T>(
   return createReloader(options, deps) as AsyncFileReloader;
 }
 
+/**
+ * The one implementation behind both: its closures (reload, check, arm) share the watch state,
+ * which is why it runs past ~80 lines. A sync load applies in the caller's turn; an async one
+ * (a Promise) applies when it settles, and a reload asked for meanwhile queues behind it.
+ */
 function createReloader<T>(
   options: FileReloaderOptions,
   deps: FileReloaderDeps<T> | AsyncFileReloaderDeps<T>,
