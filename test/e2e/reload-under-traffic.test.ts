@@ -8,6 +8,7 @@ import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 /**
  * A keys file reload must not stop the proxy: the file is read, parsed and validated on a worker
@@ -45,7 +46,7 @@ describe('a keys file reload under traffic', () => {
       upstream: upstream.url,
       env: { KEYGATE_KEYS_FILE: file, KEYGATE_LOG_LEVEL: 'info' },
     });
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     agent.destroy();
     await gate.close();
@@ -72,41 +73,49 @@ describe('a keys file reload under traffic', () => {
     return { statuses, maxMs, count: statuses.length };
   }
 
-  it('keeps answering while a large file is replaced, then serves the new set', async () => {
-    // Warm the connections and the cache, then a window without a reload, as long as the reload will take.
-    await traffic(new Promise((r) => setTimeout(r, 500)));
-    writeFileSync(file, keysDoc(KEYS, ['steady', 'newcomer']));
-    const t0 = performance.now();
-    const reloading = gate.keygate.reloadKeys();
-    const during = await traffic(reloading);
-    const reloadMs = performance.now() - t0;
-    expect(await reloading).toBe(true);
-    const quiet = await traffic(new Promise((r) => setTimeout(r, reloadMs)));
-    console.log(
-      `[reload] ${KEYS} keys in ${reloadMs.toFixed(0)} ms; longest answer ${during.maxMs.toFixed(1)} ms during ` +
-        `(${during.count} requests), ${quiet.maxMs.toFixed(1)} ms without (${quiet.count} requests)`,
-    );
-    expect(during.statuses.every((s) => s === 200)).toBe(true);
-    expect(quiet.statuses.every((s) => s === 200)).toBe(true);
-    expect(during.count).toBeGreaterThan(0);
-    expect(during.maxMs).toBeLessThan(5 * Math.max(quiet.maxMs, 1));
+  it(
+    'keeps answering while a large file is replaced, then serves the new set',
+    async () => {
+      // Warm the connections and the cache, then a window without a reload, as long as the reload will take.
+      await traffic(new Promise((r) => setTimeout(r, 500)));
+      writeFileSync(file, keysDoc(KEYS, ['steady', 'newcomer']));
+      const t0 = performance.now();
+      const reloading = gate.keygate.reloadKeys();
+      const during = await traffic(reloading);
+      const reloadMs = performance.now() - t0;
+      expect(await reloading).toBe(true);
+      const quiet = await traffic(new Promise((r) => setTimeout(r, reloadMs)));
+      console.log(
+        `[reload] ${KEYS} keys in ${reloadMs.toFixed(0)} ms; longest answer ${during.maxMs.toFixed(1)} ms during ` +
+          `(${during.count} requests), ${quiet.maxMs.toFixed(1)} ms without (${quiet.count} requests)`,
+      );
+      expect(during.statuses.every((s) => s === 200)).toBe(true);
+      expect(quiet.statuses.every((s) => s === 200)).toBe(true);
+      expect(during.count).toBeGreaterThan(0);
+      expect(during.maxMs).toBeLessThan(5 * Math.max(quiet.maxMs, 1));
 
-    const status = async (k: string) =>
-      (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(k, SECRET)) })).status;
-    expect(await status('newcomer')).toBe(200);
-    expect(await status('leaver')).toBe(404);
-  }, 120_000);
+      const status = async (k: string) =>
+        (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(k, SECRET)) })).status;
+      expect(await status('newcomer')).toBe(200);
+      expect(await status('leaver')).toBe(404);
+    },
+    guard(120_000),
+  );
 
-  it('keeps the cache entries of unchanged keys: a reload announces only what changed', async () => {
-    const flushes = async () => (await gate.keygate.metrics.keyCache.get()).values;
-    const count = async (event: string) => (await flushes()).find((v) => v.labels.event === event)?.value ?? 0;
-    const before = { flush: await count('evict_flush'), change: await count('evict_change') };
-    writeFileSync(file, keysDoc(KEYS, ['steady', 'newcomer', 'third']));
-    expect(await gate.keygate.reloadKeys()).toBe(true);
-    expect(await count('evict_flush')).toBe(before.flush);
-    const upstreamSeen = upstream.received.length;
-    const r = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('third', SECRET)) });
-    expect(r.status).toBe(200);
-    expect(upstream.received.slice(upstreamSeen).map((q) => q.headers['x-api-key-id'])).toEqual(['third']);
-  }, 60_000);
+  it(
+    'keeps the cache entries of unchanged keys: a reload announces only what changed',
+    async () => {
+      const flushes = async () => (await gate.keygate.metrics.keyCache.get()).values;
+      const count = async (event: string) => (await flushes()).find((v) => v.labels.event === event)?.value ?? 0;
+      const before = { flush: await count('evict_flush'), change: await count('evict_change') };
+      writeFileSync(file, keysDoc(KEYS, ['steady', 'newcomer', 'third']));
+      expect(await gate.keygate.reloadKeys()).toBe(true);
+      expect(await count('evict_flush')).toBe(before.flush);
+      const upstreamSeen = upstream.received.length;
+      const r = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('third', SECRET)) });
+      expect(r.status).toBe(200);
+      expect(upstream.received.slice(upstreamSeen).map((q) => q.headers['x-api-key-id'])).toEqual(['third']);
+    },
+    guard(60_000),
+  );
 });
