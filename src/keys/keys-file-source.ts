@@ -1,7 +1,23 @@
+import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { createAsyncFileReloader, type AsyncFileReloader } from '../files/file-reloader.js';
 import { loadKeysOffThread } from './load-keys-off-thread.js';
 import type { KeyRecord } from './key-record.js';
+import { loadKeysFile } from './keys-file.js';
+
+/**
+ * Files smaller than this load on the event loop: about 2,000 keys parse in a few milliseconds, less
+ * than a worker thread takes to start and load the parser and schema (seconds on a busy machine).
+ */
+const OFF_THREAD_BYTES = 256 * 1024;
+
+function sizeOf(file: string): number {
+  try {
+    return statSync(file).size;
+  } catch {
+    return 0; // missing: the load below reports it
+  }
+}
 
 export type KeysFileSource = AsyncFileReloader;
 
@@ -16,7 +32,7 @@ export interface KeySetStaging {
 /**
  * Embedded mode: reloads the keys file when it changes (edits, saves by rename, symlink and
  * Kubernetes `..data` swaps: see files/file-reloader.ts) and when asked (SIGHUP). Reading,
- * parsing and validating run on a worker thread (load-keys-off-thread.ts); the records come
+ * parsing and validating a large file run on a worker thread (load-keys-off-thread.ts); the records come
  * back in batches into a new set built beside the live one, which keeps serving; the swap is
  * one synchronous step, so no request sees a half-loaded set, and only the keys whose record
  * changed are announced (their cache entries dropped). A broken file is logged and the last
@@ -39,7 +55,12 @@ export function createKeysFileSource(
       load: async (file: string) => {
         const staged = deps.stage();
         try {
-          const count = await loadKeysOffThread(file, (batch) => staged.add(batch), cancel.signal);
+          let count: number;
+          if (sizeOf(file) < OFF_THREAD_BYTES) {
+            const records = loadKeysFile(file);
+            staged.add(records);
+            count = records.length;
+          } else count = await loadKeysOffThread(file, (batch) => staged.add(batch), cancel.signal);
           await staged.scan();
           return { staged, count };
         } catch (err) {

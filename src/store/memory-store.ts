@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
+import { checkKeyWrites, type KeyCommit, type KeyWriteResult } from './key-write.js';
 import { gcra } from './rate-limit.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from './store.js';
@@ -41,11 +42,10 @@ export const ANNOUNCE_LIMIT = 2_000;
 
 export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
   let keys = new Map<string, KeyRecord>();
-  for (const r of options.keys ?? []) keys.set(r.apiKey, r);
-  const staging = new Set<StagedKeySet>();
-  const touch = (apiKey: string) => {
-    for (const s of staging) s.touch(apiKey);
-  };
+  let versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
+  let ids = new Map<string, string>(); // id -> apiKey: an id names one key
+  const staging = new Set<StagedKeySet>(); // key sets being built beside these (stageKeys)
+  let lastVersion = 0;
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
@@ -79,15 +79,57 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     }
   }
 
+  // One synchronous function, so the checks and the writes of a batch are one step (Node runs one callback at a time).
+  function commit(change: KeyCommit): KeyWriteResult {
+    const headOf = (apiKey: string) => {
+      const r = keys.get(apiKey);
+      return r && { version: versions.get(apiKey) ?? 0, id: r.id, state: r.state };
+    };
+    const conflict = checkKeyWrites(change.writes, headOf, (id) => ids.get(id));
+    if (conflict) return { ok: false, ...conflict };
+    const out: number[] = [];
+    for (const w of change.writes) {
+      const old = keys.get(w.apiKey);
+      if (old && ids.get(old.id) === w.apiKey) ids.delete(old.id);
+      if (w.next) {
+        keys.set(w.apiKey, w.next);
+        versions.set(w.apiKey, ++lastVersion);
+        ids.set(w.next.id, w.apiKey);
+        out.push(lastVersion);
+      } else {
+        keys.delete(w.apiKey);
+        versions.delete(w.apiKey);
+        tats.delete(w.apiKey);
+        usage.delete(w.apiKey);
+        out.push(0);
+      }
+    }
+    for (const w of change.writes) {
+      for (const s of staging) s.touch(w.apiKey);
+      emit(w.apiKey);
+    }
+    return { ok: true, versions: out };
+  }
+  const seed = (records: readonly KeyRecord[]) =>
+    commit({ writes: records.map((r) => ({ apiKey: r.apiKey, next: r })), audit: [] });
+  seed(options.keys ?? []);
+
   function stageKeys(): StagedKeys {
-    const staged = createStagedKeySet(keys, ANNOUNCE_LIMIT);
+    const staged = createStagedKeySet(keys, ANNOUNCE_LIMIT, {
+      versionOf: (apiKey) => versions.get(apiKey),
+      fresh: () => ++lastVersion,
+    });
     staging.add(staged);
     return {
       add: staged.add,
       scan: staged.scan,
       commit() {
         staging.delete(staged);
+        for (const apiKey of staged.touched)
+          if (staged.next.has(apiKey)) staged.nextVersions.set(apiKey, ++lastVersion);
         keys = staged.next;
+        versions = staged.nextVersions;
+        ids = staged.nextIds;
         const changed = staged.changed();
         if (changed === null) emit(null);
         else for (const apiKey of changed) emit(apiKey);
@@ -101,22 +143,22 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     async getKey(apiKey) {
       return keys.get(apiKey) ?? null;
     },
+    async readKey(apiKey) {
+      const record = keys.get(apiKey);
+      return record ? { record, version: versions.get(apiKey) ?? 0 } : null;
+    },
     async listKeys() {
       return [...keys.values()];
     },
+    async commitKeyChanges(change) {
+      return commit(change);
+    },
     async putKey(record) {
-      keys.set(record.apiKey, record);
-      touch(record.apiKey);
-      emit(record.apiKey);
+      seed([record]);
     },
     async deleteKey(apiKey) {
-      const existed = keys.delete(apiKey);
-      tats.delete(apiKey);
-      usage.delete(apiKey);
-      if (existed) {
-        touch(apiKey);
-        emit(apiKey);
-      }
+      const existed = keys.has(apiKey);
+      commit({ writes: [{ apiKey, next: null }], audit: [] });
       return existed;
     },
     async admit(apiKey, nonce, ttlMs, limit) {

@@ -17,12 +17,31 @@ export interface StagedKeySet {
   /** Finds the live keys the new set no longer has, yielding between slices (`sync` for small sets, in one go). */
   scan(sync?: boolean): Promise<void> | void;
   readonly next: Map<string, KeyRecord>;
+  /** The new set's versions: an unchanged record keeps its version, anything else gets a fresh one. */
+  readonly nextVersions: Map<string, number>;
+  /** id -> apiKey of the new set (the file's parser already refused a duplicate id). */
+  readonly nextIds: Map<string, string>;
+  /** Keys written through the store while this was staged: they get fresh versions at the swap. */
+  readonly touched: ReadonlySet<string>;
   /** The keys to announce after the swap, or null for "everything" (over the limit). */
   changed(): readonly string[] | null;
 }
 
-export function createStagedKeySet(live: ReadonlyMap<string, KeyRecord>, limit: number): StagedKeySet {
+/** How the store numbers versions: the live one of a key, and a fresh one (versions never repeat). */
+export interface KeyVersioning {
+  versionOf(apiKey: string): number | undefined;
+  fresh(): number;
+}
+
+export function createStagedKeySet(
+  live: ReadonlyMap<string, KeyRecord>,
+  limit: number,
+  versioning: KeyVersioning,
+): StagedKeySet {
   const next = new Map<string, KeyRecord>();
+  const nextVersions = new Map<string, number>();
+  const nextIds = new Map<string, string>();
+  const touched = new Set<string>();
   let changed: Set<string> | null = new Set();
   const note = (apiKey: string) => {
     if (changed === null) return;
@@ -40,14 +59,23 @@ export function createStagedKeySet(live: ReadonlyMap<string, KeyRecord>, limit: 
 
   return {
     next,
+    nextVersions,
+    nextIds,
+    touched,
     add(records) {
       for (const r of records) {
         const old = live.get(r.apiKey);
-        if (!old || !sameRecord(old, r)) note(r.apiKey);
+        const same = old !== undefined && sameRecord(old, r);
+        if (!same) note(r.apiKey);
         next.set(r.apiKey, r);
+        nextVersions.set(r.apiKey, (same && versioning.versionOf(r.apiKey)) || versioning.fresh());
+        nextIds.set(r.id, r.apiKey);
       }
     },
-    touch: note,
+    touch(apiKey) {
+      touched.add(apiKey);
+      note(apiKey);
+    },
     scan(sync = false) {
       const it = slices();
       if (sync) {
