@@ -101,7 +101,22 @@ export function createRedisStore(
     });
     conn.on('close', () => events.onConnectionState?.(false, label));
   }
-  subscriber.subscribe(channel).catch((err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'));
+  // Confirmed = our SUBSCRIBE's reply arrived on this connection since it last (re)connected. ioredis
+  // resubscribes on its own after a reconnect, but nothing tells us when that reply came: our own
+  // SUBSCRIBE on every 'ready' is answered after it (replies are in order), so its reply confirms both.
+  let subscribed = false;
+  const confirm = () =>
+    subscriber.subscribe(channel).then(
+      () => {
+        // No flush needed here: 'ready' (above) flushed when this connection came back, and what was
+        // cached since was read unconfirmed, so it lives only for the TTL.
+        if (subscriber.status === 'ready') subscribed = true;
+      },
+      (err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'),
+    );
+  subscriber.on('ready', () => void confirm());
+  subscriber.on('close', () => (subscribed = false));
+  subscriber.on('reconnecting', () => (subscribed = false));
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
@@ -230,6 +245,7 @@ export function createRedisStore(
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    subscribed: () => subscribed,
     ping: () =>
       run(async () => {
         await client.ping();

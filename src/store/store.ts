@@ -72,6 +72,14 @@ export interface Store {
   /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
   onKeyChange(listener: KeyChangeListener): () => void;
   /**
+   * True while every key change is certain to reach onKeyChange listeners: always for the memory
+   * store (changes are emitted in-process); for Redis, once the SUBSCRIBE reply has arrived and the
+   * subscriber connection has not dropped since. A key cache keeps entries past its TTL only while
+   * this holds. Losing it is followed, before it can become true again, by a flush (`null`): the
+   * Redis store flushes whenever a connection comes back, since changes made meanwhile were not heard.
+   */
+  subscribed(): boolean;
+  /**
    * Sets `name` to `value` unless it is set, kept `ttlMs`; returns the value already there, or
    * null when this call set it. Idempotency-Keys of the management API (shared by every instance in Redis).
    */
