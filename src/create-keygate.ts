@@ -64,6 +64,7 @@ export function createStoreFromConfig(
       { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(cipher && { cipher }) },
       {
         logger: deps.logger,
+        clock: deps.clock,
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
           onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),

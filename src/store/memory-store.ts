@@ -178,6 +178,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const u = usage.get(apiKey);
       return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
     },
+    async flushUsage() {}, // counted exactly at admission: nothing pending
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
