@@ -139,11 +139,11 @@ describe('per-key rate limits across two instances', () => {
       }
     }
     await sleep(150);
-    expect((await call(a, held as string)).status).toBe(200);
+    expect((await call(a, held)).status).toBe(200);
     // The limit is checked first: a replay while the key is limited is answered 429 (nothing spent),
     // so wait for the allowance before showing the nonce is now taken.
     await sleep(150);
-    expect((await call(b, held as string)).json()).toEqual({ code: 40106, message: 'Invalid Token' });
+    expect((await call(b, held)).json()).toEqual({ code: 40106, message: 'Invalid Token' });
   });
 
   it('a forged token spends no allowance', async () => {
