@@ -1,6 +1,7 @@
 import type { Logger } from 'pino';
 import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
+import { createDurability } from './redis-durability.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { USAGE_DAYS, type KeyUsage } from '../keys/key-usage.js';
 import { parseKeyRecord, toExternal, type KeyRecord } from '../keys/key-record.js';
@@ -20,6 +21,8 @@ export interface RedisStoreOptions {
   connectTimeoutMs?: number;
   /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
   cipher?: SecretCipher;
+  /** Replicas a key change waits for (WAIT) before it resolves; none when unset or 0. */
+  durability?: { minReplicas: number; timeoutMs: number };
 }
 
 export interface RedisStoreEvents {
@@ -58,12 +61,20 @@ export function createRedisStore(
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
+  // Key changes wait for replicas with WAIT, which blocks its connection and counts only that
+  // connection's writes: they get a connection of their own, so no admit queues behind a WAIT.
+  const minReplicas = options.durability?.minReplicas ?? 0;
+  const writer = minReplicas > 0 ? createRedisClient(connection, { ...clientOptions, subscriber: false }) : client;
+  const durability = createDurability(
+    { minReplicas, timeoutMs: options.durability?.timeoutMs ?? 1_000, replyMarginMs: options.commandTimeoutMs ?? 500 },
+    { client: writer },
+  );
   const stopWatching =
     connection.mode === 'sentinel'
       ? watchSentinelFailover(connection, () => {
           deps.logger.info('sentinel reports a new master; reconnecting');
           // Only a ready connection: one that is (re)connecting already asks the sentinels.
-          for (const c of [client, subscriber]) if (c.status === 'ready') c.disconnect(true);
+          for (const c of new Set([client, subscriber, writer])) if (c.status === 'ready') c.disconnect(true);
         })
       : () => {};
   const listeners = new Set<KeyChangeListener>();
@@ -91,6 +102,8 @@ export function createRedisStore(
     });
     conn.on('close', () => events.onConnectionState?.(false, label));
   }
+  if (writer !== client)
+    writer.on('error', (err: Error) => deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'));
   subscriber.subscribe(channel).catch((err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'));
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
@@ -134,6 +147,17 @@ export function createRedisStore(
         },
       );
     });
+  }
+
+  /**
+   * The one place a key change is committed: `write` runs on the writer connection under the
+   * command deadline, then the change is acknowledged only once the required replicas have it
+   * (`touched`: the names written, so a Cluster waits on each master that holds one).
+   */
+  async function commit<T>(touched: readonly string[], write: (w: RedisClient) => Promise<T>): Promise<T> {
+    const result = await run(() => write(writer));
+    await durability.ensure(touched);
+    return result;
   }
 
   const keyOf = (apiKey: string) => `${prefix}key:${apiKey}`;
@@ -186,19 +210,19 @@ export function createRedisStore(
         return names.flatMap((name, i) => decode(name, raws[i] ?? null) ?? []);
       }),
     putKey: (record) =>
-      run(async () => {
+      commit([keyOf(record.apiKey), `${prefix}keys`], async (w) => {
         const cipher = options.cipher;
         const external = toExternal(record, cipher && ((secret) => cipher.seal(secret, record.id)));
-        await client.set(keyOf(record.apiKey), JSON.stringify(external));
-        await client.sadd(`${prefix}keys`, record.apiKey);
-        await client.publish(channel, record.apiKey);
+        await w.set(keyOf(record.apiKey), JSON.stringify(external));
+        await w.sadd(`${prefix}keys`, record.apiKey);
+        await w.publish(channel, record.apiKey);
       }),
     deleteKey: (apiKey) =>
-      run(async () => {
-        const n = await client.del(keyOf(apiKey));
-        await client.srem(`${prefix}keys`, apiKey);
-        await client.del(`${stateOf(apiKey)}tat`, `${stateOf(apiKey)}usage`);
-        await client.publish(channel, apiKey);
+      commit([keyOf(apiKey), `${prefix}keys`, `${stateOf(apiKey)}tat`], async (w) => {
+        const n = await w.del(keyOf(apiKey));
+        await w.srem(`${prefix}keys`, apiKey);
+        await w.del(`${stateOf(apiKey)}tat`, `${stateOf(apiKey)}usage`);
+        await w.publish(channel, apiKey);
         return n > 0;
       }),
     admit: (apiKey, nonce, ttlMs, limit) => {
@@ -217,19 +241,19 @@ export function createRedisStore(
     },
     getUsage: (apiKey) => run(async () => toUsage(await client.hgetall(`${stateOf(apiKey)}usage`))),
     claimOnce: (name, value, ttlMs) =>
-      run(async () => {
+      commit([`${prefix}${name}`], async (w) => {
         const k = `${prefix}${name}`;
         // SET NX, then read the winner; a winner that expired in between is claimed again once.
         for (let i = 0; i < 2; i++) {
-          if ((await client.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
-          const there = await client.get(k);
+          if ((await w.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
+          const there = await w.get(k);
           if (there !== null) return there;
         }
-        return client.get(k);
+        return w.get(k);
       }),
     appendAudit: (entry) =>
-      run(async () => {
-        await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
+      commit([`${prefix}audit`], async (w) => {
+        await w.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
       }),
     onKeyChange(listener) {
       listeners.add(listener);
@@ -243,9 +267,9 @@ export function createRedisStore(
     async close() {
       listeners.clear();
       stopWatching();
-      await Promise.allSettled([client.quit(), subscriber.quit()]);
-      client.disconnect();
-      subscriber.disconnect();
+      const all = [...new Set([client, subscriber, writer])];
+      await Promise.allSettled(all.map((c) => c.quit()));
+      for (const c of all) c.disconnect();
     },
   };
 }
