@@ -103,7 +103,9 @@ export function createRedisStore(
     conn.on('close', () => events.onConnectionState?.(false, label));
   }
   if (writer !== client)
-    writer.on('error', (err: Error) => deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'));
+    writer.on('error', (err: Error) =>
+      deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'),
+    );
   subscriber.subscribe(channel).catch((err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'));
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);

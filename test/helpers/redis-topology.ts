@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { freePort, portIsFree } from './free-port.js';
 import { redisServerAvailable } from './redis-server.js';
+import { startTcpRelay, type TcpRelay } from './tcp-relay.js';
 
 const run = promisify(execFile);
 
@@ -171,6 +172,8 @@ export interface TestSentinel {
   readonly masterPort: number;
   readonly replicaPort: number;
   readonly sentinelPort: number;
+  /** With `relay: true`: the link the replica replicates through (hold() makes it lag). */
+  readonly relay: TcpRelay | undefined;
   /** Port of the node the sentinel currently calls master. */
   currentMasterPort(): Promise<number>;
   /** SIGKILL the current master process. */
@@ -184,9 +187,12 @@ export interface TestSentinel {
   stop(): Promise<void>;
 }
 
-/** One master, one replica and one sentinel (quorum 1), failover after 1 s of silence. */
+/**
+ * One master, one replica and one sentinel (quorum 1), failover after 1 s of silence.
+ * `relay`: the replica replicates through a TCP relay the test can hold (a lagging replica).
+ */
 export async function startRedisSentinel(
-  options: { password?: string; masterName?: string } = {},
+  options: { password?: string; masterName?: string; relay?: boolean } = {},
 ): Promise<TestSentinel> {
   requireRedis();
   const password = options.password;
@@ -201,9 +207,18 @@ export async function startRedisSentinel(
   const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth];
   const byPort = new Map<number, Proc>();
   byPort.set(masterPort, spawnRedis(masterPort, ['--port', String(masterPort), ...common]));
+  const relay = options.relay ? await startTcpRelay(masterPort) : undefined;
+  const upstreamPort = relay?.port ?? masterPort;
   byPort.set(
     replicaPort,
-    spawnRedis(replicaPort, ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(masterPort), ...common]),
+    spawnRedis(replicaPort, [
+      '--port',
+      String(replicaPort),
+      '--replicaof',
+      '127.0.0.1',
+      String(upstreamPort),
+      ...common,
+    ]),
   );
   const conf = join(dir, 'sentinel.conf');
   writeFileSync(
@@ -223,6 +238,7 @@ export async function startRedisSentinel(
   const sentinel = spawnRedis(sentinelPort, [conf, '--sentinel']);
   const stop = async () => {
     await Promise.all([...byPort.values(), sentinel].map((p) => p.kill()));
+    await relay?.close();
     rmSync(dir, { recursive: true, force: true });
   };
   const currentMasterPort = async () => {
@@ -257,7 +273,9 @@ export async function startRedisSentinel(
           replica,
           password,
           ['INFO', 'replication'],
-          (r) => String(r).includes('master_link_status:up') && String(r).includes(`master_port:${master}`),
+          (r) =>
+            String(r).includes('master_link_status:up') &&
+            String(r).includes(`master_port:${master === masterPort ? upstreamPort : master}`),
         ),
       15_000,
     );
@@ -289,6 +307,7 @@ export async function startRedisSentinel(
     masterPort,
     replicaPort,
     sentinelPort,
+    relay,
     currentMasterPort,
     waitReplicated,
     waitHealthy,
