@@ -17,7 +17,8 @@ describe('Redis Cluster', () => {
   let gates: RunningKeygate[] = [];
 
   beforeAll(async () => {
-    cluster = await startRedisCluster({ masters: 3, password: 'cluster-pass-0123' });
+    // One replica per master: key changes wait for one (KEYGATE_REDIS_MIN_REPLICAS defaults to 1 on Cluster).
+    cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 1, password: 'cluster-pass-0123' });
     upstream = await startRecordingUpstream();
     const env = (nodes: string) => ({
       KEYGATE_REDIS_CLUSTER_NODES: nodes,

@@ -101,10 +101,13 @@ export interface TestCluster {
   stop(): Promise<void>;
 }
 
-/** N masters (no replicas), slots spread by redis-cli --cluster create. */
-export async function startRedisCluster(options: { masters?: number; password?: string } = {}): Promise<TestCluster> {
+/** N masters (and `replicasPerMaster` replicas of each, default none), slots spread by redis-cli --cluster create. */
+export async function startRedisCluster(
+  options: { masters?: number; replicasPerMaster?: number; password?: string } = {},
+): Promise<TestCluster> {
   requireRedis();
-  const n = options.masters ?? 3;
+  const replicas = options.replicasPerMaster ?? 0;
+  const n = (options.masters ?? 3) * (1 + replicas);
   const password = options.password;
   const dir = mkdtempSync(join(tmpdir(), 'keygate-cluster-'));
   const taken = new Set<number>();
@@ -146,6 +149,8 @@ export async function startRedisCluster(options: { masters?: number; password?: 
         '--cluster',
         'create',
         ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        String(replicas),
         '--cluster-yes',
       ],
       { timeout: 30_000 },
@@ -157,6 +162,19 @@ export async function startRedisCluster(options: { masters?: number; password?: 
         15_000,
       );
     }
+    // Every replica in sync, so a key change that waits for one (KEYGATE_REDIS_MIN_REPLICAS) can get it.
+    if (replicas > 0)
+      for (const port of ports)
+        await until(
+          `replication up on ${port}`,
+          () =>
+            answers(port, password, ['INFO', 'replication'], (r) =>
+              /role:master/.test(String(r))
+                ? new RegExp(`connected_slaves:${replicas}`).test(String(r))
+                : String(r).includes('master_link_status:up'),
+            ),
+          15_000,
+        );
   } catch (err) {
     await stop();
     throw err;
@@ -227,7 +245,9 @@ export async function startRedisSentinel(
       `port ${sentinelPort}`,
       'bind 127.0.0.1',
       `dir ${dir}`,
-      `sentinel monitor ${masterName} 127.0.0.1 ${masterPort} 1`,
+      // Through the relay when there is one: the replica's master and the sentinel's must agree, or the
+      // sentinel "fixes" the replica to replicate from the master directly.
+      `sentinel monitor ${masterName} 127.0.0.1 ${upstreamPort} 1`,
       `sentinel down-after-milliseconds ${masterName} 1000`,
       `sentinel failover-timeout ${masterName} 10000`,
       `sentinel parallel-syncs ${masterName} 1`,
@@ -246,7 +266,8 @@ export async function startRedisSentinel(
     try {
       await c.connect();
       const [, port] = (await c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName)) as [string, string];
-      return Number(port);
+      // The master's own port, also when the sentinel knows it through the relay.
+      return Number(port) === relay?.port ? masterPort : Number(port);
     } finally {
       c.disconnect();
     }

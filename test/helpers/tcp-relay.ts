@@ -1,8 +1,10 @@
 import { createServer, connect, type Server, type Socket } from 'node:net';
 
 /**
- * A TCP relay to 127.0.0.1:`targetPort` that can hold back what the target sends, as a slow
- * link would: a replica connected through it lags its master for as long as the relay holds.
+ * A TCP relay to 127.0.0.1:`targetPort` that can hold back what the target sends on replication
+ * links, as a slow link would: a replica connected through it lags its master for as long as the
+ * relay holds. Only connections that spoke REPLCONF/PSYNC (a replica's) are held; the others
+ * (sentinel, clients) pass freely, so the master does not look down.
  */
 export interface TcpRelay {
   readonly port: number;
@@ -20,10 +22,13 @@ export async function startTcpRelay(targetPort: number): Promise<TcpRelay> {
   const pairs = new Set<{ client: Socket; target: Socket; kept: Buffer[] }>();
   const server: Server = createServer((client) => {
     const target = connect(targetPort, '127.0.0.1');
-    const pair = { client, target, kept: [] as Buffer[] };
+    const pair = { client, target, kept: [] as Buffer[], replication: false };
     pairs.add(pair);
-    client.on('data', (b: Buffer) => target.write(b));
-    target.on('data', (b: Buffer) => (holding ? pair.kept.push(b) : client.write(b)));
+    client.on('data', (b: Buffer) => {
+      if (!pair.replication && /REPLCONF|PSYNC/i.test(b.toString('latin1'))) pair.replication = true;
+      target.write(b);
+    });
+    target.on('data', (b: Buffer) => (holding && pair.replication ? pair.kept.push(b) : client.write(b)));
     // The target gone: what it sent and the relay still held is lost with it, as on a real link.
     const end = () => {
       pairs.delete(pair);
