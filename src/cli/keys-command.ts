@@ -17,7 +17,7 @@ import { KEY_ACTIONS } from './keys-actions.js';
 const DETAILS = `Keys live in Redis (KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS +
 KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is
 published so running Keygate instances drop their cached copy at once, and is
-audited (stderr and the Redis stream keygate:audit), as KEYGATE_ACTOR (default
+audited (stderr and the Redis stream keygate:{keystore}:audit), as KEYGATE_ACTOR (default
 user@host). Secrets are printed only by create and rotate.
 A change is done only once KEYGATE_REDIS_MIN_REPLICAS replicas have it
 (default 1 under Sentinel and Cluster); if fewer acknowledge within

@@ -4,8 +4,8 @@ import { ADMIT_SCRIPT } from './admit-script.js';
 import { createDurability } from './redis-durability.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { USAGE_DAYS, type KeyUsage } from '../keys/key-usage.js';
-import { parseKeyRecord, toExternal, type KeyRecord } from '../keys/key-record.js';
-import { openExternal, SecretCipherError, type SecretCipher } from '../keys/secret-cipher.js';
+import type { SecretCipher } from '../keys/secret-cipher.js';
+import { createRedisKeyRecords } from './redis-key-records.js';
 import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
@@ -35,13 +35,11 @@ export interface RedisStoreEvents {
 
 /**
  * Redis layout (every command touches one key, or keys of one hash slot, so it also works on Redis Cluster):
- *   {prefix}key:<apiKey>              JSON key record
- *   {prefix}keys                      set of apiKeys (for listing)
+ *   {prefix}{keystore}:…              key records, their indexes and the audit stream (redis-key-records.ts)
  *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count   ┘ script (admit-script.ts)
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
- *   {prefix}audit                     stream of key changes (who/what/when, never a secret)
  *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
@@ -95,6 +93,10 @@ export function createRedisStore(
       if (name === 'client') {
         if (everReady) deps.logger.info('redis reconnected');
         everReady = true;
+        // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
+        records
+          .migrateLegacy()
+          .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
       }
       // Anything may have changed while we were away: flush caches.
       emit(null);
@@ -151,82 +153,58 @@ export function createRedisStore(
     });
   }
 
+  const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
+  // Reads on the request path's connection; changes on the writer's, where WAIT can count them.
+  const records = createRedisKeyRecords(recordOptions, { client, logger: deps.logger });
+  const changes =
+    writer === client ? records : createRedisKeyRecords(recordOptions, { client: writer, logger: deps.logger });
   /**
-   * The one place a key change is committed: `write` runs on the writer connection under the
-   * command deadline, then the change is acknowledged only once the required replicas have it
-   * (`touched`: the names written, so a Cluster waits on each master that holds one).
+   * The one place a key change is acknowledged: `write` runs on the writer connection under the
+   * command deadline, then only once the required replicas have it (every management name shares
+   * the {keystore} hash tag: one master to wait on; `also` for the names outside it).
    */
-  async function commit<T>(touched: readonly string[], write: (w: RedisClient) => Promise<T>): Promise<T> {
-    const result = await run(() => write(writer));
-    await durability.ensure(touched);
+  async function commit<T>(write: () => Promise<T>, also: readonly string[] = []): Promise<T> {
+    const result = await run(write);
+    await durability.ensure([`${prefix}{keystore}:index`, ...also]);
     return result;
   }
-
-  const keyOf = (apiKey: string) => `${prefix}key:${apiKey}`;
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
+  // A deleted key's rate-limit state and usage: another slot than the record, so after the
+  // commit (a leftover is harmless: nothing reads it without the record).
+  const dropRequestState = async (apiKeys: readonly string[]) => {
+    for (const k of apiKeys) await client.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+  };
   client.defineCommand('keygateAdmit', { numberOfKeys: 3, lua: ADMIT_SCRIPT });
   const admitScript = (
     client as unknown as { keygateAdmit(...args: Array<string | number>): Promise<number[]> }
   ).keygateAdmit.bind(client);
 
-  function decode(apiKey: string, raw: string | null): KeyRecord | null {
-    if (raw === null) return null;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch {
-      deps.logger.error(
-        { apiKeyPrefix: apiKey.slice(0, 6) },
-        'corrupt key record in redis (bad JSON); treating as unknown',
-      );
-      return null;
-    }
-    let opened: Record<string, unknown>;
-    try {
-      opened = openExternal(parsed as Record<string, unknown>, options.cipher);
-    } catch (err) {
-      // A secret we cannot open is a server configuration problem, not an unknown key: fail closed with 503.
-      if (err instanceof SecretCipherError) throw new StoreUnavailableError(`cannot open key secret: ${err.message}`);
-      throw err;
-    }
-    const { record, errors } = parseKeyRecord(opened, 'redis key');
-    if (!record) {
-      deps.logger.error({ errors }, 'invalid key record in redis; treating as unknown');
-      return null;
-    }
-    return record;
-  }
-
   return {
     kind: 'redis',
     client,
-    getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey)))),
-    listKeys: () =>
-      run(async () => {
-        const names = (await client.smembers(`${prefix}keys`)).sort();
-        // All GETs at once: auto-pipelining sends them in one batch (per node in a Cluster). One awaited
-        // GET per key cost a round trip each: 5,000 keys took 0.4 to 0.6 s, past the 500 ms default
-        // deadline, so GET /v1/keys could fail with 503 (now ~50 ms).
-        const raws = await Promise.all(names.map((name) => client.get(keyOf(name))));
-        return names.flatMap((name, i) => decode(name, raws[i] ?? null) ?? []);
-      }),
+    getKey: (apiKey) => run(() => records.getKey(apiKey)),
+    readKey: (apiKey) => run(() => records.readKey(apiKey)),
+    listKeys: () => run(() => records.listKeys()),
+    commitKeyChanges: async (change) => {
+      const result = await commit(() => changes.commitKeyChange(change));
+      if (result.ok)
+        await run(() => dropRequestState(change.writes.filter((w) => w.next === null).map((w) => w.apiKey)));
+      return result;
+    },
     putKey: (record) =>
-      commit([keyOf(record.apiKey), `${prefix}keys`], async (w) => {
-        const cipher = options.cipher;
-        const external = toExternal(record, cipher && ((secret) => cipher.seal(secret, record.id)));
-        await w.set(keyOf(record.apiKey), JSON.stringify(external));
-        await w.sadd(`${prefix}keys`, record.apiKey);
-        await w.publish(channel, record.apiKey);
+      commit(async () => {
+        await changes.commitKeyChange({ writes: [{ apiKey: record.apiKey, next: record }], audit: [] });
       }),
-    deleteKey: (apiKey) =>
-      commit([keyOf(apiKey), `${prefix}keys`, `${stateOf(apiKey)}tat`], async (w) => {
-        const n = await w.del(keyOf(apiKey));
-        await w.srem(`${prefix}keys`, apiKey);
-        await w.del(`${stateOf(apiKey)}tat`, `${stateOf(apiKey)}usage`);
-        await w.publish(channel, apiKey);
-        return n > 0;
-      }),
+    deleteKey: async (apiKey) => {
+      const existed = await commit(async () => {
+        const there = (await changes.readKey(apiKey)) !== null;
+        await changes.commitKeyChange({ writes: [{ apiKey, next: null }], audit: [] });
+        return there;
+      });
+      await run(() => dropRequestState([apiKey]));
+      return existed;
+    },
     admit: (apiKey, nonce, ttlMs, limit) => {
       const state = stateOf(apiKey);
       return run(() =>
@@ -243,20 +221,17 @@ export function createRedisStore(
     },
     getUsage: (apiKey) => run(async () => toUsage(await client.hgetall(`${stateOf(apiKey)}usage`))),
     claimOnce: (name, value, ttlMs) =>
-      commit([`${prefix}${name}`], async (w) => {
+      commit(async () => {
         const k = `${prefix}${name}`;
         // SET NX, then read the winner; a winner that expired in between is claimed again once.
         for (let i = 0; i < 2; i++) {
-          if ((await w.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
-          const there = await w.get(k);
+          if ((await writer.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
+          const there = await writer.get(k);
           if (there !== null) return there;
         }
-        return w.get(k);
-      }),
-    appendAudit: (entry) =>
-      commit([`${prefix}audit`], async (w) => {
-        await w.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
-      }),
+        return writer.get(k);
+      }, [`${prefix}${name}`]),
+    appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -265,7 +240,7 @@ export function createRedisStore(
       run(async () => {
         await client.ping();
       }),
-    countKeys: () => run(() => client.scard(`${prefix}keys`)),
+    countKeys: () => run(() => records.countKeys()),
     async close() {
       listeners.clear();
       stopWatching();

@@ -53,7 +53,7 @@ async function onMaster(redis: TestSentinel, apiKey: string): Promise<{ state: s
   const c = client(await redis.currentMasterPort(), PASSWORD);
   try {
     await c.connect();
-    const raw = await c.get(`keygate:key:${apiKey}`);
+    const raw = await c.hget(`keygate:{keystore}:key:${apiKey}`, 'json');
     return raw === null ? null : (JSON.parse(raw) as { state: string; apiSecret: string });
   } finally {
     c.disconnect();
