@@ -75,7 +75,7 @@ describe('Redis Cluster', () => {
     // and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT. Key records share the
     // {keystore} tag (one slot, so a key change is one atomic script): all on one master.
     const perNode = await Promise.all(
-      cluster.ports.map(async (p) => ({
+      cluster.masterPorts.map(async (p) => ({
         port: p,
         records: await countOnNode(p, 'keygate:{keystore}:key:*'),
         nonces: await countOnNode(p, 'keygate:{*}:nonce:*'),

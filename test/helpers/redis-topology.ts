@@ -97,6 +97,8 @@ export interface TestCluster {
   /** "127.0.0.1:p1,127.0.0.1:p2,..." for KEYGATE_REDIS_CLUSTER_NODES */
   readonly nodes: string;
   readonly ports: readonly number[];
+  /** The ports of the nodes that were masters at the start (all of them without replicas). */
+  readonly masterPorts: readonly number[];
   readonly password: string | undefined;
   stop(): Promise<void>;
 }
@@ -179,7 +181,11 @@ export async function startRedisCluster(
     await stop();
     throw err;
   }
-  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), ports, password, stop };
+  const masterPorts: number[] = [];
+  for (const port of ports)
+    if (await answers(port, password, ['INFO', 'replication'], (r) => String(r).includes('role:master')))
+      masterPorts.push(port);
+  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), ports, masterPorts, password, stop };
 }
 
 export interface TestSentinel {
