@@ -26,7 +26,14 @@ export interface KeyCache {
 interface Entry {
   value: PreparedKey | null;
   expiresAt: number;
+  loadedAt: number;
 }
+
+/**
+ * How long an entry is trusted while the store cannot confirm that change messages arrive
+ * (Store.subscribed false): a revocation then takes effect within about this long.
+ */
+export const UNSUBSCRIBED_TRUST_MS = 1_000;
 
 /**
  * Per-process cache in front of a Store. Concurrent misses for one key share a
@@ -67,7 +74,8 @@ export function createKeyCache(
         }
       }
       const ttl = value ? options.ttlMs : options.negativeTtlMs;
-      entries.set(apiKey, { value, expiresAt: deps.clock.nowMs() + ttl });
+      const now = deps.clock.nowMs();
+      entries.set(apiKey, { value, expiresAt: now + ttl, loadedAt: now });
     }
     return value;
   }
@@ -75,7 +83,10 @@ export function createKeyCache(
   return {
     get(apiKey) {
       const hit = entries.get(apiKey);
-      if (hit && hit.expiresAt > deps.clock.nowMs()) {
+      const now = deps.clock.nowMs();
+      const trusted = (e: Entry) =>
+        e.expiresAt > now && (deps.store.subscribed() || e.loadedAt + UNSUBSCRIBED_TRUST_MS > now);
+      if (hit && trusted(hit)) {
         events.onHit?.();
         return Promise.resolve(hit.value);
       }

@@ -134,6 +134,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const u = usage.get(apiKey);
       return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
     },
+    subscribed: () => true,
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

@@ -78,6 +78,8 @@ export function createRedisStore(
     conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
     const label = name === 'client' ? 'command' : 'subscriber';
     conn.on('ready', () => {
+      // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
+      if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
       if (name === 'client') {
         if (everReady) deps.logger.info('redis reconnected');
@@ -91,9 +93,35 @@ export function createRedisStore(
       emit(null);
       events.onReconnect?.();
     });
-    conn.on('close', () => events.onConnectionState?.(false, label));
+    conn.on('close', () => {
+      if (name === 'subscriber') subscribed = false;
+      events.onConnectionState?.(false, label);
+    });
   }
-  subscriber.subscribe(channel).catch((err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'));
+  // Subscribed means subscribed: SUBSCRIBE is sent on every (re)connect and only its reply marks the
+  // subscriber up. Until then key caches re-read keys after a short bound (Store.subscribed).
+  let subscribed = false;
+  let subscribing = false;
+  function confirmSubscription() {
+    if (subscribing) return;
+    subscribing = true;
+    subscriber
+      .subscribe(channel)
+      .then(() => {
+        subscribing = false;
+        if (subscriber.status !== 'ready') return;
+        subscribed = true;
+        events.onConnectionState?.(true, 'subscriber');
+        // Anything may have changed while we were not listening: flush caches.
+        emit(null);
+        events.onReconnect?.();
+      })
+      .catch((err: Error) => {
+        subscribing = false;
+        deps.logger.warn({ err: err.message }, 'redis subscribe failed; retrying');
+        setTimeout(() => subscriber.status === 'ready' && confirmSubscription(), 500).unref();
+      });
+  }
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
@@ -204,6 +232,7 @@ export function createRedisStore(
         return client.get(k);
       }),
     appendAudit: (entry) => run(() => records.appendAudit(entry)),
+    subscribed: () => subscribed,
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);

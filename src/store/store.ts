@@ -59,6 +59,11 @@ export interface Store {
   admit(apiKey: string, nonce: string, ttlMs: number, limit: CompiledLimit | undefined): Promise<Admission>;
   /** When a key was last admitted and its per-day counts (the last USAGE_DAYS days). */
   getUsage(apiKey: string): Promise<KeyUsage>;
+  /**
+   * True only while change messages are known to arrive (Redis: the subscription is confirmed on the
+   * current connection; memory: always). While false, a key cache must re-read keys after a short bound.
+   */
+  subscribed(): boolean;
   /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
   onKeyChange(listener: KeyChangeListener): () => void;
   /**
