@@ -21,7 +21,6 @@ import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { allowedHeaders } from './rate-limit-headers.js';
 import { renderRawError } from './render.js';
 import { createRefuser } from './refuser.js';
-import { writeTime } from './time-endpoint.js';
 import { Walk } from './walk.js';
 
 /**
@@ -148,7 +147,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     if (target.path !== TIME_PATH || (w.method !== 'GET' && w.method !== 'HEAD') || !w.policy.timeEndpoint) return true;
     w.log.code = TIME;
     w.log.route = TIME_PATH;
-    writeTime(w.res, deps.clock.nowNs(), w.log.requestId, mode.timeHeaders);
+    mode.serveTime(w.res, deps.clock.nowNs(), w.log.requestId);
     return false;
   }
 
@@ -230,7 +229,11 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       w.keyOwner = authn.key.record.owner;
       const authz = authorize(authn.key, w.ip, w.route, w.policy.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
-      else decision = authz;
+      else {
+        decision = authz;
+        // docs/running.md: a request no route lists is logged as route "unlisted", refused or not.
+        if (authz.reason === 'route_not_listed') w.log.route = 'unlisted';
+      }
     } else decision = authn;
     const ms = performance.now() - w.started;
     w.log.authMs = roundMs(ms);
