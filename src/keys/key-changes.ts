@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { generateKeyMaterial, parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
+import { generateKeyMaterial, MAX_PREVIOUS_SECRETS, parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
 
 /**
@@ -74,13 +74,15 @@ export function revokeKey(record: KeyRecord, reason: string | undefined, nowMs: 
 
 /**
  * Issues a new secret. The old one stays valid for `graceMs` (0 = stops at
- * once); earlier secrets still inside their own grace are kept, expired ones dropped.
+ * once); earlier secrets still inside their own grace are kept, expired ones dropped, and at
+ * most MAX_PREVIOUS_SECRETS in all (the oldest go first).
  */
 export function rotateKey(record: KeyRecord, graceMs: number, nowMs: number): { record: KeyRecord; secret: string } {
   const secret = randomBytes(32).toString('base64url');
   const kept = (record.previousSecrets ?? []).filter((p) => Date.parse(p.validUntil) > nowMs);
-  const previous =
-    graceMs > 0 ? [{ secret: record.secret, validUntil: new Date(nowMs + graceMs).toISOString() }, ...kept] : kept;
+  const previous = (
+    graceMs > 0 ? [{ secret: record.secret, validUntil: new Date(nowMs + graceMs).toISOString() }, ...kept] : kept
+  ).slice(0, MAX_PREVIOUS_SECRETS);
   const { previousSecrets: _p, ...rest } = record;
   return {
     secret,

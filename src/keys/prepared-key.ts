@@ -1,7 +1,7 @@
 import { createSecretKey, type KeyObject } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import { parseCidrList } from '../net/cidr.js';
-import type { KeyRecord } from './key-record.js';
+import { MAX_PREVIOUS_SECRETS, type KeyRecord } from './key-record.js';
 import { compileRateLimit, type CompiledLimit } from '../policy/rate-limit-spec.js';
 
 /** A secret imported once as a node:crypto KeyObject; previous (rotated) secrets carry their deadline. */
@@ -36,7 +36,11 @@ function importSecret(secret: string): KeyObject {
 /** Built once per cache fill (src/store/key-cache.ts), so the pipeline never parses a record per request. */
 export function prepareKey(record: KeyRecord): PreparedKey {
   const verifyKeys: VerifyKey[] = [{ key: importSecret(record.secret), validUntilMs: Infinity }];
-  for (const p of record.previousSecrets ?? []) {
+  // The newest MAX_PREVIOUS_SECRETS only: what a forged token can cost stays bounded.
+  const previous = [...(record.previousSecrets ?? [])]
+    .sort((x, y) => Date.parse(y.validUntil) - Date.parse(x.validUntil))
+    .slice(0, MAX_PREVIOUS_SECRETS);
+  for (const p of previous) {
     verifyKeys.push({ key: importSecret(p.secret), validUntilMs: Date.parse(p.validUntil) });
   }
   return {
