@@ -49,7 +49,9 @@ in order of preference:
       if (str(parsed, 'secret') !== undefined || flag(parsed, 'secret-stdin'))
         throw new UsageError('use either --private-key or a secret, not both');
       if (!key) throw new UsageError('a key is required (--key or KEYGATE_API_KEY)');
-      io.out.write(`${await createToken({ apiKey: key, privateKey: readPrivateKey(privateKeyFile), ...recvWindow })}\n`);
+      io.out.write(
+        `${await createToken({ apiKey: key, privateKey: readPrivateKey(privateKeyFile), ...recvWindow })}\n`,
+      );
       return 0;
     }
     const given = str(parsed, 'secret');

@@ -1,7 +1,14 @@
 import { createPublicKey, randomBytes } from 'node:crypto';
 import { parseCidrList } from '../net/cidr.js';
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
-import { canonicalPem, importPublicKey, isKeyAlg, publicKeyFingerprint, type KeyAlg, type PublicKeyAlg } from './public-key.js';
+import {
+  canonicalPem,
+  importPublicKey,
+  isKeyAlg,
+  publicKeyFingerprint,
+  type KeyAlg,
+  type PublicKeyAlg,
+} from './public-key.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
 export interface KeyRecord {
@@ -157,7 +164,13 @@ function previousSecretList(v: unknown, where: string, errors: string[]): Previo
   }
   const out: PreviousSecret[] = [];
   v.forEach((entry: unknown, i) => {
-    const e = entry as { apiSecret?: unknown; secret?: unknown; alg?: unknown; publicKey?: unknown; validUntil?: unknown } | null;
+    const e = entry as {
+      apiSecret?: unknown;
+      secret?: unknown;
+      alg?: unknown;
+      publicKey?: unknown;
+      validUntil?: unknown;
+    } | null;
     if (typeof e?.validUntil !== 'string' || Number.isNaN(Date.parse(e.validUntil))) {
       errors.push(`${where}[${i}]: needs apiSecret (or alg and publicKey) and a validUntil date`);
       return;

@@ -44,7 +44,9 @@ export function importPublicKey(pem: string, alg: PublicKeyAlg): { key: KeyObjec
   }
   const actual = algOfKeyObject(key);
   if (actual !== alg)
-    return { error: `is ${actual === undefined ? 'neither an Ed25519 nor a P-256 key' : `a key for ${actual}`}, not for ${alg}` };
+    return {
+      error: `is ${actual === undefined ? 'neither an Ed25519 nor a P-256 key' : `a key for ${actual}`}, not for ${alg}`,
+    };
   return { key };
 }
 
@@ -64,5 +66,7 @@ export function algOfPrivateKey(key: KeyObject): PublicKeyAlg | undefined {
  * or a tenant can check which public key a Keygate key holds without the PEM.
  */
 export function publicKeyFingerprint(key: KeyObject): string {
-  return `sha256:${createHash('sha256').update(key.export({ type: 'spki', format: 'der' })).digest('hex')}`;
+  return `sha256:${createHash('sha256')
+    .update(key.export({ type: 'spki', format: 'der' }))
+    .digest('hex')}`;
 }

@@ -123,7 +123,11 @@ export const MALFORMED_TOKENS: ReadonlyArray<readonly [name: string, make: (k: T
   // ES256 and EdDSA are allowed algs, but their signatures are 64 bytes: a 32-byte one is the wrong shape.
   ['alg ES256, HS256-length signature', (k) => k.sign({ alg: 'ES256', typ: 'JWT' }, k.claims()), 'malformed'],
   ['alg EdDSA, HS256-length signature', (k) => k.sign({ alg: 'EdDSA', typ: 'JWT' }, k.claims()), 'malformed'],
-  ['alg ES384 (a 64-byte HMAC in its place)', (k) => k.sign({ alg: 'ES384', typ: 'JWT' }, k.claims(), 'sha512'), 'bad_header'],
+  [
+    'alg ES384 (a 64-byte HMAC in its place)',
+    (k) => k.sign({ alg: 'ES384', typ: 'JWT' }, k.claims(), 'sha512'),
+    'bad_header',
+  ],
   ['alg Ed25519 (not the JWS name)', (k) => k.sign({ alg: 'Ed25519', typ: 'JWT' }, k.claims(), 'sha512'), 'bad_header'],
   ['alg hs256', (k) => k.sign({ alg: 'hs256', typ: 'JWT' }, k.claims()), 'bad_header'],
   ['alg as array', (k) => k.sign({ alg: ['HS256'], typ: 'JWT' }, k.claims()), 'bad_header'],
