@@ -169,6 +169,31 @@ describe.each(['memory', 'redis'] as const)('EdDSA and ES256 keys (%s store)', (
     expect(upstream.received[0]!.headers['x-api-key-id']).toBe(`id-${apiKey}`);
   });
 
+  it('keygate_admitted_tokens_total counts the admitted requests by alg (refusals count nowhere there)', async () => {
+    const before = await admitted();
+    await call(await createToken({ apiKey: 'ed', privateKey: ED.privateKey }));
+    await call(await createToken({ apiKey: 'es', privateKey: ES.privateKey }));
+    await call(await createToken({ apiKey: 'es', privateKey: ES.privateKey }));
+    await call(signWithKey(ED_HEADER, claims('ed'), OTHER_ED.privateKey));
+    const after = await admitted();
+    expect({
+      EdDSA: after.EdDSA - before.EdDSA,
+      ES256: after.ES256 - before.ES256,
+      HS256: after.HS256 - before.HS256,
+    }).toEqual({
+      EdDSA: 1,
+      ES256: 2,
+      HS256: 0,
+    });
+  });
+
+  async function admitted(): Promise<Record<'HS256' | 'EdDSA' | 'ES256', number>> {
+    const text = (await send(gate.adminUrl, '/metrics')).body;
+    const value = (alg: string) =>
+      Number(new RegExp(`^keygate_admitted_tokens_total\\{alg="${alg}"\\} (\\d+)$`, 'm').exec(text)?.[1]);
+    return { HS256: value('HS256'), EdDSA: value('EdDSA'), ES256: value('ES256') };
+  }
+
   it.each(CONFUSION)('%s → 401 40106, nothing forwarded', async (_name, make) => {
     const r = await call(make());
     expect([r.status, r.json()]).toEqual([401, { code: 40106, message: 'Invalid Token' }]);
