@@ -1,4 +1,6 @@
+import { spawnSync } from 'node:child_process';
 import { configDefaults, defineConfig } from 'vitest/config';
+import { measureSlowdown } from './test/helpers/slowdown.js';
 
 /**
  * Test tiers, one vitest project each (`vitest run --project unit`):
@@ -15,11 +17,23 @@ const tier = (name: string, globalSetup: string[] = BUILDS_DIST) => ({
   test: { name, include: [`test/${name}/**/*.test.ts`], globalSetup },
 });
 
+// Hang guards (test and hook timeouts, child-process deadlines) scale with how busy the machine is right now, measured
+// once here; the workers read it from the environment (test/helpers/slowdown.ts). Assertions never use it.
+const measured = process.env.KEYGATE_TEST_SLOWDOWN === undefined;
+const slowdown = measureSlowdown(process.env, () => {
+  const started = performance.now();
+  spawnSync(process.execPath, ['-e', '0']);
+  return performance.now() - started;
+});
+process.env.KEYGATE_TEST_SLOWDOWN = String(slowdown);
+if (measured && slowdown > 1)
+  console.log(`[slowdown] this machine starts Node ${slowdown}x slower than a quiet one: hang guards scaled`);
+
 export default defineConfig({
   test: {
     exclude: [...configDefaults.exclude, 'test/container/**'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    testTimeout: 30_000 * slowdown,
+    hookTimeout: 30_000 * slowdown,
     pool: 'forks',
     // Tests start real servers on real ports; keep CPU contention sane on 2 cores.
     maxWorkers: 2,

@@ -4,6 +4,10 @@
 
 let token = null;
 let nextCursor = null;
+// What the token may do (GET /v1/whoami): write buttons are drawn only when a write would be accepted.
+let canWrite = false;
+// The keys loaded so far (every page fetched), drawn in the order the operator picked.
+let loaded = [];
 
 const $ = (selector) => document.querySelector(selector);
 const list = (text) =>
@@ -12,9 +16,32 @@ const list = (text) =>
     .map((s) => s.trim())
     .filter((s) => s.length > 0);
 
+// The API names a field by where it sits in the request ("body.allowIps: …"); the operator knows the form's words.
+const FIELD_WORDS = {
+  owner: 'Owner',
+  label: 'Label',
+  scopes: 'Scopes',
+  allowIps: 'Allow-list',
+  expiresAt: 'Expires',
+  rateLimit: 'Rate limit',
+  'rateLimit.rate': 'Rate limit',
+  'rateLimit.burst': 'Burst',
+  graceSeconds: 'Grace period',
+  reason: 'Reason',
+  state: 'State',
+};
+function inFormWords(problem) {
+  const m = /^(?:body|query|key)\.([A-Za-z.]+)(\[\d+\])?: (.*)$/.exec(problem);
+  if (!m) return problem.replace(/^body: /, '');
+  const words = FIELD_WORDS[m[1]] || FIELD_WORDS[m[1].split('.')[0]];
+  return words ? `${words}: ${m[3]}` : problem;
+}
+
 class ApiError extends Error {
   constructor(status, body) {
-    super(body && body.problems ? body.problems.join('; ') : (body && body.message) || `HTTP ${status}`);
+    super(
+      body && body.problems ? body.problems.map(inFormWords).join('; ') : (body && body.message) || `HTTP ${status}`,
+    );
     this.status = status;
   }
 }
@@ -45,6 +72,8 @@ function signOut(message) {
   $('#who').textContent = '';
   $('#sign-in-error').textContent = message || '';
   $('#key-table tbody').replaceChildren();
+  loaded = [];
+  canWrite = false;
 }
 
 function cell(text, className) {
@@ -82,7 +111,7 @@ function row(key) {
   stateCell.append(state);
   const actions = document.createElement('td');
   actions.className = 'actions';
-  if (key.status !== 'revoked') {
+  if (canWrite && key.status !== 'revoked') {
     actions.append(button('Change', () => edit(key)));
     if (key.status === 'active') actions.append(button('Rotate', () => rotate(key)));
     actions.append(button('Revoke', () => revoke(key), 'danger'));
@@ -91,6 +120,7 @@ function row(key) {
     cell(key.owner || '', 'owner'),
     cell(key.label || '', 'label'),
     keyCell,
+    cell(key.id || '', 'key-id'),
     cell(key.scopes.join(', ') || 'none', 'scopes'),
     cell(key.allowIps.join(', ') || 'any', 'allow-ips'),
     stateCell,
@@ -112,9 +142,8 @@ async function load(append) {
   if (append && nextCursor) q.set('cursor', nextCursor);
   try {
     const page = await api('GET', `/v1/keys?${q}`);
-    const rows = page.keys.map(row);
-    if (append) $('#key-table tbody').append(...rows);
-    else $('#key-table tbody').replaceChildren(...rows);
+    loaded = append ? loaded.concat(page.keys) : page.keys;
+    draw();
     nextCursor = page.nextCursor;
     $('#more').hidden = nextCursor === null;
   } catch (err) {
@@ -122,7 +151,20 @@ async function load(append) {
   }
 }
 
-function showSecret(apiKey, secret) {
+// The API pages by API key (a random string); the operator reads the keys newest first or by last use.
+const compare = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+const ORDERS = {
+  created: (a, b) => compare(b.createdAt, a.createdAt) || compare(a.apiKey, b.apiKey),
+  'last-used': (a, b) => compare(b.lastUsedAt || '', a.lastUsedAt || '') || ORDERS.created(a, b),
+  'api-key': (a, b) => compare(a.apiKey, b.apiKey),
+};
+function draw() {
+  const order = ORDERS[$('#sort').value] || ORDERS.created;
+  $('#key-table tbody').replaceChildren(...[...loaded].sort(order).map(row));
+}
+
+function showSecret(title, apiKey, secret) {
+  $('#secret-title').textContent = title;
   $('#secret-api-key').textContent = apiKey;
   $('#secret-value').textContent = secret;
   $('#copy-secret').textContent = 'Copy';
@@ -159,20 +201,30 @@ async function revoke(key) {
   }
 }
 
-async function rotate(key) {
-  if (
-    (await confirmAction(`Rotate the secret of ${key.apiKey}? The old secret keeps working for 5 minutes.`, false)) ===
-    null
-  )
-    return;
+let rotating = null;
+function rotate(key) {
+  rotating = key;
+  const form = $('#rotate-form');
+  form.reset();
+  form.querySelector('.which').textContent = key.apiKey;
+  form.querySelector('.error').textContent = '';
+  $('#rotate-dialog').showModal();
+}
+
+$('#rotate-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  const body = { graceSeconds: Number(form.elements.grace.value) };
+  if (form.elements.reason.value.trim()) body.reason = form.elements.reason.value.trim();
   try {
-    const rotated = await api('POST', `/v1/keys/${encodeURIComponent(key.apiKey)}/rotate`, { graceSeconds: 300 });
-    showSecret(rotated.apiKey, rotated.apiSecret);
+    const rotated = await api('POST', `/v1/keys/${encodeURIComponent(rotating.apiKey)}/rotate`, body);
+    $('#rotate-dialog').close();
+    showSecret('Secret rotated', rotated.apiKey, rotated.apiSecret);
     await load(false);
   } catch (err) {
-    $('#keys-error').textContent = err.message;
+    form.querySelector('.error').textContent = err.message;
   }
-}
+});
 
 let editing = null;
 function edit(key) {
@@ -206,11 +258,15 @@ $('#create-form').addEventListener('submit', async (event) => {
   const body = { scopes: list(form.elements.scopes.value), allowIps: list(form.elements.allowIps.value) };
   if (form.elements.owner.value.trim()) body.owner = form.elements.owner.value.trim();
   if (form.elements.label.value.trim()) body.label = form.elements.label.value.trim();
+  if (form.elements.expiresAt.value) body.expiresAt = `${form.elements.expiresAt.value}T00:00:00Z`;
+  const rate = form.elements.rate.value.trim();
+  const burst = form.elements.burst.value.trim();
+  if (rate || burst) body.rateLimit = { ...(rate && { rate }), ...(burst && { burst: Number(burst) }) };
   try {
     const created = await api('POST', '/v1/keys', body);
     $('#create-dialog').close();
     form.reset();
-    showSecret(created.apiKey, created.apiSecret);
+    showSecret('Key created', created.apiKey, created.apiSecret);
     await load(false);
   } catch (err) {
     form.querySelector('.error').textContent = err.message;
@@ -244,16 +300,24 @@ $('#sign-in-form').addEventListener('submit', async (event) => {
   event.preventDefault();
   token = $('#token').value.trim();
   $('#token').value = '';
+  let me;
   try {
-    await api('GET', '/v1/keys?limit=1');
+    me = await api('GET', '/v1/whoami');
   } catch (err) {
     signOut(err.status === 401 ? 'The token was refused.' : err.message);
     return;
   }
+  canWrite = me.writes;
   $('#sign-in').hidden = true;
   $('#keys').hidden = false;
   $('#sign-out').hidden = false;
-  $('#who').textContent = 'signed in';
+  $('#who').textContent = `signed in as ${me.name} (${me.access === 'write' ? 'read and write' : 'read-only'})`;
+  $('#new-key').hidden = !canWrite;
+  $('#read-only').hidden = canWrite;
+  $('#read-only').textContent =
+    me.access === 'write'
+      ? 'Keygate runs on the embedded store: keys can be read here, and changed only with Redis.'
+      : 'This token can read keys only: sign in with a write token to create, change, rotate or revoke.';
   await load(false);
 });
 
@@ -262,7 +326,10 @@ $('#filter').addEventListener('submit', (event) => {
   load(false);
 });
 $('#more').addEventListener('click', () => load(true));
+$('#sort').addEventListener('change', draw);
 $('#new-key').addEventListener('click', () => {
+  // Each new key starts from an empty form: a cancelled attempt's values are not carried over.
+  $('#create-form').reset();
   $('#create-form').querySelector('.error').textContent = '';
   $('#create-dialog').showModal();
 });

@@ -6,12 +6,13 @@ const MAX_GRACE_SECONDS = 30 * 86_400;
 /** POST /v1/keys/{apiKey}/rotate: a new secret; the old one stays valid for graceSeconds (default 300). */
 const rotate: Handler = async ({ apiKey, body, actor }, deps) => {
   const problems: string[] = [];
-  const o = fields(body, ['graceSeconds'], problems);
+  const o = fields(body, ['graceSeconds', 'reason'], problems);
+  const reason = text(o, 'reason', 500, problems);
   const grace = o.graceSeconds ?? 300;
   if (typeof grace !== 'number' || !Number.isInteger(grace) || grace < 0 || grace > MAX_GRACE_SECONDS)
     problems.push(`body.graceSeconds: a whole number of seconds from 0 to ${MAX_GRACE_SECONDS}`);
   if (problems.length > 0) return invalid(problems);
-  const r = await deps.ops.rotate(apiKey as string, (grace as number) * 1000, actor);
+  const r = await deps.ops.rotate(apiKey as string, (grace as number) * 1000, actor, reason);
   if (!r.ok) return refusal(r);
   return {
     status: 200,

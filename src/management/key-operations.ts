@@ -46,6 +46,7 @@ export interface KeyOperations {
     apiKey: string,
     graceMs: number,
     actor: string,
+    reason?: string,
   ): Promise<Done<{ record: KeyRecord; secret: string; previousSecretValidUntil: string }>>;
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
@@ -138,14 +139,15 @@ export function createKeyOperations(deps: {
       await save(record, 'update', actor, Object.keys(changes).join(','));
       return done(record);
     },
-    async rotate(apiKey, graceMs, actor) {
+    async rotate(apiKey, graceMs, actor, reason) {
       const r = await load(apiKey);
       if (!r.ok) return r;
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
       if (keyStatus(r.value, t) !== 'active') return conflict('only an active key can be rotated');
       const { record, secret } = rotateKey(r.value, graceMs, t);
-      await save(record, 'rotate', actor, `grace=${graceMs}ms`);
+      // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
+      await save(record, 'rotate', actor, reason ? `grace=${graceMs}ms; reason=${reason}` : `grace=${graceMs}ms`);
       return done({ record, secret, previousSecretValidUntil: new Date(t + graceMs).toISOString() });
     },
     async revoke(apiKey, reason, actor) {

@@ -176,22 +176,32 @@ export function createManagementServer(
   async function handle(req: IncomingMessage, res: ServerResponse, line: Record<string, unknown>): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://management.invalid');
     const path = url.pathname;
-    if (path === '/' || path === '/console') {
-      res.setHeader('location', '/console/');
+    if (path === '/' || path === '/console' || path === '/favicon.ico') {
+      // A browser asks for /favicon.ico on its own: send it to the console's icon rather than a 404.
+      res.setHeader('location', path === '/favicon.ico' ? '/console/favicon.svg' : '/console/');
       return send(res, 308);
     }
     if (path.startsWith('/console/')) return serveConsole(req, res, path);
     const method = req.method ?? '';
     const openapiRoute = path === '/v1/openapi.json';
-    const found = openapiRoute ? undefined : match(method === 'HEAD' ? 'GET' : method, path);
+    const whoamiRoute = path === '/v1/whoami';
+    const fixedRoute = openapiRoute || whoamiRoute;
+    const found = fixedRoute ? undefined : match(method === 'HEAD' ? 'GET' : method, path);
     if (found === 'no_route') return fail(res, 'no_route');
-    if (found === 'method_not_allowed' || (openapiRoute && method !== 'GET' && method !== 'HEAD'))
+    if (found === 'method_not_allowed' || (fixedRoute && method !== 'GET' && method !== 'HEAD'))
       return fail(res, 'method_not_allowed');
-    line.route = openapiRoute ? path : found?.route.pattern;
+    line.route = fixedRoute ? path : found?.route.pattern;
     // Every /v1/ call, the description included, needs a token: the console signs in with one first.
     const token = authenticate(req);
     if (!token) return fail(res, 'unauthorized');
     line.actor = token.name;
+    // Who the token is and whether a write would be accepted: the console shows only what the token may do.
+    if (whoamiRoute)
+      return send(res, 200, {
+        name: token.name,
+        access: token.access,
+        writes: token.access === 'write' && deps.store.kind === 'redis',
+      });
     if (openapiRoute) {
       res.setHeader('content-type', 'application/json');
       res.setHeader('content-length', openapi.length);

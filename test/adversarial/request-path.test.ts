@@ -263,7 +263,9 @@ describe('adversarial: slow clients cannot starve the upstream pool', () => {
         { quietMs: 3_000 },
       );
       expect(next.statuses).toEqual([200]);
-      expect(performance.now() - started).toBeLessThan(3_000);
+      // Served once the rate minimum cut the slow bodies: without it, the request would have waited the whole queue
+      // timeout (5 s) and got 503. The status says which happened; the bound is that timeout, not a speed.
+      expect(performance.now() - started).toBeLessThan(5_000);
       for (const r of await Promise.all(slow)) {
         expect(r.statuses).toEqual([408]);
         expect(firstBody(r.text)).toEqual({ code: 40800, message: 'Request timeout' });

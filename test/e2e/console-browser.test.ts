@@ -1,6 +1,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSOLE_DIR } from '../../src/management/management-server.js';
@@ -12,7 +13,7 @@ import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
-/** Debian's chromium (.ci/run installs it); driven through the DevTools protocol by playwright-core. */
+/** Debian's chromium (npm run test:all installs it); driven through the DevTools protocol by playwright-core. */
 const CHROMIUM = '/usr/bin/chromium';
 /** Where the screenshot in docs/management-api.md lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
 const SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-keys.png');
@@ -27,12 +28,33 @@ describe('operator console in a real browser', () => {
   let page: Page;
   let userDataDir: string;
   const apiRequests: Array<{ url: string; headers: Record<string, string> }> = [];
+  /** Every answer of 400 or more the page got (a missing favicon included). */
+  const failedLoads: string[] = [];
+  const signIn = async (name: 'operator' | 'viewer') => {
+    await page.fill('#token', tokens.tokens[name] as string);
+    await page.click('#sign-in-form button[type=submit]');
+    await page.waitForSelector('#key-table tbody tr');
+  };
+  type Listed = { apiKey: string; id: string; createdAt: string; lastUsedAt: string | null };
+  const listed = async () => ((await api.call('GET', '/v1/keys')).json() as { keys: Listed[] }).keys;
+  const shownKeys = () =>
+    page.locator('#key-table tbody tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.apiKey));
+  const newestFirst = (keys: Listed[]) =>
+    [...keys]
+      .sort((a, b) =>
+        a.createdAt === b.createdAt ? (a.apiKey < b.apiKey ? -1 : 1) : a.createdAt < b.createdAt ? 1 : -1,
+      )
+      .map((k) => k.apiKey);
 
   beforeAll(async () => {
-    if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (.ci/run does)`);
+    if (!existsSync(CHROMIUM))
+      throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium (npm run test:all does)`);
     redis = await startRedis();
     upstream = await startRecordingUpstream();
-    tokens = writeTokensFile([{ name: 'operator', access: 'write' }]);
+    tokens = writeTokensFile([
+      { name: 'operator', access: 'write' },
+      { name: 'viewer', access: 'read' },
+    ]);
     gate = await startKeygate({
       upstream: upstream.url,
       redisUrl: redis.url,
@@ -78,6 +100,9 @@ describe('operator console in a real browser', () => {
     page.on('request', (r) => {
       if (new URL(r.url()).pathname.startsWith('/v1/')) apiRequests.push({ url: r.url(), headers: r.headers() });
     });
+    page.on('response', (r) => {
+      if (r.status() >= 400) failedLoads.push(`${r.status()} ${new URL(r.url()).pathname}`);
+    });
   }, 60_000);
   afterAll(async () => {
     await context?.close();
@@ -104,75 +129,173 @@ describe('operator console in a real browser', () => {
     }
   });
 
-  it('sign in, create a key and read its secret once, sign a request with it, revoke it, the next request gets 404 10013', async () => {
-    await page.fill('#token', tokens.tokens.operator as string);
-    await page.click('#sign-in-form button[type=submit]');
-    await page.waitForSelector('#key-table tbody tr');
-    expect(await page.locator('#key-table tbody tr').count()).toBe(3);
-
-    await page.click('#new-key');
-    await page.fill('#create-form input[name=owner]', 'acct_3141');
-    await page.fill('#create-form input[name=label]', 'console demo');
-    await page.fill('#create-form input[name=scopes]', 'accounts:read');
-    await page.click('#create-form button[type=submit]');
-    await page.waitForSelector('#secret-dialog[open]');
-    const apiKey = (await page.textContent('#secret-api-key')) as string;
-    const secret = (await page.textContent('#secret-value')) as string;
-    expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
-    await page.click('#copy-secret');
-    await expect.poll(() => page.textContent('#copy-secret')).toBe('Copied');
-    expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
-    await page.click('#secret-done');
-    // Shown once: gone from the page, and no later answer carries it.
-    expect(await page.content()).not.toContain(secret);
-
-    const t1 = token(apiKey, secret);
-    const before = upstream.received.length;
-    const ok = await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(t1), 'X-Api-Key-Owner': 'acct_forged' } });
-    expect(ok.status).toBe(200);
-    expect([upstream.received[before]?.headers['x-api-key-owner'], upstream.received.length - before]).toEqual([
-      'acct_3141',
-      1,
-    ]);
-
-    const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
-    await expect.poll(() => row.locator('.owner').textContent()).toBe('acct_3141');
-    // The list was drawn before the request: filtering draws it again, with the key's last use.
-    await page.click('#filter button[type=submit]');
-    await expect.poll(() => row.locator('.last-used').textContent()).not.toBe('never');
-    if (process.env.KEYGATE_WRITE_SCREENSHOT === '1') await page.locator('main').screenshot({ path: SCREENSHOT });
-
-    // Change scopes and allow-list: the proxy applies them at once.
-    await row.locator('button', { hasText: 'Change' }).click();
-    await page.fill('#edit-form input[name=scopes]', 'accounts:read, orders:read');
-    await page.fill('#edit-form input[name=allowIps]', '127.0.0.1/32, ::1');
-    await page.click('#edit-form button[type=submit]');
-    await expect.poll(() => row.locator('.allow-ips').textContent()).toBe('127.0.0.1/32, ::1');
-    expect(await row.locator('.scopes').textContent()).toBe('accounts:read, orders:read');
-    await page.click('#new-key');
-    await page.fill('#create-form input[name=scopes]', 'bad scope');
-    await page.click('#create-form button[type=submit]');
-    await expect.poll(() => page.textContent('#create-form .error')).toContain('invalid scope "bad scope"');
-    await page.click('#create-form .cancel');
-    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) })).status).toBe(200);
-
-    await row.locator('button', { hasText: 'Revoke' }).click();
-    await page.waitForSelector('#confirm-dialog[open]');
-    await page.fill('#confirm-dialog input[name=reason]', 'demo over');
-    await page.click('#confirm-dialog button[value=yes]');
-    await expect.poll(() => row.locator('.status').textContent(), { timeout: 5_000 }).toBe('revoked');
-    const refused = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) });
-    expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
-    const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as { revokeReason: string };
-    expect(stored.revokeReason).toBe('demo over');
+  it('has an icon: the page names its own, /favicon.ico leads to it, and loading the page gets no error answer', async () => {
+    const icon = await send(gate.managementUrl as string, '/favicon.ico');
+    expect([icon.status, icon.headers.location]).toEqual([308, '/console/favicon.svg']);
+    const svg = await send(gate.managementUrl as string, '/console/favicon.svg');
+    expect([svg.status, svg.headers['content-type']]).toEqual([200, 'image/svg+xml']);
+    expect(await page.getAttribute('link[rel=icon]', 'href')).toBe('favicon.svg');
+    await page.reload();
+    await page.waitForLoadState('load');
+    expect(failedLoads).toEqual([]);
   });
 
+  it('a read-only token sees the keys and no button that would change one', async () => {
+    await signIn('viewer');
+    expect(await page.textContent('#who')).toBe('signed in as viewer (read-only)');
+    expect(await page.isVisible('#read-only')).toBe(true);
+    expect(await page.textContent('#read-only')).toContain('read keys only');
+    expect(await page.isVisible('#new-key')).toBe(false);
+    expect(await page.locator('#key-table tbody tr').count()).toBe(3);
+    expect(await page.locator('#key-table td.actions button').count()).toBe(0);
+    await page.click('#sign-out');
+    expect(failedLoads).toEqual([]); // no refused call on the way (nothing offered that would be refused)
+  });
+
+  it('shows each key id (what upstreams get in X-Api-Key-Id) and lists newest first, or by API key', async () => {
+    await signIn('operator');
+    expect(await page.textContent('#who')).toBe('signed in as operator (read and write)');
+    expect(await page.isVisible('#read-only')).toBe(false);
+    const keys = await listed();
+    expect(await shownKeys()).toEqual(newestFirst(keys));
+    for (const k of keys)
+      expect(await page.locator(`#key-table tbody tr[data-api-key="${k.apiKey}"] .key-id`).textContent()).toBe(k.id);
+    await page.selectOption('#sort', 'api-key');
+    expect(await shownKeys()).toEqual(keys.map((k) => k.apiKey).sort());
+    await page.selectOption('#sort', 'created');
+    expect(await shownKeys()).toEqual(newestFirst(keys));
+    await page.click('#sign-out');
+  });
+
+  it(
+    'sign in, create a key and read its secret once, sign a request with it, revoke it, the next request gets 404 10013',
+    { timeout: 120_000 },
+    async () => {
+      await signIn('operator');
+      expect(await page.locator('#key-table tbody tr').count()).toBe(3);
+
+      await page.click('#new-key');
+      // Hints sit beside the fields, never inside them where they would read as values already filled in.
+      expect(await page.locator('#create-form input[placeholder]').count()).toBe(0);
+      await page.fill('#create-form input[name=owner]', 'acct_3141');
+      await page.fill('#create-form input[name=label]', 'console demo');
+      await page.fill('#create-form input[name=scopes]', 'accounts:read');
+      await page.click('#create-form button[type=submit]');
+      await page.waitForSelector('#secret-dialog[open]');
+      const apiKey = (await page.textContent('#secret-api-key')) as string;
+      const secret = (await page.textContent('#secret-value')) as string;
+      expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
+      await page.click('#copy-secret');
+      await expect.poll(() => page.textContent('#copy-secret')).toBe('Copied');
+      expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
+      expect(await page.textContent('#secret-title')).toBe('Key created');
+      await page.click('#secret-done');
+      // Shown once: gone from the page, and no later answer carries it.
+      expect(await page.content()).not.toContain(secret);
+      // The new key is on top (newest first), with its id.
+      await expect.poll(shownKeys).toEqual(newestFirst(await listed()));
+      expect(newestFirst(await listed())[0]).toBe(apiKey);
+
+      const t1 = token(apiKey, secret);
+      const before = upstream.received.length;
+      const ok = await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(t1), 'X-Api-Key-Owner': 'acct_forged' } });
+      expect(ok.status).toBe(200);
+      expect([upstream.received[before]?.headers['x-api-key-owner'], upstream.received.length - before]).toEqual([
+        'acct_3141',
+        1,
+      ]);
+
+      const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
+      await expect.poll(() => row.locator('.owner').textContent()).toBe('acct_3141');
+      // The list was drawn before the request: filtering draws it again, with the key's last use.
+      await page.click('#filter button[type=submit]');
+      await expect.poll(() => row.locator('.last-used').textContent()).not.toBe('never');
+      // By last use: the only key ever used comes first whatever its age.
+      await page.selectOption('#sort', 'last-used');
+      expect((await shownKeys())[0]).toBe(apiKey);
+      if (process.env.KEYGATE_WRITE_SCREENSHOT === '1') await page.locator('main').screenshot({ path: SCREENSHOT });
+
+      // Change scopes and allow-list: the proxy applies them at once.
+      await row.locator('button', { hasText: 'Change' }).click();
+      await page.fill('#edit-form input[name=scopes]', 'accounts:read, orders:read');
+      await page.fill('#edit-form input[name=allowIps]', '127.0.0.1/32, ::1');
+      await page.click('#edit-form button[type=submit]');
+      await expect.poll(() => row.locator('.allow-ips').textContent()).toBe('127.0.0.1/32, ::1');
+      expect(await row.locator('.scopes').textContent()).toBe('accounts:read, orders:read');
+      await page.click('#new-key');
+      await page.fill('#create-form input[name=scopes]', 'bad scope');
+      await page.fill('#create-form input[name=allowIps]', 'not-a-cidr');
+      await page.click('#create-form button[type=submit]');
+      await expect.poll(() => page.textContent('#create-form .error')).toContain('invalid scope "bad scope"');
+      // In the form's words: the field's label, never the request's internal path (body.allowIps).
+      const error = (await page.textContent('#create-form .error')) as string;
+      expect(error).toMatch(/^Scopes: /);
+      expect(error).toContain('Allow-list: ');
+      expect(error).not.toMatch(/body\.|key\./);
+      await page.click('#create-form .cancel');
+
+      // Expiry and rate limit from the New key dialog.
+      await page.click('#new-key');
+      await page.fill('#create-form input[name=label]', 'limited');
+      await page.fill('#create-form input[name=scopes]', 'accounts:read');
+      await page.fill('#create-form input[name=expiresAt]', '2031-01-15');
+      await page.fill('#create-form input[name=rate]', '20/m');
+      await page.fill('#create-form input[name=burst]', '5');
+      await page.click('#create-form button[type=submit]');
+      await page.waitForSelector('#secret-dialog[open]');
+      const limitedKey = (await page.textContent('#secret-api-key')) as string;
+      await page.click('#secret-done');
+      expect((await api.call('GET', `/v1/keys/${limitedKey}`)).json()).toMatchObject({
+        expiresAt: '2031-01-15T00:00:00.000Z',
+        rateLimit: { rate: '20/m', burst: 5 },
+      });
+      await page.click('#new-key');
+      await page.fill('#create-form input[name=rate]', 'fast');
+      await page.click('#create-form button[type=submit]');
+      await expect.poll(() => page.textContent('#create-form .error')).toMatch(/^Rate limit: /);
+      await page.click('#create-form .cancel');
+
+      // Rotate: the operator picks the grace period and gives a reason; the audit records both.
+      await row.locator('button', { hasText: 'Rotate' }).click();
+      await page.waitForSelector('#rotate-dialog[open]');
+      await page.selectOption('#rotate-form select[name=grace]', '3600');
+      await page.fill('#rotate-form input[name=reason]', 'scheduled rotation');
+      await page.click('#rotate-form button[type=submit]');
+      await page.waitForSelector('#secret-dialog[open]');
+      expect(await page.textContent('#secret-title')).toBe('Secret rotated');
+      const rotatedSecret = (await page.textContent('#secret-value')) as string;
+      await page.click('#secret-done');
+      expect(rotatedSecret).not.toBe(secret);
+      const raw = new Redis(redis.url);
+      const audit = (await raw.xrange('keygate:audit', '-', '+')).map(
+        ([, f]) => JSON.parse(f[1] as string) as { action: string; apiKey: string; detail?: string },
+      );
+      raw.disconnect();
+      expect(audit.filter((e) => e.apiKey === apiKey && e.action === 'rotate').map((e) => e.detail)).toEqual([
+        'grace=3600000ms; reason=scheduled rotation',
+      ]);
+      // Within the grace period both secrets sign requests that pass.
+      expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, rotatedSecret)) })).status).toBe(200);
+      expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) })).status).toBe(200);
+
+      await row.locator('button', { hasText: 'Revoke' }).click();
+      await page.waitForSelector('#confirm-dialog[open]');
+      await page.fill('#confirm-dialog input[name=reason]', 'demo over');
+      await page.click('#confirm-dialog button[value=yes]');
+      await expect.poll(() => row.locator('.status').textContent(), { timeout: 5_000 }).toBe('revoked');
+      const refused = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) });
+      expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
+      const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as { revokeReason: string };
+      expect(stored.revokeReason).toBe('demo over');
+    },
+  );
+
   it('the token lives in page memory only: sent as Authorization, never in storage, a cookie or a URL; a reload signs out', async () => {
-    const t = tokens.tokens.operator as string;
+    const issued = Object.values(tokens.tokens);
     expect(apiRequests.length).toBeGreaterThan(3);
     for (const r of apiRequests) {
-      expect(r.headers.authorization).toBe(`Bearer ${t}`);
-      expect(r.url).not.toContain(t);
+      expect(issued.map((t) => `Bearer ${t}`)).toContain(r.headers.authorization);
+      for (const t of issued) expect(r.url).not.toContain(t);
       expect(r.headers.cookie).toBeUndefined();
     }
     const stored = await page.evaluate(() => ({

@@ -14,7 +14,7 @@ import {
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
-import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 
 type Key = {
   apiKey: string;
@@ -49,7 +49,7 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     for (const t of Object.values(tokens.tokens)) used.add(t);
     // A long cache TTL: a change is seen within 1 s only because it is published.
     const env = {
-      KEYGATE_KEY_CACHE_TTL_MS: '600000',
+      KEYGATE_KEY_CACHE_TTL_MS: String(LONG_CACHE_TTL_MS),
       KEYGATE_MANAGEMENT_PORT: '0',
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
     };
@@ -145,20 +145,18 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     expect([patched.status, (patched.json() as Key).scopes]).toEqual([200, ['orders:read']]);
     for (const gate of [a, b])
       await expect
-        .poll(async () => seen(await proxied(gate, k.apiKey, secret)), { timeout: 1_000, interval: 20 })
+        .poll(async () => seen(await proxied(gate, k.apiKey, secret)), PUBLISHED_WITHIN)
         .toEqual([403, 10403]);
     expect(Date.now() - t0).toBeLessThan(1_000);
     await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { scopes: ['accounts:read'] } });
     for (const gate of [a, b])
-      await expect
-        .poll(async () => (await proxied(gate, k.apiKey, secret)).status, { timeout: 1_000, interval: 20 })
-        .toBe(200);
+      await expect.poll(async () => (await proxied(gate, k.apiKey, secret)).status, PUBLISHED_WITHIN).toBe(200);
     t0 = Date.now();
     const revoked = await writer.call('POST', `/v1/keys/${k.apiKey}/revoke`, { json: { reason: 'laptop lost' } });
     expect(revoked.json()).toMatchObject({ state: 'revoked', status: 'revoked', revokeReason: 'laptop lost' });
     for (const gate of [a, b])
       await expect
-        .poll(async () => seen(await proxied(gate, k.apiKey, secret)), { timeout: 1_000, interval: 20 })
+        .poll(async () => seen(await proxied(gate, k.apiKey, secret)), PUBLISHED_WITHIN)
         .toEqual([404, 10013]);
     expect(Date.now() - t0).toBeLessThan(1_000);
     // The state forbids more changes: 409, nothing written.

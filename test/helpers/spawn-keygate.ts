@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import * as harness from '../../scripts/harness/spawn-keygate.mjs';
 import { parseExposition, valueOf } from './exposition.js';
+import { guard } from './slowdown.js';
 
 /**
  * Keygate as a child process, for tests: scripts/harness/spawn-keygate.mjs (shared with the benchmark
@@ -68,7 +69,7 @@ function forTests(p: harness.KeygateChild): KeygateProcess {
     child,
     pid,
     lines: parsed,
-    async line(match, timeoutMs = 15_000) {
+    async line(match, timeoutMs = guard(15_000)) {
       const accepts = typeof match === 'string' ? (l: Record<string, unknown>) => l.msg === match : match;
       const deadline = Date.now() + timeoutMs;
       for (;;) {
@@ -105,13 +106,14 @@ export interface ServedKeygate extends KeygateProcess {
 /**
  * `keygate serve` (or `args`, e.g. ['demo']) as an operator runs it, on free ports of 127.0.0.1, with no
  * Redis and no keys file unless `env` names them. Resolves once the admin /healthz answers; rejects with
- * the process's output if it exits or is not healthy within 15 s.
+ * the process's output if it exits or is not healthy within 25 s (scaled by the run's measured slowdown: a
+ * busy machine may take seconds to start Node, which is no failure).
  */
 export async function serveKeygate(
   env: harness.ChildEnv,
   options: { args?: string[]; baseEnv?: 'inherit' | 'clean' } = {},
 ): Promise<ServedKeygate> {
-  const served = await harness.serveKeygate(env, options);
+  const served = await harness.serveKeygate(env, { ...options, timeoutMs: guard(25_000) });
   const { port, adminPort, url, adminUrl } = served;
   return {
     ...forTests(served),

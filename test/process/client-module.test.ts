@@ -78,7 +78,7 @@ describe('API clients against a running Keygate', () => {
     const py = pythonWithJwt();
     if (!py)
       throw new Error(
-        'no python3 with PyJWT: install it (apt-get install -y python3-jwt, as .ci/run does) to run the README Python example',
+        'no python3 with PyJWT: install it (apt-get install -y python3-jwt, as npm run test:all does) to run the README Python example',
       );
     const { stdout } = await run(py, ['examples/python_client.py', `${gate.url}${ACCOUNTS_PATH}`, 'client', SECRET]);
     expect(stdout).toMatch(/^200 /);

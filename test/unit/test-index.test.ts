@@ -32,14 +32,14 @@ describe(`${TEST_INDEX_PATH}, generated from the imports in test/`, () => {
   it.each([
     ['src/pipeline/check-target.ts', 'tests', 'test/unit/check-target.test.ts'],
     ['src/policy/policy-source.ts', 'tests', 'test/e2e/policy-source.test.ts'],
-    ['src/management/key-operations.ts', 'tests', 'test/e2e/rotation-expiry.test.ts'],
+    ['src/keys/key-changes.ts', 'tests', 'test/e2e/rotation-expiry.test.ts'],
     ['src/create-keygate.ts', 'helpers', 'test/helpers/keygate.ts'],
     ['src/files/file-reloader.ts', 'sources', 'src/policy/policy-source.ts'],
   ] as const)('%s: %s include %s', (source, column, file) => {
     expect(index.get(source)?.[column]).toContain(file);
   });
   it('lists a same-name unit test before the others', () => {
-    expect(index.get('src/management/key-operations.ts')?.tests[0]).toBe('test/unit/key-operations.test.ts');
+    expect(index.get('src/keys/key-changes.ts')?.tests[0]).toBe('test/unit/key-changes.test.ts');
   });
   it('has one row per file in src/', () => {
     const rows = readFileSync(join(repoRoot, TEST_INDEX_PATH), 'utf8')
