@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
-import { newKey, revokeKey, rotateKey, updateKey, type KeyChanges, type NewKeyInput } from '../keys/key-changes.js';
+import {
+  newKey,
+  revokeKey,
+  rotateKey,
+  updateKey,
+  type CredentialInput,
+  type KeyChanges,
+  type NewKeyInput,
+} from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { AuditEntry, Store } from '../store/store.js';
@@ -47,7 +55,9 @@ export interface KeyOperations {
     graceMs: number,
     actor: string,
     reason?: string,
-  ): Promise<Done<{ record: KeyRecord; secret: string; previousSecretValidUntil: string }>>;
+    /** A new alg and public key (HS256 → EdDSA); without one, a new credential of the key's alg. */
+    to?: CredentialInput,
+  ): Promise<Done<{ record: KeyRecord; secret?: string; previousSecretValidUntil: string }>>;
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
   usage(apiKey: string): Promise<Done<{ record: KeyRecord; usage: KeyUsage }>>;
@@ -92,7 +102,8 @@ export function createKeyOperations(deps: {
     return r ? done(r) : notFound;
   };
   const writeNew = async (record: KeyRecord, actor: string) => {
-    await save(record, 'create', actor, record.owner && `owner=${record.owner}`);
+    const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`].filter(Boolean).join('; ');
+    await save(record, 'create', actor, detail || undefined);
     return done({ record, replayed: false });
   };
 
@@ -139,16 +150,24 @@ export function createKeyOperations(deps: {
       await save(record, 'update', actor, Object.keys(changes).join(','));
       return done(record);
     },
-    async rotate(apiKey, graceMs, actor, reason) {
+    async rotate(apiKey, graceMs, actor, reason, to) {
       const r = await load(apiKey);
       if (!r.ok) return r;
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
       if (keyStatus(r.value, t) !== 'active') return conflict('only an active key can be rotated');
-      const { record, secret } = rotateKey(r.value, graceMs, t);
+      const { record, secret, errors } = rotateKey(r.value, graceMs, t, to);
+      if (errors.length > 0) return invalid(errors);
       // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
-      await save(record, 'rotate', actor, reason ? `grace=${graceMs}ms; reason=${reason}` : `grace=${graceMs}ms`);
-      return done({ record, secret, previousSecretValidUntil: new Date(t + graceMs).toISOString() });
+      // An alg change is audited as one: old → new.
+      const from = r.value.alg ?? 'HS256';
+      const algNote = from !== (record.alg ?? 'HS256') ? `; alg=${from}->${record.alg ?? 'HS256'}` : '';
+      await save(record, 'rotate', actor, `grace=${graceMs}ms${algNote}${reason ? `; reason=${reason}` : ''}`);
+      return done({
+        record,
+        ...(secret !== undefined && { secret }),
+        previousSecretValidUntil: new Date(t + graceMs).toISOString(),
+      });
     },
     async revoke(apiKey, reason, actor) {
       const r = await load(apiKey);
