@@ -102,7 +102,9 @@ export function createKeyOperations(deps: {
     return r ? done(r) : notFound;
   };
   const writeNew = async (record: KeyRecord, actor: string) => {
-    const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`].filter(Boolean).join('; ');
+    const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`]
+      .filter(Boolean)
+      .join('; ');
     await save(record, 'create', actor, detail || undefined);
     return done({ record, replayed: false });
   };
