@@ -1,3 +1,4 @@
+import { unknownEnvProblems } from '../config/env-names.js';
 import { loadKeysFile } from '../keys/keys-file.js';
 import type { Command } from './command-line.js';
 import { describeConfig, loadStartupConfig } from './serve-command.js';
@@ -11,13 +12,16 @@ export const checkConfigCommand: Command = {
 is bound, Redis is not contacted): the KEYGATE_* environment (and the files
 its _FILE variables name), the policy file (KEYGATE_CONFIG) and, in embedded
 mode, the keys file (KEYGATE_KEYS_FILE), each against its JSON Schema
-(config/schema/) and Keygate's own checks.
+(config/schema/) and Keygate's own checks. A KEYGATE_* variable Keygate does not
+read is an error, naming the nearest known one ("keygate serve" only warns).
 Exit status: 0 when everything is valid (the effective configuration is printed,
 secrets masked), 1 with every problem listed on standard error.`,
   },
   run(_parsed, io) {
-    const { config, problems } = loadStartupConfig(io.env);
-    if (!config) {
+    const { config, problems: configProblems } = loadStartupConfig(io.env);
+    // A misspelt variable is an error here: its default is silently in force, which is what check-config is for.
+    const problems = [...configProblems, ...unknownEnvProblems(io.env)];
+    if (!config || problems.length > 0) {
       io.err.write(
         `keygate check-config: ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n  - ${problems.join('\n  - ')}\n`,
       );

@@ -23,7 +23,18 @@ examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").
   async run(_parsed, io) {
     const upstream = createDemoUpstream();
     const port = Number(io.env.KEYGATE_DEMO_UPSTREAM_PORT ?? 0);
-    await new Promise<void>((resolve) => upstream.listen(port, '127.0.0.1', resolve));
+    await new Promise<void>((resolve, reject) => {
+      upstream.once('error', (err: NodeJS.ErrnoException) =>
+        reject(
+          new Error(
+            err.code === 'EADDRINUSE'
+              ? `cannot listen on KEYGATE_DEMO_UPSTREAM_PORT (127.0.0.1:${port}): the port is already in use by another process; stop it or choose another port`
+              : `demo upstream cannot listen on 127.0.0.1:${port}: ${err.message}`,
+          ),
+        ),
+      );
+      upstream.listen(port, '127.0.0.1', resolve);
+    });
     const address = upstream.address() as AddressInfo;
     const env = {
       ...io.env,

@@ -7,7 +7,7 @@ import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
 /**
  * What every `keygate keys` action works with. Changes go through
  * createKeyOperations, the code path the management API uses too: one
- * validation, one write (published to every instance), one audit entry.
+ * validation, one compare-and-set write (published to every instance) with its audit entry.
  */
 export interface KeyContext {
   readonly ops: KeyOperations;
@@ -23,8 +23,6 @@ export interface KeyContext {
   load(apiKey: string): Promise<KeyRecord>;
   /** An operation's value, or its refusal thrown: not found → KeyNotFound (exit 1), invalid → exit 2, conflict → exit 1. */
   must<T>(result: Done<T>, apiKey?: string): T;
-  /** Writes a record as it is (import, reencrypt), published and audited. */
-  save(record: KeyRecord, action: string, detail?: string): Promise<void>;
   /** The audit log line alone, for what changes no key (an export). */
   audit(entry: AuditEntry): void;
   /** Pretty JSON on stdout. */
@@ -75,7 +73,6 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
     encrypted: deps.encrypted,
     must,
     load: async (apiKey) => must(await ops.get(apiKey), apiKey),
-    save: (record, action, detail) => ops.save(record, action, deps.actor, detail),
     audit: deps.audit,
     print: (value) => deps.out.write(`${JSON.stringify(value, null, 2)}\n`),
   };

@@ -16,7 +16,7 @@ import { keygenCommand } from './keygen-command.js';
 const DETAILS = `Keys live in Redis (KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS +
 KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is
 published so running Keygate instances drop their cached copy at once, and is
-audited (stderr and the Redis stream keygate:audit), as KEYGATE_ACTOR (default
+audited (stderr and the Redis stream keygate:{keystore}:audit), as KEYGATE_ACTOR (default
 user@host). Secrets are printed only by create and rotate.
 Exit status: 0 done, 1 no such key or the change was refused, 2 usage.`;
 

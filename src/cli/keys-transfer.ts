@@ -104,17 +104,8 @@ export const importAction: KeyAction = {
       if (!(err instanceof KeysFileError)) throw err;
       throw new CliError(`nothing imported:\n  - ${err.problems.join('\n  - ')}`, 2);
     }
-    const counts = { created: 0, replaced: 0, skipped: 0 };
-    for (const r of records) {
-      const existing = await ctx.store.getKey(r.apiKey);
-      if (existing && !flag(p, 'replace')) {
-        counts.skipped++;
-        continue;
-      }
-      await ctx.save(r, existing ? 'import-replace' : 'import');
-      if (existing) counts.replaced++;
-      else counts.created++;
-    }
+    // One atomic step: a clash (an id another key holds, a key changed meanwhile) refuses the whole file.
+    const counts = ctx.must(await ctx.ops.importKeys(records, flag(p, 'replace'), ctx.actor));
     if (flag(p, 'json')) ctx.print(counts);
     else
       ctx.out.write(
@@ -132,9 +123,8 @@ export const reencryptAction: KeyAction = {
   },
   async run(ctx, p) {
     if (!ctx.encrypted) throw new CliError('KEYGATE_SECRET_ENCRYPTION_KEY is not set', 2);
-    const all = await ctx.store.listKeys();
-    for (const r of all) await ctx.save(r, 'reencrypt');
-    if (flag(p, 'json')) ctx.print({ resealed: all.length });
-    else ctx.out.write(`re-sealed ${all.length} keys with the current encryption key\n`);
+    const resealed = await ctx.ops.reseal(ctx.actor);
+    if (flag(p, 'json')) ctx.print({ resealed });
+    else ctx.out.write(`re-sealed ${resealed} keys with the current encryption key\n`);
   },
 };

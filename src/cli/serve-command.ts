@@ -4,7 +4,10 @@ import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import cluster from 'node:cluster';
+import { unknownEnvProblems } from '../config/env-names.js';
 import { serveWorkers } from './serve-workers.js';
+import { describeListenError } from './listen-error.js';
 import { packageVersion } from '../observe/package-version.js';
 import type { Command } from './command-line.js';
 
@@ -42,6 +45,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
     ...(config.forwardAuthPathPrefix && { forwardAuthPathPrefix: config.forwardAuthPathPrefix }),
     store: config.redis ? 'redis' : 'memory',
     redis: describeRedis(config.redis),
+    ...(config.management && { managementPort: config.management.port, managementHost: config.management.host }),
     workers: config.workers,
     keysFile: config.keysFile,
     secretsAtRest: config.redis ? (config.secretEncryptionKeys ? 'aes-256-gcm' : 'plain') : undefined,
@@ -65,7 +69,7 @@ export const serveCommand: Command = {
     options: [],
     details: `Configured by KEYGATE_* environment variables (docs/reference/configuration.md).
 Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 when the configuration is invalid
-(every problem is listed on stderr).`,
+(every problem is listed on stderr) or a port cannot be bound (the setting is named on stderr).`,
   },
   run: (_parsed, io) => serve(io.env),
 };
@@ -78,13 +82,27 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     return 1;
   }
   const logger = createLogger({ level: config.logLevel });
+  // Workers run serve() again: the primary alone warns, once per name.
+  if (cluster.isPrimary) for (const problem of unknownEnvProblems(env)) logger.warn(problem);
   if (config.workers > 1) return serveWorkers(config, logger);
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   if (config.redis && !config.secretEncryptionKeys)
     logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger });
-  const { port, adminPort, managementPort } = await keygate.listen();
+  let ports: Awaited<ReturnType<typeof keygate.listen>>;
+  try {
+    ports = await keygate.listen();
+  } catch (err) {
+    // Nothing else keeps a half-started Keygate alive: close what was opened (store, watchers) and exit 1.
+    const message = describeListenError(err, config);
+    logger.error({ err: message }, 'keygate cannot start');
+    process.stderr.write(`keygate: ${message}\n`);
+    await keygate.close().catch(() => {});
+    logger.flush();
+    return 1;
+  }
+  const { port, adminPort, managementPort } = ports;
   logger.info(
     {
       version: packageVersion(),
@@ -114,7 +132,14 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
       keygate.reloadPolicy();
       if (config.management) keygate.reloadManagementTokens();
       if (config.keysFile && !config.redis) keygate.reloadKeys();
-      else logger.info('SIGHUP: keys come from Redis, changes arrive by pub/sub; only the policy file was reloaded');
+      // Say exactly what SIGHUP re-read; each file's own "loaded"/"rejected" line says how it went.
+      const reloaded = [
+        'policy file',
+        ...(config.management ? ['management tokens file'] : []),
+        ...(config.keysFile && !config.redis ? ['keys file'] : []),
+      ];
+      const keys = config.redis ? 'from Redis: changes arrive by pub/sub, nothing to re-read' : undefined;
+      logger.info({ reloaded, ...(keys && { keys }) }, `SIGHUP: reloaded the ${reloaded.join(', ')}`);
     });
   });
   logger.info('keygate stopped');

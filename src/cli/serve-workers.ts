@@ -5,6 +5,7 @@ import { AggregatorRegistry } from 'prom-client';
 import type { Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
 import { createAdminServer } from '../observe/admin-server.js';
+import { describeListenError } from './listen-error.js';
 
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
 type Message = { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; reason?: string };
@@ -77,7 +78,10 @@ async function runWorker(config: Config, logger: Logger): Promise<number> {
       });
     }
   } catch (err) {
-    logger.error({ err: (err as Error).message }, 'worker cannot listen');
+    const message = describeListenError(err, config);
+    logger.error({ err: message }, 'worker cannot listen');
+    // Workers share the primary's stderr: the operator sees why next to the primary's "stopped".
+    process.stderr.write(`keygate: worker ${process.pid}: ${message}\n`);
     await keygate.close().catch(() => {});
     logger.flush();
     process.disconnect?.();
@@ -187,6 +191,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     await Promise.all(Array.from({ length: config.workers }, fork));
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'a worker failed to start; stopping');
+    process.stderr.write('keygate: a worker failed to start; stopped\n');
     await stopAll();
     logger.flush();
     return 1;
@@ -198,10 +203,21 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
       ready: askWorkers,
     },
   );
-  const adminPort = await new Promise<number>((resolve, reject) => {
-    admin.once('error', reject);
-    admin.listen(config.adminPort, config.adminHost, () => resolve((admin.address() as AddressInfo).port));
-  });
+  let adminPort: number;
+  try {
+    adminPort = await new Promise<number>((resolve, reject) => {
+      admin.once('error', reject);
+      admin.listen(config.adminPort, config.adminHost, () => resolve((admin.address() as AddressInfo).port));
+    });
+  } catch (err) {
+    // The workers already serve: stop them, or the primary would wait for a signal with no admin port.
+    const message = describeListenError(err, config);
+    logger.error({ err: message }, 'keygate cannot start');
+    process.stderr.write(`keygate: ${message}\n`);
+    await stopAll();
+    logger.flush();
+    return 1;
+  }
   logger.info({ workers: live().map((w) => w.process.pid), port: proxyPort, adminPort }, 'keygate started');
 
   const reason = await Promise.race([signals, gaveUp]);

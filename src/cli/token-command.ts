@@ -1,6 +1,8 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createToken } from '../client/create-token.js';
+import { DEFAULT_ROUTES_FILE } from '../policy/policy.js';
+import { loadPolicy } from '../policy/load-policy.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str, type Command } from './command-line.js';
 
@@ -27,7 +29,7 @@ export const tokenCommand: Command = {
         name: 'recv-window',
         type: 'string',
         value: 'seconds',
-        help: 'how long the token is valid after its nonce time',
+        help: "how long the token is valid after its nonce time (at most the policy's maxRecvWindowSeconds)",
       },
     ],
     details: `Each token carries a new nonce and is accepted once.
@@ -36,13 +38,16 @@ file \`keygate keys keygen\` wrote). An HS256 key signs with its secret,
 in order of preference:
   KEYGATE_API_SECRET   environment variable (and KEYGATE_API_KEY for --key)
   --secret-stdin       e.g. keygate token --key K --secret-stdin < secret.txt
-  --secret <S>         visible to every local user`,
+  --secret <S>         visible to every local user
+--recv-window above maxRecvWindowSeconds of the policy file (KEYGATE_CONFIG, or the
+shipped config/routes.yaml: 60) is refused: the server would answer 40106.`,
   },
   async run(parsed, io) {
     const key = str(parsed, 'key') ?? io.env.KEYGATE_API_KEY;
     const rw = str(parsed, 'recv-window');
     if (rw !== undefined && !/^[1-9]\d{0,5}$/.test(rw))
       throw new UsageError('--recv-window must be a positive whole number of seconds');
+    if (rw !== undefined) checkRecvWindow(Number(rw), io.env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE);
     const recvWindow = rw !== undefined ? { recvWindow: Number(rw) } : {};
     const privateKeyFile = str(parsed, 'private-key');
     if (privateKeyFile !== undefined) {
@@ -85,6 +90,22 @@ function readPrivateKey(file: string): KeyObject {
       `--private-key ${file}: not an Ed25519 or P-256 private key in PEM form (${(err as Error).message})`,
     );
   }
+}
+
+/**
+ * A server refuses a token whose recv_window is over its policy's cap (40106), so minting one only
+ * moves the failure to the first request. The policy is the one a server started with this
+ * environment would load; point KEYGATE_CONFIG at the server's file to check against its cap.
+ */
+function checkRecvWindow(seconds: number, policyFile: string): void {
+  const problems: string[] = [];
+  const { maxRecvWindowSeconds } = loadPolicy(policyFile, problems);
+  if (problems.length > 0) return; // the policy is not readable here: the server is the judge
+  if (seconds > maxRecvWindowSeconds)
+    throw new UsageError(
+      `--recv-window ${seconds} is over maxRecvWindowSeconds ${maxRecvWindowSeconds} in ${policyFile}: ` +
+        'a server with that policy refuses the token (40106); give at most that, or set KEYGATE_CONFIG to the policy file of the server you call',
+    );
 }
 
 /** The first line of a stream, without its line break: the secret is signed with as-is, so nothing else is trimmed. */

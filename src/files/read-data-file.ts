@@ -1,11 +1,63 @@
 import { readFileSync } from 'node:fs';
-import { isNode, LineCounter, parse as parseYaml, parseDocument } from 'yaml';
+import { isNode, LineCounter, parse as parseYaml, parseDocument, YAMLError } from 'yaml';
+
+/**
+ * A file that is not valid YAML or JSON, located by line and column only. The parsers' own messages
+ * quote the text around the error (YAML prints the offending line and the one before it, Node's
+ * JSON.parse a slice of the input), and these files hold API secrets and token hashes: none of the
+ * text may reach a log line or a terminal.
+ */
+export class DataFileSyntaxError extends Error {
+  override readonly name = 'DataFileSyntaxError';
+  constructor(
+    readonly format: 'YAML' | 'JSON',
+    readonly line: number | undefined,
+    readonly column: number | undefined,
+    readonly kind: string | undefined,
+  ) {
+    const at = line === undefined ? 'syntax error' : `syntax error at line ${line}, column ${column}`;
+    super(`not valid ${format}: ${at}${kind ? ` (${kind})` : ''}; the text is not shown, as it may hold secrets`);
+  }
+}
+
+/** Line and column (1-based) of a character offset. */
+function position(text: string, offset: number): { line: number; column: number } {
+  const before = text.slice(0, offset).split('\n');
+  return { line: before.length, column: before.at(-1)!.length + 1 };
+}
+
+function parseJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    // Node's message may quote the input: keep only the offset it gives, when it gives one.
+    const offset = /at position (\d+)/.exec((err as Error).message)?.[1];
+    if (offset !== undefined) {
+      const { line, column } = position(text, Number(offset));
+      throw new DataFileSyntaxError('JSON', line, column, undefined);
+    }
+    // Otherwise the YAML reading of the same text locates the first error, again without its text.
+    const first = parseDocument(text, { logLevel: 'silent' }).errors[0];
+    throw new DataFileSyntaxError('JSON', first?.linePos?.[0].line, first?.linePos?.[0].col, undefined);
+  }
+}
+
+function parseYamlText(text: string): unknown {
+  try {
+    // logLevel 'error': YAML warnings (an unknown tag) would otherwise be printed to stderr with a code frame.
+    return parseYaml(text, { maxAliasCount: 100, logLevel: 'error', prettyErrors: false });
+  } catch (err) {
+    if (!(err instanceof YAMLError)) throw err;
+    const at = err.linePos?.[0] ?? (typeof err.pos?.[0] === 'number' ? position(text, err.pos[0]) : undefined);
+    const column = at && 'col' in at ? at.col : at?.column;
+    throw new DataFileSyntaxError('YAML', at?.line, column, err.code);
+  }
+}
 
 /** Reads a JSON or YAML file (by extension; YAML is a superset of JSON anyway). */
 export function readDataFile(path: string): unknown {
   const text = readFileSync(path, 'utf8');
-  if (path.endsWith('.json')) return JSON.parse(text);
-  return parseYaml(text, { maxAliasCount: 100 });
+  return path.endsWith('.json') ? parseJson(text) : parseYamlText(text);
 }
 
 /**
@@ -22,7 +74,7 @@ export function readDataFileWithLines(path: string): {
   const lines = new LineCounter();
   let doc: ReturnType<typeof parseDocument> | undefined;
   try {
-    doc = parseDocument(text, { lineCounter: lines });
+    doc = parseDocument(text, { lineCounter: lines, logLevel: 'silent' });
   } catch {
     doc = undefined;
   }

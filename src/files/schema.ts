@@ -84,10 +84,17 @@ function toViolation(e: ErrorObject): Violation {
   }
 }
 
-/** `file: routes[0].method: …` → `routes[0].method`; undefined when a problem names no location. */
+/**
+ * `file: routes[0].method: …` → `routes[0].method`; undefined when a problem names no location. A location
+ * followed by " (" is a whole entry named in a problem about how two entries relate (`routes[1] (line 3)
+ * (GET …) is more specific than routes[0] …`): that says nothing about the fields inside them, so a typo
+ * in one of those fields must still be reported (every problem at once).
+ */
 function locationOf(problem: string, file: string): string | undefined {
   if (!problem.startsWith(`${file}: `)) return undefined;
-  return /^[A-Za-z_$][\w$]*(?:\[\d+\])*(?:\.[A-Za-z_$][\w$]*(?:\[\d+\])*)*/.exec(problem.slice(file.length + 2))?.[0];
+  const rest = problem.slice(file.length + 2);
+  const at = /^[A-Za-z_$][\w$]*(?:\[\d+\])*(?:\.[A-Za-z_$][\w$]*(?:\[\d+\])*)*/.exec(rest)?.[0];
+  return at === undefined || rest.startsWith(' (', at.length) ? undefined : at;
 }
 
 /** Same location, or one inside the other (`keys[0]` and `keys[0].apiSecret`). */

@@ -230,7 +230,11 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       w.keyOwner = authn.key.record.owner;
       const authz = authorize(authn.key, w.ip, w.route, w.policy.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
-      else decision = authz;
+      else {
+        decision = authz;
+        // docs/running.md: a request no route lists is logged as route "unlisted", refused or not.
+        if (authz.reason === 'route_not_listed') w.log.route = 'unlisted';
+      }
     } else decision = authn;
     const ms = performance.now() - w.started;
     w.log.authMs = roundMs(ms);

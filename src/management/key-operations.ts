@@ -10,19 +10,40 @@ import {
 } from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
+import type { KeyWrite, KeyWriteResult } from '../store/key-write.js';
 import type { AuditEntry, Store } from '../store/store.js';
 
 /** Why an operation did nothing: data, so the CLI prints it and the API renders it (404, 400, 409). */
 export type Refusal =
   | { readonly ok: false; readonly refused: 'not_found' }
   | { readonly ok: false; readonly refused: 'invalid'; readonly problems: readonly string[] }
-  | { readonly ok: false; readonly refused: 'conflict'; readonly message: string };
+  | { readonly ok: false; readonly refused: 'conflict'; readonly message: string; readonly version?: number };
 export type Done<T> = { readonly ok: true; readonly value: T } | Refusal;
 
 const done = <T>(value: T): Done<T> => ({ ok: true, value });
 const notFound: Refusal = Object.freeze({ ok: false, refused: 'not_found' });
 const invalid = (problems: readonly string[]): Refusal => ({ ok: false, refused: 'invalid', problems });
-const conflict = (message: string): Refusal => ({ ok: false, refused: 'conflict', message });
+const conflict = (message: string, version?: number): Refusal => ({
+  ok: false,
+  refused: 'conflict',
+  message,
+  ...(version !== undefined && { version }),
+});
+
+/** A refused compare-and-set in words: what the operator sees (409 / exit 1). */
+function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal {
+  if (r.conflict === 'id_taken')
+    return conflict(`id ${JSON.stringify(r.id)} is already the id of key ${r.holder}: an id names one key`);
+  if (r.conflict === 'revoked')
+    return conflict(`key ${r.apiKey} is revoked: a revoked key cannot be changed back`, r.version);
+  return conflict(
+    `key ${r.apiKey} changed while this change was made (now version ${r.version}): read it and retry`,
+    r.version,
+  );
+}
+
+/** How many times a change that may be re-applied (patch, revoke, delete) is retried on a fresh read. */
+const RETRIES = 8;
 
 export interface KeyFilter {
   owner?: string;
@@ -65,15 +86,27 @@ export interface KeyOperations {
   check(input: NewKeyInput): readonly string[];
   /** The same for an update of `record`. */
   checkUpdate(record: KeyRecord, changes: KeyChanges): readonly string[];
-  /** Writes a record as it is (import, reencrypt), published and audited like every other change. */
-  save(record: KeyRecord, action: string, actor: string, detail?: string): Promise<void>;
+  /**
+   * Adds the records (a keys file), all or nothing in one atomic step: an id another key holds,
+   * or a key that changed meanwhile, refuses the whole import. Existing keys are skipped unless `replace`.
+   */
+  importKeys(
+    records: readonly KeyRecord[],
+    replace: boolean,
+    actor: string,
+  ): Promise<Done<{ created: number; replaced: number; skipped: number }>>;
+  /** Re-writes every key as it is (so its secrets are sealed with the current key), each as a compare-and-set. */
+  reseal(actor: string): Promise<number>;
 }
 
 /**
  * The one code path for key changes, shared by `keygate keys` and the
- * management API: load, check the state, apply the pure change (keys/key-changes.ts), write
- * (the store publishes the change to every instance), audit. Both callers
- * get the same validation, the same refusals and the same audit entries.
+ * management API: read the key with its version, check its state, apply the pure
+ * change (keys/key-changes.ts), then commit it as a compare-and-set with its audit
+ * entry (the store checks the version, keeps revocation final and ids unique, and
+ * publishes the change, in one atomic step). A change that can be re-applied to a
+ * fresh read (patch, revoke, delete) is retried when another change landed first;
+ * a rotate is not (its caller must learn the chain moved on): 409 with the version.
  */
 export function createKeyOperations(deps: {
   store: Store;
@@ -81,37 +114,61 @@ export function createKeyOperations(deps: {
   audit: (entry: AuditEntry) => void;
 }): KeyOperations {
   const { store, now } = deps;
-  const audit = async (record: Pick<KeyRecord, 'apiKey' | 'id'>, action: string, actor: string, detail?: string) => {
-    const entry: AuditEntry = {
-      at: new Date(now()).toISOString(),
-      actor,
-      action,
-      apiKey: record.apiKey,
-      id: record.id,
-      ...(detail && { detail }),
-    };
-    deps.audit(entry);
-    await store.appendAudit(entry);
-  };
-  const save = async (record: KeyRecord, action: string, actor: string, detail?: string) => {
-    await store.putKey(record);
-    await audit(record, action, actor, detail);
+  const entry = (r: Pick<KeyRecord, 'apiKey' | 'id'>, action: string, actor: string, detail?: string): AuditEntry => ({
+    at: new Date(now()).toISOString(),
+    actor,
+    action,
+    apiKey: r.apiKey,
+    id: r.id,
+    ...(detail && { detail }),
+  });
+  /** Commits writes with their audit entries; the log lines follow only a commit that happened. */
+  const commit = async (writes: KeyWrite[], audit: AuditEntry[]) => {
+    const result = await store.commitKeyChanges({ writes, audit });
+    if (result.ok) for (const a of audit) deps.audit(a);
+    return result;
   };
   const load = async (apiKey: string): Promise<Done<KeyRecord>> => {
     const r = await store.getKey(apiKey);
     return r ? done(r) : notFound;
   };
-  const writeNew = async (record: KeyRecord, actor: string) => {
+
+  type Decision = Done<{ next: KeyRecord | null; detail?: string }>;
+  /** Read, decide, compare-and-set; `retry` re-reads and decides again when another change landed first. */
+  async function change(
+    apiKey: string,
+    action: string,
+    actor: string,
+    retry: boolean,
+    decide: (current: KeyRecord) => Decision,
+  ): Promise<Done<{ before: KeyRecord; after: KeyRecord | null }>> {
+    for (let attempt = 0; ; attempt++) {
+      const current = await store.readKey(apiKey);
+      if (!current) return notFound;
+      const d = decide(current.record);
+      if (!d.ok) return d;
+      const audit = entry(d.value.next ?? current.record, action, actor, d.value.detail);
+      const result = await commit([{ apiKey, expect: current.version, next: d.value.next }], [audit]);
+      if (result.ok) return done({ before: current.record, after: d.value.next });
+      if (result.conflict === 'version' && result.version === 0) return notFound;
+      if (result.conflict !== 'version' || !retry || attempt + 1 >= RETRIES) return refusedWrite(result);
+    }
+  }
+  const after = (r: Done<{ after: KeyRecord | null }>): Done<KeyRecord> =>
+    r.ok ? done(r.value.after as KeyRecord) : r;
+
+  async function writeNew(record: KeyRecord, actor: string): Promise<Done<{ record: KeyRecord; replayed: boolean }>> {
+    // The alg is audited with the key it was made with; an HS256 key's entry reads as before.
     const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`]
       .filter(Boolean)
       .join('; ');
-    await save(record, 'create', actor, detail || undefined);
-    return done({ record, replayed: false });
-  };
+    const audit = entry(record, 'create', actor, detail || undefined);
+    const result = await commit([{ apiKey: record.apiKey, expect: 0, next: record }], [audit]);
+    return result.ok ? done({ record, replayed: false }) : refusedWrite(result);
+  }
 
   return {
     get: load,
-    save,
     check: (input) => newKey(input, now()).errors,
     checkUpdate: (record, changes) => updateKey(record, changes, now()).errors,
     async list(filter) {
@@ -144,52 +201,80 @@ export function createKeyOperations(deps: {
       return conflict('the key made with this Idempotency-Key no longer exists');
     },
     async update(apiKey, changes, actor) {
-      const r = await load(apiKey);
-      if (!r.ok) return r;
-      if (r.value.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
-      const { record, errors } = updateKey(r.value, changes, now());
-      if (!record) return invalid(errors);
-      await save(record, 'update', actor, Object.keys(changes).join(','));
-      return done(record);
+      const r = await change(apiKey, 'update', actor, true, (current) => {
+        if (current.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
+        const { record, errors } = updateKey(current, changes, now());
+        return record ? done({ next: record, detail: Object.keys(changes).join(',') }) : invalid(errors);
+      });
+      return after(r);
     },
     async rotate(apiKey, graceMs, actor, reason, to) {
-      const r = await load(apiKey);
-      if (!r.ok) return r;
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
-      if (keyStatus(r.value, t) !== 'active') return conflict('only an active key can be rotated');
-      const { record, secret, errors } = rotateKey(r.value, graceMs, t, to);
-      if (errors.length > 0) return invalid(errors);
-      // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
-      // An alg change is audited as one: old → new.
-      const from = r.value.alg ?? 'HS256';
-      const algNote = from !== (record.alg ?? 'HS256') ? `; alg=${from}->${record.alg ?? 'HS256'}` : '';
-      await save(record, 'rotate', actor, `grace=${graceMs}ms${algNote}${reason ? `; reason=${reason}` : ''}`);
+      let secret: string | undefined;
+      const r = await change(apiKey, 'rotate', actor, false, (current) => {
+        if (keyStatus(current, t) !== 'active') return conflict('only an active key can be rotated');
+        const rotated = rotateKey(current, graceMs, t, to);
+        if (rotated.errors.length > 0) return invalid(rotated.errors);
+        secret = rotated.secret;
+        // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
+        // An alg change is audited as one: old -> new.
+        const from = current.alg ?? 'HS256';
+        const into = rotated.record.alg ?? 'HS256';
+        const algNote = from !== into ? `; alg=${from}->${into}` : '';
+        return done({
+          next: rotated.record,
+          detail: `grace=${graceMs}ms${algNote}${reason ? `; reason=${reason}` : ''}`,
+        });
+      });
+      if (!r.ok) return r;
       return done({
-        record,
+        record: r.value.after as KeyRecord,
         ...(secret !== undefined && { secret }),
         previousSecretValidUntil: new Date(t + graceMs).toISOString(),
       });
     },
     async revoke(apiKey, reason, actor) {
-      const r = await load(apiKey);
-      if (!r.ok) return r;
-      if (r.value.state === 'revoked') return conflict('the key is already revoked');
-      const record = revokeKey(r.value, reason, now());
-      await save(record, 'revoke', actor, reason);
-      return done(record);
+      const r = await change(apiKey, 'revoke', actor, true, (current) =>
+        current.state === 'revoked'
+          ? conflict('the key is already revoked')
+          : done({ next: revokeKey(current, reason, now()), ...(reason && { detail: reason }) }),
+      );
+      return after(r);
     },
     async remove(apiKey, actor) {
-      const r = await load(apiKey);
-      if (!r.ok) return r;
-      await store.deleteKey(apiKey);
-      await audit(r.value, 'delete', actor);
-      return r;
+      const r = await change(apiKey, 'delete', actor, true, () => done({ next: null }));
+      return r.ok ? done(r.value.before) : r;
     },
     async usage(apiKey) {
       const r = await load(apiKey);
       if (!r.ok) return r;
       return done({ record: r.value, usage: await store.getUsage(apiKey) });
+    },
+    async importKeys(records, replace, actor) {
+      const heads = await Promise.all(records.map((r) => store.readKey(r.apiKey)));
+      const counts = { created: 0, replaced: 0, skipped: 0 };
+      const writes: KeyWrite[] = [];
+      const audit: AuditEntry[] = [];
+      records.forEach((r, i) => {
+        const head = heads[i];
+        if (head && !replace) return void counts.skipped++;
+        writes.push({ apiKey: r.apiKey, expect: head?.version ?? 0, next: r });
+        audit.push(entry(r, head ? 'import-replace' : 'import', actor));
+        if (head) counts.replaced++;
+        else counts.created++;
+      });
+      if (writes.length === 0) return done(counts);
+      const result = await commit(writes, audit);
+      return result.ok ? done(counts) : refusedWrite(result);
+    },
+    async reseal(actor) {
+      let n = 0;
+      for (const { apiKey } of await store.listKeys()) {
+        const r = await change(apiKey, 'reencrypt', actor, true, (current) => done({ next: current }));
+        if (r.ok) n++;
+      }
+      return n;
     },
   };
 }

@@ -10,7 +10,13 @@ import type { KeyOperations, Refusal } from './key-operations.js';
  */
 export type Answer =
   | { readonly status: number; readonly body?: unknown; readonly headers?: Readonly<Record<string, string>> }
-  | { readonly error: ManagementError; readonly message?: string; readonly problems?: readonly string[] };
+  | {
+      readonly error: ManagementError;
+      readonly message?: string;
+      readonly problems?: readonly string[];
+      /** The key's current version, on a 409 after a concurrent change. */
+      readonly version?: number;
+    };
 
 /** One call, already authenticated and authorised, its body parsed: all a handler sees of HTTP. */
 export interface Call {
@@ -42,7 +48,7 @@ export const asBody = (problems: readonly string[]) => problems.map((p) => p.rep
 export function refusal(r: Refusal): Answer {
   if (r.refused === 'not_found') return { error: 'not_found' };
   if (r.refused === 'invalid') return invalid(asBody(r.problems));
-  return { error: 'conflict', message: r.message };
+  return { error: 'conflict', message: r.message, ...(r.version !== undefined && { version: r.version }) };
 }
 
 /** A key as every answer shows it: the keys file's field names, `status`, `lastUsedAt`; never a secret. */

@@ -118,7 +118,13 @@ export function createManagementServer(
     res.end(text);
   };
   /** The one place a management error becomes a response. */
-  const fail = (res: ServerResponse, error: ManagementError, message?: string, problems?: readonly string[]) => {
+  const fail = (
+    res: ServerResponse,
+    error: ManagementError,
+    message?: string,
+    problems?: readonly string[],
+    version?: number,
+  ) => {
     const { status } = MANAGEMENT_ERRORS[error];
     const headers: Record<string, string> =
       status === 401 ? { 'www-authenticate': 'Bearer realm="keygate-management"' } : {};
@@ -126,12 +132,17 @@ export function createManagementServer(
     send(
       res,
       status,
-      { error, message: message ?? MANAGEMENT_ERRORS[error].message, ...(problems && { problems }) },
+      {
+        error,
+        message: message ?? MANAGEMENT_ERRORS[error].message,
+        ...(problems && { problems }),
+        ...(version !== undefined && { version }),
+      },
       headers,
     );
   };
   const answer = (res: ServerResponse, a: Answer) =>
-    'error' in a ? fail(res, a.error, a.message, a.problems) : send(res, a.status, a.body, a.headers);
+    'error' in a ? fail(res, a.error, a.message, a.problems, a.version) : send(res, a.status, a.body, a.headers);
 
   const serveConsole = (req: IncomingMessage, res: ServerResponse, path: string) => {
     if (req.method !== 'GET' && req.method !== 'HEAD') return fail(res, 'method_not_allowed');

@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
+import { checkKeyWrites, type KeyCommit, type KeyWriteResult } from './key-write.js';
 import { gcra } from './rate-limit.js';
 import type { KeyChangeListener, Store } from './store.js';
 
@@ -25,7 +26,9 @@ export interface MemoryStore extends Store {
 
 export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
   const keys = new Map<string, KeyRecord>();
-  for (const r of options.keys ?? []) keys.set(r.apiKey, r);
+  const versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
+  const ids = new Map<string, string>(); // id -> apiKey: an id names one key
+  let lastVersion = 0;
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
@@ -59,23 +62,59 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     }
   }
 
+  // One synchronous function, so the checks and the writes of a batch are one step (Node runs one callback at a time).
+  function commit(change: KeyCommit): KeyWriteResult {
+    const headOf = (apiKey: string) => {
+      const r = keys.get(apiKey);
+      return r && { version: versions.get(apiKey) ?? 0, id: r.id, state: r.state };
+    };
+    const conflict = checkKeyWrites(change.writes, headOf, (id) => ids.get(id));
+    if (conflict) return { ok: false, ...conflict };
+    const out: number[] = [];
+    for (const w of change.writes) {
+      const old = keys.get(w.apiKey);
+      if (old && ids.get(old.id) === w.apiKey) ids.delete(old.id);
+      if (w.next) {
+        keys.set(w.apiKey, w.next);
+        versions.set(w.apiKey, ++lastVersion);
+        ids.set(w.next.id, w.apiKey);
+        out.push(lastVersion);
+      } else {
+        keys.delete(w.apiKey);
+        versions.delete(w.apiKey);
+        tats.delete(w.apiKey);
+        usage.delete(w.apiKey);
+        out.push(0);
+      }
+    }
+    for (const w of change.writes) emit(w.apiKey);
+    return { ok: true, versions: out };
+  }
+  const seed = (records: readonly KeyRecord[]) =>
+    commit({ writes: records.map((r) => ({ apiKey: r.apiKey, next: r })), audit: [] });
+  seed(options.keys ?? []);
+
   return {
     kind: 'memory',
     async getKey(apiKey) {
       return keys.get(apiKey) ?? null;
     },
+    async readKey(apiKey) {
+      const record = keys.get(apiKey);
+      return record ? { record, version: versions.get(apiKey) ?? 0 } : null;
+    },
     async listKeys() {
       return [...keys.values()];
     },
+    async commitKeyChanges(change) {
+      return commit(change);
+    },
     async putKey(record) {
-      keys.set(record.apiKey, record);
-      emit(record.apiKey);
+      seed([record]);
     },
     async deleteKey(apiKey) {
-      const existed = keys.delete(apiKey);
-      tats.delete(apiKey);
-      usage.delete(apiKey);
-      if (existed) emit(apiKey);
+      const existed = keys.has(apiKey);
+      commit({ writes: [{ apiKey, next: null }], audit: [] });
       return existed;
     },
     async admit(apiKey, nonce, ttlMs, limit) {
@@ -118,7 +157,13 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     replaceAll(records) {
       keys.clear();
-      for (const r of records) keys.set(r.apiKey, r);
+      versions.clear();
+      ids.clear();
+      for (const r of records) {
+        keys.set(r.apiKey, r);
+        versions.set(r.apiKey, ++lastVersion);
+        ids.set(r.id, r.apiKey);
+      }
       emit(null);
     },
     nonceCount() {

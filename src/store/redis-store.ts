@@ -3,8 +3,8 @@ import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { USAGE_DAYS, type KeyUsage } from '../keys/key-usage.js';
-import { parseKeyRecord, toExternal, type KeyRecord } from '../keys/key-record.js';
-import { openExternal, SecretCipherError, type SecretCipher } from '../keys/secret-cipher.js';
+import type { SecretCipher } from '../keys/secret-cipher.js';
+import { createRedisKeyRecords } from './redis-key-records.js';
 import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
@@ -32,13 +32,11 @@ export interface RedisStoreEvents {
 
 /**
  * Redis layout (every command touches one key, or keys of one hash slot, so it also works on Redis Cluster):
- *   {prefix}key:<apiKey>              JSON key record
- *   {prefix}keys                      set of apiKeys (for listing)
+ *   {prefix}{keystore}:…              key records, their indexes and the audit stream (redis-key-records.ts)
  *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count   ┘ script (admit-script.ts)
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
- *   {prefix}audit                     stream of key changes (who/what/when, never a secret)
  *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
@@ -84,6 +82,10 @@ export function createRedisStore(
       if (name === 'client') {
         if (everReady) deps.logger.info('redis reconnected');
         everReady = true;
+        // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
+        records
+          .migrateLegacy()
+          .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
       }
       // Anything may have changed while we were away: flush caches.
       emit(null);
@@ -136,70 +138,44 @@ export function createRedisStore(
     });
   }
 
-  const keyOf = (apiKey: string) => `${prefix}key:${apiKey}`;
+  const records = createRedisKeyRecords(
+    { prefix, channel, ...(options.cipher && { cipher: options.cipher }) },
+    { client, logger: deps.logger },
+  );
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
+  // A deleted key's rate-limit state and usage: another slot than the record, so after the
+  // commit (a leftover is harmless: nothing reads it without the record).
+  const dropRequestState = async (apiKeys: readonly string[]) => {
+    for (const k of apiKeys) await client.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+  };
   client.defineCommand('keygateAdmit', { numberOfKeys: 3, lua: ADMIT_SCRIPT });
   const admitScript = (
     client as unknown as { keygateAdmit(...args: Array<string | number>): Promise<number[]> }
   ).keygateAdmit.bind(client);
 
-  function decode(apiKey: string, raw: string | null): KeyRecord | null {
-    if (raw === null) return null;
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(raw);
-    } catch {
-      deps.logger.error(
-        { apiKeyPrefix: apiKey.slice(0, 6) },
-        'corrupt key record in redis (bad JSON); treating as unknown',
-      );
-      return null;
-    }
-    let opened: Record<string, unknown>;
-    try {
-      opened = openExternal(parsed as Record<string, unknown>, options.cipher);
-    } catch (err) {
-      // A secret we cannot open is a server configuration problem, not an unknown key: fail closed with 503.
-      if (err instanceof SecretCipherError) throw new StoreUnavailableError(`cannot open key secret: ${err.message}`);
-      throw err;
-    }
-    const { record, errors } = parseKeyRecord(opened, 'redis key');
-    if (!record) {
-      deps.logger.error({ errors }, 'invalid key record in redis; treating as unknown');
-      return null;
-    }
-    return record;
-  }
-
   return {
     kind: 'redis',
     client,
-    getKey: (apiKey) => run(async () => decode(apiKey, await client.get(keyOf(apiKey)))),
-    listKeys: () =>
+    getKey: (apiKey) => run(() => records.getKey(apiKey)),
+    readKey: (apiKey) => run(() => records.readKey(apiKey)),
+    listKeys: () => run(() => records.listKeys()),
+    commitKeyChanges: (commit) =>
       run(async () => {
-        const names = (await client.smembers(`${prefix}keys`)).sort();
-        // All GETs at once: auto-pipelining sends them in one batch (per node in a Cluster). One awaited
-        // GET per key cost a round trip each: 5,000 keys took 0.4 to 0.6 s, past the 500 ms default
-        // deadline, so GET /v1/keys could fail with 503 (now ~50 ms).
-        const raws = await Promise.all(names.map((name) => client.get(keyOf(name))));
-        return names.flatMap((name, i) => decode(name, raws[i] ?? null) ?? []);
+        const result = await records.commitKeyChange(commit);
+        if (result.ok) await dropRequestState(commit.writes.filter((w) => w.next === null).map((w) => w.apiKey));
+        return result;
       }),
     putKey: (record) =>
       run(async () => {
-        const cipher = options.cipher;
-        const external = toExternal(record, cipher && ((secret) => cipher.seal(secret, record.id)));
-        await client.set(keyOf(record.apiKey), JSON.stringify(external));
-        await client.sadd(`${prefix}keys`, record.apiKey);
-        await client.publish(channel, record.apiKey);
+        await records.commitKeyChange({ writes: [{ apiKey: record.apiKey, next: record }], audit: [] });
       }),
     deleteKey: (apiKey) =>
       run(async () => {
-        const n = await client.del(keyOf(apiKey));
-        await client.srem(`${prefix}keys`, apiKey);
-        await client.del(`${stateOf(apiKey)}tat`, `${stateOf(apiKey)}usage`);
-        await client.publish(channel, apiKey);
-        return n > 0;
+        const existed = (await records.readKey(apiKey)) !== null;
+        await records.commitKeyChange({ writes: [{ apiKey, next: null }], audit: [] });
+        await dropRequestState([apiKey]);
+        return existed;
       }),
     admit: (apiKey, nonce, ttlMs, limit) => {
       const state = stateOf(apiKey);
@@ -227,10 +203,7 @@ export function createRedisStore(
         }
         return client.get(k);
       }),
-    appendAudit: (entry) =>
-      run(async () => {
-        await client.xadd(`${prefix}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
-      }),
+    appendAudit: (entry) => run(() => records.appendAudit(entry)),
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -239,7 +212,7 @@ export function createRedisStore(
       run(async () => {
         await client.ping();
       }),
-    countKeys: () => run(() => client.scard(`${prefix}keys`)),
+    countKeys: () => run(() => records.countKeys()),
     async close() {
       listeners.clear();
       stopWatching();

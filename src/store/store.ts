@@ -1,6 +1,9 @@
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
+import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-write.js';
+
+export type { AuditEntry } from './key-write.js';
 import type { RateState } from './rate-limit.js';
 
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
@@ -9,16 +12,6 @@ export class StoreUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
   }
-}
-
-/** Who changed which key, how and when. Never a secret. */
-export interface AuditEntry {
-  readonly at: string;
-  readonly actor: string;
-  readonly action: string;
-  readonly apiKey: string;
-  readonly id: string;
-  readonly detail?: string;
 }
 
 /**
@@ -44,9 +37,18 @@ export type KeyChangeListener = (apiKey: string | null) => void;
 export interface Store {
   readonly kind: 'memory' | 'redis';
   getKey(apiKey: string): Promise<KeyRecord | null>;
+  /** The record with its version, for a compare-and-set (commitKeyChanges). */
+  readKey(apiKey: string): Promise<VersionedKey | null>;
   listKeys(): Promise<KeyRecord[]>;
+  /**
+   * Every key change an operator makes: the writes checked (version, revocation wins, ids
+   * unique) and applied with their audit entries and change messages in one atomic step,
+   * all or nothing (key-write.ts). A deleted key's rate-limit state and usage go too.
+   */
+  commitKeyChanges(commit: KeyCommit): Promise<KeyWriteResult>;
+  /** Writes a record unconditionally, without audit: seeding a store (tests), never an operator's change. */
   putKey(record: KeyRecord): Promise<void>;
-  /** Returns false when no such key existed. Also drops the key's rate-limit state and usage. */
+  /** Deletes unconditionally, without audit; false when no such key existed. Also drops rate-limit state and usage. */
   deleteKey(apiKey: string): Promise<boolean>;
   /**
    * The request path's one store call, atomic and (in Redis) one round trip:
@@ -64,7 +66,7 @@ export interface Store {
    * null when this call set it. Idempotency-Keys of the management API (shared by every instance in Redis).
    */
   claimOnce(name: string, value: string, ttlMs: number): Promise<string | null>;
-  /** Appends an audit entry where the store keeps them (Redis stream `keygate:audit`); no-op in memory. */
+  /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;

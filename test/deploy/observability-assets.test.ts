@@ -205,3 +205,20 @@ describe('dashboard and alert rules match the real /metrics', () => {
     expect(dash.status).toBe(0);
   });
 });
+
+// Issue 35 item 9: the overview's "Auth p99" counted outcome="error" (Redis unavailable, fast 503s)
+// while the latency panel and the KeygateAuthLatencyHigh alert did not. One definition everywhere.
+describe('auth latency has one definition: allow/deny decisions, outcome="error" excluded', () => {
+  const rules = read('deploy/prometheus/alerts.yml');
+  const exprs = [
+    ...dashboardExprs(dashboard.panels),
+    ...[...rules.matchAll(/expr:\s*\|?\s*([^\n]+(?:\n\s{10,}[^\n]+)*)/g)].map((m) => m[1]!),
+  ];
+  const latency = exprs.filter((e) => e.includes('keygate_auth_duration_seconds_bucket'));
+  it('finds the latency queries', () => {
+    expect(latency.length).toBeGreaterThanOrEqual(4);
+  });
+  it.each(latency)('%s', (expr) => {
+    expect(expr).toContain('outcome!="error"');
+  });
+});

@@ -267,7 +267,7 @@ describe('operator console in a real browser', () => {
       await page.click('#secret-done');
       expect(rotatedSecret).not.toBe(secret);
       const raw = new Redis(redis.url);
-      const audit = (await raw.xrange('keygate:audit', '-', '+')).map(
+      const audit = (await raw.xrange('keygate:{keystore}:audit', '-', '+')).map(
         ([, f]) => JSON.parse(f[1] as string) as { action: string; apiKey: string; detail?: string },
       );
       raw.disconnect();

@@ -74,6 +74,20 @@ describe('request logs', () => {
       expect(typeof l.durationMs).toBe('number');
     }
   });
+  // Issue 35 item 9: a refused unlisted route carried no route at all, though the docs say "unlisted".
+  it('logs route "unlisted" on a route_not_listed refusal', async () => {
+    const before = gate.logs.length;
+    const r = await send(gate.url, '/api/v3/not/in/the/policy', { headers: bearer(token('good', SECRET)) });
+    expect(r.status).toBe(403);
+    await expect
+      .poll(() =>
+        gate.logs
+          .slice(before)
+          .map((l) => JSON.parse(l) as Record<string, unknown>)
+          .find((l) => l.msg === 'request'),
+      )
+      .toMatchObject({ reason: 'route_not_listed', route: 'unlisted', keyId: 'key-good' });
+  });
 });
 
 /** Fields a request line may carry (docs/running.md "Logs"); anything else is a leak risk. */
@@ -136,9 +150,10 @@ describe('request log lines after a mixed run', () => {
       expect(l.requestId).toMatch(/^[A-Za-z0-9._:-]{1,128}$/);
       expect(l.method).toBe('GET');
       expect(typeof l.durationMs).toBe('number');
-      // The route is a pattern from the policy file: never the raw path or its query.
+      // The route is a pattern from the policy file, or "unlisted": never the raw path or its query.
       if (l.route !== undefined)
-        expect(['/api/v3/viewer/accounts', '/api/v3/admin/things', '/status']).toContain(l.route);
+        expect(['/api/v3/viewer/accounts', '/api/v3/admin/things', '/status', 'unlisted']).toContain(l.route);
+      if (l.reason === 'route_not_listed') expect(l.route).toBe('unlisted');
     }
     const forwarded = lines.find((l) => l.code === 'ok' && l.keyId === 'key-good');
     expect(forwarded).toMatchObject({ route: '/api/v3/viewer/accounts', status: 200 });

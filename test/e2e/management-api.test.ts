@@ -355,9 +355,9 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
   async function snapshot(): Promise<{ keys: unknown; audit: number }> {
     const c = new Redis(redis.url);
     try {
-      const names = (await c.smembers('keygate:keys')).sort();
-      const keys = await Promise.all(names.map((n) => c.get(`keygate:key:${n}`)));
-      return { keys, audit: await c.xlen('keygate:audit') };
+      const names = await c.zrange('keygate:{keystore}:index', 0, -1);
+      const keys = await Promise.all(names.map((n) => c.hgetall(`keygate:{keystore}:key:${n}`)));
+      return { keys, audit: await c.xlen('keygate:{keystore}:audit') };
     } finally {
       c.disconnect();
     }
@@ -570,7 +570,7 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
 
   it('every change is audited with the token name as the actor, never a secret', async () => {
     const c = new Redis(redis.url);
-    const entries = (await c.xrange('keygate:audit', '-', '+')).map(
+    const entries = (await c.xrange('keygate:{keystore}:audit', '-', '+')).map(
       ([, f]) => JSON.parse(f[1] as string) as { actor: string; action: string },
     );
     c.disconnect();

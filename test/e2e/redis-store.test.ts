@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { toExternal } from '../../src/keys/key-record.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
@@ -40,10 +41,12 @@ async function open(prefix = `t${randomBytes(4).toString('hex')}:`): Promise<{ s
 }
 
 describe('redis store: layout', () => {
-  it('putKey: the record as keys-file JSON under key:<apiKey>, the name in the keys set', async () => {
+  it('putKey: a hash under {keystore}:key:<apiKey> (version, keys-file JSON, id, owner, state), indexed', async () => {
     const { store, prefix } = await open();
     await store.putKey(makeKey({ apiKey: 'kg_one', owner: 'acme', label: 'ci' }));
-    const stored = JSON.parse((await raw.get(`${prefix}key:kg_one`)) as string) as Record<string, unknown>;
+    const hash = await raw.hgetall(`${prefix}{keystore}:key:kg_one`);
+    expect(hash).toMatchObject({ v: '1', id: 'id-kg_one', owner: 'acme', state: 'active' });
+    const stored = JSON.parse(hash.json as string) as Record<string, unknown>;
     expect(stored).toMatchObject({
       apiKey: 'kg_one',
       apiSecret: 'secret-for-kg_one-0123456789',
@@ -51,7 +54,9 @@ describe('redis store: layout', () => {
       owner: 'acme',
       label: 'ci',
     });
-    expect(await raw.smembers(`${prefix}keys`)).toEqual(['kg_one']);
+    expect(await raw.zrange(`${prefix}{keystore}:index`, 0, -1)).toEqual(['kg_one']);
+    expect(await raw.zrange(`${prefix}{keystore}:owner:acme`, 0, -1)).toEqual(['kg_one']);
+    expect(await raw.hgetall(`${prefix}{keystore}:ids`)).toEqual({ 'id-kg_one': 'kg_one' });
     expect(await store.countKeys()).toBe(1);
   });
 
@@ -69,13 +74,16 @@ describe('redis store: layout', () => {
     expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(1);
   });
 
-  it('deleteKey: the record, its set member, rate-limit state and usage go; nonces expire on their own', async () => {
+  it('deleteKey: the record, its index entries, rate-limit state and usage go; nonces expire on their own', async () => {
     const { store, prefix } = await open();
-    await store.putKey(makeKey({ apiKey: 'kg_gone' }));
+    await store.putKey(makeKey({ apiKey: 'kg_gone', owner: 'acme' }));
     await store.admit('kg_gone', 'n-1', 60_000, compileRateLimit({ rate: '5/s' }));
     expect(await store.deleteKey('kg_gone')).toBe(true);
-    expect(await raw.exists(`${prefix}key:kg_gone`, `${prefix}{kg_gone}:tat`, `${prefix}{kg_gone}:usage`)).toBe(0);
-    expect(await raw.smembers(`${prefix}keys`)).toEqual([]);
+    expect(
+      await raw.exists(`${prefix}{keystore}:key:kg_gone`, `${prefix}{kg_gone}:tat`, `${prefix}{kg_gone}:usage`),
+    ).toBe(0);
+    expect(await raw.zrange(`${prefix}{keystore}:index`, 0, -1)).toEqual([]);
+    expect(await raw.exists(`${prefix}{keystore}:owner:acme`, `${prefix}{keystore}:ids`)).toBe(0);
     expect(await store.deleteKey('kg_gone')).toBe(false);
   });
 
@@ -96,16 +104,28 @@ describe('redis store: layout', () => {
       { at: '2026-01-01T00:00:01.000Z', actor: 'ops', action: 'revoke', apiKey: 'kg_a', id: 'id-a', detail: 'leak' },
     ];
     for (const e of entries) await store.appendAudit(e);
-    const stream = await raw.xrange(`${prefix}audit`, '-', '+');
+    const stream = await raw.xrange(`${prefix}{keystore}:audit`, '-', '+');
     expect(stream.map(([, fields]) => fields)).toEqual(entries.map((e) => ['entry', JSON.stringify(e)]));
   });
 
   it('a record that is not JSON reads as unknown (fail closed), not as an error', async () => {
     const { store, prefix } = await open();
-    await raw.set(`${prefix}key:kg_bad`, '{not json');
-    await raw.sadd(`${prefix}keys`, 'kg_bad');
+    await raw.hset(`${prefix}{keystore}:key:kg_bad`, 'v', '1', 'json', '{not json');
+    await raw.zadd(`${prefix}{keystore}:index`, 0, 'kg_bad');
     expect(await store.getKey('kg_bad')).toBeNull();
     expect(await store.listKeys()).toEqual([]);
+  });
+
+  it('records of the layout before issue 27 (key:<apiKey> JSON, keys set) are moved on connect, as stored', async () => {
+    const prefix = `legacy${Math.random().toString(36).slice(2, 8)}:`;
+    const old = toExternal(makeKey({ apiKey: 'kg_old', owner: 'acme', state: 'revoked' }));
+    await raw.set(`${prefix}key:kg_old`, JSON.stringify(old));
+    await raw.sadd(`${prefix}keys`, 'kg_old');
+    const { store } = await open(prefix);
+    await expect.poll(() => store.getKey('kg_old')).toMatchObject({ apiKey: 'kg_old', state: 'revoked' });
+    expect(await raw.hget(`${prefix}{keystore}:key:kg_old`, 'state')).toBe('revoked');
+    expect(await raw.hgetall(`${prefix}{keystore}:ids`)).toEqual({ 'id-kg_old': 'kg_old' });
+    expect(await raw.exists(`${prefix}key:kg_old`, `${prefix}keys`)).toBe(0);
   });
 });
 

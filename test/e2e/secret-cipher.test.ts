@@ -69,7 +69,7 @@ describe('Redis store with sealed secrets', () => {
     });
     await store.putKey(rec);
     const raw = new Redis(redis.url);
-    const stored = (await raw.get('keygate:key:enc')) as string;
+    const stored = (await raw.hget('keygate:{keystore}:key:enc', 'json')) as string;
     raw.disconnect();
     expect(stored).not.toContain('plain-secret-never-at-rest-1');
     expect(stored).not.toContain('old-secret-never-at-rest-22');

@@ -7,6 +7,7 @@ import { jwtVerify, decodeProtectedHeader } from 'jose';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
 
+const ROUTES_FILE = new URL('../../config/routes.yaml', import.meta.url).pathname;
 const cli = (args: string[], env: Record<string, string> = {}) => runKeygate(args, env);
 
 /** The CLI with `input` on its stdin (then closed): its exit code and output, whatever the code. */
@@ -184,6 +185,28 @@ describe('keygate CLI', () => {
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 
+  // Issue 35 item 4: a token over the policy's cap was minted, then refused by every server (40106).
+  it.each<[string, Record<string, string>, number, string]>([
+    ['the shipped policy (cap 60)', {}, 2, `--recv-window 90 is over maxRecvWindowSeconds 60 in ${ROUTES_FILE}`],
+    ['KEYGATE_CONFIG with a cap of 120', { KEYGATE_CONFIG: 'CAP120' }, 0, ''],
+  ])('token --recv-window 90 against %s', async (_name, env, code, message) => {
+    if (env.KEYGATE_CONFIG) {
+      const file = join(mkdtempSync(join(tmpdir(), 'keygate-cap-')), 'policy.yaml');
+      writeFileSync(
+        file,
+        readFileSync(ROUTES_FILE, 'utf8').replace(/^maxRecvWindowSeconds: 60$/m, 'maxRecvWindowSeconds: 120'),
+      );
+      env.KEYGATE_CONFIG = file;
+    }
+    const r = await outcome(['token', '--recv-window', '90', '--key', 'k', '--secret', 's'], {
+      KEYGATE_API_SECRET: '',
+      ...env,
+    });
+    expect(r.code, r.stderr).toBe(code);
+    if (code === 0) expect(r.stdout).toMatch(/^ey/);
+    else expect(r.stderr).toContain(message);
+  });
+
   it.each<[string[], string]>([
     [['keys', 'list', '--jsn'], "keygate keys list: unknown option '--jsn'"],
     [['keys', 'show'], 'keygate keys show: missing argument <apiKey>'],
@@ -278,24 +301,30 @@ describe('keygate CLI', () => {
   });
 
   it('check-config exits 0 for a valid setup, binding nothing and contacting no Redis', async () => {
-    // The proxy port is taken and the Redis URL answers nobody: serve would fail, check-config does not try.
-    const busy = createServer().listen(0, '127.0.0.1');
+    // The proxy port is taken, and the Redis URL names that same listener, which counts its connections:
+    // serve would fail to bind and would connect; check-config does neither (no timing involved).
+    let connections = 0;
+    const busy = createServer((s) => (connections++, s.destroy())).listen(0, '127.0.0.1');
     await new Promise((r) => busy.once('listening', r));
+    const tokensFile = join(mkdtempSync(join(tmpdir(), 'keygate-check-')), 'tokens.yaml');
+    writeFileSync(tokensFile, `tokens:\n  - { name: ops, sha256: "${'0'.repeat(64)}", access: read }\n`);
     try {
       const port = String((busy.address() as AddressInfo).port);
-      const started = Date.now();
       const { stdout } = await cli(['check-config'], {
         KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
         KEYGATE_HOST: '127.0.0.1',
         KEYGATE_PORT: port,
-        KEYGATE_REDIS_URL: 'redis://:hidden-pw@127.0.0.1:1?password=hidden-pw',
+        KEYGATE_REDIS_URL: `redis://:hidden-pw@127.0.0.1:${port}?password=hidden-pw`,
+        KEYGATE_MANAGEMENT_PORT: '9191',
+        KEYGATE_MANAGEMENT_TOKENS_FILE: tokensFile,
       });
-      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(connections).toBe(0);
       expect(stdout).toContain('configuration is valid');
       expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
         port: Number(port),
         store: 'redis',
         routes: 1,
+        managementPort: 9191, // the start line shows it: so does check-config (item 8 of issue 35)
       });
       expect(stdout).not.toContain('hidden-pw');
     } finally {
@@ -314,7 +343,11 @@ describe('keygate CLI', () => {
 
   it('check-config exits 1 listing every problem of the environment, the policy file and the keys file', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'keygate-check-'));
-    writeFileSync(join(dir, 'routes.yaml'), 'routes:\n  - { method: GET, path: /api/v3/a, scope: [x] }\n');
+    // Item 8 of issue 35: a route-order problem about routes[1] used to hide the typo inside routes[1].
+    writeFileSync(
+      join(dir, 'routes.yaml'),
+      'routes:\n  - { method: GET, path: "/api/v3/a/*", scopes: [x] }\n  - { method: GET, path: /api/v3/a/b, scopes: [x], scope: x }\n',
+    );
     writeFileSync(join(dir, 'keys.yaml'), 'keys:\n  - { apiKey: k, apiSecret: short-s3cret }\n');
     const err = (await cli(['check-config'], {
       KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
@@ -325,11 +358,12 @@ describe('keygate CLI', () => {
       KEYGATE_KEYS_FILE: join(dir, 'keys.yaml'),
     }).catch((e: unknown) => e)) as { code: number; stderr: string };
     expect(err.code).toBe(1);
-    expect(err.stderr).toMatch(/^keygate check-config: 4 problems:/);
+    expect(err.stderr).toMatch(/^keygate check-config: 5 problems:/);
     for (const needle of [
       'KEYGATE_PORT:',
       'KEYGATE_SECRET_ENCRYPTION_KEY_FILE: cannot read',
-      'routes[0].scope: unknown setting',
+      'routes[1] (line 3) (GET /api/v3/a/b) is more specific than routes[0]',
+      'routes[1].scope: unknown setting',
       'KEYGATE_KEYS_FILE: ',
       'keys[0].apiSecret: must be at least 16 bytes',
     ]) {

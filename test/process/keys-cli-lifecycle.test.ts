@@ -77,10 +77,10 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     expect(await cli('list', '--state', 'active')).not.toContain(created.apiKey);
 
     const raw = new Redis(redis.url);
-    const entries = (await raw.xrange('keygate:audit', '-', '+')).map(
+    const entries = (await raw.xrange('keygate:{keystore}:audit', '-', '+')).map(
       ([, fields]) => JSON.parse(fields[1] as string) as { action: string; actor: string; apiKey: string },
     );
-    const stored = await raw.get(`keygate:key:${created.apiKey}`);
+    const stored = await raw.hget(`keygate:{keystore}:key:${created.apiKey}`, 'json');
     raw.disconnect();
     expect(entries.filter((e) => e.apiKey === created.apiKey).map((e) => e.action)).toEqual([
       'create',

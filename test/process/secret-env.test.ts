@@ -128,7 +128,13 @@ describe('secrets from files (_FILE variables)', () => {
       const shown = JSON.parse((await runKeygate(['keys', 'show', created.apiKey], env)).stdout) as { apiKey: string };
       expect(shown.apiKey).toBe(created.apiKey);
       // Sealed at rest with the key from the file.
-      const raw = await promisify(execFile)('redis-cli', ['-u', redis.url, 'GET', `keygate:key:${created.apiKey}`]);
+      const raw = await promisify(execFile)('redis-cli', [
+        '-u',
+        redis.url,
+        'HGET',
+        `keygate:{keystore}:key:${created.apiKey}`,
+        'json',
+      ]);
       expect(raw.stdout).toMatch(/"encSecret":"kg1\./);
     });
   });

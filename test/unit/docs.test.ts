@@ -130,3 +130,43 @@ describe('links between the docs resolve', () => {
     expect(existsSync(join(repoRoot, file))).toBe(false);
   });
 });
+
+/**
+ * The shipped config files point operators at the docs in comments and descriptions. Those pointers are
+ * repository paths (`docs/running.md#overload`), checked like links: a section that moves breaks the
+ * test, not the operator's afternoon. A pointer by section name into the README ("README \"Metrics\"")
+ * is checked too, so the old form cannot come back unnoticed.
+ */
+describe('pointers from the shipped config files into the docs resolve', () => {
+  const FILES = [
+    'config/routes.yaml',
+    'docker-compose.yml',
+    'deploy/prometheus/alerts.yml',
+    'deploy/grafana/keygate-dashboard.json',
+  ];
+  const readmeSections = new Set(
+    readDoc('README.md')
+      .split('\n')
+      .filter((l) => /^#{1,6} /.test(l))
+      .map((l) => l.replace(/^#+ /, '')),
+  );
+  const pointers = (file: string) =>
+    [...readDoc(file).matchAll(/\b((?:docs\/[\w./-]+|README)\.md)(?:#([\w-]+))?/g)].map((m) => ({
+      path: m[1]!,
+      anchor: m[2],
+    }));
+  it.each(FILES)('%s points into the docs at least once', (file) => {
+    expect(pointers(file).length).toBeGreaterThan(0);
+  });
+  it.each(FILES)('%s: every docs path and #anchor exists', (file) => {
+    for (const { path, anchor } of pointers(file)) {
+      expect(existsSync(join(repoRoot, path)), `${file}: ${path} exists`).toBe(true);
+      if (anchor !== undefined)
+        expect([...headingAnchors(readDoc(path))], `${file}: #${anchor} is a heading of ${path}`).toContain(anchor);
+    }
+  });
+  it.each(FILES)('%s: every README "Section" it names is a README heading', (file) => {
+    const named = [...readDoc(file).matchAll(/README \\?"([^"\\]+)\\?"/g)].map((m) => m[1]!);
+    expect(named.filter((s) => !readmeSections.has(s))).toEqual([]);
+  });
+});

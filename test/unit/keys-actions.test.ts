@@ -124,9 +124,12 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
     expect(await audited('create')).toEqual(['create']);
     expect(await audited('update', 'active', '--label', 'l')).toEqual(['update']);
     expect(await audited('rotate', 'active')).toEqual(['rotate']);
-    expect(await audited('revoke', 'active')).toEqual(['revoke']);
     expect(await audited('import', KEYS_FILE, '--replace')).toEqual(['import', 'import-replace']);
     expect(await store.getKey('active')).toMatchObject({ secret: 'replaced-secret-0123456789' });
+    expect(await audited('revoke', 'active')).toEqual(['revoke']);
+    // Revocation wins: importing the active record over the revoked key is refused, nothing audited.
+    expect(await audited('import', KEYS_FILE, '--replace')).toEqual([]);
+    expect(await store.getKey('active')).toMatchObject({ state: 'revoked' });
     expect(await audited('delete', 'active')).toEqual(['delete']);
     expect(await audited('export', '--with-secrets')).toEqual(['export-with-secrets']);
     expect(await audited('list')).toEqual([]);

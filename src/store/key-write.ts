@@ -1,0 +1,90 @@
+import type { KeyRecord } from '../keys/key-record.js';
+
+/** Who changed which key, how and when. Never a secret. */
+export interface AuditEntry {
+  readonly at: string;
+  readonly actor: string;
+  readonly action: string;
+  readonly apiKey: string;
+  readonly id: string;
+  readonly detail?: string;
+}
+
+/**
+ * One key change as a compare-and-set: applied only if the key is still at
+ * `expect`, the version the caller read (0 = the key must not exist).
+ * `next` null deletes the key. `expect` undefined writes unconditionally: only
+ * for seeding a store (tests, the embedded keys file), never for an operator's change.
+ */
+export interface KeyWrite {
+  readonly apiKey: string;
+  readonly expect?: number;
+  readonly next: KeyRecord | null;
+}
+
+/**
+ * Why a batch of writes was refused (nothing of it was written):
+ *   version  — the key changed since it was read (`version` is its current one, 0 = gone);
+ *   revoked  — the key is revoked and the write would make it usable again (revocation wins);
+ *   id_taken — another key (`holder`) already has the record's id.
+ */
+export type KeyWriteConflict =
+  | { readonly conflict: 'version' | 'revoked'; readonly apiKey: string; readonly version: number }
+  | { readonly conflict: 'id_taken'; readonly apiKey: string; readonly id: string; readonly holder: string };
+
+/** A batch is all or nothing: every write's new version, or the first conflict found. */
+export type KeyWriteResult =
+  { readonly ok: true; readonly versions: readonly number[] } | ({ readonly ok: false } & KeyWriteConflict);
+
+/** What the checks need to know of a key as it stands. */
+export interface KeyHead {
+  readonly version: number;
+  readonly id: string;
+  readonly state: KeyRecord['state'];
+}
+
+/** A record with the version it was read at: what a compare-and-set starts from. */
+export interface VersionedKey {
+  readonly record: KeyRecord;
+  readonly version: number;
+}
+
+/** A batch of writes and the audit entries committed with it. */
+export interface KeyCommit {
+  readonly writes: readonly KeyWrite[];
+  readonly audit: readonly AuditEntry[];
+}
+
+/**
+ * The checks of a batch, before anything is written: the same rules, in the same
+ * order, as the Redis script (key-change-script.ts), so both stores decide alike
+ * (the race tests run against both). `headOf` is the key's current head,
+ * `holderOf` the apiKey holding an id.
+ */
+export function checkKeyWrites(
+  writes: readonly KeyWrite[],
+  headOf: (apiKey: string) => KeyHead | undefined,
+  holderOf: (id: string) => string | undefined,
+): KeyWriteConflict | undefined {
+  const claimed = new Map<string, string>(); // ids taken by this batch → apiKey
+  const freed = new Set<string>(); // ids this batch moves away from or deletes
+  for (const w of writes) {
+    const head = headOf(w.apiKey);
+    if (head && (w.next === null || w.next.id !== head.id)) freed.add(head.id);
+  }
+  for (const w of writes) {
+    const head = headOf(w.apiKey);
+    const version = head?.version ?? 0;
+    if (w.expect !== undefined) {
+      if (w.expect !== version) return { conflict: 'version', apiKey: w.apiKey, version };
+      if (w.next && head?.state === 'revoked' && w.next.state !== 'revoked')
+        return { conflict: 'revoked', apiKey: w.apiKey, version };
+    }
+    if (!w.next || w.expect === undefined) continue;
+    const id = w.next.id;
+    const holder = claimed.get(id) ?? (freed.has(id) ? undefined : holderOf(id));
+    if (holder !== undefined && holder !== w.apiKey) return { conflict: 'id_taken', apiKey: w.apiKey, id, holder };
+    claimed.set(id, w.apiKey);
+  }
+  return undefined;
+}
