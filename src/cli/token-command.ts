@@ -1,6 +1,7 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createToken } from '../client/create-token.js';
+import { algOfPrivateKey } from '../keys/public-key.js';
 import { DEFAULT_ROUTES_FILE } from '../policy/policy.js';
 import { loadPolicy } from '../policy/load-policy.js';
 import { UsageError } from './cli-errors.js';
@@ -82,8 +83,7 @@ function readPrivateKey(file: string): KeyObject {
   }
   try {
     const key = createPrivateKey(pem);
-    const kind = key.asymmetricKeyType === 'ec' ? key.asymmetricKeyDetails?.namedCurve : key.asymmetricKeyType;
-    if (kind !== 'ed25519' && kind !== 'prime256v1') throw new Error(`a ${kind ?? 'different'} key`);
+    if (algOfPrivateKey(key) === undefined) throw new Error(`a ${key.asymmetricKeyType ?? 'different'} key`);
     return key;
   } catch (err) {
     throw new UsageError(

@@ -64,7 +64,7 @@ function signerFor(options: SecretCredentials | PrivateKeyCredentials): Signer {
  * with string values. HS256 with the plain secret is the contract's scheme;
  * a key created as EdDSA or ES256 signs the same claims with its private key.
  */
-// eslint-disable-next-line @typescript-eslint/require-await -- async for callers written against the earlier (jose-based) version
+
 export async function createToken(options: CreateTokenOptions): Promise<string> {
   const signer = signerFor(options);
   const payload: Record<string, string> = {

@@ -113,8 +113,8 @@ export function rotateKey(
   // The old credential as it was: an HS256 secret, or the public key with its alg pinned.
   const old: PreviousSecret =
     record.alg === undefined
-      ? { secret: record.secret as string, validUntil }
-      : { alg: record.alg, publicKey: record.publicKey as string, validUntil };
+      ? { secret: record.secret, validUntil }
+      : { alg: record.alg, publicKey: record.publicKey, validUntil };
   const previous = graceMs > 0 ? [old, ...kept] : kept;
   const secret = randomBytes(32).toString('base64url');
   const { previousSecrets: _p, secret: _s, alg: _a, publicKey: _k, ...rest } = record;
