@@ -52,7 +52,7 @@ import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.m
  */
 /**
  * One wrk run with what the harness measured around it.
- * @typedef {WrkResult & { cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number> }} Measured
+ * @typedef {WrkResult & { cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number>, redisReadsPerRequest?: number }} Measured
  */
 
 const USAGE = `
@@ -207,6 +207,11 @@ function commandStats(port, requests) {
   return out;
 }
 
+/** Socket reads redis-server has made since it started (INFO stats total_reads_processed). @param {number} port */
+function redisReads(port) {
+  return Number(/total_reads_processed:(\d+)/.exec(redisCli(port, 'info', 'stats'))?.[1] ?? NaN);
+}
+
 /** @param {number} port */
 function redisInfoMemory(port) {
   return Number(/used_memory:(\d+)/.exec(redisCli(port, 'info', 'memory'))?.[1] ?? NaN);
@@ -336,12 +341,15 @@ async function main() {
         if (t.redis) redisCli(redisPort, 'config', 'resetstat');
         const cpuBefore = targetSum(t, cpuUs);
         const redisCpuBefore = cpuUs(redis.pid) ?? NaN;
+        const readsBefore = redisReads(redisPort);
         const w = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
         /** @type {Measured} */
         const r = { ...w, cpuUsPerRequest: (targetSum(t, cpuUs) - cpuBefore) / w.requests };
         if (t.redis) r.redisCpuUsPerRequest = ((cpuUs(redis.pid) ?? NaN) - redisCpuBefore) / r.requests;
         // Commands Redis ran per request, from INFO commandstats (those run inside the admit script included).
         if (t.redis) r.redisCallsPerRequest = commandStats(redisPort, r.requests);
+        // Socket reads Redis made per request (INFO stats): below 1 when commands of one loop turn share a write.
+        if (t.redis) r.redisReadsPerRequest = (redisReads(redisPort) - readsBefore) / r.requests;
         if (t === kgRedis && nonceBytesPerRequest === undefined) {
           nonceBytesPerRequest = (redisInfoMemory(redisPort) - memBefore) / (r.requests - r.non2xx);
         }
@@ -369,9 +377,14 @@ async function main() {
         ...(rs[0]?.redisCallsPerRequest && {
           redisCallsPerRequest: last?.redisCallsPerRequest,
           redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest ?? NaN)) * 10) / 10,
+          redisReadsPerRequest: round3(median(rs.map((r) => r.redisReadsPerRequest ?? NaN))),
         }),
       };
     }
+    // The floor a Node hop can reach: every target against the bare undici hop of the same run (issue 29).
+    const undiciS = summary['bare-undici'];
+    if (undiciS)
+      for (const s of Object.values(summary)) s.cpuVsUndici = round3(s.cpuUsPerRequest / undiciS.cpuUsPerRequest);
     const bareS = get(summary, 'bare-http-proxy');
     for (const s of Object.values(summary)) {
       s.vsBare = {
@@ -511,7 +524,7 @@ async function main() {
  * @typedef {{
  *   cpuUsPerRequest: number, rps: number, p50Us: number, p99Us: number, non2xx: number, errors: number,
  *   tokensWrapped: boolean, peakRssMb: number, redisCallsPerRequest?: Record<string, number>,
- *   redisCpuUsPerRequest?: number, vsBare?: VsBare,
+ *   redisCpuUsPerRequest?: number, redisReadsPerRequest?: number, vsBare?: VsBare, cpuVsUndici?: number,
  *   cpuPerRequestVsUnlimited?: { medianOfRoundRatios: number, rounds: number[] },
  * }} Summary A target's medians over the rounds at one connection count.
  */
@@ -534,12 +547,14 @@ function printTable(sweep) {
   const ms = (us) => `${(us / 1000).toFixed(2)} ms`;
   for (const [connections, summary] of Object.entries(sweep)) {
     console.log(`\n${connections} connections (median of ${ROUNDS} round(s) x ${DURATION} s)`);
-    console.log('| Target | CPU per request | vs bare | req/s | vs bare | p50 | p99 | added p99 |');
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log(
+      '| Target | CPU per request | vs bare | vs bare undici | Redis CPU per request | Redis reads per request | req/s | vs bare | p50 | p99 | added p99 |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
     for (const [name, s] of Object.entries(summary)) {
       const v = s.vsBare;
       console.log(
-        `| ${name} | ${s.cpuUsPerRequest} µs | ${v?.cpuPerRequest}× | ${s.rps} | ${v?.throughput}× | ${ms(s.p50Us)} | ${ms(s.p99Us)} | ${v?.addedP99Ms} ms |`,
+        `| ${name} | ${s.cpuUsPerRequest} µs | ${v?.cpuPerRequest}× | ${s.cpuVsUndici ?? '–'}× | ${s.redisCpuUsPerRequest ?? '–'} µs | ${s.redisReadsPerRequest ?? '–'} | ${s.rps} | ${v?.throughput}× | ${ms(s.p50Us)} | ${ms(s.p99Us)} | ${v?.addedP99Ms} ms |`,
       );
     }
     // What a rate limit on every key costs, measured side by side in this run.

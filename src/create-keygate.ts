@@ -36,8 +36,11 @@ export interface Keygate {
   readonly metrics: Metrics;
   /** What /readyz answers: undefined when ready, otherwise the reason (store_unavailable, no_keys, shutting_down). */
   ready(): Promise<string | undefined>;
-  /** Embedded mode: re-reads KEYGATE_KEYS_FILE (what SIGHUP does). Returns false if the file was rejected. */
-  reloadKeys(): boolean;
+  /**
+   * Embedded mode: re-reads KEYGATE_KEYS_FILE (what SIGHUP does) on a worker thread; resolves once the
+   * new set is in force (true) or the file was rejected (false).
+   */
+  reloadKeys(): Promise<boolean>;
   /** Re-reads the policy file (KEYGATE_CONFIG; SIGHUP does this too). Returns false if the file was rejected. */
   reloadPolicy(): boolean;
   /** Re-reads KEYGATE_MANAGEMENT_TOKENS_FILE (SIGHUP does this too); false if rejected or not configured. */
@@ -61,6 +64,7 @@ export function createStoreFromConfig(
       { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(cipher && { cipher }) },
       {
         logger: deps.logger,
+        clock: deps.clock,
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
           onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
@@ -107,10 +111,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   let watcher: KeysFileSource | undefined;
   if (config.keysFile && isMemoryStore(store)) {
     const memory = store;
-    watcher = createKeysFileSource(
-      { file: config.keysFile },
-      { logger, apply: (records) => memory.replaceAll(records) },
-    );
+    watcher = createKeysFileSource({ file: config.keysFile }, { logger, stage: () => memory.stageKeys() });
   }
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
   const authenticate = createAuthenticator(
@@ -183,7 +184,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     store,
     metrics,
     ready,
-    reloadKeys: () => watcher?.reload('reload requested') ?? false,
+    reloadKeys: () => watcher?.reload('reload requested') ?? Promise.resolve(false),
     reloadPolicy: () => policy.reload('reload requested'),
     reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
     async listen() {

@@ -131,7 +131,7 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     process.on('SIGHUP', () => {
       keygate.reloadPolicy();
       if (config.management) keygate.reloadManagementTokens();
-      if (config.keysFile && !config.redis) keygate.reloadKeys();
+      if (config.keysFile && !config.redis) void keygate.reloadKeys();
       // Say exactly what SIGHUP re-read; each file's own "loaded"/"rejected" line says how it went.
       const reloaded = [
         'policy file',

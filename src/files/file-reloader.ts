@@ -3,11 +3,14 @@ import { lstatSync, readFileSync, readlinkSync, realpathSync, watch, type FSWatc
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 
-export interface FileReloader {
+export interface FileReloader<R = boolean> {
   /** Reads the file now; on success applies it, otherwise logs every problem and keeps the last good value. */
-  reload(cause: string): boolean;
+  reload(cause: string): R;
   close(): void;
 }
+
+/** A reloader whose loading happens off the serving thread: `reload` settles once the value is applied or rejected. */
+export type AsyncFileReloader = FileReloader<Promise<boolean>>;
 
 export interface FileReloaderOptions {
   file: string;
@@ -20,12 +23,21 @@ export interface FileReloaderOptions {
 
 export interface FileReloaderDeps<T> {
   logger: Logger;
-  /** Reads and validates the file; throws (ideally with a `problems` list) when it is broken. */
+  /**
+   * Reads and validates the file; throws (ideally with a `problems` list) when it is broken.
+   * A Promise (loading on a worker thread) makes `reload` asynchronous; loads then never overlap:
+   * a reload asked for during one runs after it.
+   */
   load(file: string): T;
   /** Swaps the new value in, in one synchronous step. */
   apply(value: T): void;
   /** Fields for the "loaded" log line: counts, never secrets. */
   describe(value: T): Record<string, unknown>;
+}
+
+/** Like FileReloaderDeps, with a load that runs elsewhere (a worker thread) and resolves with the value. */
+export interface AsyncFileReloaderDeps<T> extends Omit<FileReloaderDeps<T>, 'load'> {
+  load(file: string): Promise<T>;
 }
 
 /** Most symlink hops followed when collecting the folders to watch (the kernel's own limit is 40). */
@@ -48,35 +60,89 @@ const MAX_HOPS = 16;
  * last good value stays in force.
  */
 export function createFileReloader<T>(options: FileReloaderOptions, deps: FileReloaderDeps<T>): FileReloader {
+  return createReloader(options, deps) as FileReloader;
+}
+
+/** The same reloader, loading with a Promise (a worker thread): `reload` settles once the value is applied or rejected. */
+export function createAsyncFileReloader<T>(
+  options: FileReloaderOptions,
+  deps: AsyncFileReloaderDeps<T>,
+): AsyncFileReloader {
+  return createReloader(options, deps) as AsyncFileReloader;
+}
+
+/**
+ * The one implementation behind both: its closures (reload, check, arm) share the watch state,
+ * which is why it runs past ~80 lines. A sync load applies in the caller's turn; an async one
+ * (a Promise) applies when it settles, and a reload asked for meanwhile queues behind it.
+ */
+function createReloader<T>(
+  options: FileReloaderOptions,
+  deps: FileReloaderDeps<T> | AsyncFileReloaderDeps<T>,
+): FileReloader<boolean | Promise<boolean>> {
   const { file, what } = options;
   const watchers = new Map<string, FSWatcher>();
   let timer: NodeJS.Timeout | undefined;
   let closed = false;
   let seen = fingerprint(file);
+  let running: Promise<boolean> | undefined;
+  let queued: Promise<boolean> | undefined;
 
-  const reload = (cause: string): boolean => {
-    seen = fingerprint(file);
-    try {
-      const value = deps.load(file);
-      deps.apply(value);
-      deps.logger.info({ file, ...deps.describe(value), cause }, `${what} loaded`);
-      return true;
-    } catch (err) {
-      const problems = (err as { problems?: unknown }).problems;
-      deps.logger.error(
-        { file, cause, problems: Array.isArray(problems) ? problems : [(err as Error).message] },
-        `${what} rejected; keeping the last good ${options.kept}`,
-      );
-      return false;
-    } finally {
-      arm();
+  const applied = (value: T, cause: string): true => {
+    deps.apply(value);
+    deps.logger.info({ file, ...deps.describe(value), cause }, `${what} loaded`);
+    return true;
+  };
+  const rejected = (err: unknown, cause: string): false => {
+    const problems = (err as { problems?: unknown }).problems;
+    deps.logger.error(
+      { file, cause, problems: Array.isArray(problems) ? problems : [(err as Error).message] },
+      `${what} rejected; keeping the last good ${options.kept}`,
+    );
+    return false;
+  };
+
+  const reload = (cause: string): boolean | Promise<boolean> => {
+    if (running) {
+      queued ??= running.then(() => {
+        queued = undefined;
+        return reload(cause);
+      });
+      return queued;
     }
+    seen = fingerprint(file);
+    let loaded: T | Promise<T>;
+    try {
+      loaded = deps.load(file);
+    } catch (err) {
+      const ok = rejected(err, cause);
+      arm();
+      return ok;
+    }
+    if (!(loaded instanceof Promise)) {
+      try {
+        return applied(loaded, cause);
+      } catch (err) {
+        return rejected(err, cause);
+      } finally {
+        arm();
+      }
+    }
+    const settled: Promise<boolean> = loaded
+      .then((value) => applied(value, cause))
+      .catch((err: unknown) => rejected(err, cause))
+      .finally(() => {
+        running = undefined;
+        arm();
+      });
+    running = settled;
+    return settled;
   };
 
   const check = () => {
     if (closed) return;
     arm();
-    if (fingerprint(file) !== seen) reload('file changed');
+    if (fingerprint(file) !== seen) void reload('file changed');
   };
 
   const schedule = () => {

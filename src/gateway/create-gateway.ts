@@ -32,7 +32,7 @@ export interface GatewayDeps {
  * request-path.ts, which never asks which mode it runs in.
  */
 export function createGateway(config: Config, deps: GatewayDeps): Server {
-  const mode = chooseMode(config, deps.forwarder);
+  const mode = chooseMode(config, deps.forwarder, deps.clock);
   const { limits } = config;
   const path = createRequestPath(limits, config.rateLimitHeaders, { ...deps, mode });
 
@@ -84,11 +84,11 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
 }
 
 /** Proxy mode needs the forwarder; forward-auth mode must not get one (nothing is forwarded). */
-function chooseMode(config: Config, forwarder: Forwarder | undefined): GatewayMode {
+function chooseMode(config: Config, forwarder: Forwarder | undefined, clock: Clock): GatewayMode {
   if (config.mode === 'forward-auth') {
     if (forwarder !== undefined)
       throw new Error('createGateway: forward-auth mode forwards nothing; pass no forwarder');
-    return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix });
+    return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix }, { clock });
   }
   if (forwarder === undefined) throw new Error('createGateway: proxy mode needs a forwarder');
   return createProxyMode(forwarder);

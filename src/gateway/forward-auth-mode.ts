@@ -1,10 +1,16 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../clock.js';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
 import { KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { renderError } from './render.js';
+import { writeTime } from './time-endpoint.js';
 
-/** On every forward-auth refusal: the catalogue code, for proxies that drop the body (nginx). */
+/**
+ * On a refusal answered with the status the asking proxy asked for (nginx): the catalogue code, or
+ * `time` for the clock endpoint, for the render step. Never on other answers: a proxy that hands
+ * Keygate's answer to the client as it is (Traefik, Envoy, Caddy) gives the client proxy mode's headers.
+ */
 export const CODE_HEADER = 'x-keygate-code';
 /**
  * Sent by the asking proxy (the shipped nginx config): answer every refusal with this status
@@ -13,9 +19,14 @@ export const CODE_HEADER = 'x-keygate-code';
 export const REFUSAL_STATUS_HEADER = 'x-keygate-refusal-status';
 /**
  * Sent by the asking proxy after a refusal (nginx error_page): "render the catalogue entry for
- * this code", so the client gets Keygate's exact status and body. Never an allow.
+ * this code" (or the clock endpoint's answer for `time`), so the client gets Keygate's exact
+ * status, body and headers. Never an allow.
  */
 export const RENDER_HEADER = 'x-keygate-render';
+/** The render value (and X-Keygate-Code) for the clock endpoint. */
+export const TIME_RENDER = 'time';
+/** What a render request asks for: a catalogue entry, or the clock endpoint's answer. */
+export type RenderTarget = ErrorCode | typeof TIME_RENDER;
 
 /** Forward-auth mode: the gateway's mode, plus the parts worth testing on their own. */
 export interface ForwardAuthMode extends GatewayMode {
@@ -29,15 +40,24 @@ export interface ForwardAuthMode extends GatewayMode {
   original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
   /**
    * Pass (allowed): 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
-   * route, a key without an owner; so the proxy's copy replaces any client copy) and X-Request-Id.
+   * route, a key without an owner; so a proxy that only overwrites still replaces a client copy), X-Request-Id,
+   * and the RateLimit fields proxy mode would add to the forwarded answer ([name, value, …]).
    */
-  allow(res: ServerResponse, keyId: string | undefined, requestId: string, owner: string | undefined): void;
-  /** Refusal adapted: adds X-Keygate-Code; returns the status the asking proxy asked for (401 or 403), if any. */
+  allow(
+    res: ServerResponse,
+    keyId: string | undefined,
+    requestId: string,
+    owner: string | undefined,
+    rateHeaders?: readonly string[],
+  ): void;
+  /** The status the asking proxy asked refusals to be answered with (nginx: 401 or 403), if any. */
+  forcedStatus(req: IncomingMessage): number | undefined;
+  /** Refusal adapted: with a forced status, adds X-Keygate-Code and returns that status. */
   refusing(res: ServerResponse, code: ErrorCode): number | undefined;
-  /** The code a render request names (from a trusted peer only), or undefined if this is not one. */
-  renderCode(req: IncomingMessage): ErrorCode | undefined;
-  /** Answers a render request: the catalogue's status and body for that code, through the one renderer. */
-  render(res: ServerResponse, code: ErrorCode, requestId: string): void;
+  /** What a render request names (from a trusted peer only), or undefined if this is not one. */
+  renderCode(req: IncomingMessage): RenderTarget | undefined;
+  /** Answers a render request: the catalogue's status, body and headers for that code, or the clock's answer. */
+  render(res: ServerResponse, target: RenderTarget, requestId: string): void;
 }
 
 const NO_HEADER = -1;
@@ -52,15 +72,17 @@ const NOTHING_FORWARDED: UpstreamHead = Object.freeze({
   headers: Object.freeze([]) as unknown as string[],
   body: 'none',
 });
-/** Where a proxy lets the time endpoint through to the upstream, no client copy of the identity goes along. */
-const NO_IDENTITY: readonly string[] = Object.freeze([KEY_ID_HEADER, '', KEY_OWNER_HEADER, '']);
+const NO_HEADERS: readonly string[] = Object.freeze([]);
 
 /**
  * Forward-auth mode (KEYGATE_MODE=forward-auth): the request path runs on the
  * request the asking proxy describes, and a pass answers 200 with the identity
  * headers instead of forwarding. The steps themselves stay in request-path.ts.
  */
-export function createForwardAuthMode(options: { pathPrefix: string | undefined }): ForwardAuthMode {
+export function createForwardAuthMode(
+  options: { pathPrefix: string | undefined },
+  deps: { clock: Clock },
+): ForwardAuthMode {
   const prefix = options.pathPrefix;
   const mode: ForwardAuthMode = {
     /**
@@ -125,46 +147,56 @@ export function createForwardAuthMode(options: { pathPrefix: string | undefined 
     },
 
     upstreamHead: () => NOTHING_FORWARDED,
-    timeHeaders: NO_IDENTITY,
 
-    pass(args, done) {
-      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner);
-      done(ALLOWED);
-    },
-
-    allow(res, keyId, requestId, owner) {
-      res.writeHead(200, [
-        KEY_ID_HEADER,
-        keyId ?? '',
-        KEY_OWNER_HEADER,
-        owner ?? '',
-        'x-request-id',
-        requestId,
-        'cache-control',
-        'no-store',
-        'content-length',
-        '0',
-      ]);
+    /**
+     * The clock endpoint, asked as a check. Its answer as it is (Caddy copies it to the client), no
+     * identity headers; but a proxy that relays only refusals (nginx, forced status) gets that status
+     * with `X-Keygate-Code: time` and asks for the answer in its render step.
+     */
+    serveTime(res, nowNs, requestId) {
+      const status = mode.forcedStatus(res.req);
+      if (status === undefined) return writeTime(res, nowNs, requestId, NO_HEADERS);
+      const head = [CODE_HEADER, TIME_RENDER, 'x-request-id', requestId];
+      res.writeHead(status, [...head, 'cache-control', 'no-store', 'content-length', '0']);
       res.end();
     },
 
-    refusing(res, code) {
-      res.setHeader(CODE_HEADER, String(code));
-      const asked = res.req.headers[REFUSAL_STATUS_HEADER];
+    pass(args, done) {
+      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner, args.responseHeaders);
+      done(ALLOWED);
+    },
+
+    allow(res, keyId, requestId, owner, rateHeaders) {
+      const head = [KEY_ID_HEADER, keyId ?? '', KEY_OWNER_HEADER, owner ?? '', 'x-request-id', requestId];
+      head.push('cache-control', 'no-store', 'content-length', '0');
+      if (rateHeaders) head.push(...rateHeaders);
+      res.writeHead(200, head);
+      res.end();
+    },
+
+    forcedStatus(req) {
+      const asked = req.headers[REFUSAL_STATUS_HEADER];
       return asked === '401' || asked === '403' ? Number(asked) : undefined;
+    },
+
+    refusing(res, code) {
+      const status = mode.forcedStatus(res.req);
+      if (status !== undefined) res.setHeader(CODE_HEADER, String(code));
+      return status;
     },
 
     renderCode(req) {
       const v = req.headers[RENDER_HEADER];
       if (v === undefined) return undefined;
+      if (v === TIME_RENDER) return TIME_RENDER;
       // Anything but one known error code renders as 500 50000: a render request never passes.
       return typeof v === 'string' && CODE.test(v) && Object.hasOwn(ERRORS, v) ? (Number(v) as ErrorCode) : 50000;
     },
 
-    render(res, code, requestId) {
+    render(res, target, requestId) {
+      if (target === TIME_RENDER) return writeTime(res, deps.clock.nowNs(), requestId, NO_HEADERS);
       res.setHeader('x-request-id', requestId);
-      res.setHeader(CODE_HEADER, String(code));
-      renderError(res, code);
+      renderError(res, target);
     },
   };
   return mode;

@@ -43,8 +43,11 @@ export interface GatewayMode {
   upstreamHead(raw: string[], peerIp: string, peerTrusted: boolean, requestId: string): UpstreamHead | Denial;
   /** Every check passed: forward, or tell the asking proxy. */
   pass(args: PassArgs, done: PassDone): void;
-  /** Headers the time endpoint adds to its answer, [name, value, …]. */
-  readonly timeHeaders: readonly string[];
+  /**
+   * GET/HEAD /api/v3/time while the policy serves it: proxy mode writes the answer; forward-auth
+   * writes it too, or, where the asking proxy relays only refusals (nginx), defers it to the render step.
+   */
+  serveTime(res: ServerResponse, nowNs: bigint, requestId: string): void;
   /** Adapts a refusal about to be rendered (headers on `res`); returns the status to answer with, if not the catalogue's. */
   refusing(res: ServerResponse, code: ErrorCode): number | undefined;
 }

@@ -3,6 +3,7 @@ import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/for
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { roundMs } from '../observe/request-record.js';
+import { writeTime } from './time-endpoint.js';
 
 const NO_HEADERS: readonly string[] = Object.freeze([]);
 
@@ -15,7 +16,7 @@ export function createProxyMode(forwarder: Forwarder): GatewayMode {
     preempt: () => false,
     original: (req: IncomingMessage): OriginalRequest => ({ ok: true, method: req.method, url: req.url }),
     upstreamHead: (raw, peerIp, peerTrusted, requestId) => forwardHeaders(raw, { peerIp, peerTrusted, requestId }),
-    timeHeaders: NO_HEADERS,
+    serveTime: (res, nowNs, requestId) => writeTime(res, nowNs, requestId, NO_HEADERS),
     refusing: () => undefined,
     pass({ req, res, log, head, expectContinue, keyOwner, responseHeaders }, done) {
       const { requestId, keyId } = log;

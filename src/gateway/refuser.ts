@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import { deny, type Denial } from '../errors.js';
+import { deny, ERRORS, type Denial } from '../errors.js';
 import type { RequestLog } from '../observe/request-record.js';
 import type { RateLimited } from '../pipeline/authenticate.js';
 import type { GatewayMode } from './gateway-mode.js';
@@ -33,6 +33,8 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
     log.reason = decision.reason;
     res.setHeader('x-request-id', log.requestId);
     const status = mode.refusing(res, decision.code);
+    // Logged as the client gets it (after nginx's render step), not as the forced status nginx is sent.
+    if (status !== undefined) log.status = ERRORS[decision.code].status;
     const extra =
       decision.reason === 'nonce_window'
         ? { [SERVER_TIME_HEADER]: clock.nowNs().toString() }

@@ -51,25 +51,27 @@ export function renderRawError(socket: Duplex, code: ErrorCode): number {
 }
 
 /**
- * The only place an error becomes an HTTP response. `status` is the catalogue's, except
- * where an asking proxy can only pass some statuses on (nginx auth_request: 401/403).
+ * The only place an error becomes an HTTP response. The status is the catalogue's, except where an
+ * asking proxy can only pass some statuses on (nginx auth_request: 401/403, `forcedStatus`). A forced
+ * status is not the answer the client gets, so it carries none of its own headers (a 401's
+ * WWW-Authenticate would be copied to the client by nginx): the render step adds the real ones.
  */
 export function renderError(
   res: ServerResponse,
   code: ErrorCode,
   extraHeaders?: Record<string, string>,
-  status: number = ERRORS[code].status,
+  forcedStatus?: number,
 ): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   const body = BODIES.get(code) as Buffer;
-  res.statusCode = status;
+  res.statusCode = forcedStatus ?? ERRORS[code].status;
   res.setHeader('content-type', 'application/json');
   res.setHeader('content-length', body.length);
   res.setHeader('cache-control', 'no-store');
-  for (const [k, v] of statusHeaders(status)) res.setHeader(k, v);
+  if (forcedStatus === undefined) for (const [k, v] of statusHeaders(res.statusCode)) res.setHeader(k, v);
   if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
   res.end(body);
 }

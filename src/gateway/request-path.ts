@@ -21,7 +21,6 @@ import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { allowedHeaders } from './rate-limit-headers.js';
 import { renderRawError } from './render.js';
 import { createRefuser } from './refuser.js';
-import { writeTime } from './time-endpoint.js';
 import { Walk } from './walk.js';
 
 /**
@@ -148,7 +147,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     if (target.path !== TIME_PATH || (w.method !== 'GET' && w.method !== 'HEAD') || !w.policy.timeEndpoint) return true;
     w.log.code = TIME;
     w.log.route = TIME_PATH;
-    writeTime(w.res, deps.clock.nowNs(), w.log.requestId, mode.timeHeaders);
+    mode.serveTime(w.res, deps.clock.nowNs(), w.log.requestId);
     return false;
   }
 

@@ -16,9 +16,11 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
  * Node's server (the client's own `Connection: close` is honoured and the
  * upstream's keep-alive settings never leak). Repeated headers (Set-Cookie)
  * stay repeated; names keep the upstream's spelling. X-Request-Id is added
- * when the upstream did not send one.
+ * when the upstream did not send one. A 204 loses any Content-Length: RFC 9110
+ * §8.6 forbids it there (a 304 and an answer to HEAD keep theirs, which name
+ * the length a 200 / GET would have had).
  */
-export function responseHead(raw: readonly Buffer[], requestId: string): string[] {
+export function responseHead(raw: readonly Buffer[], requestId: string, status = 200): string[] {
   const out: string[] = [];
   let connection: string | undefined;
   let hasRequestId = false;
@@ -27,7 +29,7 @@ export function responseHead(raw: readonly Buffer[], requestId: string): string[
     const value = (raw[i + 1] as Buffer).toString('latin1');
     // Only names up to 17 characters can be in the set or be X-Request-Id.
     const lower = name.length <= 17 ? name.toLowerCase() : name;
-    if (HOP_BY_HOP.has(lower)) {
+    if (HOP_BY_HOP.has(lower) || (status === 204 && lower === 'content-length')) {
       if (lower === 'connection') connection = connection === undefined ? value : `${connection},${value}`;
       continue;
     }
@@ -50,4 +52,12 @@ function dropNamed(out: string[], connection: string): void {
     out[w++] = out[r + 1] as string;
   }
   out.length = w;
+}
+
+/**
+ * RFC 9110 §6.4.1: an answer to HEAD, a 204 and a 304 have no content whatever
+ * framing header they carry, so the response is complete once its head is.
+ */
+export function hasNoContent(method: string | undefined, status: number): boolean {
+  return status === 204 || status === 304 || method === 'HEAD';
 }

@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { Reason } from '../errors.js';
-import { responseHead } from './response-head.js';
+import { hasNoContent, responseHead } from './response-head.js';
 
 /** What became of a forwarded request: the upstream's status, or the reason Keygate answers with instead. */
 export type ForwardOutcome = { readonly status: number } | { readonly reason: Reason };
@@ -38,6 +38,8 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   private rateFrom = 0;
   private rateBytes = 0;
   private held: Buffer | undefined;
+  /** The client's response was ended at its head (no content): what undici says after that is not the client's business. */
+  private endedAtHead = false;
 
   constructor(
     private readonly shared: ExchangeShared,
@@ -117,7 +119,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       return false;
     }
     if (status > 599 || !STATUS_TEXT.test(statusText)) return this.badResponse();
-    const head = responseHead(raw, this.requestId);
+    const head = responseHead(raw, this.requestId, status);
     if (this.extraHeaders) head.push(...this.extraHeaders);
     try {
       res.writeHead(status, statusText || undefined, head);
@@ -126,6 +128,12 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     }
     this.settle({ status });
     this.resumeFn = resume;
+    if (hasNoContent(this.req.method, status)) {
+      // Complete for the client now: undici refuses a 204/304 whose Content-Length is not 0
+      // (it counts the bytes it never gets) and would otherwise cut a finished answer.
+      this.endedAtHead = true;
+      res.end();
+    }
     return true;
   }
 
@@ -136,6 +144,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   }
 
   onData(chunk: Buffer): boolean {
+    if (this.endedAtHead) return true; // llhttp gives a bodiless response no data; never write past its end
     // The latest chunk is held until the end of this tick: a response whose body arrives
     // with its end leaves in one write (res.end(chunk)) instead of two; a streamed body is
     // never delayed past the tick its bytes arrived in.
@@ -154,6 +163,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   };
 
   onComplete() {
+    if (this.endedAtHead) return;
     const held = this.held;
     this.held = undefined;
     if (held === undefined) this.res.end();
@@ -163,6 +173,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   onError(err: Error & { code?: string }) {
     this.shared.waiting.delete(this);
     this.shared.uploading.delete(this);
+    if (this.endedAtHead) return;
     if (this.answered) {
       // The status line is already out (or Keygate answered): a cut connection is the only honest signal left.
       if (!this.res.writableFinished) this.res.destroy();

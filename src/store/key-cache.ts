@@ -3,11 +3,15 @@ import { prepareKey, type PreparedKey } from '../keys/prepared-key.js';
 import type { Store } from './store.js';
 
 export interface KeyCacheOptions {
-  /** How long a found key is trusted without asking the store again (bounds staleness if a change message is lost). */
+  /**
+   * How long a found key is trusted while the store's change subscription is NOT confirmed
+   * (bounds staleness when change messages may be lost). While it is confirmed, entries stay
+   * until a change message or eviction.
+   */
   ttlMs: number;
-  /** How long "no such key" is remembered. */
+  /** How long "no such key" is remembered (a create's change message clears it sooner). */
   negativeTtlMs: number;
-  /** Upper bound on cached entries; the oldest is evicted first. */
+  /** Upper bound on cached entries (found keys and unknown ones, each); the least recently used goes first. */
   maxEntries: number;
 }
 
@@ -19,65 +23,124 @@ export interface KeyCacheEvents {
 
 export interface KeyCache {
   get(apiKey: string): Promise<PreparedKey | null>;
+  /** Entries held now: found keys plus remembered unknown keys. */
   size(): number;
   close(): void;
 }
 
-interface Entry {
-  value: PreparedKey | null;
-  expiresAt: number;
+interface Found {
+  readonly value: PreparedKey;
+  /** Until when the entry is trusted without a confirmed subscription. */
+  readonly expiresAt: number;
+  /** The subscription was confirmed when the read started: the entry may then outlive expiresAt while it stays so. */
+  readonly live: boolean;
 }
 
 /**
- * Per-process cache in front of a Store. Concurrent misses for one key share a
- * single store read; changes announced by the store evict at once.
+ * Per-process cache of prepared keys in front of a Store, sized for the working set:
+ *  - while the store's change subscription is confirmed (`store.subscribed()`), a found key stays
+ *    until its change message, a flush or LRU eviction: no re-read every few seconds;
+ *  - while it is not, entries fall back to the short TTL (a lost message cannot keep a revoked key
+ *    alive longer than that), and regaining it flushes (the store emits `null`);
+ *  - unknown keys are remembered for negativeTtlMs in a separate map whose insertion order is
+ *    its expiry order, so expired ones are dropped from its front as new ones arrive;
+ *  - expired entries are dropped when met and by a sweep, never kept.
+ * Concurrent misses for one key share one store read; a read that raced with a change is not cached.
  */
 export function createKeyCache(
   options: KeyCacheOptions,
   deps: { store: Store; clock: Clock; events?: KeyCacheEvents },
 ): KeyCache {
-  const entries = new Map<string, Entry>();
+  const found = new Map<string, Found>(); // iteration order = least recently used first
+  const unknown = new Map<string, number>(); // apiKey -> expiry; insertion order = expiry order (one TTL)
   const inflight = new Map<string, Promise<PreparedKey | null>>();
   const events = deps.events ?? {};
+  const now = () => deps.clock.nowMs();
   // Bumped on every change so that a read started before a change is not cached after it.
   let generation = 0;
 
   const unsubscribe = deps.store.onKeyChange((apiKey) => {
     generation++;
     if (apiKey === null) {
-      if (entries.size > 0) events.onEvict?.('flush');
-      entries.clear();
+      if (found.size > 0) events.onEvict?.('flush');
+      found.clear();
+      unknown.clear();
       inflight.clear();
     } else {
-      if (entries.delete(apiKey)) events.onEvict?.('change');
+      if (found.delete(apiKey)) events.onEvict?.('change');
+      unknown.delete(apiKey); // a create is seen at once
       inflight.delete(apiKey);
     }
   });
 
+  const valid = (e: Found, t: number) => e.expiresAt > t || (e.live && deps.store.subscribed());
+
+  function dropExpiredUnknown(t: number) {
+    for (const [k, exp] of unknown) {
+      if (exp > t) break;
+      unknown.delete(k);
+    }
+  }
+
+  function remember(apiKey: string, value: PreparedKey | null, live: boolean) {
+    const t = now();
+    if (value === null) {
+      dropExpiredUnknown(t);
+      if (unknown.size >= options.maxEntries) unknown.delete(unknown.keys().next().value as string);
+      unknown.set(apiKey, t + options.negativeTtlMs);
+      return;
+    }
+    if (found.size >= options.maxEntries) {
+      found.delete(found.keys().next().value as string);
+      events.onEvict?.('size');
+    }
+    found.set(apiKey, { value, expiresAt: t + options.ttlMs, live });
+  }
+
   async function load(apiKey: string): Promise<PreparedKey | null> {
     const startGeneration = generation;
+    const live = deps.store.subscribed();
     const record = await deps.store.getKey(apiKey);
+    // The HMAC key objects are built here, on first use, never when a keys file loads.
     const value = record ? prepareKey(record) : null;
-    if (generation === startGeneration) {
-      if (entries.size >= options.maxEntries) {
-        const oldest = entries.keys().next();
-        if (!oldest.done) {
-          entries.delete(oldest.value);
-          events.onEvict?.('size');
-        }
-      }
-      const ttl = value ? options.ttlMs : options.negativeTtlMs;
-      entries.set(apiKey, { value, expiresAt: deps.clock.nowMs() + ttl });
-    }
+    if (generation === startGeneration) remember(apiKey, value, live);
     return value;
   }
 
+  // Entries left unconfirmed (subscription lost) expire without being asked for again: sweep them out.
+  const sweep = setInterval(
+    () => {
+      const t = now();
+      dropExpiredUnknown(t);
+      if (deps.store.subscribed()) return;
+      for (const [k, e] of found) if (!valid(e, t)) found.delete(k);
+    },
+    Math.max(options.ttlMs, 1_000),
+  );
+  sweep.unref();
+
   return {
     get(apiKey) {
-      const hit = entries.get(apiKey);
-      if (hit && hit.expiresAt > deps.clock.nowMs()) {
-        events.onHit?.();
-        return Promise.resolve(hit.value);
+      const t = now();
+      const hit = found.get(apiKey);
+      if (hit) {
+        if (valid(hit, t)) {
+          // Least recently used order: move to the back.
+          found.delete(apiKey);
+          found.set(apiKey, hit);
+          events.onHit?.();
+          return Promise.resolve(hit.value);
+        }
+        found.delete(apiKey);
+      } else {
+        const exp = unknown.get(apiKey);
+        if (exp !== undefined) {
+          if (exp > t) {
+            events.onHit?.();
+            return Promise.resolve(null);
+          }
+          unknown.delete(apiKey);
+        }
       }
       events.onMiss?.();
       let p = inflight.get(apiKey);
@@ -89,10 +152,12 @@ export function createKeyCache(
       }
       return p;
     },
-    size: () => entries.size,
+    size: () => found.size + unknown.size,
     close() {
+      clearInterval(sweep);
       unsubscribe();
-      entries.clear();
+      found.clear();
+      unknown.clear();
     },
   };
 }

@@ -3,6 +3,7 @@ import type { KeyRecord } from '../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
 import { checkKeyWrites, type KeyCommit, type KeyWriteResult } from './key-write.js';
 import { gcra } from './rate-limit.js';
+import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from './store.js';
 
 export interface MemoryStoreOptions {
@@ -19,15 +20,31 @@ export interface MemoryStoreOptions {
  * process's clock.
  */
 export interface MemoryStore extends Store {
-  /** Swaps the whole key set in one step and tells listeners everything changed. */
+  /** Swaps the whole key set in one step and announces the keys whose record changed (see stageKeys). */
   replaceAll(records: readonly KeyRecord[]): void;
+  /**
+   * Starts a new key set built beside the live one (a keys file reloading in batches). After the
+   * records are added and `scan()` has run, `commit()` puts it in force in one synchronous step
+   * and announces only the keys that were added, changed or removed (or everything, past
+   * ANNOUNCE_LIMIT), so a key cache keeps every unchanged entry. `abandon()` drops it.
+   */
+  stageKeys(): StagedKeys;
   nonceCount(): number;
 }
 
+export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
+  commit(): void;
+  abandon(): void;
+}
+
+/** Changed keys announced one by one after a swap; past this a single "everything changed" is cheaper. */
+export const ANNOUNCE_LIMIT = 2_000;
+
 export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
-  const keys = new Map<string, KeyRecord>();
-  const versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
-  const ids = new Map<string, string>(); // id -> apiKey: an id names one key
+  let keys = new Map<string, KeyRecord>();
+  let versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
+  let ids = new Map<string, string>(); // id -> apiKey: an id names one key
+  const staging = new Set<StagedKeySet>(); // key sets being built beside these (stageKeys)
   let lastVersion = 0;
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
@@ -87,12 +104,39 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         out.push(0);
       }
     }
-    for (const w of change.writes) emit(w.apiKey);
+    for (const w of change.writes) {
+      for (const s of staging) s.touch(w.apiKey);
+      emit(w.apiKey);
+    }
     return { ok: true, versions: out };
   }
   const seed = (records: readonly KeyRecord[]) =>
     commit({ writes: records.map((r) => ({ apiKey: r.apiKey, next: r })), audit: [] });
   seed(options.keys ?? []);
+
+  function stageKeys(): StagedKeys {
+    const staged = createStagedKeySet(keys, ANNOUNCE_LIMIT, {
+      versionOf: (apiKey) => versions.get(apiKey),
+      fresh: () => ++lastVersion,
+    });
+    staging.add(staged);
+    return {
+      add: staged.add,
+      scan: staged.scan,
+      commit() {
+        staging.delete(staged);
+        for (const apiKey of staged.touched)
+          if (staged.next.has(apiKey)) staged.nextVersions.set(apiKey, ++lastVersion);
+        keys = staged.next;
+        versions = staged.nextVersions;
+        ids = staged.nextIds;
+        const changed = staged.changed();
+        if (changed === null) emit(null);
+        else for (const apiKey of changed) emit(apiKey);
+      },
+      abandon: () => void staging.delete(staged),
+    };
+  }
 
   return {
     kind: 'memory',
@@ -134,10 +178,13 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const u = usage.get(apiKey);
       return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
     },
+    async flushUsage() {}, // counted exactly at admission: nothing pending
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    // Changes are emitted synchronously in this process: none can be missed.
+    subscribed: () => true,
     async claimOnce(name, value, ttlMs) {
       const t = Number(deps.clock.nowNs() / 1_000_000n);
       const there = claims.get(name);
@@ -156,16 +203,12 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       listeners.clear();
     },
     replaceAll(records) {
-      keys.clear();
-      versions.clear();
-      ids.clear();
-      for (const r of records) {
-        keys.set(r.apiKey, r);
-        versions.set(r.apiKey, ++lastVersion);
-        ids.set(r.id, r.apiKey);
-      }
-      emit(null);
+      const staged = stageKeys();
+      staged.add(records);
+      void staged.scan(true);
+      staged.commit();
     },
+    stageKeys,
     nonceCount() {
       return nonces.size;
     },

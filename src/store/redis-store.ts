@@ -1,11 +1,16 @@
+import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../clock.js';
 import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
+import { createDeadlineQueue } from './deadline-queue.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
-import { USAGE_DAYS, type KeyUsage } from '../keys/key-usage.js';
+import { createUsageWriter } from './usage-writer.js';
+import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
+import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
-import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
+import { StoreUnavailableError, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */
@@ -20,6 +25,8 @@ export interface RedisStoreOptions {
   connectTimeoutMs?: number;
   /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
   cipher?: SecretCipher;
+  /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
+  usageFlushMs?: number;
 }
 
 export interface RedisStoreEvents {
@@ -35,14 +42,15 @@ export interface RedisStoreEvents {
  *   {prefix}{keystore}:…              key records, their indexes and the audit stream (redis-key-records.ts)
  *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
- *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count   ┘ script (admit-script.ts)
+ *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
+ *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
  *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
   options: RedisStoreOptions,
-  deps: { logger: Logger; events?: RedisStoreEvents },
+  deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock },
 ): Store & { client: RedisClient } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
@@ -93,50 +101,43 @@ export function createRedisStore(
     });
     conn.on('close', () => events.onConnectionState?.(false, label));
   }
-  subscriber.subscribe(channel).catch((err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'));
+  // Confirmed = our SUBSCRIBE's reply arrived on this connection since it last (re)connected. ioredis
+  // resubscribes on its own after a reconnect, but nothing tells us when that reply came: our own
+  // SUBSCRIBE on every 'ready' is answered after it (replies are in order), so its reply confirms both.
+  let subscribed = false;
+  const confirm = () =>
+    subscriber.subscribe(channel).then(
+      () => {
+        // No flush needed here: 'ready' (above) flushed when this connection came back, and what was
+        // cached since was read unconfirmed, so it lives only for the TTL.
+        if (subscriber.status === 'ready') subscribed = true;
+      },
+      (err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'),
+    );
+  subscriber.on('ready', () => void confirm());
+  subscriber.on('close', () => (subscribed = false));
+  subscriber.on('reconnecting', () => (subscribed = false));
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
 
   // The deadline starts at the call: ioredis starts its own timer only when a command is
   // written, and with auto-pipelining a command waits while the previous batch is in flight
-  // (a frozen Redis answered in 2x the timeout).
-  //
-  // An expired deadline is honoured only after the event loop has read what already arrived:
-  // the rejection is deferred to setImmediate, which runs after the poll phase. A reply Redis
-  // sent in time is therefore used even when Keygate itself was too busy to read it on time
-  // (a saturated loop must never be reported as "Redis down"); a Redis that did not answer
-  // still fails within the deadline plus one loop turn.
+  // (a frozen Redis answered in 2x the timeout). One timer serves every call in flight
+  // (deadline-queue.ts): a setTimeout + setImmediate per call showed in the profile. An
+  // expired deadline is still honoured only after the loop has read what already arrived,
+  // so a reply Redis sent in time is used even when Keygate was too busy to read it on time.
   const deadlineMs = options.commandTimeoutMs ?? 500;
-  function run<T>(fn: () => Promise<T>): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      let settled = false;
-      const fail = (err: unknown) => {
-        if (settled) return;
-        settled = true;
-        if (err instanceof StoreUnavailableError) return reject(err);
-        const message = (err as Error).message ?? String(err);
-        events.onCommandError?.(/timed out/i.test(message) ? 'timeout' : 'error');
-        reject(new StoreUnavailableError(`redis: ${message}`, { cause: err }));
-      };
-      const timer = setTimeout(
-        () => setImmediate(() => fail(new Error(`Command timed out after ${deadlineMs} ms (deadline)`))),
-        deadlineMs,
-      );
-      fn().then(
-        (value) => {
-          clearTimeout(timer);
-          if (settled) return;
-          settled = true;
-          resolve(value);
-        },
-        (err: unknown) => {
-          clearTimeout(timer);
-          fail(err);
-        },
-      );
-    });
-  }
+  const deadlines = createDeadlineQueue({ deadlineMs });
+  const toStoreError = (err: unknown, timedOut: boolean) => {
+    if (err instanceof StoreUnavailableError) return err;
+    const message = timedOut
+      ? `Command timed out after ${deadlineMs} ms (deadline)`
+      : ((err as Error).message ?? String(err));
+    events.onCommandError?.(timedOut || /timed out/i.test(message) ? 'timeout' : 'error');
+    return new StoreUnavailableError(`redis: ${message}`, { cause: err });
+  };
+  const run = <T>(fn: () => Promise<T>): Promise<T> => deadlines.run(fn, toStoreError);
 
   const records = createRedisKeyRecords(
     { prefix, channel, ...(options.cipher && { cipher: options.cipher }) },
@@ -144,15 +145,46 @@ export function createRedisStore(
   );
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
-  // A deleted key's rate-limit state and usage: another slot than the record, so after the
-  // commit (a leftover is harmless: nothing reads it without the record).
-  const dropRequestState = async (apiKeys: readonly string[]) => {
-    for (const k of apiKeys) await client.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+  client.defineCommand('keygateAdmit', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
+  client.defineCommand('keygateUsage', { numberOfKeys: 1, lua: USAGE_FLUSH_SCRIPT });
+  const scripts = client as unknown as {
+    keygateAdmit(...args: Array<string | number>): Promise<number[]>;
+    keygateUsage(...args: Array<string | number>): Promise<number>;
   };
-  client.defineCommand('keygateAdmit', { numberOfKeys: 3, lua: ADMIT_SCRIPT });
-  const admitScript = (
-    client as unknown as { keygateAdmit(...args: Array<string | number>): Promise<number[]> }
-  ).keygateAdmit.bind(client);
+  const admitScript = scripts.keygateAdmit.bind(client);
+  const usageScript = scripts.keygateUsage.bind(client);
+
+  // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
+  // this process's batches from other replicas' so a retried batch is applied once.
+  const mark = `b:${randomBytes(6).toString('hex')}`;
+  const usage = createUsageWriter(
+    { flushMs: options.usageFlushMs ?? 1_000 },
+    {
+      clock: deps.clock ?? systemClock(),
+      logger: deps.logger,
+      write: (b, oldest, nowMs) =>
+        run(() =>
+          usageScript(
+            `${stateOf(b.apiKey)}usage`,
+            mark,
+            b.seq,
+            b.usage.lastUsedAtMs,
+            oldest,
+            nowMs,
+            ...[...b.usage.perDay].flat(),
+          ),
+        ),
+    },
+  );
+
+  // A deleted key's rate-limit state and usage (pending in this process too): another slot than
+  // the record, so after the commit (a leftover is harmless: nothing reads it without the record).
+  const dropRequestState = async (apiKeys: readonly string[]) => {
+    for (const k of apiKeys) {
+      usage.drop(k);
+      await client.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+    }
+  };
 
   return {
     kind: 'redis',
@@ -179,19 +211,24 @@ export function createRedisStore(
       }),
     admit: (apiKey, nonce, ttlMs, limit) => {
       const state = stateOf(apiKey);
-      return run(() =>
-        admitScript(
-          `${state}nonce:${nonce}`,
-          `${state}tat`,
-          `${state}usage`,
-          ttlMs,
-          limit?.intervalUs ?? 0,
-          limit?.burst ?? 0,
-          USAGE_DAYS,
-        ).then(toAdmission),
-      );
+      // A key without a limit needs only the nonce's SET NX: no script, no TIME.
+      const decided =
+        limit === undefined
+          ? run(() => client.set(`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX')).then(parseNonceReply)
+          : run(() => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst)).then(
+              parseAdmissionReply,
+            );
+      return decided.then((admission) => {
+        if (admission.outcome === 'admitted') usage.count(apiKey);
+        return admission;
+      });
     },
-    getUsage: (apiKey) => run(async () => toUsage(await client.hgetall(`${stateOf(apiKey)}usage`))),
+    // This process's own counts are written first, so its reads are exact; other replicas' within one interval.
+    getUsage: async (apiKey) => {
+      await usage.flush();
+      return run(async () => parseUsageHash(await client.hgetall(`${stateOf(apiKey)}usage`)));
+    },
+    flushUsage: () => usage.flush(),
     claimOnce: (name, value, ttlMs) =>
       run(async () => {
         const k = `${prefix}${name}`;
@@ -208,12 +245,14 @@ export function createRedisStore(
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    subscribed: () => subscribed,
     ping: () =>
       run(async () => {
         await client.ping();
       }),
     countKeys: () => run(() => records.countKeys()),
     async close() {
+      await usage.close();
       listeners.clear();
       stopWatching();
       await Promise.allSettled([client.quit(), subscriber.quit()]);
@@ -221,18 +260,4 @@ export function createRedisStore(
       subscriber.disconnect();
     },
   };
-}
-
-function toAdmission(reply: number[]): Admission {
-  const [outcome, remaining = 0, resetUs = 0, retryAfterUs = 0] = reply;
-  if (outcome === 1) return { outcome: 'replay' };
-  if (outcome === 2) return { outcome: 'limited', rate: { remaining, resetUs, retryAfterUs } };
-  return { outcome: 'admitted', rate: reply.length > 1 ? { remaining, resetUs, retryAfterUs: 0 } : undefined };
-}
-
-function toUsage(hash: Record<string, string>): KeyUsage {
-  const { last, ...days } = hash;
-  const perDay: Record<string, number> = {};
-  for (const [day, n] of Object.entries(days)) if (/^\d{4}-\d{2}-\d{2}$/.test(day)) perDay[day] = Number(n);
-  return { lastUsedAtMs: last === undefined ? undefined : Number(last), perDay };
 }

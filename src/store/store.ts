@@ -54,13 +54,31 @@ export interface Store {
    * The request path's one store call, atomic and (in Redis) one round trip:
    * rate-limit check (GCRA on the store's clock; skipped when `limit` is
    * undefined), then the nonce (recorded for `ttlMs` if new), then usage
-   * (lastUsedAt, count for today). See Admission for what each outcome wrote.
+   * (lastUsedAt, count for today; Redis writes it in batches, see flushUsage).
+   * See Admission for what each outcome wrote.
    */
   admit(apiKey: string, nonce: string, ttlMs: number, limit: CompiledLimit | undefined): Promise<Admission>;
-  /** When a key was last admitted and its per-day counts (the last USAGE_DAYS days). */
+  /**
+   * When a key was last admitted and its per-day counts (the last USAGE_DAYS days). Redis: exact for
+   * this process's own requests (it flushes first), other replicas' counts are at most one flush late.
+   */
   getUsage(apiKey: string): Promise<KeyUsage>;
+  /**
+   * Writes the usage this process counted and has not stored yet. Redis counts usage in process and
+   * writes it once a second (and on close); rejects with StoreUnavailableError when a write failed
+   * (the counts are kept for the next flush). Memory: nothing to do, its counts are exact at once.
+   */
+  flushUsage(): Promise<void>;
   /** Subscribes to key changes made by any instance; returns an unsubscribe function. */
   onKeyChange(listener: KeyChangeListener): () => void;
+  /**
+   * True while every key change is certain to reach onKeyChange listeners: always for the memory
+   * store (changes are emitted in-process); for Redis, once the SUBSCRIBE reply has arrived and the
+   * subscriber connection has not dropped since. A key cache keeps entries past its TTL only while
+   * this holds. Losing it is followed, before it can become true again, by a flush (`null`): the
+   * Redis store flushes whenever a connection comes back, since changes made meanwhile were not heard.
+   */
+  subscribed(): boolean;
   /**
    * Sets `name` to `value` unless it is set, kept `ttlMs`; returns the value already there, or
    * null when this call set it. Idempotency-Keys of the management API (shared by every instance in Redis).

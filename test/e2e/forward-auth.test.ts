@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { Ingress } from 'kubernetes-models/networking.k8s.io/v1/Ingress';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Service } from 'kubernetes-models/v1/Service';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -31,7 +32,7 @@ const traefik = parse(readFileSync(join(repoRoot, 'deploy/traefik/forward-auth.y
         };
       };
     };
-    routers: Record<string, { middlewares: string[] }>;
+    routers: Record<string, { middlewares: string[]; service: string }>;
   };
 };
 const envoy = parse(readFileSync(join(repoRoot, 'deploy/envoy/forward-auth.yaml'), 'utf8')) as Record<string, unknown>;
@@ -204,12 +205,13 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       code: 40106,
     },
   ])(
-    'Traefik: refused ($name) with the seed status and body as they are, plus X-Keygate-Code',
+    'Traefik: refused ($name) with the seed status, body and headers as they are (no X-Keygate-Code: the client sees this answer)',
     async ({ headers, code }) => {
       const r = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers });
       expect(r.status).toBe(ERRORS[code].status);
       expect(r.body).toBe(seedBody(code));
-      expect(r.headers['x-keygate-code']).toBe(String(code));
+      expect(r.headers['x-keygate-code']).toBeUndefined();
+      expect(r.headers['www-authenticate']).toBe(r.status === 401 ? 'Bearer' : undefined);
     },
   );
 
@@ -258,7 +260,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       path: ACCOUNTS_PATH,
       headers: { Authorization: `Bearer  ${token('good', SECRET)}` },
     });
-    expect([bad.status, bad.body, bad.headers['x-keygate-code']]).toEqual([400, seedBody(40107), '40107']);
+    expect([bad.status, bad.body, bad.headers['x-keygate-code']]).toEqual([400, seedBody(40107), undefined]);
     const del = await envoyCheck({
       method: 'DELETE',
       path: ACCOUNTS_PATH,
@@ -291,7 +293,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       from: '127.0.0.2',
       headers: { authorization: `Bearer ${t}`, 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH },
     });
-    expect([r.status, r.body, r.headers['x-keygate-code']]).toEqual([403, seedBody(40300), '40300']);
+    expect([r.status, r.body, r.headers['x-keygate-code']]).toEqual([403, seedBody(40300), undefined]);
     const again = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${t}` } });
     expect(again.status).toBe(200);
   });
@@ -312,7 +314,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     expect(again.status).toBe(200);
   });
 
-  it('X-Keygate-Refusal-Status (nginx) turns a refusal into 401 or 403, keeping the code; other values are ignored', async () => {
+  it('X-Keygate-Refusal-Status (nginx) turns a refusal into 401 or 403 with the code and none of the status headers; other values are ignored', async () => {
     const base = {
       'x-original-method': 'GET',
       'x-original-uri': ACCOUNTS_PATH,
@@ -320,8 +322,48 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     };
     const as401 = await send(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '401' } });
     expect([as401.status, as401.headers['x-keygate-code']]).toEqual([401, '10013']);
+    // nginx copies a 401 check's WWW-Authenticate onto the client's answer: the render step adds the real one.
+    const noToken = await send(kg.url, '/', {
+      headers: { 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH, 'x-keygate-refusal-status': '401' },
+    });
+    expect([noToken.status, noToken.headers['x-keygate-code'], noToken.headers['www-authenticate']]).toEqual([
+      401,
+      '40004',
+      undefined,
+    ]);
     const ignored = await send(kg.url, '/', { headers: { ...base, 'x-keygate-refusal-status': '200' } });
-    expect([ignored.status, ignored.body]).toEqual([404, seedBody(10013)]);
+    expect([ignored.status, ignored.body, ignored.headers['x-keygate-code']]).toEqual([
+      404,
+      seedBody(10013),
+      undefined,
+    ]);
+  });
+
+  it('the clock endpoint asked as a check: the answer itself, or (nginx, forced status) X-Keygate-Code: time and the answer from the render step', async () => {
+    const direct = await traefikCheck({ method: 'GET', uri: '/api/v3/time', headers: {} });
+    expect([direct.status, direct.headers['x-api-key-id'], direct.headers['x-keygate-code']]).toEqual([
+      200,
+      undefined,
+      undefined,
+    ]);
+    expect(direct.headers['x-server-time']).toMatch(/^\d{19}$/);
+    expect(direct.body).toBe(`{"serverTime":"${direct.headers['x-server-time']}"}`);
+    const forced = await send(kg.url, '/', {
+      headers: { 'x-original-method': 'HEAD', 'x-original-uri': '/api/v3/time', 'x-keygate-refusal-status': '403' },
+    });
+    expect([forced.status, forced.headers['x-keygate-code'], forced.headers['x-server-time'], forced.body]).toEqual([
+      403,
+      'time',
+      undefined,
+      '',
+    ]);
+    const rendered = await send(kg.url, '/_keygate/refused', { headers: { 'x-keygate-render': 'time' } });
+    expect([rendered.status, rendered.headers['content-type'], rendered.headers['x-keygate-code']]).toEqual([
+      200,
+      'application/json',
+      undefined,
+    ]);
+    expect(rendered.body).toBe(`{"serverTime":"${rendered.headers['x-server-time']}"}`);
   });
 
   it('render requests (nginx error_page) answer the named catalogue entry, are never an allow, and are not counted again', async () => {
@@ -338,7 +380,7 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
       403,
       seedBody(10403),
       'rid-1',
-      '10403',
+      undefined,
     ]);
     const bogus = await send(kg.url, '/', { headers: { 'x-keygate-render': '20000' } });
     expect([bogus.status, bogus.body]).toEqual([500, seedBody(50000)]);
@@ -364,7 +406,7 @@ describe('shipped forward-auth snippets', () => {
       'proxy_set_header X-Api-Key-Owner $keygate_key_owner;',
       'proxy_set_header X-Original-URI $request_uri;',
       'proxy_set_header X-Original-Method $request_method;',
-      'proxy_set_header X-Keygate-Refusal-Status 401;',
+      'proxy_set_header X-Keygate-Refusal-Status 403;',
       'proxy_set_header X-Keygate-Render $keygate_code;',
       'error_page 401 403 = /_keygate/refused;',
     ])
@@ -378,7 +420,9 @@ describe('shipped forward-auth snippets', () => {
     expect(fa.authRequestHeaders).toContain('Authorization');
     expect(fa.authRequestHeaders.map((h) => h.toLowerCase())).not.toContain('x-original-uri');
     expect(fa.authResponseHeaders).toEqual(expect.arrayContaining(['X-Api-Key-Id', 'X-Api-Key-Owner']));
-    for (const router of Object.values(traefik.http.routers)) expect(router.middlewares).toContain('keygate');
+    // Every router to the service is checked; only the clock endpoint's router goes to Keygate itself.
+    for (const router of Object.values(traefik.http.routers))
+      expect(router.middlewares).toContain(router.service === 'keygate' ? 'keygate-time' : 'keygate');
   });
 
   it('Envoy: ext_authz before the router, fails closed, path prefix as Keygate expects it, X-Api-Key-Id to the upstream', () => {
@@ -404,6 +448,7 @@ describe('shipped forward-auth snippets', () => {
       'v1/Service': Service,
       'v1/ConfigMap': ConfigMap,
       'networking.k8s.io/v1/Ingress': Ingress,
+      'networking.k8s.io/v1/NetworkPolicy': NetworkPolicy,
     };
     for (const m of manifests) new MODELS[`${m.apiVersion}/${m.kind}`]!(m as never).validate();
     const find = (kind: string) => manifests.find((m) => m.kind === kind)!;

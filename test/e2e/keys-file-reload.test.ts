@@ -56,7 +56,7 @@ describe('embedded mode: keys file reload', () => {
 
   it('reloads on request (what SIGHUP does), swapping the whole set at once', async () => {
     writeFileSync(file, doc(['four']));
-    expect(gate.keygate.reloadKeys()).toBe(true);
+    expect(await gate.keygate.reloadKeys()).toBe(true);
     expect(await status('four')).toBe(200);
     expect(await status('three')).toBe(404);
   });

@@ -128,12 +128,11 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
       (await proxied(b, plain.apiKey, plain.apiSecret as string, { 'X-Api-Key-Owner': 'acct_forged' })).status,
     ).toBe(200);
     expect(upstream.received[before]!.headers['x-api-key-owner']).toBeUndefined();
-    const usage = (await reader.call('GET', `/v1/keys/${k.apiKey}/usage?days=2`)).json() as {
-      total: number;
-      lastUsedAt: string | null;
-    };
-    expect(usage.total).toBe(2);
-    expect(usage.lastUsedAt).not.toBeNull();
+    // Each instance writes the usage it counted once a second: the reader sees both within that.
+    type Usage = { total: number; lastUsedAt: string | null };
+    const readUsage = async () => (await reader.call('GET', `/v1/keys/${k.apiKey}/usage?days=2`)).json() as Usage;
+    await expect.poll(async () => (await readUsage()).total, { timeout: 5_000 }).toBe(2);
+    expect((await readUsage()).lastUsedAt).not.toBeNull();
   });
 
   it('PATCH the scopes: 403 10403 on both instances within 1 s; revoke: 404 10013 on both within 1 s; delete: 404', async () => {

@@ -70,6 +70,7 @@ describe('Redis Cluster', () => {
         message: 'Invalid Token',
       });
     expect(upstream.received.length).toBe(KEYS.length);
+    await Promise.all(gates.map((g) => g.keygate.store.flushUsage())); // usage is written in batches
     // Nonces really live on all three masters: the admit script touches one key's nonce, GCRA state
     // and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT. Key records share the
     // {keystore} tag (one slot, so a key change is one atomic script): all on one master.
@@ -137,6 +138,7 @@ describe('Redis Cluster', () => {
     );
     expect(codes.filter((c) => c === 200)).toHaveLength(5);
     expect(codes.filter((c) => c === 429)).toHaveLength(7);
+    await Promise.all(gates.map((g) => g.keygate.store.flushUsage())); // each instance writes its own counts
     expect(Object.values((await store.getUsage('ck-limited')).perDay)).toEqual([5]);
     await store.deleteKey('ck-limited');
   });

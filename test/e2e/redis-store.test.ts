@@ -66,12 +66,41 @@ describe('redis store: layout', () => {
     const nonceTtl = await raw.pttl(`${prefix}{kg_one}:nonce:n-1`);
     expect(nonceTtl).toBeGreaterThan(0);
     expect(nonceTtl).toBeLessThanOrEqual(60_000);
+    // Usage is counted in process and written in batches (once a second, or on flushUsage/close).
+    expect(await raw.exists(`${prefix}{kg_one}:usage`)).toBe(0);
+    await store.flushUsage();
     const usage = await raw.hgetall(`${prefix}{kg_one}:usage`);
     expect(Object.values(usage)).toContain('1');
     expect(Object.keys(usage)).toContain('last');
+    expect(Object.keys(usage).filter((f) => f.startsWith('b:'))).toHaveLength(1); // this process's batch mark
     expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(0);
     await store.admit('kg_one', 'n-2', 60_000, compileRateLimit({ rate: '1/s' }));
     expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(1);
+  });
+
+  it('admit without a rate limit is the nonce SET NX PX alone; usage goes in one script call per key and flush', async () => {
+    const { store } = await open();
+    await raw.config('RESETSTAT');
+    const N = 25;
+    const outcomes = await Promise.all(
+      Array.from({ length: N }, (_, i) => store.admit('kg_free', `n-${i}`, 60_000, undefined)),
+    );
+    expect(outcomes.every((o) => o.outcome === 'admitted')).toBe(true);
+    expect((await store.admit('kg_free', 'n-0', 60_000, undefined)).outcome).toBe('replay');
+    await store.flushUsage();
+    const stats: Record<string, number> = {};
+    for (const m of (await raw.info('commandstats')).matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+      stats[m[1] as string] = Number(m[2]);
+    delete stats['config|resetstat'];
+    // One flush (a timer flush may have split it in two): one script call (EVALSHA, or EVAL the first
+    // time Redis sees it) running one HINCRBY for today and at most two HSETs (batch mark, last).
+    const flushes = stats.hincrby ?? 0;
+    expect(flushes === 1 || flushes === 2).toBe(true);
+    expect(stats.set).toBe(N + 1); // the nonces, replay included: nothing else per request
+    expect(stats.hset).toBeLessThanOrEqual(2 * flushes);
+    expect(stats.time).toBeUndefined();
+    expect(stats.get).toBeUndefined();
+    expect(Object.values((await store.getUsage('kg_free')).perDay)).toEqual([N]);
   });
 
   it('deleteKey: the record, its index entries, rate-limit state and usage go; nonces expire on their own', async () => {

@@ -200,6 +200,9 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     await store.admit('u', 'free', 10_000, undefined); // no limit: counted
     const count = results.filter(admitted).length + 1;
     expect(count).toBe(6);
+    // Redis counts usage in each process and writes it in batches: what `store` counted reaches
+    // `peer` after store's flush (once a second, or now); peer's own counts it flushes itself.
+    await store.flushUsage();
     const usage = await peer.getUsage('u');
     expect(Object.values(usage.perDay).reduce((a, b) => a + b, 0)).toBe(count);
     expect(Object.keys(usage.perDay)[0]).toMatch(/^\d{4}-\d{2}-\d{2}$/);

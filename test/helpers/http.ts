@@ -3,6 +3,8 @@ import { request as httpRequest, type Agent, type IncomingHttpHeaders, type Outg
 export interface Reply {
   status: number;
   headers: IncomingHttpHeaders;
+  /** The header lines as received, [name, value, …]: repeats stay repeated. */
+  rawHeaders: string[];
   body: string;
   json(): unknown;
 }
@@ -43,7 +45,13 @@ export function send(
         res.on('error', reject);
         res.on('end', () => {
           const body = Buffer.concat(chunks).toString();
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: res.headers,
+            rawHeaders: res.rawHeaders,
+            body,
+            json: () => JSON.parse(body),
+          });
         });
       },
     );

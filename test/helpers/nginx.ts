@@ -87,7 +87,8 @@ export async function startNginx(keygate: string, upstream: string): Promise<Run
   };
 }
 
-function accepts(port: number): Promise<boolean> {
+/** True once something accepts TCP connections on 127.0.0.1:port. */
+export function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const s = connect(port, '127.0.0.1');
     s.once('connect', () => {

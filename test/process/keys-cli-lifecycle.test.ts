@@ -109,11 +109,11 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     for (let i = 0; i < 5; i++) statuses.push(await status(i % 2 ? a : b, limited.apiKey, limited.apiSecret));
     expect(statuses).toEqual([200, 200, 200, 429, 429]);
 
-    const usage = JSON.parse(await cli('usage', limited.apiKey, '--days', '7', '--json')) as {
-      total: number;
-      lastUsedAt: string;
-      perDay: Array<{ day: string; requests: number }>;
-    };
+    type Usage = { total: number; lastUsedAt: string; perDay: Array<{ day: string; requests: number }> };
+    const readUsage = async () => JSON.parse(await cli('usage', limited.apiKey, '--days', '7', '--json')) as Usage;
+    // The serving instances write what they counted once a second.
+    await expect.poll(async () => (await readUsage()).total, { timeout: 10_000 }).toBe(3);
+    const usage = await readUsage();
     expect(usage.total).toBe(3);
     expect(usage.perDay).toHaveLength(7);
     expect(usage.perDay.at(-1)).toEqual({ day: new Date().toISOString().slice(0, 10), requests: 3 });

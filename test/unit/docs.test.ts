@@ -54,7 +54,13 @@ describe('docs/reference/configuration.md documents the environment', () => {
 });
 
 /** The forward-auth recipes: every file under these folders is one an operator runs as it is, placeholders filled in. */
-const RECIPE_DIRS = ['deploy/nginx', 'deploy/traefik', 'deploy/envoy', 'deploy/kubernetes/forward-auth'];
+const RECIPE_DIRS = [
+  'deploy/nginx',
+  'deploy/caddy',
+  'deploy/traefik',
+  'deploy/envoy',
+  'deploy/kubernetes/forward-auth',
+];
 const PROXY_PAGE = 'docs/behind-your-proxy.md';
 
 describe(`${PROXY_PAGE} links to the recipe files the tests run, instead of copying them`, () => {
@@ -68,9 +74,10 @@ describe(`${PROXY_PAGE} links to the recipe files the tests run, instead of copy
     return normalize(join(dirname(PROXY_PAGE), decodeURI(path)));
   });
 
-  it('finds the nginx, ingress-nginx, Traefik and Envoy recipes', () => {
+  it('finds the nginx, ingress-nginx, Traefik, Envoy and Caddy recipes', () => {
     expect(recipes).toEqual(
       expect.arrayContaining([
+        'deploy/caddy/Caddyfile',
         'deploy/envoy/forward-auth.yaml',
         'deploy/kubernetes/forward-auth/ingress.yaml',
         'deploy/nginx/forward-auth.conf',

@@ -6,10 +6,13 @@ import {
   REFUSAL_STATUS_HEADER,
   RENDER_HEADER,
 } from '../../src/gateway/forward-auth-mode.js';
+import { systemClock } from '../../src/clock.js';
+
+const clock = systemClock();
 
 describe('original: which request a check describes', () => {
-  const fa = createForwardAuthMode({ pathPrefix: '/keygate-check' });
-  const noPrefix = createForwardAuthMode({ pathPrefix: undefined });
+  const fa = createForwardAuthMode({ pathPrefix: '/keygate-check' }, { clock });
+  const noPrefix = createForwardAuthMode({ pathPrefix: undefined }, { clock });
   const check = (url: string, headers: string[], method = 'GET') =>
     ({ url, method, rawHeaders: headers, headers: {} }) as unknown as IncomingMessage;
   const ORIGINAL = ['X-Original-Method', 'POST', 'X-Original-URI', '/api/v3/a?b=1'];
@@ -81,7 +84,7 @@ describe('original: which request a check describes', () => {
 });
 
 describe('renderCode: which refusal a render request asks for', () => {
-  const fa = createForwardAuthMode({ pathPrefix: undefined });
+  const fa = createForwardAuthMode({ pathPrefix: undefined }, { clock });
   const asking = (headers: Record<string, string | string[] | undefined>) =>
     ({ headers }) as unknown as IncomingMessage;
   it.each([
@@ -92,21 +95,28 @@ describe('renderCode: which refusal a render request asks for', () => {
     { name: 'a code with a sign renders 50000', headers: { [RENDER_HEADER]: '+40106' }, want: 50000 },
     { name: 'an inherited property name renders 50000', headers: { [RENDER_HEADER]: 'constructor' }, want: 50000 },
     { name: 'repeated renders 50000', headers: { [RENDER_HEADER]: ['40106', '40106'] }, want: 50000 },
+    {
+      name: 'the clock endpoint (nginx, after X-Keygate-Code: time)',
+      headers: { [RENDER_HEADER]: 'time' },
+      want: 'time',
+    },
+    { name: 'the clock endpoint in another case renders 50000', headers: { [RENDER_HEADER]: 'TIME' }, want: 50000 },
   ])('$name', ({ headers, want }) => {
     expect(fa.renderCode(asking(headers))).toBe(want);
   });
 });
 
 describe('refusing: how a refusal is adapted for the asking proxy', () => {
-  const fa = createForwardAuthMode({ pathPrefix: undefined });
+  const fa = createForwardAuthMode({ pathPrefix: undefined }, { clock });
   const response = (asked: string | undefined) => {
     const set = new Map<string, string>();
     const headers = asked === undefined ? {} : { [REFUSAL_STATUS_HEADER]: asked };
     const res = { req: { headers }, setHeader: (n: string, v: string) => set.set(n, v) };
     return { res: res as unknown as ServerResponse, set };
   };
+  // X-Keygate-Code only with a forced status: any other answer goes to the client as it is, as proxy mode's would.
   it.each([
-    { name: 'no status asked: the catalogue status', asked: undefined, want: undefined },
+    { name: 'no status asked: the catalogue status, no code header', asked: undefined, want: undefined },
     { name: '401 asked', asked: '401', want: 401 },
     { name: '403 asked', asked: '403', want: 403 },
     { name: 'any other status asked is ignored', asked: '500', want: undefined },
@@ -114,6 +124,6 @@ describe('refusing: how a refusal is adapted for the asking proxy', () => {
   ])('$name', ({ asked, want }) => {
     const { res, set } = response(asked);
     expect(fa.refusing(res, 40106)).toBe(want);
-    expect(set.get(CODE_HEADER)).toBe('40106');
+    expect(set.get(CODE_HEADER)).toBe(want === undefined ? undefined : '40106');
   });
 });

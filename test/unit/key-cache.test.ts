@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
@@ -16,6 +16,30 @@ function countingStore(inner: Store): Store & { reads: number } {
   return s;
 }
 
+/** A store whose subscription can be confirmed or lost at will; regaining it flushes, as the Redis store does. */
+function switchable<S extends Store>(inner: S): { store: S; setSubscribed(up: boolean): void } {
+  let up = true;
+  const listeners = new Set<(k: string | null) => void>();
+  const store = Object.create(inner) as S;
+  store.subscribed = () => up;
+  store.onKeyChange = (l) => {
+    listeners.add(l);
+    const off = inner.onKeyChange(l);
+    return () => {
+      listeners.delete(l);
+      off();
+    };
+  };
+  return {
+    store,
+    setSubscribed(next) {
+      const regained = next && !up;
+      up = next;
+      if (regained) for (const l of listeners) l(null);
+    },
+  };
+}
+
 describe('key cache', () => {
   const opts = { ttlMs: 5_000, negativeTtlMs: 1_000, maxEntries: 2 };
 
@@ -28,17 +52,105 @@ describe('key cache', () => {
     expect(got.every((g) => g?.record.apiKey === 'a')).toBe(true);
   });
 
-  it('serves hits until the TTL, then reads again', async () => {
+  it('keeps a found key past the TTL while the subscription is confirmed, and drops it at once on its change message', async () => {
     const clock = manualClock();
-    const store = countingStore(createMemoryStore({ keys: [makeKey({ apiKey: 'a' })] }, { clock }));
+    const mem = createMemoryStore({ keys: [makeKey({ apiKey: 'a' })] }, { clock });
+    const store = countingStore(mem);
     const cache = createKeyCache(opts, { store, clock });
     await cache.get('a');
+    clock.advance(3_600_000);
+    expect((await cache.get('a'))?.record.state).toBe('active');
+    expect(store.reads).toBe(1);
+    await mem.putKey(makeKey({ apiKey: 'a', state: 'revoked' }));
+    expect((await cache.get('a'))?.record.state).toBe('revoked');
+    expect(store.reads).toBe(2);
+  });
+
+  // [case, subscribed while reading, subscribed when asked again, store reads just before the TTL, just after]
+  const ttlCases: Array<[string, boolean, boolean, number, number]> = [
+    ['confirmed throughout: kept', true, true, 1, 1],
+    ['lost after the read: falls back to the TTL', true, false, 1, 2],
+    ['never confirmed: the TTL', false, false, 1, 2],
+    [
+      'confirmed after the read: the regain flushes it (changes may have been missed), the new read is kept',
+      false,
+      true,
+      2,
+      2,
+    ],
+  ];
+  it.each(ttlCases)('subscription %s', async (_name, before, after, readsBefore, readsAfter) => {
+    const clock = manualClock();
+    const { store, setSubscribed } = switchable(
+      countingStore(createMemoryStore({ keys: [makeKey({ apiKey: 'a' })] }, { clock })),
+    );
+    const cache = createKeyCache(opts, { store, clock });
+    setSubscribed(before);
+    await cache.get('a');
+    setSubscribed(after);
     clock.advance(4_999);
     await cache.get('a');
-    expect(store.reads).toBe(1);
+    expect(store.reads).toBe(readsBefore);
     clock.advance(2);
     await cache.get('a');
-    expect(store.reads).toBe(2);
+    expect(store.reads).toBe(readsAfter);
+  });
+
+  it('drops expired entries instead of keeping them', async () => {
+    vi.useFakeTimers();
+    try {
+      const clock = manualClock();
+      const { store, setSubscribed } = switchable(
+        createMemoryStore({ keys: ['a', 'b'].map((k) => makeKey({ apiKey: k })) }, { clock }),
+      );
+      const cache = createKeyCache({ ...opts, maxEntries: 10 }, { store, clock });
+      setSubscribed(false);
+      await cache.get('a');
+      await cache.get('b');
+      await cache.get('nope');
+      expect(cache.size()).toBe(3);
+      clock.advance(5_001);
+      vi.advanceTimersByTime(5_001);
+      expect(cache.size()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('forgets an unknown key at once when the key is created (its change message)', async () => {
+    const clock = manualClock();
+    const mem = createMemoryStore({}, { clock });
+    const store = countingStore(mem);
+    const cache = createKeyCache(opts, { store, clock });
+    expect(await cache.get('late')).toBeNull();
+    expect(await cache.get('late')).toBeNull();
+    expect(store.reads).toBe(1);
+    await mem.putKey(makeKey({ apiKey: 'late' }));
+    expect((await cache.get('late'))?.record.apiKey).toBe('late');
+  });
+
+  it('evicts the least recently used, not the oldest inserted', async () => {
+    const clock = manualClock();
+    const store = countingStore(
+      createMemoryStore({ keys: ['a', 'b', 'c'].map((k) => makeKey({ apiKey: k })) }, { clock }),
+    );
+    const cache = createKeyCache(opts, { store, clock });
+    await cache.get('a');
+    await cache.get('b');
+    await cache.get('a'); // a is now the most recently used
+    await cache.get('c'); // evicts b
+    const reads = store.reads;
+    await cache.get('a');
+    expect(store.reads).toBe(reads);
+    await cache.get('b');
+    expect(store.reads).toBe(reads + 1);
+  });
+
+  it('bounds remembered unknown keys too (a flood of random names)', async () => {
+    const clock = manualClock();
+    const cache = createKeyCache(opts, { store: createMemoryStore({}, { clock }), clock });
+    for (let i = 0; i < 50; i++) await cache.get(`random-${i}`);
+    expect(cache.size()).toBe(2);
   });
 
   it('remembers unknown keys for the shorter negative TTL', async () => {

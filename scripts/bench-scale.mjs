@@ -1,0 +1,173 @@
+// @ts-check
+/**
+ * How Keygate's cost grows with the number of keys (embedded mode, keys file): for each size and
+ * format, the time until /readyz answers 200, RSS once ready and its peak (VmHWM), and the longest
+ * answer to GET /api/v3/time (served by Keygate itself) while the file is replaced, against the same
+ * run's longest answer without a reload. `--baseline-bin` runs another build's bin/keygate.js side by
+ * side (a worktree of the commit to compare). Short by design: the machine is shared.
+ * Not measured here (yet): CPU per request by working-set size, the unknown-key flood, KEYGATE_WORKERS.
+ */
+import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { serveKeygate } from './harness/spawn-keygate.mjs';
+import { token } from './harness/mint.mjs';
+import { parseOptions, runMain, sleep } from './bench/lib.mjs';
+
+const USAGE = `
+npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100000] [--baseline-bin PATH] [--json]
+  --sizes        key counts to load (comma-separated; 1000000 is slow: run it once)
+  --formats      json and/or yaml
+  --reload-size  keys in the file replaced under traffic (0 = skip)
+  --baseline-bin another build's bin/keygate.js, measured the same way in the same run
+`;
+const opts = parseOptions(
+  {
+    sizes: { type: 'string', default: '100000' },
+    formats: { type: 'string', default: 'json,yaml' },
+    'reload-size': { type: 'string', default: '100000' },
+    'baseline-bin': { type: 'string' },
+    json: { type: 'boolean', default: false },
+  },
+  USAGE,
+);
+const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-scale-'));
+const SECRET = 'scale-secret-0123456789abcdef';
+
+/** @param {number} n @param {'json' | 'yaml'} format @param {string[]} extra */
+function writeKeys(n, format, extra = []) {
+  const file = join(dir, `keys-${n}.${format}`);
+  const names = [...Array.from({ length: n }, (_, i) => `key-${i}`), ...extra];
+  const text =
+    format === 'json'
+      ? `{"keys":[\n${names.map((k) => JSON.stringify({ apiKey: k, apiSecret: `${SECRET}-${k}`, scopes: ['accounts:read'] })).join(',\n')}\n]}\n`
+      : `keys:\n${names.map((k) => `  - apiKey: ${k}\n    apiSecret: ${SECRET}-${k}\n    scopes: [accounts:read]\n`).join('')}`;
+  writeFileSync(`${file}.tmp`, text);
+  renameSync(`${file}.tmp`, file);
+  return file;
+}
+
+/** @param {number} pid */
+function memory(pid) {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (/** @type {string} */ name) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
+  return { rssMb: Math.round(kb('VmRSS') / 1024), peakMb: Math.round(kb('VmHWM') / 1024) };
+}
+
+/** @param {string | undefined} bin @param {string} file */
+async function start(bin, file) {
+  const t0 = performance.now();
+  const kg = await serveKeygate(
+    { KEYGATE_KEYS_FILE: file, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_LOG_LEVEL: 'warn' },
+    { ...(bin && { bin }), readyPath: '/readyz', timeoutMs: 600_000, log: join(dir, 'keygate.log') },
+  );
+  return { kg, readyS: (performance.now() - t0) / 1000 };
+}
+
+/** @param {string} url @param {() => Promise<boolean>} until longest answer of 4 lanes of back-to-back requests */
+async function longest(url, until) {
+  let over = false;
+  let max = 0;
+  let count = 0;
+  let errors = 0;
+  const lane = async () => {
+    while (!over) {
+      const t0 = performance.now();
+      // A keep-alive socket the server closed at the same moment fails the fetch: counted, not fatal.
+      await fetch(`${url}/api/v3/time`).then(
+        (r) => r.arrayBuffer(),
+        () => errors++,
+      );
+      max = Math.max(max, performance.now() - t0);
+      count++;
+    }
+  };
+  const lanes = Array.from({ length: 4 }, lane);
+  while (!(await until())) await sleep(20);
+  over = true;
+  await Promise.all(lanes);
+  return { maxMs: Math.round(max * 10) / 10, count, errors };
+}
+
+/** @param {string | undefined} bin @param {number} n */
+async function reload(bin, n) {
+  const file = writeKeys(n, 'json');
+  const { kg } = await start(bin, file);
+  try {
+    const quietUntil = Date.now() + 3_000;
+    const quiet = await longest(kg.url, async () => Date.now() > quietUntil);
+    const t0 = performance.now();
+    writeKeys(n, 'json', ['newcomer']);
+    const seen = () =>
+      fetch(`${kg.url}/api/v3/viewer/accounts`, {
+        headers: { authorization: `Bearer ${token('newcomer', `${SECRET}-newcomer`)}` },
+      }).then(
+        (r) => r.status !== 404,
+        () => false,
+      );
+    const during = await longest(kg.url, seen);
+    return {
+      keys: n,
+      visibleS: Math.round((performance.now() - t0) / 100) / 10,
+      duringMaxMs: during.maxMs,
+      quietMaxMs: quiet.maxMs,
+      requestsDuring: during.count,
+      failedDuring: during.errors,
+    };
+  } finally {
+    await kg.stop();
+  }
+}
+
+async function main() {
+  const builds = /** @type {Array<[string, string | undefined]>} */ ([
+    ...(opts['baseline-bin'] ? [['baseline', opts['baseline-bin']]] : []),
+    ['this', undefined],
+  ]);
+  const rows = [];
+  for (const n of opts.sizes
+    .split(',')
+    .map(Number)
+    .filter((k) => k > 0)) {
+    for (const format of /** @type {Array<'json' | 'yaml'>} */ (opts.formats.split(','))) {
+      const file = writeKeys(n, format);
+      for (const [build, bin] of builds) {
+        try {
+          const { kg, readyS } = await start(bin, file);
+          const atReady = memory(kg.pid);
+          await sleep(5_000);
+          const later = memory(kg.pid);
+          await kg.stop();
+          rows.push({
+            build,
+            keys: n,
+            format,
+            readyS: Math.round(readyS * 10) / 10,
+            rssReadyMb: atReady.rssMb,
+            rss5sMb: later.rssMb,
+            peakMb: later.peakMb,
+          });
+        } catch (err) {
+          rows.push({ build, keys: n, format, failed: String(err).split('\n')[0] });
+        }
+        console.error(JSON.stringify(rows.at(-1)));
+      }
+      rmSync(file);
+    }
+  }
+  const reloads = [];
+  const rn = Number(opts['reload-size']);
+  if (rn > 0)
+    for (const [build, bin] of builds) {
+      reloads.push({ build, ...(await reload(bin, rn)) });
+      console.error(JSON.stringify(reloads.at(-1)));
+    }
+  const result = { loads: rows, reloads };
+  if (opts.json) console.log(JSON.stringify(result, null, 2));
+  else {
+    console.table(rows);
+    console.table(reloads);
+  }
+}
+
+runMain(main, () => rmSync(dir, { recursive: true, force: true }));
