@@ -61,7 +61,12 @@ export function createStoreFromConfig(
     // Config holds the key bytes; the live cipher is built here, with the store that uses it.
     const cipher = config.secretEncryptionKeys && createSecretCipher(config.secretEncryptionKeys);
     return createRedisStore(
-      { connection: config.redis, commandTimeoutMs: config.limits.redisCommandTimeoutMs, ...(cipher && { cipher }) },
+      {
+        connection: config.redis,
+        commandTimeoutMs: config.limits.redisCommandTimeoutMs,
+        ...(cipher && { cipher }),
+        ...(config.redisDurability && { durability: config.redisDurability }),
+      },
       {
         logger: deps.logger,
         clock: deps.clock,

@@ -145,6 +145,11 @@ export const MANAGEMENT_ERRORS = Object.freeze({
     status: 503,
     message: 'the key store did not answer; nothing was changed, or retry with the same Idempotency-Key',
   },
+  not_durable: {
+    status: 503,
+    message:
+      'the change was written but fewer Redis replicas than required acknowledged it in time: it may or may not survive a failover; retry the same operation',
+  },
   internal_error: { status: 500, message: 'internal error' },
 } as const);
 

@@ -1,10 +1,12 @@
 import { userInfo, hostname } from 'node:os';
 import pino from 'pino';
 import { readRedisSettings } from '../config/redis-settings.js';
+import { readRedisDurability } from '../config/read-durability.js';
 import { loadSecretEncryptionKeys } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
 import { createSecretCipher } from '../keys/secret-cipher.js';
 import { StoreUnavailableError } from '../store/store.js';
+import { DurabilityError } from '../store/redis-durability.js';
 import { waitStoreReady } from '../store/wait-ready.js';
 import { CliError } from './cli-errors.js';
 import type { KeyStoreHandle } from './cli-io.js';
@@ -18,7 +20,11 @@ KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is
 published so running Keygate instances drop their cached copy at once, and is
 audited (stderr and the Redis stream keygate:{keystore}:audit), as KEYGATE_ACTOR (default
 user@host). Secrets are printed only by create and rotate.
-Exit status: 0 done, 1 no such key or the change was refused, 2 usage.`;
+A change is done only once KEYGATE_REDIS_MIN_REPLICAS replicas have it
+(default 1 under Sentinel and Cluster); if fewer acknowledge within
+KEYGATE_REDIS_DURABILITY_TIMEOUT_MS it exits 1 and the change may or may not
+survive a failover: run the same command again.
+Exit status: 0 done, 1 no such key, the change was refused or not durable, 2 usage.`;
 
 const NO_REDIS = `no Redis is configured (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).
 In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
@@ -31,11 +37,12 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
   const connection = readRedisSettings(env, problems);
   if (problems.length > 0) throw new CliError(`invalid Redis settings:\n  - ${problems.join('\n  - ')}`, 2);
   if (!connection) throw new CliError(NO_REDIS, 2);
+  const durability = readRedisDurability(env, connection, problems);
   const encryptionKeys = loadSecretEncryptionKeys(env, problems);
   const cipher = encryptionKeys && createSecretCipher(encryptionKeys);
   if (problems.length > 0) throw new CliError(problems.join('\n  '), 2);
   const store = createRedisStore(
-    { connection, commandTimeoutMs: 5_000, ...(cipher && { cipher }) },
+    { connection, commandTimeoutMs: 5_000, ...(cipher && { cipher }), ...(durability && { durability }) },
     { logger: pino({ level: 'silent' }) },
   );
   try {
@@ -66,6 +73,10 @@ const asCommand = (action: KeyAction): Command => ({
     try {
       await action.run(ctx, parsed);
       return 0;
+    } catch (err) {
+      // Written, but not on enough replicas: exit 1 and say so (a retry of the same command is safe).
+      if (err instanceof DurabilityError) throw new CliError(err.message, 1);
+      throw err;
     } finally {
       await store.close();
     }

@@ -9,6 +9,7 @@ import { readManagement, type ManagementSettings } from './read-management.js';
 import { readUpstream } from './read-upstream.js';
 import { readWorkers } from './read-workers.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
+import { readRedisDurability, type RedisDurability } from './read-durability.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -27,6 +28,8 @@ export interface Config {
   readonly redisUrl: string | undefined;
   /** The Redis deployment (server, Sentinel or Cluster); undefined = embedded memory store. */
   readonly redis: RedisConnection | undefined;
+  /** Replicas a key change waits for (KEYGATE_REDIS_MIN_REPLICAS); undefined without Redis. */
+  readonly redisDurability: RedisDurability | undefined;
   /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
   readonly workers: number;
   readonly keysFile: string | undefined;
@@ -59,6 +62,7 @@ export function loadConfig(env: Env): Config {
   const { mode, upstream, forwardAuthPathPrefix } = readUpstream(env, problems);
   const redis = readRedisSettings(env, problems);
   const redisUrl = redis?.mode === 'standalone' ? redis.url : undefined;
+  const redisDurability = readRedisDurability(env, redis, problems);
   const workers = readWorkers(env, redis !== undefined, problems);
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
@@ -87,6 +91,7 @@ export function loadConfig(env: Env): Config {
     forwardAuthPathPrefix,
     redisUrl,
     redis,
+    redisDurability,
     workers,
     keysFile,
     secretEncryptionKeys,

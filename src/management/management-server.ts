@@ -8,6 +8,7 @@ import { matchToken, type ManagementToken } from '../config/management-tokens.js
 import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
 import type { KeyOperations } from './key-operations.js';
 import { StoreUnavailableError, type Store } from '../store/store.js';
+import { DurabilityError } from '../store/redis-durability.js';
 import { ROUTES, type Answer, type Route } from './management-routes.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
 
@@ -256,6 +257,10 @@ export function createManagementServer(
       deps.logger.info({ management: line }, 'management request');
     });
     handle(req, res, line).catch((err: unknown) => {
+      if (err instanceof DurabilityError) {
+        deps.logger.warn({ err: err.message }, 'management request: change not acknowledged by enough replicas');
+        return fail(res, 'not_durable');
+      }
       if (err instanceof StoreUnavailableError) {
         deps.logger.warn({ err: err.message }, 'management request: key store unavailable');
         return fail(res, 'store_unavailable');

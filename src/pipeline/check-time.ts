@@ -7,8 +7,12 @@ export interface Timing {
   readonly nonceTtlMs: number;
 }
 
-/** Extra memory for the replay guard, to cover clock skew between replicas. */
-export const NONCE_TTL_MARGIN_MS = 1_000;
+/**
+ * The clock skew between Keygate instances the replay guard tolerates. Instances whose clocks
+ * differ by S accept one nonce over at most 2 × window + S of real time (each accepts it for
+ * 2 × window, shifted by its skew), so the entry must live that long from its first admission.
+ */
+export const NONCE_TTL_MARGIN_MS = 5_000;
 
 /**
  * |nonce − now| must be strictly less than recv_window seconds; `exp` (if any)
@@ -22,7 +26,8 @@ export function checkTime(claims: Claims, nowNs: bigint): Timing | Denial {
   const nowSeconds = Number(nowNs / 1_000_000n) / 1000;
   if (claims.exp !== undefined && nowSeconds >= claims.exp) return deny('expired');
   if (claims.nbf !== undefined && nowSeconds < claims.nbf) return deny('expired');
-  // The nonce stays acceptable until now reaches nonce + window.
-  const nonceTtlMs = Number((claims.nonceNs + windowNs - nowNs) / 1_000_000n) + NONCE_TTL_MARGIN_MS;
-  return { ok: true, nonceTtlMs };
+  // The entry's lifetime depends on no instance's clock (never on nonce − now): 2 × window covers
+  // every instant some instance with this one's clock could accept the nonce, the margin covers
+  // the skew between instances. The admit step stays one command (no Redis TIME for it).
+  return { ok: true, nonceTtlMs: claims.recvWindowSeconds * 2_000 + NONCE_TTL_MARGIN_MS };
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../clock.js';
 import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
+import { createDurability } from './redis-durability.js';
 import { createDeadlineQueue } from './deadline-queue.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { createUsageWriter } from './usage-writer.js';
@@ -25,6 +26,8 @@ export interface RedisStoreOptions {
   connectTimeoutMs?: number;
   /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
   cipher?: SecretCipher;
+  /** Replicas a key change waits for (WAIT) before it resolves; none when unset or 0. */
+  durability?: { minReplicas: number; timeoutMs: number };
   /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
   usageFlushMs?: number;
 }
@@ -64,12 +67,20 @@ export function createRedisStore(
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
+  // Key changes wait for replicas with WAIT, which blocks its connection and counts only that
+  // connection's writes: they get a connection of their own, so no admit queues behind a WAIT.
+  const minReplicas = options.durability?.minReplicas ?? 0;
+  const writer = minReplicas > 0 ? createRedisClient(connection, { ...clientOptions, subscriber: false }) : client;
+  const durability = createDurability(
+    { minReplicas, timeoutMs: options.durability?.timeoutMs ?? 1_000, replyMarginMs: options.commandTimeoutMs ?? 500 },
+    { client: writer },
+  );
   const stopWatching =
     connection.mode === 'sentinel'
       ? watchSentinelFailover(connection, () => {
           deps.logger.info('sentinel reports a new master; reconnecting');
           // Only a ready connection: one that is (re)connecting already asks the sentinels.
-          for (const c of [client, subscriber]) if (c.status === 'ready') c.disconnect(true);
+          for (const c of new Set([client, subscriber, writer])) if (c.status === 'ready') c.disconnect(true);
         })
       : () => {};
   const listeners = new Set<KeyChangeListener>();
@@ -101,6 +112,10 @@ export function createRedisStore(
     });
     conn.on('close', () => events.onConnectionState?.(false, label));
   }
+  if (writer !== client)
+    writer.on('error', (err: Error) =>
+      deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'),
+    );
   // Confirmed = our SUBSCRIBE's reply arrived on this connection since it last (re)connected. ioredis
   // resubscribes on its own after a reconnect, but nothing tells us when that reply came: our own
   // SUBSCRIBE on every 'ready' is answered after it (replies are in order), so its reply confirms both.
@@ -139,10 +154,21 @@ export function createRedisStore(
   };
   const run = <T>(fn: () => Promise<T>): Promise<T> => deadlines.run(fn, toStoreError);
 
-  const records = createRedisKeyRecords(
-    { prefix, channel, ...(options.cipher && { cipher: options.cipher }) },
-    { client, logger: deps.logger },
-  );
+  const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
+  // Reads on the request path's connection; changes on the writer's, where WAIT can count them.
+  const records = createRedisKeyRecords(recordOptions, { client, logger: deps.logger });
+  const changes =
+    writer === client ? records : createRedisKeyRecords(recordOptions, { client: writer, logger: deps.logger });
+  /**
+   * The one place a key change is acknowledged: `write` runs on the writer connection under the
+   * command deadline, then only once the required replicas have it (every management name shares
+   * the {keystore} hash tag: one master to wait on; `also` for the names outside it).
+   */
+  async function commit<T>(write: () => Promise<T>, also: readonly string[] = []): Promise<T> {
+    const result = await run(write);
+    await durability.ensure([`${prefix}{keystore}:index`, ...also]);
+    return result;
+  }
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
   client.defineCommand('keygateAdmit', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
@@ -192,23 +218,25 @@ export function createRedisStore(
     getKey: (apiKey) => run(() => records.getKey(apiKey)),
     readKey: (apiKey) => run(() => records.readKey(apiKey)),
     listKeys: () => run(() => records.listKeys()),
-    commitKeyChanges: (commit) =>
-      run(async () => {
-        const result = await records.commitKeyChange(commit);
-        if (result.ok) await dropRequestState(commit.writes.filter((w) => w.next === null).map((w) => w.apiKey));
-        return result;
-      }),
+    commitKeyChanges: async (change) => {
+      const result = await commit(() => changes.commitKeyChange(change));
+      if (result.ok)
+        await run(() => dropRequestState(change.writes.filter((w) => w.next === null).map((w) => w.apiKey)));
+      return result;
+    },
     putKey: (record) =>
-      run(async () => {
-        await records.commitKeyChange({ writes: [{ apiKey: record.apiKey, next: record }], audit: [] });
+      commit(async () => {
+        await changes.commitKeyChange({ writes: [{ apiKey: record.apiKey, next: record }], audit: [] });
       }),
-    deleteKey: (apiKey) =>
-      run(async () => {
-        const existed = (await records.readKey(apiKey)) !== null;
-        await records.commitKeyChange({ writes: [{ apiKey, next: null }], audit: [] });
-        await dropRequestState([apiKey]);
-        return existed;
-      }),
+    deleteKey: async (apiKey) => {
+      const existed = await commit(async () => {
+        const there = (await changes.readKey(apiKey)) !== null;
+        await changes.commitKeyChange({ writes: [{ apiKey, next: null }], audit: [] });
+        return there;
+      });
+      await run(() => dropRequestState([apiKey]));
+      return existed;
+    },
     admit: (apiKey, nonce, ttlMs, limit) => {
       const state = stateOf(apiKey);
       // A key without a limit needs only the nonce's SET NX: no script, no TIME.
@@ -230,17 +258,17 @@ export function createRedisStore(
     },
     flushUsage: () => usage.flush(),
     claimOnce: (name, value, ttlMs) =>
-      run(async () => {
+      commit(async () => {
         const k = `${prefix}${name}`;
         // SET NX, then read the winner; a winner that expired in between is claimed again once.
         for (let i = 0; i < 2; i++) {
-          if ((await client.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
-          const there = await client.get(k);
+          if ((await writer.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
+          const there = await writer.get(k);
           if (there !== null) return there;
         }
-        return client.get(k);
-      }),
-    appendAudit: (entry) => run(() => records.appendAudit(entry)),
+        return writer.get(k);
+      }, [`${prefix}${name}`]),
+    appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
@@ -255,9 +283,9 @@ export function createRedisStore(
       await usage.close();
       listeners.clear();
       stopWatching();
-      await Promise.allSettled([client.quit(), subscriber.quit()]);
-      client.disconnect();
-      subscriber.disconnect();
+      const all = [...new Set([client, subscriber, writer])];
+      await Promise.allSettled(all.map((c) => c.quit()));
+      for (const c of all) c.disconnect();
     },
   };
 }

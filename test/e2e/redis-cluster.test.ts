@@ -17,7 +17,8 @@ describe('Redis Cluster', () => {
   let gates: RunningKeygate[] = [];
 
   beforeAll(async () => {
-    cluster = await startRedisCluster({ masters: 3, password: 'cluster-pass-0123' });
+    // One replica per master: key changes wait for one (KEYGATE_REDIS_MIN_REPLICAS defaults to 1 on Cluster).
+    cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 1, password: 'cluster-pass-0123' });
     upstream = await startRecordingUpstream();
     const env = (nodes: string) => ({
       KEYGATE_REDIS_CLUSTER_NODES: nodes,
@@ -75,7 +76,7 @@ describe('Redis Cluster', () => {
     // and usage, all under its {apiKey} hash tag: one slot, so no CROSSSLOT. Key records share the
     // {keystore} tag (one slot, so a key change is one atomic script): all on one master.
     const perNode = await Promise.all(
-      cluster.ports.map(async (p) => ({
+      cluster.masterPorts.map(async (p) => ({
         port: p,
         records: await countOnNode(p, 'keygate:{keystore}:key:*'),
         nonces: await countOnNode(p, 'keygate:{*}:nonce:*'),

@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { freePort, portIsFree } from './free-port.js';
 import { redisServerAvailable } from './redis-server.js';
+import { startTcpRelay, type TcpRelay } from './tcp-relay.js';
 
 const run = promisify(execFile);
 
@@ -96,14 +97,19 @@ export interface TestCluster {
   /** "127.0.0.1:p1,127.0.0.1:p2,..." for KEYGATE_REDIS_CLUSTER_NODES */
   readonly nodes: string;
   readonly ports: readonly number[];
+  /** The ports of the nodes that were masters at the start (all of them without replicas). */
+  readonly masterPorts: readonly number[];
   readonly password: string | undefined;
   stop(): Promise<void>;
 }
 
-/** N masters (no replicas), slots spread by redis-cli --cluster create. */
-export async function startRedisCluster(options: { masters?: number; password?: string } = {}): Promise<TestCluster> {
+/** N masters (and `replicasPerMaster` replicas of each, default none), slots spread by redis-cli --cluster create. */
+export async function startRedisCluster(
+  options: { masters?: number; replicasPerMaster?: number; password?: string } = {},
+): Promise<TestCluster> {
   requireRedis();
-  const n = options.masters ?? 3;
+  const replicas = options.replicasPerMaster ?? 0;
+  const n = (options.masters ?? 3) * (1 + replicas);
   const password = options.password;
   const dir = mkdtempSync(join(tmpdir(), 'keygate-cluster-'));
   const taken = new Set<number>();
@@ -145,6 +151,8 @@ export async function startRedisCluster(options: { masters?: number; password?: 
         '--cluster',
         'create',
         ...ports.map((p) => `127.0.0.1:${p}`),
+        '--cluster-replicas',
+        String(replicas),
         '--cluster-yes',
       ],
       { timeout: 30_000 },
@@ -156,11 +164,28 @@ export async function startRedisCluster(options: { masters?: number; password?: 
         15_000,
       );
     }
+    // Every replica in sync, so a key change that waits for one (KEYGATE_REDIS_MIN_REPLICAS) can get it.
+    if (replicas > 0)
+      for (const port of ports)
+        await until(
+          `replication up on ${port}`,
+          () =>
+            answers(port, password, ['INFO', 'replication'], (r) =>
+              /role:master/.test(String(r))
+                ? new RegExp(`connected_slaves:${replicas}`).test(String(r))
+                : String(r).includes('master_link_status:up'),
+            ),
+          15_000,
+        );
   } catch (err) {
     await stop();
     throw err;
   }
-  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), ports, password, stop };
+  const masterPorts: number[] = [];
+  for (const port of ports)
+    if (await answers(port, password, ['INFO', 'replication'], (r) => String(r).includes('role:master')))
+      masterPorts.push(port);
+  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), ports, masterPorts, password, stop };
 }
 
 export interface TestSentinel {
@@ -171,6 +196,8 @@ export interface TestSentinel {
   readonly masterPort: number;
   readonly replicaPort: number;
   readonly sentinelPort: number;
+  /** With `relay: true`: the link the replica replicates through (hold() makes it lag). */
+  readonly relay: TcpRelay | undefined;
   /** Port of the node the sentinel currently calls master. */
   currentMasterPort(): Promise<number>;
   /** SIGKILL the current master process. */
@@ -184,9 +211,12 @@ export interface TestSentinel {
   stop(): Promise<void>;
 }
 
-/** One master, one replica and one sentinel (quorum 1), failover after 1 s of silence. */
+/**
+ * One master, one replica and one sentinel (quorum 1), failover after 1 s of silence.
+ * `relay`: the replica replicates through a TCP relay the test can hold (a lagging replica).
+ */
 export async function startRedisSentinel(
-  options: { password?: string; masterName?: string } = {},
+  options: { password?: string; masterName?: string; relay?: boolean } = {},
 ): Promise<TestSentinel> {
   requireRedis();
   const password = options.password;
@@ -201,9 +231,18 @@ export async function startRedisSentinel(
   const common = ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, ...auth];
   const byPort = new Map<number, Proc>();
   byPort.set(masterPort, spawnRedis(masterPort, ['--port', String(masterPort), ...common]));
+  const relay = options.relay ? await startTcpRelay(masterPort) : undefined;
+  const upstreamPort = relay?.port ?? masterPort;
   byPort.set(
     replicaPort,
-    spawnRedis(replicaPort, ['--port', String(replicaPort), '--replicaof', '127.0.0.1', String(masterPort), ...common]),
+    spawnRedis(replicaPort, [
+      '--port',
+      String(replicaPort),
+      '--replicaof',
+      '127.0.0.1',
+      String(upstreamPort),
+      ...common,
+    ]),
   );
   const conf = join(dir, 'sentinel.conf');
   writeFileSync(
@@ -212,7 +251,9 @@ export async function startRedisSentinel(
       `port ${sentinelPort}`,
       'bind 127.0.0.1',
       `dir ${dir}`,
-      `sentinel monitor ${masterName} 127.0.0.1 ${masterPort} 1`,
+      // Through the relay when there is one: the replica's master and the sentinel's must agree, or the
+      // sentinel "fixes" the replica to replicate from the master directly.
+      `sentinel monitor ${masterName} 127.0.0.1 ${upstreamPort} 1`,
       `sentinel down-after-milliseconds ${masterName} 1000`,
       `sentinel failover-timeout ${masterName} 10000`,
       `sentinel parallel-syncs ${masterName} 1`,
@@ -223,6 +264,7 @@ export async function startRedisSentinel(
   const sentinel = spawnRedis(sentinelPort, [conf, '--sentinel']);
   const stop = async () => {
     await Promise.all([...byPort.values(), sentinel].map((p) => p.kill()));
+    await relay?.close();
     rmSync(dir, { recursive: true, force: true });
   };
   const currentMasterPort = async () => {
@@ -230,7 +272,8 @@ export async function startRedisSentinel(
     try {
       await c.connect();
       const [, port] = (await c.call('SENTINEL', 'GET-MASTER-ADDR-BY-NAME', masterName)) as [string, string];
-      return Number(port);
+      // The master's own port, also when the sentinel knows it through the relay.
+      return Number(port) === relay?.port ? masterPort : Number(port);
     } finally {
       c.disconnect();
     }
@@ -257,7 +300,9 @@ export async function startRedisSentinel(
           replica,
           password,
           ['INFO', 'replication'],
-          (r) => String(r).includes('master_link_status:up') && String(r).includes(`master_port:${master}`),
+          (r) =>
+            String(r).includes('master_link_status:up') &&
+            String(r).includes(`master_port:${master === masterPort ? upstreamPort : master}`),
         ),
       15_000,
     );
@@ -289,6 +334,7 @@ export async function startRedisSentinel(
     masterPort,
     replicaPort,
     sentinelPort,
+    relay,
     currentMasterPort,
     waitReplicated,
     waitHealthy,

@@ -1,0 +1,35 @@
+import { readEnvInt, type Env } from './read-env-int.js';
+import type { RedisConnection } from './redis-settings.js';
+
+/** How durable a key change must be before it is acknowledged (src/store/redis-durability.ts). */
+export interface RedisDurability {
+  /** Replicas that must have a key change before the API answers 2xx or the CLI exits 0. */
+  readonly minReplicas: number;
+  /** How long to wait for them, in ms; past it the change answers 503 not_durable. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * KEYGATE_REDIS_MIN_REPLICAS defaults by topology: 0 for one server (KEYGATE_REDIS_URL: no
+ * failover can promote a replica Keygate does not know of), 1 under Sentinel and Cluster, where
+ * a failover promotes a replica and a change only the old master had is lost. A fixed number
+ * rather than "every replica the master reports": that count shrinks exactly when a replica
+ * drops out, which would silently lower the guarantee when it matters.
+ */
+export function readRedisDurability(
+  env: Env,
+  redis: RedisConnection | undefined,
+  problems: string[],
+): RedisDurability | undefined {
+  const names = ['KEYGATE_REDIS_MIN_REPLICAS', 'KEYGATE_REDIS_DURABILITY_TIMEOUT_MS'];
+  if (!redis) {
+    for (const name of names)
+      if (env[name]) problems.push(`${name}: only used with Redis (KEYGATE_REDIS_URL, _SENTINELS or _CLUSTER_NODES)`);
+    return undefined;
+  }
+  const def = redis.mode === 'standalone' ? 0 : 1;
+  return {
+    minReplicas: readEnvInt(env, 'KEYGATE_REDIS_MIN_REPLICAS', def, 0, 16, problems),
+    timeoutMs: readEnvInt(env, 'KEYGATE_REDIS_DURABILITY_TIMEOUT_MS', 1_000, 1, 60_000, problems),
+  };
+}

@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { readRedisDurability } from '../../src/config/read-durability.js';
+import type { RedisConnection } from '../../src/config/redis-settings.js';
+
+const ONE: RedisConnection = { mode: 'standalone', url: 'redis://r:6379' };
+const SENTINEL: RedisConnection = { mode: 'sentinel', sentinels: [{ host: 's', port: 26379 }], masterName: 'm' };
+const CLUSTER: RedisConnection = { mode: 'cluster', nodes: [{ host: 'c', port: 7000 }] };
+
+describe('readRedisDurability', () => {
+  const cases: Array<[string, Record<string, string>, RedisConnection | undefined, unknown, string[]]> = [
+    ['one server: does not wait by default', {}, ONE, { minReplicas: 0, timeoutMs: 1_000 }, []],
+    ['Sentinel: one replica by default', {}, SENTINEL, { minReplicas: 1, timeoutMs: 1_000 }, []],
+    ['Cluster: one replica by default', {}, CLUSTER, { minReplicas: 1, timeoutMs: 1_000 }, []],
+    [
+      'set explicitly',
+      { KEYGATE_REDIS_MIN_REPLICAS: '2', KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: '250' },
+      ONE,
+      { minReplicas: 2, timeoutMs: 250 },
+      [],
+    ],
+    [
+      '0 under Sentinel: the old behaviour, on request',
+      { KEYGATE_REDIS_MIN_REPLICAS: '0' },
+      SENTINEL,
+      { minReplicas: 0, timeoutMs: 1_000 },
+      [],
+    ],
+    [
+      'out of range',
+      { KEYGATE_REDIS_MIN_REPLICAS: '17' },
+      CLUSTER,
+      { minReplicas: 1, timeoutMs: 1_000 },
+      ['KEYGATE_REDIS_MIN_REPLICAS: must be an integer between 0 and 16'],
+    ],
+    [
+      'not a number',
+      { KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: 'soon' },
+      ONE,
+      { minReplicas: 0, timeoutMs: 1_000 },
+      ['KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: must be an integer'],
+    ],
+    [
+      'without Redis',
+      { KEYGATE_REDIS_MIN_REPLICAS: '1' },
+      undefined,
+      undefined,
+      ['KEYGATE_REDIS_MIN_REPLICAS: only used with Redis'],
+    ],
+  ];
+  it.each(cases)('%s', (_name, env, redis, expected, problemStarts) => {
+    const problems: string[] = [];
+    expect(readRedisDurability(env, redis, problems)).toEqual(expected);
+    expect(problems).toHaveLength(problemStarts.length);
+    problemStarts.forEach((p, i) => expect(problems[i]).toContain(p));
+  });
+});
