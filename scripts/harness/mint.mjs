@@ -2,7 +2,7 @@
 // Hand-rolled HS256 tokens, shared by the tests and the benchmark/soak scripts. Independent of
 // Keygate's client and of jose on purpose: tests build every malformed variant a hostile client
 // could send, and the load generators mint millions of tokens before a run without loading Keygate.
-import { createHmac } from 'node:crypto';
+import { createHmac, sign as cryptoSign } from 'node:crypto';
 
 /** @param {string | Buffer} input */
 export function b64url(input) {
@@ -24,6 +24,26 @@ export function sign(header, payload, secret, alg = 'sha256') {
 }
 
 export const HS256 = { alg: 'HS256', typ: 'JWT' };
+
+/**
+ * A compact JWS signed with an Ed25519 or P-256 private key, whatever the header says (so tests can
+ * lie about the alg). ES256 in the JWS r‖s form by default; `dsaEncoding: 'der'` gives OpenSSL's DER
+ * form, which Keygate must refuse.
+ * @param {unknown} header
+ * @param {unknown} payload
+ * @param {import('node:crypto').KeyObject} privateKey
+ * @param {'ieee-p1363' | 'der'} [dsaEncoding]
+ */
+export function signWithKey(header, payload, privateKey, dsaEncoding = 'ieee-p1363') {
+  const h = typeof header === 'string' ? header : b64url(JSON.stringify(header));
+  const p = typeof payload === 'string' ? payload : b64url(JSON.stringify(payload));
+  const input = Buffer.from(`${h}.${p}`);
+  const s =
+    privateKey.asymmetricKeyType === 'ed25519'
+      ? cryptoSign(null, input, privateKey)
+      : cryptoSign('sha256', input, { key: privateKey, dsaEncoding });
+  return `${h}.${p}.${s.toString('base64url')}`;
+}
 
 /**
  * A fresh nonce: nanoseconds since the epoch (`offsetMs` from now), random below the millisecond.

@@ -1,10 +1,11 @@
 import type { KeyChanges } from '../keys/key-changes.js';
 import { parseDuration } from '../keys/key-changes.js';
-import { publicView } from '../keys/key-record.js';
+import { publicView, type KeyRecord } from '../keys/key-record.js';
 import { describeRateLimit } from '../policy/rate-limit-spec.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str, type Parsed } from './command-line.js';
-import { apiKeyOf, JSON_OPTION, opt, type KeyAction } from './key-context.js';
+import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
+import { credentialFrom, CREDENTIAL_OPTIONS } from './key-credential-options.js';
 
 /** `keygate keys create` and `update`: the flags that set a key's fields, read into KeyChanges. */
 
@@ -80,14 +81,18 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
 export const createAction: KeyAction = {
   spec: {
     name: 'create',
-    summary: 'create a key and print its secret (shown only this once)',
-    options: [OWNER, ...CHANGES, RATE_LIMIT, BURST, JSON_OPTION],
+    summary: 'create a key and print its secret (shown only this once), or register a client public key',
+    options: [OWNER, ...CHANGES, RATE_LIMIT, BURST, ...CREDENTIAL_OPTIONS, JSON_OPTION],
   },
   async run(ctx, p) {
     const changes = changesFrom(p, ctx.now());
     if (changes.burst !== undefined) throw new UsageError('--burst needs --rate-limit');
     const owner = str(p, 'owner');
-    const { record } = ctx.must(await ctx.ops.create({ ...changes, ...(owner !== undefined && { owner }) }, ctx.actor));
+    const credential = credentialFrom(p);
+    const { record } = ctx.must(
+      await ctx.ops.create({ ...changes, ...credential, ...(owner !== undefined && { owner }) }, ctx.actor),
+    );
+    if (record.secret === undefined) return printPublicKeyKey(ctx, record, flag(p, 'json'));
     if (flag(p, 'json')) {
       ctx.print({
         apiKey: record.apiKey,
@@ -109,6 +114,28 @@ export const createAction: KeyAction = {
     );
   },
 };
+
+/** An EdDSA/ES256 key: nothing secret to show, only what identifies the key and its public key. */
+function printPublicKeyKey(ctx: KeyContext, record: KeyRecord, json: boolean): void {
+  const view = publicView(record, ctx.now());
+  if (json) {
+    ctx.print({
+      apiKey: view.apiKey,
+      id: view.id,
+      alg: view.alg,
+      publicKeyFingerprint: view.publicKeyFingerprint,
+      ...(view.owner && { owner: view.owner }),
+      scopes: view.scopes,
+      allowIps: view.allowIps,
+    });
+    return;
+  }
+  ctx.out.write(
+    `Created key ${view.id}\n  apiKey:    ${view.apiKey}\n  alg:       ${view.alg}\n  publicKey: ${view.publicKeyFingerprint}\n` +
+      `${view.owner ? `  owner:     ${view.owner}\n` : ''}  scopes:    ${view.scopes.join(',') || '(none)'}\n  allowIps:  ${view.allowIps.join(',') || '(any)'}\n` +
+      `The client signs with its private key; Keygate holds no secret for this key.\n`,
+  );
+}
 
 export const updateAction: KeyAction = {
   spec: {

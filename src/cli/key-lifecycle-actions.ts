@@ -3,15 +3,20 @@ import { publicView } from '../keys/key-record.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str } from './command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, type KeyAction } from './key-context.js';
+import { credentialFrom, CREDENTIAL_OPTIONS } from './key-credential-options.js';
 
 /** `keygate keys rotate`, `revoke` and `delete`: a key's secret and its end. */
 
 export const rotateAction: KeyAction = {
   spec: {
     name: 'rotate',
-    summary: 'issue a new secret; the old one keeps working for the grace period',
+    summary: 'issue a new secret (or register a new public key); the old one keeps working for the grace period',
     args: ['<apiKey>'],
-    options: [opt('grace', '300s', 'how long the old secret stays valid (0 = stops at once)'), JSON_OPTION],
+    options: [
+      opt('grace', '300s', 'how long the old secret stays valid (0 = stops at once)'),
+      ...CREDENTIAL_OPTIONS,
+      JSON_OPTION,
+    ],
   },
   async run(ctx, p) {
     const grace = str(p, 'grace');
@@ -21,8 +26,22 @@ export const rotateAction: KeyAction = {
       record,
       secret,
       previousSecretValidUntil: until,
-    } = ctx.must(await ctx.ops.rotate(apiKeyOf(p), graceMs, ctx.actor), apiKeyOf(p));
-    if (flag(p, 'json'))
+    } = ctx.must(await ctx.ops.rotate(apiKeyOf(p), graceMs, ctx.actor, undefined, credentialFrom(p)), apiKeyOf(p));
+    if (secret === undefined) {
+      const view = publicView(record, ctx.now());
+      if (flag(p, 'json'))
+        ctx.print({
+          apiKey: view.apiKey,
+          id: view.id,
+          alg: view.alg,
+          publicKeyFingerprint: view.publicKeyFingerprint,
+          previousSecretValidUntil: until,
+        });
+      else
+        ctx.out.write(
+          `Rotated ${view.apiKey} (${view.id})\n  alg:       ${view.alg}\n  publicKey: ${view.publicKeyFingerprint}\n  old credential accepted until ${until}\n`,
+        );
+    } else if (flag(p, 'json'))
       ctx.print({ apiKey: record.apiKey, apiSecret: secret, id: record.id, previousSecretValidUntil: until });
     else
       ctx.out.write(

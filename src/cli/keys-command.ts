@@ -13,6 +13,7 @@ import type { KeyStoreHandle } from './cli-io.js';
 import type { Command } from './command-line.js';
 import { createKeyContext, type KeyAction } from './key-context.js';
 import { KEY_ACTIONS } from './keys-actions.js';
+import { keygenCommand } from './keygen-command.js';
 
 const DETAILS = `Keys live in Redis (KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS +
 KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is
@@ -84,7 +85,8 @@ const asCommand = (action: KeyAction): Command => ({
 
 export const keysCommand: Command = {
   spec: { name: 'keys', summary: 'manage API keys in Redis', options: [], details: DETAILS },
-  subcommands: KEY_ACTIONS.map(asCommand),
+  // keygen needs no store: the key pair is the client's, made on the client's side.
+  subcommands: [...KEY_ACTIONS.map(asCommand), keygenCommand],
 };
 
 function safeUser(): string {

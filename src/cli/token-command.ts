@@ -1,4 +1,7 @@
+import { createPrivateKey, type KeyObject } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { createToken } from '../client/create-token.js';
+import { algOfPrivateKey } from '../keys/public-key.js';
 import { DEFAULT_ROUTES_FILE } from '../policy/policy.js';
 import { loadPolicy } from '../policy/load-policy.js';
 import { UsageError } from './cli-errors.js';
@@ -10,6 +13,12 @@ export const tokenCommand: Command = {
     summary: 'print a freshly signed token (use it as: Authorization: Bearer <token>)',
     options: [
       { name: 'key', type: 'string', value: 'apiKey', help: 'the API key (default: KEYGATE_API_KEY)' },
+      {
+        name: 'private-key',
+        type: 'string',
+        value: 'file',
+        help: 'sign EdDSA or ES256 with this PKCS#8 PEM private key (the alg follows from the key)',
+      },
       { name: 'secret-stdin', type: 'boolean', help: 'read the secret from the first line of standard input' },
       {
         name: 'secret',
@@ -25,7 +34,9 @@ export const tokenCommand: Command = {
       },
     ],
     details: `Each token carries a new nonce and is accepted once.
-The secret, in order of preference:
+An EdDSA or ES256 key signs with its private key: --private-key FILE (e.g. the
+file \`keygate keys keygen\` wrote). An HS256 key signs with its secret,
+in order of preference:
   KEYGATE_API_SECRET   environment variable (and KEYGATE_API_KEY for --key)
   --secret-stdin       e.g. keygate token --key K --secret-stdin < secret.txt
   --secret <S>         visible to every local user
@@ -33,25 +44,53 @@ The secret, in order of preference:
 shipped config/routes.yaml: 60) is refused: the server would answer 40106.`,
   },
   async run(parsed, io) {
-    const given = str(parsed, 'secret');
-    if (flag(parsed, 'secret-stdin') && given !== undefined)
-      throw new UsageError('use either --secret or --secret-stdin, not both');
-    const secret = flag(parsed, 'secret-stdin') ? await firstLine(io.stdin) : (given ?? io.env.KEYGATE_API_SECRET);
     const key = str(parsed, 'key') ?? io.env.KEYGATE_API_KEY;
-    if (!key || !secret)
-      throw new UsageError(
-        'a key and a secret are required (--key or KEYGATE_API_KEY; KEYGATE_API_SECRET, --secret-stdin or --secret)',
-      );
     const rw = str(parsed, 'recv-window');
     if (rw !== undefined && !/^[1-9]\d{0,5}$/.test(rw))
       throw new UsageError('--recv-window must be a positive whole number of seconds');
     if (rw !== undefined) checkRecvWindow(Number(rw), io.env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE);
-    io.out.write(
-      `${await createToken({ apiKey: key, apiSecret: secret, ...(rw !== undefined && { recvWindow: Number(rw) }) })}\n`,
-    );
+    const recvWindow = rw !== undefined ? { recvWindow: Number(rw) } : {};
+    const privateKeyFile = str(parsed, 'private-key');
+    if (privateKeyFile !== undefined) {
+      if (str(parsed, 'secret') !== undefined || flag(parsed, 'secret-stdin'))
+        throw new UsageError('use either --private-key or a secret, not both');
+      if (!key) throw new UsageError('a key is required (--key or KEYGATE_API_KEY)');
+      io.out.write(
+        `${await createToken({ apiKey: key, privateKey: readPrivateKey(privateKeyFile), ...recvWindow })}\n`,
+      );
+      return 0;
+    }
+    const given = str(parsed, 'secret');
+    if (flag(parsed, 'secret-stdin') && given !== undefined)
+      throw new UsageError('use either --secret or --secret-stdin, not both');
+    const secret = flag(parsed, 'secret-stdin') ? await firstLine(io.stdin) : (given ?? io.env.KEYGATE_API_SECRET);
+    if (!key || !secret)
+      throw new UsageError(
+        'a key and a secret are required (--key or KEYGATE_API_KEY; KEYGATE_API_SECRET, --secret-stdin or --secret)',
+      );
+    io.out.write(`${await createToken({ apiKey: key, apiSecret: secret, ...recvWindow })}\n`);
     return 0;
   },
 };
+
+/** The PEM text; a file that cannot be read or is not a usable key is a usage error naming the file, never a stack. */
+function readPrivateKey(file: string): KeyObject {
+  let pem: string;
+  try {
+    pem = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--private-key ${file}: ${(err as Error).message}`);
+  }
+  try {
+    const key = createPrivateKey(pem);
+    if (algOfPrivateKey(key) === undefined) throw new Error(`a ${key.asymmetricKeyType ?? 'different'} key`);
+    return key;
+  } catch (err) {
+    throw new UsageError(
+      `--private-key ${file}: not an Ed25519 or P-256 private key in PEM form (${(err as Error).message})`,
+    );
+  }
+}
 
 /**
  * A server refuses a token whose recv_window is over its policy's cap (40106), so minting one only

@@ -241,6 +241,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       ms / 1000,
     );
     if (decision !== undefined) return refuse(w.res, w.log, decision);
+    metrics.bound.admittedTokens[(authn as Authenticated).alg].inc();
     // The client went away while we were checking, or an earlier answer closed its connection.
     if (w.res.destroyed || closing.has(w.req.socket)) return void w.res.destroy();
     const rate = (authn as Authenticated).rate;

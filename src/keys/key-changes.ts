@@ -1,5 +1,13 @@
 import { randomBytes } from 'node:crypto';
-import { generateKeyMaterial, MAX_PREVIOUS_SECRETS, parseKeyRecord, toExternal, type KeyRecord } from './key-record.js';
+import {
+  generateKeyMaterial,
+  MAX_PREVIOUS_SECRETS,
+  parseKeyRecord,
+  toExternal,
+  type KeyRecord,
+  type PreviousSecret,
+} from './key-record.js';
+import type { KeyAlg } from './public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
 
 /**
@@ -28,16 +36,34 @@ function revalidate(o: Record<string, unknown>): KeyChangeResult {
   return record ? { record, errors: [] } : { errors };
 }
 
-/** What only a new key has: its owner, set at creation and never changed. */
-export interface NewKeyInput extends KeyChanges {
+/**
+ * A key's credential as an operator gives it: HS256 (the default) gets a new
+ * random secret; EdDSA/ES256 take the client's public key (SPKI PEM), and
+ * Keygate makes no secret at all.
+ */
+export interface CredentialInput {
+  alg?: KeyAlg;
+  publicKey?: string;
+}
+
+/** What only a new key has: its owner, set at creation and never changed; and its credential. */
+export interface NewKeyInput extends KeyChanges, CredentialInput {
   owner?: string;
+}
+
+/** The external fields of a new credential (parseKeyRecord checks them: the PEM's type against the alg). */
+function credentialFields(input: CredentialInput, secret: string): Record<string, unknown> {
+  const alg = input.alg ?? 'HS256';
+  if (alg === 'HS256')
+    return input.publicKey === undefined ? { apiSecret: secret } : { apiSecret: secret, publicKey: input.publicKey };
+  return { alg, publicKey: input.publicKey };
 }
 
 export function newKey(changes: NewKeyInput, nowMs: number): KeyChangeResult {
   const m = generateKeyMaterial();
   return revalidate({
     apiKey: m.apiKey,
-    apiSecret: m.secret,
+    ...credentialFields(changes, m.secret),
     id: m.id,
     ...(changes.owner !== undefined && { owner: changes.owner }),
     scopes: changes.scopes ?? [],
@@ -73,26 +99,40 @@ export function revokeKey(record: KeyRecord, reason: string | undefined, nowMs: 
 }
 
 /**
- * Issues a new secret. The old one stays valid for `graceMs` (0 = stops at
- * once); earlier secrets still inside their own grace are kept, expired ones dropped, and at
- * most MAX_PREVIOUS_SECRETS in all (the oldest go first).
+ * Issues a new credential: by default a new secret of the key's alg (an
+ * EdDSA/ES256 key must be given its new public key); with `to`, the key moves
+ * to that alg (HS256 → EdDSA, or back). The old credential, whatever its alg,
+ * stays valid for `graceMs` (0 = stops at once); earlier ones still inside
+ * their own grace are kept, expired ones dropped, at most MAX_PREVIOUS_SECRETS in all (the
+ * oldest go first). `secret` is returned only
+ * when a new one was made.
  */
-export function rotateKey(record: KeyRecord, graceMs: number, nowMs: number): { record: KeyRecord; secret: string } {
-  const secret = randomBytes(32).toString('base64url');
+export function rotateKey(
+  record: KeyRecord,
+  graceMs: number,
+  nowMs: number,
+  to: CredentialInput = {},
+): { record: KeyRecord; secret?: string; errors: string[] } {
+  const alg = to.alg ?? record.alg ?? 'HS256';
+  if (alg !== 'HS256' && to.publicKey === undefined)
+    return { record, errors: [`key.publicKey: rotating to an ${alg} credential needs its new public key`] };
   const kept = (record.previousSecrets ?? []).filter((p) => Date.parse(p.validUntil) > nowMs);
-  const previous = (
-    graceMs > 0 ? [{ secret: record.secret, validUntil: new Date(nowMs + graceMs).toISOString() }, ...kept] : kept
-  ).slice(0, MAX_PREVIOUS_SECRETS);
-  const { previousSecrets: _p, ...rest } = record;
-  return {
-    secret,
-    record: {
-      ...rest,
-      secret,
-      updatedAt: new Date(nowMs).toISOString(),
-      ...(previous.length > 0 && { previousSecrets: previous }),
-    },
-  };
+  const validUntil = new Date(nowMs + graceMs).toISOString();
+  // The old credential as it was: an HS256 secret, or the public key with its alg pinned.
+  const old: PreviousSecret =
+    record.alg === undefined
+      ? { secret: record.secret, validUntil }
+      : { alg: record.alg, publicKey: record.publicKey, validUntil };
+  const previous = (graceMs > 0 ? [old, ...kept] : kept).slice(0, MAX_PREVIOUS_SECRETS);
+  const secret = randomBytes(32).toString('base64url');
+  const { previousSecrets: _p, secret: _s, alg: _a, publicKey: _k, ...rest } = record;
+  const next = revalidate({
+    ...toExternal({ ...rest, ...(previous.length > 0 && { previousSecrets: previous }) }),
+    ...credentialFields({ ...to, alg }, secret),
+    updatedAt: new Date(nowMs).toISOString(),
+  });
+  if (!next.record) return { record, errors: next.errors };
+  return { record: next.record, ...(alg === 'HS256' && { secret }), errors: [] };
 }
 
 const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };

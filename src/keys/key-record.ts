@@ -1,6 +1,14 @@
-import { randomBytes } from 'node:crypto';
+import { createPublicKey, randomBytes } from 'node:crypto';
 import { parseCidrList } from '../net/cidr.js';
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
+import {
+  canonicalPem,
+  importPublicKey,
+  isKeyAlg,
+  publicKeyFingerprint,
+  type KeyAlg,
+  type PublicKeyAlg,
+} from './public-key.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
 export interface KeyRecord {
@@ -8,7 +16,12 @@ export interface KeyRecord {
   readonly apiKey: string;
   /** The service's own account id the key belongs to (sent upstream as X-Api-Key-Owner); set at creation, never changed. */
   readonly owner?: string;
-  readonly secret: string;
+  /** How the key's tokens are signed; absent means HS256 (the contract's scheme, and every key made before algs existed). */
+  readonly alg?: PublicKeyAlg;
+  /** An HS256 key's shared secret; an EdDSA/ES256 key has none. */
+  readonly secret?: string;
+  /** An EdDSA/ES256 key's SPKI PEM (canonical form): all Keygate holds of the client's credential. */
+  readonly publicKey?: string;
   readonly scopes: readonly string[];
   readonly allowIps: readonly string[];
   readonly label?: string;
@@ -20,7 +33,7 @@ export interface KeyRecord {
   readonly updatedAt?: string;
   /** This key's own rate limit; without one the policy's defaultRateLimit applies (if any). */
   readonly rateLimit?: RateLimitSpec;
-  /** Secrets replaced by `keys rotate`, still accepted until `validUntil`. */
+  /** Credentials replaced by `keys rotate` (secrets or public keys), still accepted until `validUntil`. */
   readonly previousSecrets?: readonly PreviousSecret[];
 }
 
@@ -31,8 +44,11 @@ export interface KeyRecord {
  */
 export const MAX_PREVIOUS_SECRETS = 3;
 
+/** A replaced credential: an HS256 secret, or (with `alg`) an EdDSA/ES256 public key. */
 export interface PreviousSecret {
-  readonly secret: string;
+  readonly secret?: string;
+  readonly alg?: PublicKeyAlg;
+  readonly publicKey?: string;
   readonly validUntil: string;
 }
 
@@ -64,9 +80,7 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   const apiKey = str('apiKey', true);
   if (apiKey !== undefined && !TOKEN_ID.test(apiKey))
     errors.push(`${where}.apiKey: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
-  const secret = str('apiSecret', false) ?? str('secret', false);
-  if (secret === undefined) errors.push(`${where}.apiSecret: required`);
-  else if (Buffer.byteLength(secret) < 16) errors.push(`${where}.apiSecret: must be at least 16 bytes`);
+  const credential = parseCredential(o, where, errors);
   const id = str('id', false) ?? apiKey;
   if (id !== undefined && !TOKEN_ID.test(id))
     errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
@@ -87,12 +101,12 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   const updatedAt = str('updatedAt', false);
   const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
-  if (errors.length > 0 || apiKey === undefined || secret === undefined || id === undefined) return { errors };
+  if (errors.length > 0 || apiKey === undefined || credential === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
     id,
     apiKey,
     ...(owner !== undefined && { owner }),
-    secret,
+    ...credential,
     scopes,
     allowIps,
     state: state as KeyRecord['state'],
@@ -108,6 +122,47 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   return { record, errors };
 }
 
+type Credential = { secret: string } | { alg: PublicKeyAlg; publicKey: string };
+
+/**
+ * A key's credential, by its alg: HS256 (the default) needs a secret of at
+ * least 16 bytes and no public key; EdDSA/ES256 need an SPKI PEM of that key
+ * type and no secret, so a public key can never be mistaken for an HMAC secret.
+ */
+function parseCredential(o: Record<string, unknown>, where: string, errors: string[]): Credential | undefined {
+  const alg = o.alg ?? 'HS256';
+  if (!isKeyAlg(alg)) {
+    errors.push(`${where}.alg: must be "HS256", "EdDSA" or "ES256"`);
+    return undefined;
+  }
+  const secret = o.apiSecret ?? o.secret;
+  if (alg === 'HS256') {
+    if (o.publicKey !== undefined) errors.push(`${where}.publicKey: only an EdDSA or ES256 key has one`);
+    if (secret === undefined || secret === null) errors.push(`${where}.apiSecret: required`);
+    else if (typeof secret !== 'string' || secret.length === 0)
+      errors.push(`${where}.apiSecret: must be a non-empty string`);
+    else if (Buffer.byteLength(secret) < 16) errors.push(`${where}.apiSecret: must be at least 16 bytes`);
+    else if (o.publicKey === undefined) return { secret };
+    return undefined;
+  }
+  if (secret !== undefined) errors.push(`${where}.apiSecret: an ${alg} key has no secret (only its publicKey)`);
+  const publicKey = parsePublicKey(o.publicKey, alg, `${where}.publicKey`, errors);
+  return publicKey === undefined || secret !== undefined ? undefined : { alg, publicKey };
+}
+
+function parsePublicKey(v: unknown, alg: PublicKeyAlg, where: string, errors: string[]): string | undefined {
+  if (typeof v !== 'string' || v.length === 0) {
+    errors.push(`${where}: required for an ${alg} key (an SPKI PEM)`);
+    return undefined;
+  }
+  const imported = importPublicKey(v, alg);
+  if ('error' in imported) {
+    errors.push(`${where}: ${imported.error}`);
+    return undefined;
+  }
+  return canonicalPem(imported.key);
+}
+
 function previousSecretList(v: unknown, where: string, errors: string[]): PreviousSecret[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) {
@@ -116,15 +171,29 @@ function previousSecretList(v: unknown, where: string, errors: string[]): Previo
   }
   const out: PreviousSecret[] = [];
   v.forEach((entry: unknown, i) => {
-    const e = entry as { apiSecret?: unknown; secret?: unknown; validUntil?: unknown } | null;
-    const secret = e?.apiSecret ?? e?.secret;
-    if (
-      typeof secret !== 'string' ||
-      secret.length === 0 ||
-      typeof e?.validUntil !== 'string' ||
-      Number.isNaN(Date.parse(e.validUntil))
-    ) {
-      errors.push(`${where}[${i}]: needs apiSecret and a validUntil date`);
+    const e = entry as {
+      apiSecret?: unknown;
+      secret?: unknown;
+      alg?: unknown;
+      publicKey?: unknown;
+      validUntil?: unknown;
+    } | null;
+    if (typeof e?.validUntil !== 'string' || Number.isNaN(Date.parse(e.validUntil))) {
+      errors.push(`${where}[${i}]: needs apiSecret (or alg and publicKey) and a validUntil date`);
+      return;
+    }
+    if (e.alg !== undefined && e.alg !== 'HS256') {
+      if (e.alg !== 'EdDSA' && e.alg !== 'ES256') {
+        errors.push(`${where}[${i}].alg: must be "HS256", "EdDSA" or "ES256"`);
+        return;
+      }
+      const publicKey = parsePublicKey(e.publicKey, e.alg, `${where}[${i}].publicKey`, errors);
+      if (publicKey !== undefined) out.push({ alg: e.alg, publicKey, validUntil: e.validUntil });
+      return;
+    }
+    const secret = e.apiSecret ?? e.secret;
+    if (typeof secret !== 'string' || secret.length === 0) {
+      errors.push(`${where}[${i}]: needs apiSecret (or alg and publicKey) and a validUntil date`);
       return;
     }
     out.push({ secret, validUntil: e.validUntil });
@@ -148,19 +217,24 @@ function stringList(v: unknown, where: string, errors: string[]): string[] {
  */
 export function toExternal(r: KeyRecord, sealSecret?: (secret: string) => string): Record<string, unknown> {
   const { secret, previousSecrets, ...rest } = r;
-  const put = (s: string) => (sealSecret ? { encSecret: sealSecret(s) } : { apiSecret: s });
+  // A public key is not a secret: it is stored as is, never sealed.
+  const put = (s: string | undefined) =>
+    s === undefined ? {} : sealSecret ? { encSecret: sealSecret(s) } : { apiSecret: s };
   return {
     ...rest,
     ...put(secret),
     ...(previousSecrets && {
-      previousSecrets: previousSecrets.map((p) => ({ ...put(p.secret), validUntil: p.validUntil })),
+      previousSecrets: previousSecrets.map(({ secret: s, ...p }) => ({ ...put(s), ...p })),
     }),
   };
 }
 
-export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets'> & {
+export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets' | 'alg' | 'publicKey'> & {
   status: KeyStatus;
-  previousSecrets?: Array<{ validUntil: string }>;
+  alg: KeyAlg;
+  /** An EdDSA/ES256 key's public key fingerprint (publicKeyFingerprint in public-key.ts). */
+  publicKeyFingerprint?: string;
+  previousSecrets?: Array<{ validUntil: string; alg: KeyAlg; publicKeyFingerprint?: string }>;
 };
 
 export type KeyStatus = 'active' | 'revoked' | 'expired';
@@ -174,12 +248,24 @@ export function keyStatus(r: KeyRecord, nowMs: number): KeyStatus {
 
 /** A view of a record that is safe to print or log: never a secret. */
 export function publicView(r: KeyRecord, nowMs = Date.now()): PublicKeyView {
-  const { secret: _secret, previousSecrets, ...rest } = r;
+  const { secret: _secret, previousSecrets, alg, publicKey, ...rest } = r;
   return {
     ...rest,
     status: keyStatus(r, nowMs),
-    ...(previousSecrets && { previousSecrets: previousSecrets.map((p) => ({ validUntil: p.validUntil })) }),
+    alg: alg ?? 'HS256',
+    ...(publicKey !== undefined && { publicKeyFingerprint: fingerprintOf(publicKey) }),
+    ...(previousSecrets && {
+      previousSecrets: previousSecrets.map((p) => ({
+        validUntil: p.validUntil,
+        alg: p.alg ?? 'HS256',
+        ...(p.publicKey !== undefined && { publicKeyFingerprint: fingerprintOf(p.publicKey) }),
+      })),
+    }),
   };
+}
+
+function fingerprintOf(pem: string): string {
+  return publicKeyFingerprint(createPublicKey(pem));
 }
 
 /** 32 random bytes for secrets (base64url, used by clients as a plain string); 16 for key names. */

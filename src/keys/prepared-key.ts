@@ -1,20 +1,26 @@
-import { createSecretKey, type KeyObject } from 'node:crypto';
+import { createSecretKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import { parseCidrList } from '../net/cidr.js';
-import { MAX_PREVIOUS_SECRETS, type KeyRecord } from './key-record.js';
+import { MAX_PREVIOUS_SECRETS, type KeyRecord, type PreviousSecret } from './key-record.js';
+import { importPublicKey, type KeyAlg } from './public-key.js';
 import { compileRateLimit, type CompiledLimit } from '../policy/rate-limit-spec.js';
 
-/** A secret imported once as a node:crypto KeyObject; previous (rotated) secrets carry their deadline. */
-export interface VerifyKey {
-  readonly key: KeyObject;
-  /** Epoch ms after which this secret no longer verifies (Infinity for the current secret). */
-  readonly validUntilMs: number;
-}
+/**
+ * One credential imported once as a node:crypto KeyObject, pinned to its alg:
+ * an HS256 secret key, or an EdDSA/ES256 public key (ES256 with the JWS r‖s
+ * signature encoding already attached). A token is checked only against the
+ * credentials of its own alg, so a public key is never an HMAC secret.
+ * Previous (rotated) credentials carry their deadline.
+ */
+export type VerifyKey =
+  | { readonly alg: 'HS256'; readonly key: KeyObject; readonly validUntilMs: number }
+  | { readonly alg: 'EdDSA'; readonly key: KeyObject; readonly validUntilMs: number }
+  | { readonly alg: 'ES256'; readonly key: VerifyKeyObjectInput; readonly validUntilMs: number };
 
 /** A key made ready for the hot path: secrets imported once, allow-list and scopes compiled. */
 export interface PreparedKey {
   readonly record: KeyRecord;
-  /** Current secret first, then rotated secrets still in their grace period. */
+  /** Current credential first, then rotated ones still in their grace period. */
   readonly verifyKeys: readonly VerifyKey[];
   /** expiresAt as epoch ms (Infinity when the key does not expire). */
   readonly expiresAtMs: number;
@@ -33,16 +39,32 @@ function importSecret(secret: string): KeyObject {
   return createSecretKey(Buffer.from(secret, 'utf8'));
 }
 
+/**
+ * A credential as a VerifyKey. The record was validated by parseKeyRecord (a
+ * secret for HS256, a PEM of the alg's key type otherwise); anything else is a
+ * bug, and throwing fails the cache fill closed rather than admit a token.
+ */
+function importCredential(c: Pick<PreviousSecret, 'secret' | 'alg' | 'publicKey'>, validUntilMs: number): VerifyKey {
+  const alg: KeyAlg = c.alg ?? 'HS256';
+  if (alg === 'HS256') {
+    if (c.secret === undefined) throw new Error('HS256 credential without a secret');
+    return { alg, key: importSecret(c.secret), validUntilMs };
+  }
+  const imported = importPublicKey(c.publicKey ?? '', alg);
+  if ('error' in imported) throw new Error(`${alg} credential: public key ${imported.error}`);
+  return alg === 'ES256'
+    ? { alg, key: { key: imported.key, dsaEncoding: 'ieee-p1363' }, validUntilMs }
+    : { alg, key: imported.key, validUntilMs };
+}
+
 /** Built once per cache fill (src/store/key-cache.ts), so the pipeline never parses a record per request. */
 export function prepareKey(record: KeyRecord): PreparedKey {
-  const verifyKeys: VerifyKey[] = [{ key: importSecret(record.secret), validUntilMs: Infinity }];
+  const verifyKeys: VerifyKey[] = [importCredential(record, Infinity)];
   // The newest MAX_PREVIOUS_SECRETS only: what a forged token can cost stays bounded.
   const previous = [...(record.previousSecrets ?? [])]
     .sort((x, y) => Date.parse(y.validUntil) - Date.parse(x.validUntil))
     .slice(0, MAX_PREVIOUS_SECRETS);
-  for (const p of previous) {
-    verifyKeys.push({ key: importSecret(p.secret), validUntilMs: Date.parse(p.validUntil) });
-  }
+  for (const p of previous) verifyKeys.push(importCredential(p, Date.parse(p.validUntil)));
   return {
     record,
     verifyKeys,

@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
-import { newKey, revokeKey, rotateKey, updateKey, type KeyChanges, type NewKeyInput } from '../keys/key-changes.js';
+import {
+  newKey,
+  revokeKey,
+  rotateKey,
+  updateKey,
+  type CredentialInput,
+  type KeyChanges,
+  type NewKeyInput,
+} from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { KeyWrite, KeyWriteResult } from '../store/key-write.js';
@@ -68,7 +76,9 @@ export interface KeyOperations {
     graceMs: number,
     actor: string,
     reason?: string,
-  ): Promise<Done<{ record: KeyRecord; secret: string; previousSecretValidUntil: string }>>;
+    /** A new alg and public key (HS256 → EdDSA); without one, a new credential of the key's alg. */
+    to?: CredentialInput,
+  ): Promise<Done<{ record: KeyRecord; secret?: string; previousSecretValidUntil: string }>>;
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
   usage(apiKey: string): Promise<Done<{ record: KeyRecord; usage: KeyUsage }>>;
@@ -148,7 +158,11 @@ export function createKeyOperations(deps: {
     r.ok ? done(r.value.after as KeyRecord) : r;
 
   async function writeNew(record: KeyRecord, actor: string): Promise<Done<{ record: KeyRecord; replayed: boolean }>> {
-    const audit = entry(record, 'create', actor, record.owner && `owner=${record.owner}`);
+    // The alg is audited with the key it was made with; an HS256 key's entry reads as before.
+    const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`]
+      .filter(Boolean)
+      .join('; ');
+    const audit = entry(record, 'create', actor, detail || undefined);
     const result = await commit([{ apiKey: record.apiKey, expect: 0, next: record }], [audit]);
     return result.ok ? done({ record, replayed: false }) : refusedWrite(result);
   }
@@ -194,22 +208,29 @@ export function createKeyOperations(deps: {
       });
       return after(r);
     },
-    async rotate(apiKey, graceMs, actor, reason) {
+    async rotate(apiKey, graceMs, actor, reason, to) {
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
-      let secret = '';
-      // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
-      const detail = reason ? `grace=${graceMs}ms; reason=${reason}` : `grace=${graceMs}ms`;
+      let secret: string | undefined;
       const r = await change(apiKey, 'rotate', actor, false, (current) => {
         if (keyStatus(current, t) !== 'active') return conflict('only an active key can be rotated');
-        const rotated = rotateKey(current, graceMs, t);
+        const rotated = rotateKey(current, graceMs, t, to);
+        if (rotated.errors.length > 0) return invalid(rotated.errors);
         secret = rotated.secret;
-        return done({ next: rotated.record, detail });
+        // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
+        // An alg change is audited as one: old -> new.
+        const from = current.alg ?? 'HS256';
+        const into = rotated.record.alg ?? 'HS256';
+        const algNote = from !== into ? `; alg=${from}->${into}` : '';
+        return done({
+          next: rotated.record,
+          detail: `grace=${graceMs}ms${algNote}${reason ? `; reason=${reason}` : ''}`,
+        });
       });
       if (!r.ok) return r;
       return done({
         record: r.value.after as KeyRecord,
-        secret,
+        ...(secret !== undefined && { secret }),
         previousSecretValidUntil: new Date(t + graceMs).toISOString(),
       });
     },

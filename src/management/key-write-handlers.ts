@@ -1,17 +1,17 @@
 import type { NewKeyInput } from '../keys/key-changes.js';
 import { OWNER_RULE } from '../keys/key-record.js';
 import { asBody, invalid, keyView, refusal, type Handler } from './management-answer.js';
-import { changesOf, fields } from './request-fields.js';
+import { changesOf, credentialOf, fields } from './request-fields.js';
 
-const CREATE_FIELDS = ['owner', 'scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit'] as const;
+const CREATE_FIELDS = ['owner', 'scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'alg', 'publicKey'] as const;
 const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit'] as const;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
-/** POST /v1/keys: a new key, its secret shown this once; a retry with the same Idempotency-Key replays it. */
+/** POST /v1/keys: a new key, its secret shown this once (or, with alg and publicKey, a client public key); a retry with the same Idempotency-Key replays it. */
 const create: Handler = async ({ body, actor, idempotencyKey }, deps) => {
   const problems: string[] = [];
   const o = fields(body, CREATE_FIELDS, problems);
-  const input: NewKeyInput = changesOf(o, problems, false);
+  const input: NewKeyInput = { ...changesOf(o, problems, false), ...credentialOf(o, problems) };
   if (o.owner !== undefined) {
     if (typeof o.owner !== 'string') problems.push(`body.owner: ${OWNER_RULE}`);
     else input.owner = o.owner;
@@ -31,7 +31,8 @@ const create: Handler = async ({ body, actor, idempotencyKey }, deps) => {
   const { record, replayed } = made.value;
   return {
     status: 201,
-    body: { ...(await keyView(record, deps)), apiSecret: record.secret },
+    // An EdDSA/ES256 key has no secret: the answer carries none.
+    body: { ...(await keyView(record, deps)), ...(record.secret !== undefined && { apiSecret: record.secret }) },
     headers: {
       location: `/v1/keys/${encodeURIComponent(record.apiKey)}`,
       ...(replayed && { 'idempotent-replayed': 'true' }),

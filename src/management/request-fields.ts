@@ -1,4 +1,5 @@
-import type { KeyChanges } from '../keys/key-changes.js';
+import type { CredentialInput, KeyChanges } from '../keys/key-changes.js';
+import { isKeyAlg } from '../keys/public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
 
 /**
@@ -72,4 +73,19 @@ export function onlyParams(query: URLSearchParams, allowed: readonly string[], p
     if (!allowed.includes(k)) problems.push(`query.${k}: unknown parameter (allowed: ${allowed.join(', ') || 'none'})`);
     else if (query.getAll(k).length > 1) problems.push(`query.${k}: given more than once`);
   }
+}
+
+/** `alg` and `publicKey` of a create or rotate; whether the PEM is of the alg's key type is parseKeyRecord's rule. */
+export function credentialOf(o: Record<string, unknown>, problems: string[]): CredentialInput {
+  const out: CredentialInput = {};
+  if (o.alg !== undefined) {
+    if (isKeyAlg(o.alg)) out.alg = o.alg;
+    else problems.push('body.alg: must be "HS256", "EdDSA" or "ES256"');
+  }
+  if (o.publicKey !== undefined) {
+    if (typeof o.publicKey === 'string' && o.publicKey.length > 0 && o.publicKey.length <= 4096)
+      out.publicKey = o.publicKey;
+    else problems.push('body.publicKey: an SPKI PEM string (at most 4096 characters)');
+  }
+  return out;
 }

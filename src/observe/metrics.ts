@@ -1,5 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ERROR_CODES, REASONS, type Reason } from '../errors.js';
+import { KEY_ALGS, type KeyAlg } from '../keys/public-key.js';
 import { packageVersion } from './package-version.js';
 
 /** Outcome label for a forwarded request in keygate_requests_total{code}. */
@@ -15,6 +16,7 @@ export interface Metrics {
   readonly registry: Registry;
   readonly requests: Counter<'code'>;
   readonly rejections: Counter<'code' | 'reason'>;
+  readonly admittedTokens: Counter<'alg'>;
   readonly authSeconds: Histogram<'outcome'>;
   readonly upstreamSeconds: Histogram<'status_class'>;
   /** Requests being handled now: a plain number on the request path, read by the gauge at scrape time. */
@@ -45,6 +47,7 @@ export interface BoundMetrics {
   /** keygate_requests_total by outcome code ("ok", "public", "time" or an error code). */
   readonly requests: ReadonlyMap<string, Incrementable>;
   readonly rejections: Readonly<Record<Reason, Incrementable>>;
+  readonly admittedTokens: Readonly<Record<KeyAlg, Incrementable>>;
   readonly authSeconds: Readonly<Record<(typeof LABEL_VALUES.authOutcome)[number], Observable>>;
   readonly upstreamSeconds: ReadonlyMap<string, Observable>;
 }
@@ -52,6 +55,7 @@ export interface BoundMetrics {
 /** Every label value each Keygate metric can take (docs/reference/metrics.md lists the same). */
 export const LABEL_VALUES = Object.freeze({
   authOutcome: ['allow', 'deny', 'error'] as const,
+  tokenAlg: KEY_ALGS,
   upstreamStatusClass: ['1xx', '2xx', '3xx', '4xx', '5xx', 'error', 'timeout'] as const,
   keyCacheEvent: ['hit', 'miss', 'evict_change', 'evict_flush', 'evict_size'] as const,
   redisErrorKind: ['timeout', 'error'] as const,
@@ -90,6 +94,14 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
   for (const code of OUTCOMES) requests.inc({ code }, 0);
   for (const code of ERROR_CODES) requests.inc({ code: String(code) }, 0);
   for (const [reason, { code }] of Object.entries(REASONS)) rejections.inc({ code: String(code), reason }, 0);
+  // Three values at most: how far a move from HS256 to EdDSA/ES256 has got, never which key.
+  const admittedTokens = new Counter({
+    name: 'keygate_admitted_tokens_total',
+    help: 'Requests admitted after authentication and authorization, by the alg their token was signed with (HS256, EdDSA, ES256)',
+    labelNames: ['alg'],
+    registers: [registry],
+  });
+  for (const alg of KEY_ALGS) admittedTokens.inc({ alg }, 0);
   const authSeconds = new Histogram({
     name: 'keygate_auth_duration_seconds',
     help: 'Time from request start to the authentication/authorization decision on /api/v3/ (outcome: allow, deny, error = store unavailable)',
@@ -125,6 +137,10 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     rejections: Object.fromEntries(
       Object.entries(REASONS).map(([reason, { code }]) => [reason, rejections.labels({ code: String(code), reason })]),
     ) as Record<Reason, Incrementable>,
+    admittedTokens: Object.fromEntries(KEY_ALGS.map((alg) => [alg, admittedTokens.labels({ alg })])) as Record<
+      KeyAlg,
+      Incrementable
+    >,
     authSeconds: {
       allow: authSeconds.labels({ outcome: 'allow' }),
       deny: authSeconds.labels({ outcome: 'deny' }),
@@ -139,6 +155,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     registry,
     requests,
     rejections,
+    admittedTokens,
     authSeconds,
     upstreamSeconds,
     inflight,

@@ -2,6 +2,7 @@ import type { Clock } from '../clock.js';
 import { deny, type Denial } from '../errors.js';
 import type { KeyCache } from '../store/key-cache.js';
 import type { PreparedKey } from '../keys/prepared-key.js';
+import type { KeyAlg } from '../keys/public-key.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { Store } from '../store/store.js';
@@ -19,6 +20,8 @@ export interface RateInfo {
 export interface Authenticated {
   readonly ok: true;
   readonly key: PreparedKey;
+  /** The alg the token was signed with (its key's, or during a rotation's grace the previous credential's). */
+  readonly alg: KeyAlg;
   /** Present when a rate limit applies to the key. */
   readonly rate: RateInfo | undefined;
 }
@@ -64,7 +67,7 @@ export function createAuthenticator(
     if (key.record.state !== 'active') return deny('revoked');
     if (nowMs >= key.expiresAtMs) return deny('expired_key');
 
-    const signature = verifySignature(credentials.token, key.verifyKeys, nowMs);
+    const signature = verifySignature(credentials.token, claims.alg, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
 
     const limit = key.rateLimit ?? options.defaultRateLimit;
@@ -72,6 +75,6 @@ export function createAuthenticator(
     if (admission.outcome === 'replay') return deny('replay');
     if (admission.outcome === 'limited')
       return { ...deny('rate_limited'), rate: { limit: limit as CompiledLimit, state: admission.rate } };
-    return { ok: true, key, rate: limit && admission.rate && { limit, state: admission.rate } };
+    return { ok: true, key, alg: claims.alg, rate: limit && admission.rate && { limit, state: admission.rate } };
   };
 }

@@ -1,8 +1,11 @@
 import { deny, type Denial } from '../errors.js';
+import type { KeyAlg } from '../keys/public-key.js';
 
 /** What a token claims, before its signature is checked. */
 export interface Claims {
   readonly ok: true;
+  /** The header's alg: the signature step checks the token only against its key's credentials of this alg. */
+  readonly alg: KeyAlg;
   readonly sub: string;
   /** The nonce as sent (normalised decimal), for the replay guard. */
   readonly nonce: string;
@@ -19,9 +22,19 @@ export interface DecodeOptions {
 }
 
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
-// The 43rd character of a 32-byte signature carries 4 bits; the 2 spare bits must be zero,
-// or four spellings of one signature would all verify.
-const CANONICAL_LAST = /[AEIMQUYcgkosw048]$/;
+/**
+ * Each alg's signature length in base64url characters, and the characters its
+ * last one may be. HS256: 32 bytes in 43 characters, the last carrying 4 bits
+ * and 2 spare ones that must be zero. EdDSA and ES256 (JWS r‖s): 64 bytes in
+ * 86 characters, the last carrying 2 bits and 4 spare ones. Without this, 4 or
+ * 16 spellings of one signature would all verify. A DER-encoded ES256
+ * signature (70 to 72 bytes) has no place here: it is malformed.
+ */
+const SIGNATURE_SHAPE: Readonly<Record<KeyAlg, { length: number; last: RegExp }>> = {
+  HS256: { length: 43, last: /[AEIMQUYcgkosw048]$/ },
+  EdDSA: { length: 86, last: /[AQgw]$/ },
+  ES256: { length: 86, last: /[AQgw]$/ },
+};
 const NONCE = /^\d{1,20}$/;
 const RECV_WINDOW = /^[1-9]\d{0,5}$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
@@ -39,7 +52,8 @@ function parseJsonObject(segment: string): Record<string, unknown> | undefined {
 
 /**
  * Cheap structural checks before any crypto: three base64url parts, a JSON
- * header that says HS256/JWT, a JSON payload with the claims the contract
+ * header that says JWT with alg HS256, EdDSA or ES256, a signature of that
+ * alg's length and canonical spelling, a JSON payload with the claims the contract
  * requires, of the types it requires. Every failure here is 40106.
  */
 export function decodeToken(token: string, options: DecodeOptions): Claims | Denial {
@@ -50,16 +64,25 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
   const h = token.slice(0, first);
   const p = token.slice(first + 1, second);
   const s = token.slice(second + 1);
-  // An HS256 signature is 32 bytes: 43 base64url characters.
-  if (s.length !== 43 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s) || !CANONICAL_LAST.test(s))
-    return deny('malformed');
+  // Both signature lengths are small: a longer segment is refused before any decoding.
+  if (s.length > 86 || !SEGMENT.test(h) || !SEGMENT.test(p) || !SEGMENT.test(s)) return deny('malformed');
 
   const header = parseJsonObject(h);
   const payload = parseJsonObject(p);
   if (!header || !payload) return deny('malformed');
-  if (header.alg !== 'HS256' || header.typ !== 'JWT' || header.crit !== undefined || header.b64 !== undefined) {
+  // Only the three algs, never "none". Headers that name a key (jwk, jku, x5u, x5c, kid) are ignored:
+  // the key is always the one stored for `sub`, so a token cannot bring its own.
+  const alg = header.alg;
+  if (
+    (alg !== 'HS256' && alg !== 'EdDSA' && alg !== 'ES256') ||
+    header.typ !== 'JWT' ||
+    header.crit !== undefined ||
+    header.b64 !== undefined
+  ) {
     return deny('bad_header');
   }
+  const shape = SIGNATURE_SHAPE[alg];
+  if (s.length !== shape.length || !shape.last.test(s)) return deny('malformed');
 
   const { type, sub, nonce, recv_window: recvWindow, exp, nbf } = payload;
   if (type !== 'OpenAPIV2') return deny('bad_claims');
@@ -74,5 +97,5 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
   if (exp !== undefined && (typeof exp !== 'number' || !Number.isFinite(exp))) return deny('bad_claims');
   if (nbf !== undefined && (typeof nbf !== 'number' || !Number.isFinite(nbf))) return deny('bad_claims');
   const nonceNs = BigInt(nonce);
-  return { ok: true, sub, nonce: nonceNs.toString(), nonceNs, recvWindowSeconds, exp, nbf };
+  return { ok: true, alg, sub, nonce: nonceNs.toString(), nonceNs, recvWindowSeconds, exp, nbf };
 }

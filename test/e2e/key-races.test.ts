@@ -138,7 +138,7 @@ for (const kind of ['memory', 'redis'] as const) {
           const made = await ops[0].create({ scopes: ['accounts:read'], label: `round ${round}` }, 'setup');
           if (!made.ok) throw new Error('create failed');
           const { apiKey, secret: original, id } = made.value.record;
-          await expect.poll(() => proxied(apiKey, original, id), { timeout: 3_000 }).toBe(200);
+          await expect.poll(() => proxied(apiKey, original as string, id), { timeout: 3_000 }).toBe(200);
 
           const [first, second] = await pair.run(ops, apiKey);
           if (first.ok) tally.firstOk++;

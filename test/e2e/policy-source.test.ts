@@ -15,7 +15,7 @@ describe.each(FILE_LAYOUTS)('policy file reload: %s', (_name, layout) => {
   let gate: RunningKeygate;
   const file = layout('routes.yaml', policy(['/api/v3/viewer/accounts']));
   const call = (path: string, extra: Record<string, unknown> = {}) =>
-    send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret, extra)) });
+    send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret!, extra)) });
 
   beforeAll(async () => {
     upstream = await startRecordingUpstream();

@@ -56,7 +56,7 @@ describe('subscriber: a Keygate started before its Redis subscribes once Redis i
 
     const key = makeKey({ apiKey: 'kg_sub', secret: 'secret-for-subscriber-test-0123' });
     await b.keygate.store.putKey(key);
-    const call = () => send(a.url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.secret)) });
+    const call = () => send(a.url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.secret as string)) });
     await expect.poll(async () => (await call()).status, { timeout: 3_000 }).toBe(200);
 
     const ops = createKeyOperations({ store: b.keygate.store, now: () => Date.now(), audit: () => {} });

@@ -83,13 +83,13 @@ describe('a running Keygate sends the challenge and the retry hint', () => {
     ],
     [
       'a store that does not answer',
-      () => send(deadRedis.url, '/api/v3/viewer/accounts', { headers: bearer(token(key.apiKey, key.secret)) }),
+      () => send(deadRedis.url, '/api/v3/viewer/accounts', { headers: bearer(token(key.apiKey, key.secret!)) }),
       503,
       50300,
     ],
     [
       'an unknown key (404, no challenge)',
-      () => send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('nobody', key.secret)) }),
+      () => send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('nobody', key.secret!)) }),
       404,
       10013,
     ],

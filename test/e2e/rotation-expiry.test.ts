@@ -42,7 +42,7 @@ describe('rotation grace period and key expiry', () => {
 
   it('accepts old and new secrets during the grace period, only the new one after', async () => {
     expect((await call('rot', OLD)).status).toBe(200);
-    const { record, secret: NEW } = rotateKey((await store.getKey('rot'))!, 300_000, clock.nowMs());
+    const { record, secret: NEW = '' } = rotateKey((await store.getKey('rot'))!, 300_000, clock.nowMs());
     await store.putKey(record);
 
     expect((await call('rot', NEW)).status).toBe(200);

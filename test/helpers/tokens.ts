@@ -1,1 +1,1 @@
-export { b64url, claims, HS256, nowNonce, sign, token } from '../../scripts/harness/mint.mjs';
+export { b64url, claims, HS256, nowNonce, sign, signWithKey, token } from '../../scripts/harness/mint.mjs';

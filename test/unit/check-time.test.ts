@@ -6,6 +6,7 @@ const NOW = 1_795_330_124_122_000_000n; // 19 digits: beyond Number's exact rang
 const S = 1_000_000_000n;
 const claims = (nonceNs: bigint, extra: Partial<Claims> = {}): Claims => ({
   ok: true,
+  alg: 'HS256',
   sub: 'k',
   nonce: nonceNs.toString(),
   nonceNs,

@@ -303,17 +303,19 @@ describe('docs/contract.md: the worked example is what the client makes and the 
       ).toBe(ok);
     }
     const nowMs = Number(nonce / 1_000_000n);
-    expect(verifySignature(token, verifyKeys, nowMs)).toEqual({ ok: true });
+    expect(verifySignature(token, 'HS256', verifyKeys, nowMs)).toEqual({ ok: true });
   });
 
   it('the Base64-secret signature it shows is what a Base64-encoded secret gives, and Keygate refuses it', () => {
     const b64Secret = Buffer.from(apiSecret).toString('base64');
     const b64Signature = createHmac('sha256', b64Secret).update(`${h}.${p}`).digest('base64url');
     expect(example).toContain(`(\`${b64Secret}\`), the signature would be \`${b64Signature}\``);
-    expect(verifySignature(`${h}.${p}.${b64Signature}`, verifyKeys, Number(nonce / 1_000_000n))).toMatchObject({
-      ok: false,
-      code: 40106,
-      reason: 'bad_signature',
-    });
+    expect(verifySignature(`${h}.${p}.${b64Signature}`, 'HS256', verifyKeys, Number(nonce / 1_000_000n))).toMatchObject(
+      {
+        ok: false,
+        code: 40106,
+        reason: 'bad_signature',
+      },
+    );
   });
 });

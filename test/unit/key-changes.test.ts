@@ -13,7 +13,7 @@ describe('key lifecycle', () => {
       T0,
     );
     expect(record).toBeDefined();
-    expect(Buffer.from(record!.secret, 'base64url')).toHaveLength(32);
+    expect(Buffer.from(record!.secret!, 'base64url')).toHaveLength(32);
     expect(record!.apiKey).not.toBe(record!.id);
     expect(keyStatus(record!, T0)).toBe('active');
     expect(keyStatus(record!, T0 + 1000)).toBe('expired');

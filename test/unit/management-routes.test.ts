@@ -455,7 +455,7 @@ describe('management routes: answers', () => {
     const w = world();
     const a = ok(await run(w, 'POST', `${ONE}/rotate`, call({ apiKey: ACTIVE, body: { graceSeconds: 60 } })));
     expect(a.body.previousSecretValidUntil).toBe(iso(T0 + 60_000));
-    expect(a.body.previousSecrets).toEqual([{ validUntil: iso(T0 + 60_000) }]);
+    expect(a.body.previousSecrets).toEqual([{ validUntil: iso(T0 + 60_000), alg: 'HS256' }]);
     const stored = await w.store.getKey(ACTIVE);
     expect(stored?.secret).toBe(a.body.apiSecret);
     expect(stored?.previousSecrets?.[0]?.secret).toBe(`secret-for-${ACTIVE}-0123456789`);

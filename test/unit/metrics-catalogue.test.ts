@@ -26,6 +26,7 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
   const own = createMetrics({ defaultMetrics: false }).registry.getMetricsAsArray();
   const VALUES_OF: Record<string, string> = {
     keygate_auth_duration_seconds: 'authOutcome',
+    keygate_admitted_tokens_total: 'tokenAlg',
     keygate_upstream_duration_seconds: 'upstreamStatusClass',
     keygate_key_cache_events_total: 'keyCacheEvent',
     keygate_redis_errors_total: 'redisErrorKind',

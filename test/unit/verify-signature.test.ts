@@ -77,7 +77,7 @@ describe('verifySignature: table', () => {
     ['rotation: new secret after the previous one lapsed', good, rotated, NOW_MS + 3_600_000, true],
   ];
   it.each(cases)('%s', (_name, token, keys, nowMs, ok) => {
-    const r = verifySignature(token, keys, nowMs);
+    const r = verifySignature(token, 'HS256', keys, nowMs);
     if (ok) expect(r).toEqual({ ok: true });
     else expect(r).toEqual({ ok: false, code: 40106, reason: 'bad_signature' });
   });
@@ -120,7 +120,7 @@ async function judge(token: string, secret: string): Promise<Accepted> {
   const decoded = decodeToken(token, OPTS);
   const jose = await joseAccepts(token, secret);
   if (!decoded.ok) return { keygate: false, decodeReason: decoded.reason, jose };
-  return { keygate: verifySignature(token, keysFor(secret), NOW_MS).ok, jose };
+  return { keygate: verifySignature(token, 'HS256', keysFor(secret), NOW_MS).ok, jose };
 }
 
 /** Every base64url segment has the one spelling its bytes re-encode to. */
