@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { generateKeyMaterial, parseKeyRecord, toExternal, type KeyRecord, type PreviousSecret } from './key-record.js';
+import {
+  generateKeyMaterial,
+  MAX_PREVIOUS_SECRETS,
+  parseKeyRecord,
+  toExternal,
+  type KeyRecord,
+  type PreviousSecret,
+} from './key-record.js';
 import type { KeyAlg } from './public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
 
@@ -96,7 +103,8 @@ export function revokeKey(record: KeyRecord, reason: string | undefined, nowMs: 
  * EdDSA/ES256 key must be given its new public key); with `to`, the key moves
  * to that alg (HS256 → EdDSA, or back). The old credential, whatever its alg,
  * stays valid for `graceMs` (0 = stops at once); earlier ones still inside
- * their own grace are kept, expired ones dropped. `secret` is returned only
+ * their own grace are kept, expired ones dropped, at most MAX_PREVIOUS_SECRETS in all (the
+ * oldest go first). `secret` is returned only
  * when a new one was made.
  */
 export function rotateKey(
@@ -115,7 +123,7 @@ export function rotateKey(
     record.alg === undefined
       ? { secret: record.secret, validUntil }
       : { alg: record.alg, publicKey: record.publicKey, validUntil };
-  const previous = graceMs > 0 ? [old, ...kept] : kept;
+  const previous = (graceMs > 0 ? [old, ...kept] : kept).slice(0, MAX_PREVIOUS_SECRETS);
   const secret = randomBytes(32).toString('base64url');
   const { previousSecrets: _p, secret: _s, alg: _a, publicKey: _k, ...rest } = record;
   const next = revalidate({

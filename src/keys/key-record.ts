@@ -37,6 +37,13 @@ export interface KeyRecord {
   readonly previousSecrets?: readonly PreviousSecret[];
 }
 
+/**
+ * At most this many previous secrets are kept (rotate drops the oldest) and checked (a record
+ * from a file or an older version with more is cut to its newest): a forged token for a key costs
+ * at most 1 + this many HMACs, however often the key was rotated (issue 27).
+ */
+export const MAX_PREVIOUS_SECRETS = 3;
+
 /** A replaced credential: an HS256 secret, or (with `alg`) an EdDSA/ES256 public key. */
 export interface PreviousSecret {
   readonly secret?: string;

@@ -1,7 +1,7 @@
 import { createSecretKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import { parseCidrList } from '../net/cidr.js';
-import type { KeyRecord, PreviousSecret } from './key-record.js';
+import { MAX_PREVIOUS_SECRETS, type KeyRecord, type PreviousSecret } from './key-record.js';
 import { importPublicKey, type KeyAlg } from './public-key.js';
 import { compileRateLimit, type CompiledLimit } from '../policy/rate-limit-spec.js';
 
@@ -60,7 +60,11 @@ function importCredential(c: Pick<PreviousSecret, 'secret' | 'alg' | 'publicKey'
 /** Built once per cache fill (src/store/key-cache.ts), so the pipeline never parses a record per request. */
 export function prepareKey(record: KeyRecord): PreparedKey {
   const verifyKeys: VerifyKey[] = [importCredential(record, Infinity)];
-  for (const p of record.previousSecrets ?? []) verifyKeys.push(importCredential(p, Date.parse(p.validUntil)));
+  // The newest MAX_PREVIOUS_SECRETS only: what a forged token can cost stays bounded.
+  const previous = [...(record.previousSecrets ?? [])]
+    .sort((x, y) => Date.parse(y.validUntil) - Date.parse(x.validUntil))
+    .slice(0, MAX_PREVIOUS_SECRETS);
+  for (const p of previous) verifyKeys.push(importCredential(p, Date.parse(p.validUntil)));
   return {
     record,
     verifyKeys,

@@ -179,12 +179,12 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
     },
     async flushUsage() {}, // counted exactly at admission: nothing pending
+    subscribed: () => true,
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
     // Changes are emitted synchronously in this process: none can be missed.
-    subscribed: () => true,
     async claimOnce(name, value, ttlMs) {
       const t = Number(deps.clock.nowNs() / 1_000_000n);
       const there = claims.get(name);

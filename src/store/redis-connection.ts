@@ -33,7 +33,9 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
     enableOfflineQueue: options.subscriber,
     ...(options.commandTimeoutMs !== undefined && { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: options.connectTimeoutMs,
-    maxRetriesPerRequest: 0,
+    // The subscriber's SUBSCRIBE waits for a connection however long it takes (issue 27: a
+    // Keygate started before its Redis gave up at once and never subscribed).
+    maxRetriesPerRequest: options.subscriber ? null : 0,
     autoResubscribe: true,
     enableAutoPipelining: !options.subscriber,
     lazyConnect: false,

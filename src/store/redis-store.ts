@@ -97,6 +97,8 @@ export function createRedisStore(
     conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
     const label = name === 'client' ? 'command' : 'subscriber';
     conn.on('ready', () => {
+      // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
+      if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
       if (name === 'client') {
         if (everReady) deps.logger.info('redis reconnected');
@@ -110,28 +112,39 @@ export function createRedisStore(
       emit(null);
       events.onReconnect?.();
     });
-    conn.on('close', () => events.onConnectionState?.(false, label));
+    conn.on('close', () => {
+      if (name === 'subscriber') subscribed = false;
+      events.onConnectionState?.(false, label);
+    });
+  }
+  // Subscribed means subscribed: SUBSCRIBE is sent on every (re)connect and only its reply marks the
+  // subscriber up. Until then key caches re-read keys after a short bound (Store.subscribed).
+  let subscribed = false;
+  let subscribing = false;
+  function confirmSubscription() {
+    if (subscribing) return;
+    subscribing = true;
+    subscriber
+      .subscribe(channel)
+      .then(() => {
+        subscribing = false;
+        if (subscriber.status !== 'ready') return;
+        subscribed = true;
+        events.onConnectionState?.(true, 'subscriber');
+        // Anything may have changed while we were not listening: flush caches.
+        emit(null);
+        events.onReconnect?.();
+      })
+      .catch((err: Error) => {
+        subscribing = false;
+        deps.logger.warn({ err: err.message }, 'redis subscribe failed; retrying');
+        setTimeout(() => subscriber.status === 'ready' && confirmSubscription(), 500).unref();
+      });
   }
   if (writer !== client)
     writer.on('error', (err: Error) =>
       deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'),
     );
-  // Confirmed = our SUBSCRIBE's reply arrived on this connection since it last (re)connected. ioredis
-  // resubscribes on its own after a reconnect, but nothing tells us when that reply came: our own
-  // SUBSCRIBE on every 'ready' is answered after it (replies are in order), so its reply confirms both.
-  let subscribed = false;
-  const confirm = () =>
-    subscriber.subscribe(channel).then(
-      () => {
-        // No flush needed here: 'ready' (above) flushed when this connection came back, and what was
-        // cached since was read unconfirmed, so it lives only for the TTL.
-        if (subscriber.status === 'ready') subscribed = true;
-      },
-      (err: Error) => deps.logger.warn({ err: err.message }, 'redis subscribe failed'),
-    );
-  subscriber.on('ready', () => void confirm());
-  subscriber.on('close', () => (subscribed = false));
-  subscriber.on('reconnecting', () => (subscribed = false));
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
@@ -269,11 +282,11 @@ export function createRedisStore(
         return writer.get(k);
       }, [`${prefix}${name}`]),
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
+    subscribed: () => subscribed,
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
-    subscribed: () => subscribed,
     ping: () =>
       run(async () => {
         await client.ping();

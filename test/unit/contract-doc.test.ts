@@ -310,10 +310,12 @@ describe('docs/contract.md: the worked example is what the client makes and the 
     const b64Secret = Buffer.from(apiSecret).toString('base64');
     const b64Signature = createHmac('sha256', b64Secret).update(`${h}.${p}`).digest('base64url');
     expect(example).toContain(`(\`${b64Secret}\`), the signature would be \`${b64Signature}\``);
-    expect(verifySignature(`${h}.${p}.${b64Signature}`, 'HS256', verifyKeys, Number(nonce / 1_000_000n))).toMatchObject({
-      ok: false,
-      code: 40106,
-      reason: 'bad_signature',
-    });
+    expect(verifySignature(`${h}.${p}.${b64Signature}`, 'HS256', verifyKeys, Number(nonce / 1_000_000n))).toMatchObject(
+      {
+        ok: false,
+        code: 40106,
+        reason: 'bad_signature',
+      },
+    );
   });
 });

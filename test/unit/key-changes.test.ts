@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/keys/key-changes.js';
-import { keyStatus, publicView } from '../../src/keys/key-record.js';
+import { keyStatus, MAX_PREVIOUS_SECRETS, publicView } from '../../src/keys/key-record.js';
+import { prepareKey } from '../../src/keys/prepared-key.js';
 import { makeKey } from '../helpers/keygate.js';
 
 const T0 = Date.parse('2026-11-22T00:00:00Z');
@@ -118,6 +119,24 @@ describe('key lifecycle', () => {
     expect(second.record.previousSecrets?.map((p) => p.secret)).toEqual([first.secret, r0.secret]);
     const third = rotateKey(second.record, 0, T0 + 400_000);
     expect(third.record.previousSecrets).toBeUndefined();
+  });
+
+  it(`keeps at most ${MAX_PREVIOUS_SECRETS} previous secrets, however often a key is rotated (the newest)`, () => {
+    let r = makeKey({ apiKey: 'a' });
+    const secrets = [r.secret];
+    for (let i = 0; i < 1_000; i++) {
+      r = rotateKey(r, 300_000, T0 + i).record;
+      secrets.push(r.secret);
+    }
+    expect(r.previousSecrets?.map((p) => p.secret)).toEqual(secrets.slice(-1 - MAX_PREVIOUS_SECRETS, -1).reverse());
+    const many = makeKey({
+      apiKey: 'b',
+      previousSecrets: Array.from({ length: 10 }, (_, i) => ({
+        secret: `previous-secret-number-${i}-0123`,
+        validUntil: new Date(T0 + i * 1000).toISOString(),
+      })),
+    });
+    expect(prepareKey(many).verifyKeys).toHaveLength(1 + MAX_PREVIOUS_SECRETS);
   });
 
   it('never shows secrets in the public view', () => {
