@@ -29,6 +29,7 @@ const scrape = async (gate: RunningKeygate) => {
 const OWN_LABELS: Record<string, string[]> = {
   keygate_requests_total: ['code'],
   keygate_auth_rejections_total: ['code', 'reason'],
+  keygate_admitted_tokens_total: ['alg'],
   keygate_auth_duration_seconds: ['outcome', 'le'],
   keygate_upstream_duration_seconds: ['status_class', 'le'],
   keygate_inflight_requests: [],
@@ -49,6 +50,7 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   kind: new Set(LABEL_VALUES.redisErrorKind),
   connection: new Set(LABEL_VALUES.redisConnection),
   scope: new Set(LABEL_VALUES.invalidationScope),
+  alg: new Set(['HS256', 'EdDSA', 'ES256']),
   version: new Set([
     (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
   ]),
