@@ -1,22 +1,16 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { repoRoot } from './deploy.js';
 import { freePort } from './free-port.js';
-import { accepts } from './nginx.js';
+import { fillShippedFile, runUntilListening, type RunningProxy } from './proxy-process.js';
 
 /** The shipped Caddy recipe and the placeholders its header documents. */
 export const CADDYFILE = join(repoRoot, 'deploy/caddy/Caddyfile');
 export const CADDY_PLACEHOLDERS = ['__SITE__', '__KEYGATE__', '__UPSTREAM__'] as const;
 
-export interface RunningCaddy {
-  readonly url: string;
-  readonly port: number;
-  /** What Caddy logged (stderr). */
-  output(): string;
-  stop(): Promise<void>;
-}
+export type RunningCaddy = RunningProxy;
 
 /** The version Caddy reports (`caddy version`), or undefined when it is not on PATH. */
 export function caddyVersion(): string | undefined {
@@ -26,10 +20,7 @@ export function caddyVersion(): string | undefined {
 
 /** The shipped file with only its documented placeholders filled in; refuses to run if one is left. */
 export function fillCaddyfile(values: Record<(typeof CADDY_PLACEHOLDERS)[number], string>): string {
-  let conf = readFileSync(CADDYFILE, 'utf8');
-  for (const name of CADDY_PLACEHOLDERS) conf = conf.split(name).join(values[name]);
-  if (/__[A-Z]+__/.test(conf)) throw new Error(`undocumented placeholder left in ${CADDYFILE}`);
-  return conf;
+  return fillShippedFile(CADDYFILE, CADDY_PLACEHOLDERS, values);
 }
 
 /**
@@ -52,33 +43,10 @@ export async function startCaddy(keygate: string, upstream: string): Promise<Run
       __UPSTREAM__: new URL(upstream).host,
     }),
   );
-  let out = '';
-  const proc: ChildProcess = spawn('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+  return runUntilListening('caddy', ['run', '--config', file, '--adapter', 'caddyfile'], {
+    port,
+    dir,
+    stopSignal: 'SIGTERM',
     env: { ...process.env, HOME: dir, XDG_DATA_HOME: dir, XDG_CONFIG_HOME: dir },
   });
-  proc.stdout?.on('data', (c: Buffer) => (out += c.toString()));
-  proc.stderr?.on('data', (c: Buffer) => (out += c.toString()));
-  const deadline = Date.now() + 10_000;
-  while (!(await accepts(port))) {
-    if (proc.exitCode !== null || Date.now() > deadline) {
-      proc.kill('SIGKILL');
-      throw new Error(`caddy did not start: ${out}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  return {
-    url: `http://127.0.0.1:${port}`,
-    port,
-    output: () => out,
-    async stop() {
-      if (proc.exitCode === null) {
-        const exited = new Promise((r) => proc.once('exit', r));
-        proc.kill('SIGTERM');
-        await Promise.race([exited, new Promise((r) => setTimeout(r, 3_000))]);
-        if (proc.exitCode === null) proc.kill('SIGKILL');
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
