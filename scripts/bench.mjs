@@ -33,7 +33,6 @@ import {
   runFixedRate,
   runMain,
   runWrkSync,
-  sleep,
   startBareProxy,
   startBareUndici,
   startKeygate,
