@@ -15,7 +15,7 @@ import { checkTarget, type Target } from '../pipeline/check-target.js';
 import { requestIdOf } from '../pipeline/forward-headers.js';
 import { checkHeaders } from '../pipeline/check-headers.js';
 import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
-import { findRoute } from '../policy/find-route.js';
+import { findApiRoute, findRoute } from '../policy/find-route.js';
 import { isUnderPrefix } from '../policy/routes.js';
 import { StoreUnavailableError } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
@@ -176,7 +176,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
         ? undefined
         : findRoute(w.api ? policy.publicApiRoutes : policy.publicRoutes, methods, path);
     w.isPublic = open !== undefined && !open.partial;
-    w.route = w.api && !w.isPublic ? findRoute(policy.routes, methods, path) : open;
+    w.route = w.api && !w.isPublic ? findApiRoute(policy.routes, methods, path, API_PREFIX) : open;
     w.log.route = w.route?.pattern;
     return true;
   }
