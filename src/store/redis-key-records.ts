@@ -29,6 +29,8 @@ export interface RedisKeyRecords {
   readKey(apiKey: string): Promise<VersionedKey | null>;
   listKeys(): Promise<KeyRecord[]>;
   countKeys(): Promise<number>;
+  /** Up to `count` apiKeys of the index after `after` (exclusive; from the first when undefined), in order. */
+  namesAfter(after: string | undefined, count: number): Promise<string[]>;
   /** The one commit point of every key change (issue 28 adds its durability wait here). */
   commitKeyChange(commit: KeyCommit): Promise<KeyWriteResult>;
   appendAudit(entry: AuditEntry): Promise<void>;
@@ -113,6 +115,9 @@ export function createRedisKeyRecords(
       return names.flatMap((name, i) => decode(name, raws[i]) ?? []);
     },
     countKeys: () => client.zcard(index),
+    // Every score is 0, so the index orders by name and a lexical range pages through it.
+    namesAfter: (after, count) =>
+      client.zrangebylex(index, after === undefined ? '-' : `(${after}`, '+', 'LIMIT', 0, count),
     commitKeyChange,
     async appendAudit(entry) {
       await client.xadd(`${base}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
