@@ -45,7 +45,7 @@ export interface Config {
   readonly management: ManagementSettings | undefined;
   /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
   readonly rateLimitHeaders: boolean;
-  /** The signed identity assertion (KEYGATE_ASSERTION_*); undefined = off. The key file itself is read by keys/. */
+  /** The signed identity assertion (KEYGATE_ASSERTION_KEYS_FILE and its siblings); undefined = off. The key file itself is read by keys/. */
   readonly assertion: AssertionSettings | undefined;
   readonly policy: Policy;
   readonly limits: Limits;

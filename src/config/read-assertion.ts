@@ -21,7 +21,7 @@ export const MAX_ASSERTION_TTL_SECONDS = 300;
 /** A claim value written into every assertion: printable, no control characters, bounded. */
 const CLAIM = /^[\x21-\x7e](?:[\x20-\x7e]{0,254}[\x21-\x7e])?$/;
 
-/** KEYGATE_ASSERTION_*: undefined when the feature is off (no keys file); problems recorded with the others. */
+/** The assertion settings: undefined when the feature is off (no keys file); problems recorded with the others. */
 export function readAssertion(env: Env, problems: string[]): AssertionSettings | undefined {
   const keysFile = env.KEYGATE_ASSERTION_KEYS_FILE || undefined;
   const audience = env.KEYGATE_ASSERTION_AUDIENCE || undefined;

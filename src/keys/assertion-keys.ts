@@ -103,7 +103,9 @@ export function loadAssertionKeys(file: string, signingKid: string | undefined):
     } else {
       signing = keys.find((k) => k.privateKey !== undefined);
       if (signing === undefined)
-        problems.push(`${file}: no key with a private part ("d"), so nothing can sign; keygate assertion keygen adds one`);
+        problems.push(
+          `${file}: no key with a private part ("d"), so nothing can sign; keygate assertion keygen adds one`,
+        );
     }
   }
   if (problems.length > 0 || signing === undefined) throw new AssertionKeysError(problems);
@@ -118,7 +120,8 @@ function parseKey(entry: unknown, at: string, problems: string[]): AssertionKey 
   const jwk = entry as Record<string, unknown>;
   const before = problems.length;
   for (const name of Object.keys(jwk))
-    if (!KNOWN_MEMBERS.has(name)) problems.push(`${at}.${name}: not a member Keygate reads (kty crv x y d kid alg use)`);
+    if (!KNOWN_MEMBERS.has(name))
+      problems.push(`${at}.${name}: not a member Keygate reads (kty crv x y d kid alg use)`);
   const { kid, kty, crv } = jwk;
   if (typeof kid !== 'string' || !KID.test(kid))
     problems.push(`${at}.kid: required; only A-Z a-z 0-9 _ . : - allowed, 1 to 128 chars`);

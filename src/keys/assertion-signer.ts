@@ -65,7 +65,8 @@ export function createAssertionSigner(
   const headers = new WeakMap<AssertionKey, string>();
   const headerOf = (key: AssertionKey) => {
     let h = headers.get(key);
-    if (h === undefined) headers.set(key, (h = b64url(JSON.stringify({ alg: key.alg, kid: key.kid, typ: ASSERTION_TYP }))));
+    if (h === undefined)
+      headers.set(key, (h = b64url(JSON.stringify({ alg: key.alg, kid: key.kid, typ: ASSERTION_TYP }))));
     return h;
   };
 

@@ -144,7 +144,9 @@ describe('X-Keygate-Assertion, identity mode: what the upstream receives and can
   it("a client's own X-Keygate-Assertion never reaches the upstream: protected and public routes", async () => {
     const forged = 'eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9.';
     const spellings = { 'X-Keygate-Assertion': forged, x_keygate_assertion: forged, 'X.Keygate.Assertion': forged };
-    const authed = await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(token('plain', SECRET)), ...spellings } });
+    const authed = await send(gate.url, ACCOUNTS_PATH, {
+      headers: { ...bearer(token('plain', SECRET)), ...spellings },
+    });
     expect(authed.status).toBe(200);
     const open = await send(gate.url, '/status', { headers: spellings });
     expect(open.status).toBe(200);
@@ -157,9 +159,7 @@ describe('X-Keygate-Assertion, identity mode: what the upstream receives and can
     expect(withKey!.headers['x-keygate-assertion']).not.toBe(forged);
     await verifier.verify(withKey!.headers['x-keygate-assertion'] as string);
     // A public route has no key, so no identity and no assertion at all.
-    expect(names(publicRoute!.rawHeaders).filter((n) => n.replace(/[^a-z]/g, '') === 'xkeygateassertion')).toEqual(
-      [],
-    );
+    expect(names(publicRoute!.rawHeaders).filter((n) => n.replace(/[^a-z]/g, '') === 'xkeygateassertion')).toEqual([]);
     expect(upstream.wire()).not.toContain(forged);
   });
 
@@ -267,7 +267,13 @@ describe('X-Keygate-Assertion: rotation in three file rewrites under a steady st
     })();
     const published = async (want: string[]) => {
       await expect
-        .poll(async () => ((await send(gate.adminUrl, '/.well-known/jwks.json')).json() as { keys: { kid: string }[] }).keys.map((k) => k.kid), PUBLISHED_WITHIN)
+        .poll(
+          async () =>
+            ((await send(gate.adminUrl, '/.well-known/jwks.json')).json() as { keys: { kid: string }[] }).keys.map(
+              (k) => k.kid,
+            ),
+          PUBLISHED_WITHIN,
+        )
         .toEqual(want);
     };
     const signsWith = async (kid: string) => {
