@@ -48,7 +48,6 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
- *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
@@ -270,17 +269,6 @@ export function createRedisStore(
       return run(async () => parseUsageHash(await client.hgetall(`${stateOf(apiKey)}usage`)));
     },
     flushUsage: () => usage.flush(),
-    claimOnce: (name, value, ttlMs) =>
-      commit(async () => {
-        const k = `${prefix}${name}`;
-        // SET NX, then read the winner; a winner that expired in between is claimed again once.
-        for (let i = 0; i < 2; i++) {
-          if ((await writer.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
-          const there = await writer.get(k);
-          if (there !== null) return there;
-        }
-        return writer.get(k);
-      }, [`${prefix}${name}`]),
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
     subscribed: () => subscribed,
     onKeyChange(listener) {
