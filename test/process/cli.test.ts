@@ -134,6 +134,7 @@ describe('keygate CLI', () => {
     'keys',
     'token',
     'management-token',
+    'assertion',
     'check-config',
     'version',
     'help',
