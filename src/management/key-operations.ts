@@ -10,7 +10,7 @@ import {
 } from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
-import type { KeyWrite, KeyWriteResult } from '../store/key-write.js';
+import type { KeyClaim, KeyWrite, KeyWriteResult } from '../store/key-write.js';
 import type { AuditEntry, Store } from '../store/store.js';
 
 /** Why an operation did nothing: data, so the CLI prints it and the API renders it (404, 400, 409). */
@@ -32,6 +32,7 @@ const conflict = (message: string, version?: number): Refusal => ({
 
 /** A refused compare-and-set in words: what the operator sees (409 / exit 1). */
 function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal {
+  if (r.conflict === 'claimed') return conflict('this Idempotency-Key was already used');
   if (r.conflict === 'id_taken')
     return conflict(`id ${JSON.stringify(r.id)} is already the id of key ${r.holder}: an id names one key`);
   if (r.conflict === 'revoked')
@@ -160,8 +161,8 @@ export function createKeyOperations(deps: {
     ...(detail && { detail }),
   });
   /** Commits writes with their audit entries; the log lines follow only a commit that happened. */
-  const commit = async (writes: KeyWrite[], audit: AuditEntry[]) => {
-    const result = await store.commitKeyChanges({ writes, audit });
+  const commit = async (writes: KeyWrite[], audit: AuditEntry[], claim?: KeyClaim) => {
+    const result = await store.commitKeyChanges({ writes, audit, ...(claim && { claim }) });
     if (result.ok) for (const a of audit) deps.audit(a);
     return result;
   };
@@ -232,14 +233,44 @@ export function createKeyOperations(deps: {
   const after = (r: Done<{ after: KeyRecord | null }>): Done<KeyRecord> =>
     r.ok ? done(r.value.after as KeyRecord) : r;
 
-  async function writeNew(record: KeyRecord, actor: string): Promise<Done<{ record: KeyRecord; replayed: boolean }>> {
+  async function writeNew(record: KeyRecord, actor: string, claim?: KeyClaim): Promise<KeyWriteResult> {
     // The alg is audited with the key it was made with; an HS256 key's entry reads as before.
     const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`]
       .filter(Boolean)
       .join('; ');
     const audit = entry(record, 'create', actor, detail || undefined);
-    const result = await commit([{ apiKey: record.apiKey, expect: 0, next: record }], [audit]);
-    return result.ok ? done({ record, replayed: false }) : refusedWrite(result);
+    return commit([{ apiKey: record.apiKey, expect: 0, next: record }], [audit], claim);
+  }
+  const created = (record: KeyRecord) => done({ record, replayed: false });
+
+  /**
+   * A create retried with an Idempotency-Key already used: the first answer again, but only while
+   * it is still true. The key must be at the version the first create wrote (so its secret is the
+   * one that create returned, never a later one); a key rotated, revoked, changed or deleted since
+   * is 409 naming it. A replay changes nothing and is audited like a change.
+   */
+  async function replay(
+    claimed: string,
+    bodyHash: string,
+    actor: string,
+  ): Promise<Done<{ record: KeyRecord; replayed: boolean }>> {
+    // "<version> <apiKey> <bodyHash> <id>" (key-write.ts claimedValue; an id may hold spaces).
+    const [version = '', apiKey = '', hash = '', ...idParts] = claimed.split(' ');
+    const id = idParts.join(' ');
+    if (hash !== bodyHash) return conflict('this Idempotency-Key was used with a different request body');
+    const named = `key ${apiKey} (id ${JSON.stringify(id)})`;
+    const current = await store.readKey(apiKey);
+    if (!current) return conflict(`${named}, made with this Idempotency-Key, no longer exists`, 0);
+    if (current.version !== Number(version))
+      return conflict(
+        `${named}, made with this Idempotency-Key, changed since (now version ${current.version}): ` +
+          'its first answer is no longer true and its secret is not shown again; read the key instead',
+        current.version,
+      );
+    const audit = entry(current.record, 'create-replay', actor);
+    await store.appendAudit(audit);
+    deps.audit(audit);
+    return done({ record: current.record, replayed: true });
   }
 
   return {
@@ -251,21 +282,20 @@ export function createKeyOperations(deps: {
     async create(input, actor, idempotency) {
       const { record, errors } = newKey(input, now());
       if (!record) return invalid(errors);
-      if (!idempotency) return writeNew(record, actor);
-      // Per actor: another token's retry key never finds this key (or its secret).
-      const name = createHash('sha256').update(`${actor}\0${idempotency.key}`).digest('hex');
-      const bodyHash = createHash('sha256').update(idempotency.body).digest('hex');
-      const prior = await store.claimOnce(`idempotency:${name}`, `${record.apiKey} ${bodyHash}`, IDEMPOTENCY_TTL_MS);
-      if (prior === null) return writeNew(record, actor);
-      const [apiKey = '', hash] = prior.split(' ');
-      if (hash !== bodyHash) return conflict('this Idempotency-Key was used with a different request body');
-      // The first request may still be between its claim and its write.
-      for (let i = 0; i < 20; i++) {
-        const first = await store.readKey(apiKey);
-        if (first) return done({ record: first.record, replayed: true });
-        await new Promise((r) => setTimeout(r, 50));
+      if (!idempotency) {
+        const r = await writeNew(record, actor);
+        return r.ok ? created(record) : refusedWrite(r);
       }
-      return conflict('the key made with this Idempotency-Key no longer exists');
+      // Per actor: another token's retry key never finds this key (or its secret).
+      const name = `idempotency:${createHash('sha256').update(`${actor}\0${idempotency.key}`).digest('hex')}`;
+      const bodyHash = createHash('sha256').update(idempotency.body).digest('hex');
+      // The claim lands with the key in one atomic step, or not at all: a create that failed
+      // (timeout, error) leaves nothing behind, and its retry creates the key (or, if the first
+      // write landed after all, finds it here).
+      const claim = { name, value: `${record.apiKey} ${bodyHash} ${record.id}`, ttlMs: IDEMPOTENCY_TTL_MS };
+      const r = await writeNew(record, actor, claim);
+      if (r.ok) return created(record);
+      return r.conflict === 'claimed' ? replay(r.value, bodyHash, actor) : refusedWrite(r);
     },
     async update(apiKey, changes, actor) {
       const r = await change(apiKey, 'update', actor, true, (current) => {

@@ -11,17 +11,23 @@
  * ARGV[1] + owner; they share the tag, so they are local to the slot's node.
  *
  * KEYS: 1 index (sorted set of apiKeys) · 2 ids (hash id → apiKey) · 3 version counter ·
- *       4 audit stream · 4+i the record hash of write i (v, json, id, owner, state)
+ *       4 audit stream · 4+i the record hash of write i (v, json, id, owner, state) ·
+ *       optionally 4+n+1 the commit's claim (an Idempotency-Key, key-write.ts KeyClaim)
  * ARGV: 1 owner-index prefix · 2 change channel · 3 n writes · 4 n audit entries ·
  *       then 7 per write: apiKey, expected version ('' = unconditional), 'put'|'del', json, id, owner, state ·
- *       then one JSON string per audit entry
+ *       then one JSON string per audit entry · then, with a claim, its value and TTL (ms)
  * Returns {'ok', version of each write (0 for a delete)} · {'version'|'revoked', apiKey, current version} ·
- *         {'id_taken', apiKey, current version, id, holder}
+ *         {'id_taken', apiKey, current version, id, holder} · {'claimed', value already there}
  */
 export const KEY_CHANGE_SCRIPT = `
 local n = tonumber(ARGV[3])
 local na = tonumber(ARGV[4])
 local W = 7
+local claim = KEYS[4 + n + 1]
+if claim then
+  local there = redis.call('GET', claim)
+  if there then return {'claimed', there} end
+end
 local heads = {}
 local freed = {}
 for i = 1, n do
@@ -72,6 +78,10 @@ for i = 1, n do
 end
 for j = 1, na do
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', '100000', '*', 'entry', ARGV[4 + n * W + j])
+end
+if claim then
+  local c = 4 + n * W + na
+  redis.call('SET', claim, (out[2] or 0) .. ' ' .. ARGV[c + 1], 'PX', ARGV[c + 2])
 end
 return out
 `;

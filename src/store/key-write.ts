@@ -26,11 +26,13 @@ export interface KeyWrite {
  * Why a batch of writes was refused (nothing of it was written):
  *   version  — the key changed since it was read (`version` is its current one, 0 = gone);
  *   revoked  — the key is revoked and the write would make it usable again (revocation wins);
- *   id_taken — another key (`holder`) already has the record's id.
+ *   id_taken — another key (`holder`) already has the record's id;
+ *   claimed  — the commit's claim name is already set (`value` is what it holds, see KeyClaim).
  */
 export type KeyWriteConflict =
   | { readonly conflict: 'version' | 'revoked'; readonly apiKey: string; readonly version: number }
-  | { readonly conflict: 'id_taken'; readonly apiKey: string; readonly id: string; readonly holder: string };
+  | { readonly conflict: 'id_taken'; readonly apiKey: string; readonly id: string; readonly holder: string }
+  | { readonly conflict: 'claimed'; readonly name: string; readonly value: string };
 
 /** A batch is all or nothing: every write's new version, or the first conflict found. */
 export type KeyWriteResult =
@@ -49,11 +51,29 @@ export interface VersionedKey {
   readonly version: number;
 }
 
+/**
+ * A name set in the same atomic step as the writes, and only if it is not set yet (a management
+ * Idempotency-Key): a set name refuses the whole commit (`claimed`). Stored as
+ * "<version of the first write> <value>", kept `ttlMs`. Because the claim and the key land
+ * together or not at all, a create that failed (timeout, error, refusal) leaves no claim behind,
+ * and a claim always names a key that was written, at the version it was written at.
+ */
+export interface KeyClaim {
+  /** The name without the store's prefix, e.g. `idempotency:<sha256>`. */
+  readonly name: string;
+  readonly value: string;
+  readonly ttlMs: number;
+}
+
 /** A batch of writes and the audit entries committed with it. */
 export interface KeyCommit {
   readonly writes: readonly KeyWrite[];
   readonly audit: readonly AuditEntry[];
+  readonly claim?: KeyClaim;
 }
+
+/** What a claim holds once committed: the version its key was written at, then the caller's value. */
+export const claimedValue = (version: number, value: string) => `${version} ${value}`;
 
 /**
  * The checks of a batch, before anything is written: the same rules, in the same

@@ -2,7 +2,7 @@ import type { Clock } from '../clock.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
-import { checkKeyWrites, type KeyCommit, type KeyWriteResult } from './key-write.js';
+import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from './key-write.js';
 import { gcra } from './rate-limit.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from './store.js';
@@ -52,7 +52,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
-  const claims = new Map<string, { value: string; until: number }>(); // claimOnce: name -> value, expiry (ms)
+  const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
   const emit = (apiKey: string | null) => {
     for (const l of listeners) l(apiKey);
@@ -88,6 +88,11 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const r = keys.get(apiKey);
       return r && { version: versions.get(apiKey) ?? 0, id: r.id, state: r.state };
     };
+    const t = Number(deps.clock.nowNs() / 1_000_000n);
+    const claim = change.claim;
+    const there = claim && claims.get(claim.name);
+    if (claim && there && there.until > t)
+      return { ok: false, conflict: 'claimed', name: claim.name, value: there.value };
     const conflict = checkKeyWrites(change.writes, headOf, (id) => ids.get(id));
     if (conflict) return { ok: false, ...conflict };
     const out: number[] = [];
@@ -108,6 +113,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         usage.delete(w.apiKey);
         out.push(0);
       }
+    }
+    if (claim) {
+      if (claims.size >= 10_000) for (const [k, c] of claims) if (c.until <= t) claims.delete(k);
+      claims.set(claim.name, { value: claimedValue(out[0] ?? 0, claim.value), until: t + claim.ttlMs });
     }
     for (const w of change.writes) {
       for (const s of staging) s.touch(w.apiKey);
@@ -187,19 +196,11 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
     },
     async flushUsage() {}, // counted exactly at admission: nothing pending
+    // Changes are emitted synchronously in this process: none can be missed.
     subscribed: () => true,
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
-    },
-    // Changes are emitted synchronously in this process: none can be missed.
-    async claimOnce(name, value, ttlMs) {
-      const t = Number(deps.clock.nowNs() / 1_000_000n);
-      const there = claims.get(name);
-      if (there && there.until > t) return there.value;
-      if (claims.size >= 10_000) for (const [k, c] of claims) if (c.until <= t) claims.delete(k);
-      claims.set(name, { value, until: t + ttlMs });
-      return null;
     },
     async appendAudit() {},
     async ping() {},

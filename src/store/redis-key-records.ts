@@ -18,6 +18,8 @@ import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from './store.
  *   {prefix}{keystore}:ids             hash: id → apiKey (an id names one key)
  *   {prefix}{keystore}:version         counter: versions never repeat, even after a delete and a re-import
  *   {prefix}{keystore}:audit           stream of key changes (who/what/when, never a secret)
+ *   {prefix}{keystore}:idempotency:<sha256>  a management Idempotency-Key (per token), set with the key it
+ *                                      created: "<version> <apiKey> <bodyHash> <id>", 24 h (key-write.ts KeyClaim)
  * The cost: on a Cluster every record lives on one node (the request path reads a
  * record only on a key-cache miss; nonces, GCRA state and usage stay spread by {apiKey}).
  *
@@ -85,6 +87,7 @@ export function createRedisKeyRecords(
       `${base}version`,
       `${base}audit`,
       ...commit.writes.map((w) => recordOf(w.apiKey)),
+      ...(commit.claim ? [`${base}${commit.claim.name}`] : []),
     ];
     const args: string[] = [`${base}owner:`, channel, String(commit.writes.length), String(commit.audit.length)];
     for (const w of commit.writes) {
@@ -93,8 +96,9 @@ export function createRedisKeyRecords(
       args.push(r ? seal(r) : '', r?.id ?? '', r?.owner ?? '', r?.state ?? '');
     }
     for (const a of commit.audit) args.push(JSON.stringify(a));
+    if (commit.claim) args.push(commit.claim.value, String(commit.claim.ttlMs));
     const reply = await script(keys.length, ...keys, ...args);
-    return toResult(reply);
+    return toResult(reply, commit.claim?.name);
   }
 
   return {
@@ -159,9 +163,10 @@ function legacyHead(raw: string): { id: string; owner: string; state: string } |
   }
 }
 
-function toResult(reply: unknown[]): KeyWriteResult {
+function toResult(reply: unknown[], name = ''): KeyWriteResult {
   const [tag, apiKey, version, id, holder] = reply.map(String);
   if (tag === 'ok') return { ok: true, versions: reply.slice(1).map(Number) };
+  if (tag === 'claimed') return { ok: false, conflict: 'claimed', name, value: apiKey as string };
   if (tag === 'id_taken')
     return { ok: false, conflict: 'id_taken', apiKey: apiKey as string, id: id as string, holder: holder as string };
   if (tag === 'version' || tag === 'revoked')

@@ -51,7 +51,6 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
- *   {prefix}idempotency:<sha256>      management API Idempotency-Key (per token) -> "apiKey bodyHash", 24 h
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
@@ -273,17 +272,6 @@ export function createRedisStore(
       return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));
     },
     flushUsage: () => usage.flush(),
-    claimOnce: (name, value, ttlMs) =>
-      commit(async () => {
-        const k = `${prefix}${name}`;
-        // SET NX, then read the winner; a winner that expired in between is claimed again once.
-        for (let i = 0; i < 2; i++) {
-          if ((await manager.set(k, value, 'PX', ttlMs, 'NX')) === 'OK') return null;
-          const there = await manager.get(k);
-          if (there !== null) return there;
-        }
-        return manager.get(k);
-      }, [`${prefix}${name}`]),
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
     subscribed: () => subscribed,
     onKeyChange(listener) {

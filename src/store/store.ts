@@ -49,7 +49,7 @@ export interface KeyPage {
  * Both pass the same contract suite (test/e2e/store-contract.test.ts).
  *
  * The request path calls getKey, admit, countKeys, ping; the key operations (management API and
- * CLI) call readKey, listKeys, commitKeyChanges, claimOnce, appendAudit, getUsage. Redis runs the
+ * CLI) call readKey, listKeys, commitKeyChanges, appendAudit, getUsage. Redis runs the
  * two groups on separate connections, so a slow management call never holds a proxy request.
  */
 export interface Store {
@@ -66,7 +66,8 @@ export interface Store {
   /**
    * Every key change an operator makes: the writes checked (version, revocation wins, ids
    * unique) and applied with their audit entries and change messages in one atomic step,
-   * all or nothing (key-write.ts). A deleted key's rate-limit state and usage go too.
+   * all or nothing (key-write.ts), with the commit's claim if it has one (an Idempotency-Key, shared
+   * by every instance in Redis). A deleted key's rate-limit state and usage go too.
    */
   commitKeyChanges(commit: KeyCommit): Promise<KeyWriteResult>;
   /** Writes a record unconditionally, without audit: seeding a store (tests), never an operator's change. */
@@ -102,11 +103,6 @@ export interface Store {
    * Redis store flushes whenever a connection comes back, since changes made meanwhile were not heard.
    */
   subscribed(): boolean;
-  /**
-   * Sets `name` to `value` unless it is set, kept `ttlMs`; returns the value already there, or
-   * null when this call set it. Idempotency-Keys of the management API (shared by every instance in Redis).
-   */
-  claimOnce(name: string, value: string, ttlMs: number): Promise<string | null>;
   /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */

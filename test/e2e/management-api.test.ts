@@ -222,6 +222,62 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     expect(list.keys).toHaveLength(2);
   });
 
+  it('a replay is the first answer only while it is true: after a rotate or a revoke, 409 naming the key and no secret (on either instance)', async () => {
+    const body = { owner: 'acct_idem_changed', scopes: ['accounts:read'] };
+    for (const [n, change] of [
+      ['rotate', (k: Key) => writer.call('POST', `/v1/keys/${k.apiKey}/rotate`, { json: { graceSeconds: 60 } })],
+      ['revoke', (k: Key) => writer.call('POST', `/v1/keys/${k.apiKey}/revoke`, { json: { reason: 'leaked' } })],
+    ] as const) {
+      const headers = { 'Idempotency-Key': `signup-${n}-1` };
+      const first = await create(body, headers);
+      const changed = await change(first.k);
+      expect(changed.status).toBe(200);
+      const rotatedSecret = (changed.json() as { apiSecret?: string }).apiSecret;
+      if (rotatedSecret) used.add(rotatedSecret);
+      for (const client of [writer, onB]) {
+        const again = await client.call('POST', '/v1/keys', { json: body, headers });
+        expect([again.status, (again.json() as { error: string }).error]).toEqual([409, 'conflict']);
+        expect(again.body).toContain(first.k.apiKey);
+        expect(again.body).toContain(first.k.id);
+        expect(again.body).not.toContain('apiSecret');
+        expect(again.body).not.toContain(first.k.apiSecret);
+        if (rotatedSecret) expect(again.body).not.toContain(rotatedSecret);
+      }
+    }
+    // A replay that is still true is audited (actor, key), like a change.
+    const c = new Redis(redis.url);
+    const entries = (await c.xrange('keygate:{keystore}:audit', '-', '+')).map(
+      ([, f]) => JSON.parse(f[1] as string) as { action: string },
+    );
+    c.disconnect();
+    expect(entries.filter((e) => e.action === 'create-replay').length).toBeGreaterThan(0);
+  });
+
+  it('a create that hit a paused Redis (503) leaves no claim behind: its retry with the same Idempotency-Key is 201, one key, a secret that works', async () => {
+    const body = { owner: 'acct_idem_paused', scopes: ['accounts:read'] };
+    const headers = { 'Idempotency-Key': 'signup-paused-1' };
+    const c = new Redis(redis.url);
+    // Writes (the key change script) wait in Redis well past the command deadline (500 ms): the create answers 503.
+    const pauseMs = 3_000;
+    await c.call('CLIENT', 'PAUSE', String(pauseMs), 'WRITE');
+    const pausedAt = Date.now();
+    const first = await writer.call('POST', '/v1/keys', { json: body, headers });
+    expect([first.status, (first.json() as { error: string }).error]).toEqual([503, 'store_unavailable']);
+    await new Promise((r) => setTimeout(r, Math.max(0, pausedAt + pauseMs - Date.now()) + 100));
+    c.disconnect();
+    // Whether or not the first write landed once Redis resumed, the retry answers 201 with a key and its secret.
+    const again = await writer.call('POST', '/v1/keys', { json: body, headers });
+    expect(again.status).toBe(201);
+    const k = again.json() as Key;
+    used.add(k.apiSecret as string);
+    const list = (await reader.call('GET', '/v1/keys?owner=acct_idem_paused')).json() as { keys: Key[] };
+    expect(list.keys.map((x) => x.apiKey)).toEqual([k.apiKey]);
+    expect((await proxied(a, k.apiKey, k.apiSecret as string)).status).toBe(200);
+    // And a third call replays it: the same key and secret.
+    const third = await onB.call('POST', '/v1/keys', { json: body, headers });
+    expect([third.status, (third.json() as Key).apiSecret]).toEqual([201, k.apiSecret]);
+  });
+
   it("an account's list shows only its keys, in stable pages", async () => {
     const mine: string[] = [];
     for (let i = 0; i < 5; i++) mine.push((await create({ owner: 'acct_list', scopes: [] })).k.apiKey);
@@ -575,7 +631,9 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     c.disconnect();
     expect(entries.length).toBeGreaterThan(10);
     expect(new Set(entries.map((e) => e.actor))).toEqual(new Set(['settings-backend']));
-    expect(new Set(entries.map((e) => e.action))).toEqual(new Set(['create', 'update', 'rotate', 'revoke', 'delete']));
+    expect(new Set(entries.map((e) => e.action))).toEqual(
+      new Set(['create', 'create-replay', 'update', 'rotate', 'revoke', 'delete']),
+    );
     const logged = a.logs.filter((l) => l.includes('"audit"'));
     expect(logged.length).toBeGreaterThan(0);
   });

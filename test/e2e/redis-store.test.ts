@@ -116,12 +116,17 @@ describe('redis store: layout', () => {
     expect(await store.deleteKey('kg_gone')).toBe(false);
   });
 
-  it('claimOnce: idempotency names under the prefix, with their TTL', async () => {
+  it('a commit claim: the idempotency name under {keystore} (one slot with the key), "<version> <value>", with its TTL', async () => {
     const { store, prefix } = await open();
-    expect(await store.claimOnce('idempotency:abc', 'kg_x hash', 30_000)).toBeNull();
-    expect(await store.claimOnce('idempotency:abc', 'kg_y other', 30_000)).toBe('kg_x hash');
-    expect(await raw.get(`${prefix}idempotency:abc`)).toBe('kg_x hash');
-    const ttl = await raw.pttl(`${prefix}idempotency:abc`);
+    const r = await store.commitKeyChanges({
+      writes: [{ apiKey: 'kg_x', expect: 0, next: makeKey({ apiKey: 'kg_x' }) }],
+      audit: [],
+      claim: { name: 'idempotency:abc', value: 'kg_x hash', ttlMs: 30_000 },
+    });
+    expect(r.ok).toBe(true);
+    const version = r.ok ? r.versions[0] : -1;
+    expect(await raw.get(`${prefix}{keystore}:idempotency:abc`)).toBe(`${version} kg_x hash`);
+    const ttl = await raw.pttl(`${prefix}{keystore}:idempotency:abc`);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(30_000);
   });

@@ -117,16 +117,31 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await nonceOnly(store, 'k', '1', 150)).outcome).toBe('admitted');
   });
 
-  it('claimOnce: of 20 concurrent claims from two instances exactly one wins, the rest read its value; free again after the TTL', async () => {
+  it('a commit with a claim: of 20 concurrent creates under one claim from two instances exactly one lands and sets it (with its version), the rest are refused with its value; a refused commit leaves no claim; free again after the TTL', async () => {
     const { store, peer, advance } = await h.open();
-    const got = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => (i % 2 ? store : peer).claimOnce('idempotency:x', `v${i}`, 150)),
-    );
-    const winners = got.map((g, i) => (g === null ? `v${i}` : undefined)).filter((v) => v !== undefined);
-    expect(winners).toHaveLength(1);
-    expect(got.filter((g) => g !== null && g !== winners[0])).toEqual([]);
+    const create = (s: Store, apiKey: string, name = 'idempotency:x') =>
+      s.commitKeyChanges({
+        writes: [{ apiKey, expect: 0, next: makeKey({ apiKey, id: apiKey }) }],
+        audit: [],
+        claim: { name, value: apiKey, ttlMs: 150 },
+      });
+    const got = await Promise.all(Array.from({ length: 20 }, (_, i) => create(i % 2 ? store : peer, `k${i}`)));
+    const landed = got.flatMap((g, i) => (g.ok ? [{ apiKey: `k${i}`, version: g.versions[0] }] : []));
+    expect(landed).toHaveLength(1);
+    const winner = landed[0]!;
+    expect((await store.listKeys({ limit: 100 })).records.map((r) => r.apiKey)).toEqual([winner.apiKey]);
+    for (const g of got.filter((x) => !x.ok))
+      expect(g).toEqual({
+        ok: false,
+        conflict: 'claimed',
+        name: 'idempotency:x',
+        value: `${winner.version} ${winner.apiKey}`,
+      });
+    // A commit refused for another reason (the key exists) sets no claim.
+    expect(await create(store, winner.apiKey, 'idempotency:y')).toMatchObject({ ok: false, conflict: 'version' });
+    expect((await create(peer, 'other', 'idempotency:y')).ok).toBe(true);
     await advance(400);
-    expect(await peer.claimOnce('idempotency:x', 'later', 150)).toBeNull();
+    expect((await create(peer, 'later')).ok).toBe(true);
   });
 
   // 5/s burst 10: T = 200 ms, a whole burst back in 2 s. Generous margins: the Redis harness runs on real time.

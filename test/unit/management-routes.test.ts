@@ -429,7 +429,37 @@ describe('management routes: answers', () => {
     // Another actor's retry key is its own: a new key.
     const theirs = ok(await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-1', actor: 'console' })));
     expect(theirs.body.apiKey).not.toBe(first.body.apiKey);
-    expect(w.audit.map((e) => e.action)).toEqual(['create', 'create']);
+    expect(w.audit.map((e) => e.action)).toEqual(['create', 'create-replay', 'create']);
+    expect(w.audit[1]).toEqual({
+      at: iso(T0),
+      actor: 'settings-backend',
+      action: 'create-replay',
+      apiKey: first.body.apiKey,
+      id: first.body.id,
+    });
+  });
+
+  // A replay returns the first answer only while it is still true: never a secret the first create did not return.
+  it.each([
+    { change: 'rotate', path: `${ONE}/rotate`, body: { graceSeconds: 60 } },
+    { change: 'revoke', path: `${ONE}/revoke`, body: { reason: 'leaked' } },
+    { change: 'label', path: ONE, method: 'PATCH', body: { label: 'renamed' } },
+    { change: 'delete', path: ONE, method: 'DELETE', body: undefined },
+  ])('create: a replay after a $change is 409 naming the key, no secret, nothing written', async (c) => {
+    const w = world();
+    const body = { owner: 'acme', label: 'retry' };
+    const first = ok(await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-2' })));
+    const apiKey = first.body.apiKey as string;
+    ok(await run(w, c.method ?? 'POST', c.path, call({ apiKey, body: c.body })));
+    const keysBefore = (await w.store.listKeys({ limit: 500 })).records.length;
+    const again = await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-2' }));
+    if (!('error' in again)) throw new Error(`expected a refusal, got ${again.status}`);
+    expect(again.error).toBe('conflict');
+    expect(again.message).toContain(apiKey);
+    expect(again.message).toContain(first.body.id as string);
+    expect(JSON.stringify(again)).not.toContain(first.body.apiSecret as string);
+    expect((await w.store.listKeys({ limit: 500 })).records.length).toBe(keysBefore);
+    expect(w.audit.map((e) => e.action)).not.toContain('create-replay');
   });
 
   it.each([
