@@ -16,6 +16,7 @@ import { loadKeysFile } from './keys/keys-file.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
+import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
 import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Store } from './store/store.js';
 
@@ -54,7 +55,7 @@ export interface Keygate {
 /** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
 export function createStoreFromConfig(
   config: Config,
-  deps: { logger: Logger; clock: Clock; metrics?: Metrics },
+  deps: { logger: Logger; clock: Clock; metrics?: Metrics; fence?: ReplayFence },
 ): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
@@ -70,6 +71,7 @@ export function createStoreFromConfig(
       {
         logger: deps.logger,
         clock: deps.clock,
+        ...(deps.fence && { fence: deps.fence }),
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
           onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
@@ -92,7 +94,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const clock = deps.clock ?? systemClock();
   const metrics = deps.metrics ?? createMetrics();
   const logger = deps.logger;
-  const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics });
+  // One fence per process, raised by the store that sees the failover, checked by the authenticator.
+  const fence = config.replayFence ? createReplayFence({ clock }) : undefined;
+  const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics, ...(fence && { fence }) });
   const keys = createKeyCache(
     {
       ttlMs: config.limits.keyCacheTtlMs,
@@ -133,7 +137,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         return policy.policy().defaultRateLimit;
       },
     },
-    { keys, store, clock },
+    { keys, store, clock, ...(fence && { fence }) },
   );
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
   const forwarder =

@@ -5,7 +5,9 @@ import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
 import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../config/env-names.js';
+import { workersWarning } from '../config/read-workers.js';
 import { serveWorkers } from './serve-workers.js';
 import { describeListenError } from './listen-error.js';
 import { packageVersion } from '../observe/package-version.js';
@@ -84,7 +86,11 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   const logger = createLogger({ level: config.logLevel });
   // Workers run serve() again: the primary alone warns, once per name.
   if (cluster.isPrimary) for (const problem of unknownEnvProblems(env)) logger.warn(problem);
-  if (config.workers > 1) return serveWorkers(config, logger);
+  if (config.workers > 1) {
+    const warning = cluster.isPrimary && workersWarning(config.workers, availableParallelism());
+    if (warning) logger.warn(warning);
+    return serveWorkers(config, logger);
+  }
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   if (config.redis && !config.secretEncryptionKeys)

@@ -9,7 +9,7 @@ import { readManagement, type ManagementSettings } from './read-management.js';
 import { readUpstream } from './read-upstream.js';
 import { readWorkers } from './read-workers.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
-import { readRedisDurability, type RedisDurability } from './read-durability.js';
+import { readRedisDurability, readReplayFence, type RedisDurability } from './read-durability.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -30,6 +30,8 @@ export interface Config {
   readonly redis: RedisConnection | undefined;
   /** Replicas a key change waits for (KEYGATE_REDIS_MIN_REPLICAS); undefined without Redis. */
   readonly redisDurability: RedisDurability | undefined;
+  /** Refuse nonces older than the last Redis failover seen (KEYGATE_REPLAY_FENCE; src/store/replay-fence.ts). */
+  readonly replayFence: boolean;
   /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
   readonly workers: number;
   readonly keysFile: string | undefined;
@@ -63,6 +65,7 @@ export function loadConfig(env: Env): Config {
   const redis = readRedisSettings(env, problems);
   const redisUrl = redis?.mode === 'standalone' ? redis.url : undefined;
   const redisDurability = readRedisDurability(env, redis, problems);
+  const replayFence = readReplayFence(env, redis, problems);
   const workers = readWorkers(env, redis !== undefined, problems);
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
@@ -92,6 +95,7 @@ export function loadConfig(env: Env): Config {
     redisUrl,
     redis,
     redisDurability,
+    replayFence,
     workers,
     keysFile,
     secretEncryptionKeys,

@@ -13,8 +13,9 @@ import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget, type Target } from '../pipeline/check-target.js';
 import { requestIdOf } from '../pipeline/forward-headers.js';
+import { checkHeaders } from '../pipeline/check-headers.js';
 import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
-import { findRoute } from '../policy/find-route.js';
+import { findApiRoute, findRoute } from '../policy/find-route.js';
 import { isUnderPrefix } from '../policy/routes.js';
 import { StoreUnavailableError } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
@@ -31,7 +32,7 @@ import { Walk } from './walk.js';
  */
 export const REQUEST_STEPS = Object.freeze([
   { name: 'admit', source: 'src/gateway/request-path.ts' },
-  { name: 'screenHeaderCount', source: 'src/gateway/request-path.ts' },
+  { name: 'screenHeaders', source: 'src/pipeline/check-headers.ts' },
   { name: 'originalRequest', source: 'src/gateway/forward-auth-mode.ts' },
   { name: 'checkRequestTarget', source: 'src/pipeline/check-target.ts' },
   { name: 'serveTime', source: 'src/gateway/request-path.ts' },
@@ -99,7 +100,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
    */
   function walk(w: Walk) {
     if (
-      screenHeaderCount(w) &&
+      screenHeaders(w) &&
       originalRequest(w) &&
       checkRequestTarget(w) &&
       serveTime(w) &&
@@ -111,12 +112,13 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       authenticate(w);
   }
 
-  /** More header fields than the limit: refused whole (431), never half-read. */
-  function screenHeaderCount(w: Walk): boolean {
+  /** More header fields than the limit (431, never half-read), or a repeated Host (400): refused whole. */
+  function screenHeaders(w: Walk): boolean {
     w.peer = w.log.clientIp = normalizeIp(w.req.socket.remoteAddress ?? '');
-    if (w.req.rawHeaders.length <= 2 * limits.maxHeaderCount) return true;
-    w.res.setHeader('connection', 'close');
-    return refuse(w.res, w.log, deny('too_many_headers'));
+    const screened = checkHeaders(w.req.rawHeaders, limits.maxHeaderCount);
+    if (screened.ok) return true;
+    if (screened.reason === 'too_many_headers') w.res.setHeader('connection', 'close');
+    return refuse(w.res, w.log, screened);
   }
 
   /** The request to check: the one received, or (forward-auth) the one the asking proxy describes. */
@@ -174,7 +176,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
         ? undefined
         : findRoute(w.api ? policy.publicApiRoutes : policy.publicRoutes, methods, path);
     w.isPublic = open !== undefined && !open.partial;
-    w.route = w.api && !w.isPublic ? findRoute(policy.routes, methods, path) : open;
+    w.route = w.api && !w.isPublic ? findApiRoute(policy.routes, methods, path, API_PREFIX) : open;
     w.log.route = w.route?.pattern;
     return true;
   }

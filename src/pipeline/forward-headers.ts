@@ -106,7 +106,6 @@ export function requestIdOf(sent: string | string[] | undefined): string {
 export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): UpstreamHead | Denial {
   let connection: string | undefined;
   let body: BodyFraming = 'none';
-  let hosts = 0;
   let priorFor: string | undefined;
   let priorProto: string | undefined;
   let priorHost: string | undefined;
@@ -116,10 +115,8 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
     const name = raw[i] as string;
     switch (name.length) {
       case 4:
-        if (name.toLowerCase() === 'host') {
-          hosts++;
-          host = raw[i + 1];
-        }
+        // A repeated Host never gets here (check-headers.ts refuses it first).
+        if (host === undefined && name.toLowerCase() === 'host') host = raw[i + 1];
         break;
       case 10:
         if (name.toLowerCase() === 'connection')
@@ -147,8 +144,6 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
       }
     }
   }
-  if (hosts > 1) return deny('ambiguous_header');
-
   let named: Set<string> | undefined;
   if (connection !== undefined) {
     for (const token of connection.split(',')) {

@@ -6,11 +6,14 @@ import { ADMIT_SCRIPT } from './admit-script.js';
 import { createDurability } from './redis-durability.js';
 import { createDeadlineQueue } from './deadline-queue.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
+import type { Redis } from 'ioredis';
 import { createUsageWriter } from './usage-writer.js';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
+import { watchFailovers } from './failover-watch.js';
+import type { ReplayFence } from './replay-fence.js';
 import { StoreUnavailableError, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
@@ -55,7 +58,7 @@ export interface RedisStoreEvents {
  */
 export function createRedisStore(
   options: RedisStoreOptions,
-  deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock },
+  deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
 ): Store & { client: RedisClient } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
@@ -81,6 +84,11 @@ export function createRedisStore(
   const stopWatching =
     connection.mode === 'sentinel'
       ? watchSentinelFailover(connection, () => {
+          // Before the reconnect: no admit may reach the new master ahead of the fence.
+          if (deps.fence) {
+            deps.fence.raise('switch_master');
+            deps.logger.warn({ cause: 'switch_master' }, 'redis failover seen: replay fence raised');
+          }
           deps.logger.info('sentinel reports a new master; reconnecting');
           // Only a ready connection: one that is (re)connecting already asks the sentinels.
           for (const c of [client, subscriber, manager]) if (c.status === 'ready') c.disconnect(true);
@@ -168,6 +176,14 @@ export function createRedisStore(
     return new StoreUnavailableError(`redis: ${message}`, { cause: err });
   };
   const run = <T>(fn: () => Promise<T>): Promise<T> => deadlines.run(fn, toStoreError);
+
+  const stopFence = deps.fence
+    ? watchFailovers(client, deps.fence, {
+        logger: deps.logger,
+        // On the connection that just became ready, under the command deadline.
+        runIdOf: () => run(async () => /run_id:(\w+)/.exec(await (client as Redis).info('server'))?.[1] ?? ''),
+      })
+    : () => {};
 
   const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
   // The request path's reads on its connection; the key operations' reads and changes on theirs,
@@ -287,6 +303,7 @@ export function createRedisStore(
       await usage.close();
       listeners.clear();
       stopWatching();
+      stopFence();
       const all = [client, subscriber, manager];
       await Promise.allSettled(all.map((c) => c.quit()));
       for (const c of all) c.disconnect();
