@@ -135,6 +135,7 @@ describe('keygate CLI', () => {
     'keys',
     'token',
     'management-token',
+    'assertion',
     'check-config',
     'version',
     'help',
