@@ -11,7 +11,7 @@ import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
  */
 export interface KeyContext {
   readonly ops: KeyOperations;
-  /** For reads the operations do not cover (usage counters, the whole key set). */
+  /** For reads the operations do not cover (usage counters). */
   readonly store: Store;
   readonly actor: string;
   readonly now: () => number;

@@ -147,6 +147,27 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
   });
 });
 
+describe('keygate keys list: pages', () => {
+  it('--limit prints one page and the next cursor on stderr; --cursor goes on from there', async () => {
+    const first = await keys('list', '--limit', '1');
+    expect(first.code).toBe(0);
+    expect(first.out.split('\n').map((l) => l.split(/\s+/)[0])).toEqual(['API', 'active', '']);
+    const cursor = /^more keys follow: --cursor (\S+)\n$/.exec(first.err)?.[1] as string;
+    expect(cursor).toBeDefined();
+    const second = await keys('list', '--limit', '1', '--cursor', cursor, '--json');
+    expect(JSON.parse(second.out)).toMatchObject({ keys: [{ apiKey: 'gone' }], nextCursor: null });
+    expect(second.err).toBe('');
+  });
+
+  it('without --limit, every key, read page by page (more than one page of 500)', async () => {
+    for (let i = 0; i < 600; i++) await store.putKey(makeKey({ apiKey: `many-${String(i).padStart(3, '0')}` }));
+    const all = await keys('list', '--json');
+    const listed = (JSON.parse(all.out) as Array<{ apiKey: string }>).map((k) => k.apiKey);
+    expect(listed).toHaveLength(602);
+    expect(listed).toEqual([...listed].sort());
+  });
+});
+
 describe('keygate keys --json: every action prints JSON', () => {
   const cases: Record<string, [string[], (v: Record<string, unknown>) => void]> = {
     create: [
@@ -237,6 +258,14 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
     [['update', 'active'], /^nothing to change/],
     [['list', '--state', 'dormant'], '--state must be active, revoked or expired'],
     [['list', '--sort', 'name'], /^--sort: only "last-used"/],
+    [['list', '--limit', '0'], '--limit: a whole number from 1 to 500'],
+    [['list', '--limit', '501'], '--limit: a whole number from 1 to 500'],
+    [['list', '--cursor', 'YWN0aXZl'], '--cursor: a cursor printed by a list with --limit, given with --limit'],
+    [
+      ['list', '--limit', '1', '--cursor', 'a.b'],
+      '--cursor: a cursor printed by a list with --limit, given with --limit',
+    ],
+    [['list', '--limit', '1', '--sort', 'last-used'], '--sort orders the whole list: not with --limit'],
     [['usage', 'active', '--days', '36'], /^--days: a whole number from 1 to 35/],
     [['rotate', 'active', '--grace', 'long'], '--grace: expected a duration like 300s or 10m, got long'],
   ])('%j', async (args, message) => {

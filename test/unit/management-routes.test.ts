@@ -342,11 +342,11 @@ describe('management routes: refusals', () => {
   ];
   it.each(cases)('$name → $error, nothing written', async (c) => {
     const w = world();
-    const before = await w.store.listKeys();
+    const before = await w.store.listKeys({ limit: 500 });
     const a = await run(w, c.method, c.pattern, c.call);
     expect('error' in a && a.error).toBe(c.error);
     if (c.says && 'error' in a) expect([a.message ?? '', ...(a.problems ?? [])].join('\n')).toContain(c.says);
-    expect(await w.store.listKeys()).toEqual(before);
+    expect(await w.store.listKeys({ limit: 500 })).toEqual(before);
     expect(w.audit).toEqual([]);
   });
 });
@@ -451,14 +451,14 @@ describe('management routes: answers', () => {
     const first = ok(await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-2' })));
     const apiKey = first.body.apiKey as string;
     ok(await run(w, c.method ?? 'POST', c.path, call({ apiKey, body: c.body })));
-    const keysBefore = (await w.store.listKeys()).length;
+    const keysBefore = (await w.store.listKeys({ limit: 500 })).records.length;
     const again = await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-2' }));
     if (!('error' in again)) throw new Error(`expected a refusal, got ${again.status}`);
     expect(again.error).toBe('conflict');
     expect(again.message).toContain(apiKey);
     expect(again.message).toContain(first.body.id as string);
     expect(JSON.stringify(again)).not.toContain(first.body.apiSecret as string);
-    expect((await w.store.listKeys()).length).toBe(keysBefore);
+    expect((await w.store.listKeys({ limit: 500 })).records.length).toBe(keysBefore);
     expect(w.audit.map((e) => e.action)).not.toContain('create-replay');
   });
 
