@@ -64,7 +64,7 @@ export const LABEL_VALUES = Object.freeze({
   upstreamStatusClass: ['1xx', '2xx', '3xx', '4xx', '5xx', 'error', 'timeout'] as const,
   keyCacheEvent: ['hit', 'miss', 'evict_change', 'evict_flush', 'evict_size'] as const,
   redisErrorKind: ['timeout', 'error'] as const,
-  redisConnection: ['command', 'subscriber'] as const,
+  redisConnection: ['command', 'subscriber', 'management'] as const,
   invalidationScope: ['key', 'all'] as const,
   assertionMode: ['identity', 'request'] as const,
 });
