@@ -11,6 +11,7 @@ import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
+import { createTurnSend } from './turn-batch.js';
 import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
@@ -190,6 +191,8 @@ export function createRedisStore(
     keygateUsage(...args: Array<string | number>): Promise<number>;
   };
   const admitScript = scripts.keygateAdmit.bind(client);
+  // The request path's nonce SET: every one a loop turn issues leaves in one write (turn-batch.ts).
+  const sendInTurn = createTurnSend(client);
   const usageScript = scripts.keygateUsage.bind(client);
 
   // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
@@ -260,9 +263,9 @@ export function createRedisStore(
       // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
       return limit === undefined
         ? deadlines.run(
-            () => client.set(`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX'),
+            () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
             toStoreError,
-            (reply) => counted(apiKey, parseNonceReply(reply)),
+            (reply) => counted(apiKey, parseNonceReply(reply as string | null)),
           )
         : deadlines.run(
             () => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst),
