@@ -16,8 +16,11 @@ import { loadKeysFile } from './keys/keys-file.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
+import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
 import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Store } from './store/store.js';
+import { createAssertionKeysSource, type AssertionKeysSource } from './keys/assertion-keys-source.js';
+import { createAssertionSigner } from './keys/assertion-signer.js';
 
 export interface KeygateDeps {
   logger: Logger;
@@ -45,6 +48,8 @@ export interface Keygate {
   reloadPolicy(): boolean;
   /** Re-reads KEYGATE_MANAGEMENT_TOKENS_FILE (SIGHUP does this too); false if rejected or not configured. */
   reloadManagementTokens(): boolean;
+  /** Re-reads KEYGATE_ASSERTION_KEYS_FILE (SIGHUP does this too); false if rejected or the assertion is off. */
+  reloadAssertionKeys(): boolean;
   /** Binds the ports; resolves with the actual ports (0 in config = any free port). */
   listen(): Promise<{ port: number; adminPort: number; managementPort?: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
@@ -54,7 +59,7 @@ export interface Keygate {
 /** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
 export function createStoreFromConfig(
   config: Config,
-  deps: { logger: Logger; clock: Clock; metrics?: Metrics },
+  deps: { logger: Logger; clock: Clock; metrics?: Metrics; fence?: ReplayFence },
 ): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
@@ -70,6 +75,7 @@ export function createStoreFromConfig(
       {
         logger: deps.logger,
         clock: deps.clock,
+        ...(deps.fence && { fence: deps.fence }),
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
           onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
@@ -92,7 +98,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const clock = deps.clock ?? systemClock();
   const metrics = deps.metrics ?? createMetrics();
   const logger = deps.logger;
-  const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics });
+  // One fence per process, raised by the store that sees the failover, checked by the authenticator.
+  const fence = config.replayFence ? createReplayFence({ clock }) : undefined;
+  const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics, ...(fence && { fence }) });
   const keys = createKeyCache(
     {
       ttlMs: config.limits.keyCacheTtlMs,
@@ -118,6 +126,24 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     const memory = store;
     watcher = createKeysFileSource({ file: config.keysFile }, { logger, stage: () => memory.stageKeys() });
   }
+  // The assertion keys: read (and checked) here at start; a broken file throws, as loadStartupConfig reported.
+  const assertionKeys: AssertionKeysSource | undefined =
+    config.assertion &&
+    createAssertionKeysSource({ file: config.assertion.keysFile, signingKid: config.assertion.signingKid }, { logger });
+  const assertion =
+    config.assertion &&
+    assertionKeys &&
+    createAssertionSigner(
+      { ...config.assertion, maxEntries: config.limits.keyCacheMaxEntries },
+      {
+        clock,
+        keys: assertionKeys.current,
+        events: {
+          onSigned: (mode) => metrics.bound.assertionsSigned[mode].inc(),
+          onCacheHit: () => metrics.assertionCacheHits.inc(),
+        },
+      },
+    );
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
   const authenticate = createAuthenticator(
     {
@@ -133,7 +159,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         return policy.policy().defaultRateLimit;
       },
     },
-    { keys, store, clock },
+    { keys, store, clock, ...(fence && { fence }) },
   );
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
   const forwarder =
@@ -156,10 +182,14 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     authenticate,
     policy: policy.policy,
     ...(forwarder && { forwarder }),
+    ...(assertion && { assertion }),
   });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
-  const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
+  const admin = createAdminServer(
+    { limits: config.limits },
+    { metrics, ready, ...(assertionKeys && { jwks: () => assertionKeys.current().jwks }) },
+  );
   const management =
     config.management &&
     createManagementApi(
@@ -192,6 +222,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     reloadKeys: () => watcher?.reload('reload requested') ?? Promise.resolve(false),
     reloadPolicy: () => policy.reload('reload requested'),
     reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
+    reloadAssertionKeys: () => assertionKeys?.reload('reload requested') ?? false,
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
@@ -229,6 +260,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       }
       await forwarder?.close();
       watcher?.close();
+      assertionKeys?.close();
       policy.close();
       keys.close();
       unsubscribe();

@@ -51,6 +51,10 @@ export const REASONS = Object.freeze({
   nonce_window: reason(40106, 'nonce outside recv_window of the server time'),
   bad_signature: reason(40106, "signature does not verify with the key's credential of the token's alg"),
   replay: reason(40106, 'nonce already used by this key inside its window'),
+  fenced: reason(
+    40106,
+    'nonce older than the Redis failover this instance last saw (replay fence, KEYGATE_REPLAY_FENCE): retry with a fresh token',
+  ),
   rate_limited: reason(
     10429,
     "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried",

@@ -8,8 +8,9 @@ import { readListeners } from './read-listeners.js';
 import { readManagement, type ManagementSettings } from './read-management.js';
 import { readUpstream } from './read-upstream.js';
 import { readWorkers } from './read-workers.js';
+import { readAssertion, type AssertionSettings } from './read-assertion.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
-import { readRedisDurability, type RedisDurability } from './read-durability.js';
+import { readRedisDurability, readReplayFence, type RedisDurability } from './read-durability.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -30,6 +31,8 @@ export interface Config {
   readonly redis: RedisConnection | undefined;
   /** Replicas a key change waits for (KEYGATE_REDIS_MIN_REPLICAS); undefined without Redis. */
   readonly redisDurability: RedisDurability | undefined;
+  /** Refuse nonces older than the last Redis failover seen (KEYGATE_REPLAY_FENCE; src/store/replay-fence.ts). */
+  readonly replayFence: boolean;
   /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
   readonly workers: number;
   readonly keysFile: string | undefined;
@@ -44,6 +47,8 @@ export interface Config {
   readonly management: ManagementSettings | undefined;
   /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
   readonly rateLimitHeaders: boolean;
+  /** The signed identity assertion (KEYGATE_ASSERTION_KEYS_FILE and its siblings); undefined = off. The key file itself is read by keys/. */
+  readonly assertion: AssertionSettings | undefined;
   readonly policy: Policy;
   readonly limits: Limits;
 }
@@ -63,6 +68,7 @@ export function loadConfig(env: Env): Config {
   const redis = readRedisSettings(env, problems);
   const redisUrl = redis?.mode === 'standalone' ? redis.url : undefined;
   const redisDurability = readRedisDurability(env, redis, problems);
+  const replayFence = readReplayFence(env, redis, problems);
   const workers = readWorkers(env, redis !== undefined, problems);
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
@@ -70,6 +76,7 @@ export function loadConfig(env: Env): Config {
   const logLevel = env.KEYGATE_LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
   const limits = readLimits(env, problems);
+  const assertion = readAssertion(env, problems);
   const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
   if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off')
     problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
@@ -92,12 +99,14 @@ export function loadConfig(env: Env): Config {
     redisUrl,
     redis,
     redisDurability,
+    replayFence,
     workers,
     keysFile,
     secretEncryptionKeys,
     configFile,
     logLevel,
     rateLimitHeaders: rawRateLimitHeaders !== 'off',
+    assertion,
     management,
     policy,
     limits,

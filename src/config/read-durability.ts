@@ -33,3 +33,21 @@ export function readRedisDurability(
     timeoutMs: readEnvInt(env, 'KEYGATE_REDIS_DURABILITY_TIMEOUT_MS', 1_000, 1, 60_000, problems),
   };
 }
+
+/**
+ * KEYGATE_REPLAY_FENCE=on|off (src/store/replay-fence.ts): after a failover, refuse every token whose
+ * nonce is older than the switch. On by default under Sentinel and Cluster, where a promoted
+ * replica may lack nonces the old master admitted; off for one server (a restart that loses data
+ * is the operator's to fence: turn it on). Only with Redis: the embedded store has no failover.
+ */
+export function readReplayFence(env: Env, redis: RedisConnection | undefined, problems: string[]): boolean {
+  const raw = env.KEYGATE_REPLAY_FENCE || undefined;
+  if (!redis) {
+    if (raw !== undefined)
+      problems.push('KEYGATE_REPLAY_FENCE: only used with Redis (KEYGATE_REDIS_URL, _SENTINELS or _CLUSTER_NODES)');
+    return false;
+  }
+  if (raw === undefined) return redis.mode !== 'standalone';
+  if (raw !== 'on' && raw !== 'off') problems.push(`KEYGATE_REPLAY_FENCE: "on" or "off", got ${JSON.stringify(raw)}`);
+  return raw === 'on';
+}

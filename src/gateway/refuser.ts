@@ -36,7 +36,8 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
     // Logged as the client gets it (after nginx's render step), not as the forced status nginx is sent.
     if (status !== undefined) log.status = ERRORS[decision.code].status;
     const extra =
-      decision.reason === 'nonce_window'
+      // Both tell the client to sign again with a nonce from the server's clock.
+      decision.reason === 'nonce_window' || decision.reason === 'fenced'
         ? { [SERVER_TIME_HEADER]: clock.nowNs().toString() }
         : 'rate' in decision
           ? limitedHeaders(decision.rate)

@@ -5,6 +5,7 @@ import type { PreparedKey } from '../keys/prepared-key.js';
 import type { KeyAlg } from '../keys/public-key.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
+import type { ReplayFence } from '../store/replay-fence.js';
 import type { Store } from '../store/store.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
@@ -26,11 +27,17 @@ export interface Authenticated {
   readonly rate: RateInfo | undefined;
 }
 
+/**
+ * A refusal once the signature verified (replay, fenced, rate limited): the key is proven, so its
+ * id is logged with the refusal (docs/running.md; the KeygateReplaySpike alert points there).
+ */
+export type VerifiedDenial = Denial & { readonly keyId: string };
+
 /** 429 rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
-export type RateLimited = Denial & { readonly rate: RateInfo };
+export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
 
 export interface Authenticator {
-  (rawHeaders: readonly string[]): Promise<Authenticated | Denial | RateLimited>;
+  (rawHeaders: readonly string[]): Promise<Authenticated | Denial | VerifiedDenial | RateLimited>;
 }
 
 export interface AuthenticateOptions extends DecodeOptions {
@@ -40,7 +47,7 @@ export interface AuthenticateOptions extends DecodeOptions {
 
 /**
  * Authentication, in order; the first failing step decides:
- *   credentials (40004/40107) → token shape and claims (40106) → time window (40106)
+ *   credentials (40004/40107) → token shape and claims (40106) → time window and replay fence (40106)
  *   → key exists, active, not expired (10013) → signature (40106)
  *   → rate limit (10429) → replay guard (40106).
  * Cheap checks come before crypto and store round trips. The last two are one
@@ -51,14 +58,15 @@ export interface AuthenticateOptions extends DecodeOptions {
  */
 export function createAuthenticator(
   options: AuthenticateOptions,
-  deps: { keys: KeyCache; store: Store; clock: Clock },
+  deps: { keys: KeyCache; store: Store; clock: Clock; fence?: ReplayFence },
 ): Authenticator {
+  const fence = deps.fence;
   return async function authenticate(rawHeaders) {
     const credentials = readCredentials(rawHeaders);
     if (!credentials.ok) return credentials;
     const claims = decodeToken(credentials.token, options);
     if (!claims.ok) return claims;
-    const timing = checkTime(claims, deps.clock.nowNs());
+    const timing = checkTime(claims, deps.clock.nowNs(), fence?.fenceNs());
     if (!timing.ok) return timing;
 
     const key = await deps.keys.get(claims.sub);
@@ -72,9 +80,14 @@ export function createAuthenticator(
 
     const limit = key.rateLimit ?? options.defaultRateLimit;
     const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, limit);
-    if (admission.outcome === 'replay') return deny('replay');
+    const keyId = key.record.id;
+    if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
+    // Checked again on the answer: a failover seen while the admit was under way (the fence goes up
+    // before any command reaches the new master) may have put this nonce on a master that never
+    // knew it was used. The nonce is burnt; the client signs again.
+    if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
     if (admission.outcome === 'limited')
-      return { ...deny('rate_limited'), rate: { limit: limit as CompiledLimit, state: admission.rate } };
+      return { ...deny('rate_limited'), keyId, rate: { limit: limit as CompiledLimit, state: admission.rate } };
     return { ok: true, key, alg: claims.alg, rate: limit && admission.rate && { limit, state: admission.rate } };
   };
 }

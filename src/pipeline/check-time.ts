@@ -15,14 +15,17 @@ export interface Timing {
 export const NONCE_TTL_MARGIN_MS = 5_000;
 
 /**
- * |nonce − now| must be strictly less than recv_window seconds; `exp` (if any)
- * must be in the future and `nbf` (if any) not. Compared as BigInt: a
+ * |nonce − now| must be strictly less than recv_window seconds; the nonce must not be older than
+ * the replay fence (`fenceNs`, the moment this instance last saw a Redis failover: replay-fence.ts;
+ * 0n when none); `exp` (if any) must be in the future and `nbf` (if any) not. Compared as BigInt: a
  * nanosecond timestamp has 19 digits, beyond 2^53.
  */
-export function checkTime(claims: Claims, nowNs: bigint): Timing | Denial {
+export function checkTime(claims: Claims, nowNs: bigint, fenceNs = 0n): Timing | Denial {
   const windowNs = BigInt(claims.recvWindowSeconds) * 1_000_000_000n;
   const diff = claims.nonceNs - nowNs;
   if (diff >= windowNs || -diff >= windowNs) return deny('nonce_window');
+  // After the window: a fenced refusal is one the window alone would have let through.
+  if (claims.nonceNs < fenceNs) return deny('fenced');
   const nowSeconds = Number(nowNs / 1_000_000n) / 1000;
   if (claims.exp !== undefined && nowSeconds >= claims.exp) return deny('expired');
   if (claims.nbf !== undefined && nowSeconds < claims.nbf) return deny('expired');

@@ -6,12 +6,15 @@ import { ADMIT_SCRIPT } from './admit-script.js';
 import { createDurability } from './redis-durability.js';
 import { createDeadlineQueue } from './deadline-queue.js';
 import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
+import type { Redis } from 'ioredis';
 import { createUsageWriter } from './usage-writer.js';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createTurnSend } from './turn-batch.js';
+import { watchFailovers } from './failover-watch.js';
+import type { ReplayFence } from './replay-fence.js';
 import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
@@ -37,8 +40,11 @@ export interface RedisStoreEvents {
   /** Called when a connection becomes ready again; key caches must be flushed. */
   onReconnect?: () => void;
   onCommandError?: (kind: 'timeout' | 'error') => void;
-  /** A connection became ready (true) or closed (false): the command client or the pub/sub subscriber. */
-  onConnectionState?: (up: boolean, connection: 'command' | 'subscriber') => void;
+  /**
+   * A connection became ready (true) or closed (false): the request path's command client, the
+   * pub/sub subscriber, or the key operations' management connection.
+   */
+  onConnectionState?: (up: boolean, connection: 'command' | 'subscriber' | 'management') => void;
 }
 
 /**
@@ -53,7 +59,7 @@ export interface RedisStoreEvents {
  */
 export function createRedisStore(
   options: RedisStoreOptions,
-  deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock },
+  deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
 ): Store & { client: RedisClient } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
@@ -67,20 +73,26 @@ export function createRedisStore(
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
-  // Key changes wait for replicas with WAIT, which blocks its connection and counts only that
-  // connection's writes: they get a connection of their own, so no admit queues behind a WAIT.
+  // The key operations (management API, CLI) get a connection of their own: a page of keys, a
+  // burst of changes or a WAIT (which blocks its connection and counts only that connection's
+  // writes) then queues behind nothing of the request path's, and no admit queues behind them.
+  const manager = createRedisClient(connection, { ...clientOptions, subscriber: false });
   const minReplicas = options.durability?.minReplicas ?? 0;
-  const writer = minReplicas > 0 ? createRedisClient(connection, { ...clientOptions, subscriber: false }) : client;
   const durability = createDurability(
     { minReplicas, timeoutMs: options.durability?.timeoutMs ?? 1_000, replyMarginMs: options.commandTimeoutMs ?? 500 },
-    { client: writer },
+    { client: manager },
   );
   const stopWatching =
     connection.mode === 'sentinel'
       ? watchSentinelFailover(connection, () => {
+          // Before the reconnect: no admit may reach the new master ahead of the fence.
+          if (deps.fence) {
+            deps.fence.raise('switch_master');
+            deps.logger.warn({ cause: 'switch_master' }, 'redis failover seen: replay fence raised');
+          }
           deps.logger.info('sentinel reports a new master; reconnecting');
           // Only a ready connection: one that is (re)connecting already asks the sentinels.
-          for (const c of new Set([client, subscriber, writer])) if (c.status === 'ready') c.disconnect(true);
+          for (const c of [client, subscriber, manager]) if (c.status === 'ready') c.disconnect(true);
         })
       : () => {};
   const listeners = new Set<KeyChangeListener>();
@@ -93,13 +105,16 @@ export function createRedisStore(
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
+    ['management', manager],
   ] as const) {
     conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
-    const label = name === 'client' ? 'command' : 'subscriber';
+    const label = name === 'client' ? 'command' : name;
     conn.on('ready', () => {
       // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
       if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
+      // The request path's caches follow the command and subscriber connections only.
+      if (name === 'management') return;
       if (name === 'client') {
         if (everReady) deps.logger.info('redis reconnected');
         everReady = true;
@@ -141,10 +156,6 @@ export function createRedisStore(
         setTimeout(() => subscriber.status === 'ready' && confirmSubscription(), 500).unref();
       });
   }
-  if (writer !== client)
-    writer.on('error', (err: Error) =>
-      deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'),
-    );
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
@@ -167,13 +178,21 @@ export function createRedisStore(
   };
   const run = <T>(fn: () => Promise<T>): Promise<T> => deadlines.run(fn, toStoreError);
 
+  const stopFence = deps.fence
+    ? watchFailovers(client, deps.fence, {
+        logger: deps.logger,
+        // On the connection that just became ready, under the command deadline.
+        runIdOf: () => run(async () => /run_id:(\w+)/.exec(await (client as Redis).info('server'))?.[1] ?? ''),
+      })
+    : () => {};
+
   const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
-  // Reads on the request path's connection; changes on the writer's, where WAIT can count them.
+  // The request path's reads on its connection; the key operations' reads and changes on theirs,
+  // where WAIT can count the changes.
   const records = createRedisKeyRecords(recordOptions, { client, logger: deps.logger });
-  const changes =
-    writer === client ? records : createRedisKeyRecords(recordOptions, { client: writer, logger: deps.logger });
+  const changes = createRedisKeyRecords(recordOptions, { client: manager, logger: deps.logger });
   /**
-   * The one place a key change is acknowledged: `write` runs on the writer connection under the
+   * The one place a key change is acknowledged: `write` runs on the management connection under the
    * command deadline, then only once the required replicas have it (every management name shares
    * the {keystore} hash tag: one master to wait on; `also` for the names outside it).
    */
@@ -228,7 +247,7 @@ export function createRedisStore(
   const dropRequestState = async (apiKeys: readonly string[]) => {
     for (const k of apiKeys) {
       usage.drop(k);
-      await client.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+      await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
     }
   };
 
@@ -236,8 +255,8 @@ export function createRedisStore(
     kind: 'redis',
     client,
     getKey: (apiKey) => run(() => records.getKey(apiKey)),
-    readKey: (apiKey) => run(() => records.readKey(apiKey)),
-    listKeys: () => run(() => records.listKeys()),
+    readKey: (apiKey) => run(() => changes.readKey(apiKey)),
+    listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
       const result = await commit(() => changes.commitKeyChange(change));
       if (result.ok)
@@ -276,7 +295,7 @@ export function createRedisStore(
     // This process's own counts are written first, so its reads are exact; other replicas' within one interval.
     getUsage: async (apiKey) => {
       await usage.flush();
-      return run(async () => parseUsageHash(await client.hgetall(`${stateOf(apiKey)}usage`)));
+      return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));
     },
     flushUsage: () => usage.flush(),
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
@@ -294,7 +313,8 @@ export function createRedisStore(
       await usage.close();
       listeners.clear();
       stopWatching();
-      const all = [...new Set([client, subscriber, writer])];
+      stopFence();
+      const all = [client, subscriber, manager];
       await Promise.allSettled(all.map((c) => c.quit()));
       for (const c of all) c.disconnect();
     },

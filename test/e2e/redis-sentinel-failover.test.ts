@@ -13,6 +13,8 @@ interface Sample {
   at: number;
   status: number;
   code?: number;
+  /** A 401 with X-Server-Time for a token signed before the instance saw the switch (replay fence). */
+  fenced?: boolean;
   token: string;
 }
 
@@ -21,6 +23,8 @@ interface FailoverReport {
   requests: number;
   ok: number;
   unavailable: number;
+  /** Fresh tokens refused by the replay fence (signed just before the instance saw the switch). */
+  fenced: number;
   other: number;
   /** From the trigger to the first 503, and from the first to the last 503, ms. */
   first503AfterMs: number | null;
@@ -70,6 +74,13 @@ describe('Redis Sentinel failover during traffic', () => {
     const r = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 5_000 });
     return { status: r.status, ...(r.status !== 200 && { code: (r.json() as { code: number }).code }) };
   };
+  /** As `call`, noting a replay-fence refusal: 40106 with X-Server-Time (a fresh token cannot be outside its window). */
+  const sample = async (gate: RunningKeygate, t: string): Promise<Omit<Sample, 'at' | 'token'>> => {
+    const r = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 5_000 });
+    if (r.status === 200) return { status: 200 };
+    const code = (r.json() as { code: number }).code;
+    return { status: r.status, code, ...(code === 40106 && 'x-server-time' in r.headers && { fenced: true }) };
+  };
 
   /** Four concurrent clients, each a fresh token per request, alternating instances, until stopped. */
   function traffic(): { samples: Sample[]; stop(): Promise<void> } {
@@ -82,7 +93,7 @@ describe('Redis Sentinel failover during traffic', () => {
         const t = token('steady', SECRET);
         const at = Date.now();
         try {
-          samples.push({ at, token: t, ...(await call(gate, t)) });
+          samples.push({ at, token: t, ...(await sample(gate, t)) });
         } catch {
           samples.push({ at, token: t, status: 0 });
         }
@@ -153,7 +164,8 @@ describe('Redis Sentinel failover during traffic', () => {
       requests: samples.length,
       ok: samples.filter((s) => s.status === 200).length,
       unavailable: samples.filter((s) => s.status === 503).length,
-      other: samples.filter((s) => s.status !== 200 && s.status !== 503).length,
+      fenced: samples.filter((s) => s.fenced).length,
+      other: samples.filter((s) => s.status !== 200 && s.status !== 503 && !s.fenced).length,
       first503AfterMs: after503.length > 0 ? after503[0]!.at - t0 : null,
       window503Ms: after503.length > 0 ? after503[after503.length - 1]!.at - after503[0]!.at : 0,
       promotedAfterMs,
@@ -173,8 +185,12 @@ describe('Redis Sentinel failover during traffic', () => {
     r: { report: FailoverReport; before: Sample[]; after: Sample[] },
     revokeKey: string,
   ) {
-    // Fail closed: only 200 or 503, and exactly the 200s reached the upstream.
+    // Fail closed: only 200, 503 or a replay-fence refusal (KEYGATE_REPLAY_FENCE, on by default under
+    // Sentinel: a token signed before the instance saw the switch), and exactly the 200s reached the upstream.
     expect(r.report.other).toBe(0);
+    // Each fence raised refuses at most the requests in flight at that moment: one per client (4).
+    const raises = gates.flatMap((g) => g.logs).filter((l) => l.includes('replay fence raised')).length;
+    expect(r.report.fenced).toBeLessThanOrEqual(4 * raises);
     expect(r.report.ok).toBeGreaterThan(50);
     expect(r.report.forwarded).toBe(r.report.ok);
     // Replays are still caught, for nonces written before the failover and after it, on either instance.

@@ -4,6 +4,8 @@ import type { Reason } from '../../src/errors.js';
 import { createAuthenticator, type AuthenticateOptions } from '../../src/pipeline/authenticate.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createReplayFence } from '../../src/store/replay-fence.js';
+import type { Store } from '../../src/store/store.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
 import { makeKey } from '../helpers/keygate.js';
@@ -150,7 +152,12 @@ describe('authenticate: what one request leaves for the next (replay guard and r
     const { authenticate, close } = setup();
     const t = tokenFor('good');
     expect((await authenticate(bearer(t))).ok).toBe(true);
-    expect(await authenticate(bearer(t))).toMatchObject({ ok: false, reason: 'replay', code: 40106 });
+    expect(await authenticate(bearer(t))).toMatchObject({
+      ok: false,
+      reason: 'replay',
+      code: 40106,
+      keyId: 'key-good',
+    });
     await close();
   });
 
@@ -177,11 +184,57 @@ describe('authenticate: what one request leaves for the next (replay guard and r
       expect(first.ok && first.rate?.state.remaining).toBe(0);
       const second = tokenFor(apiKey);
       const limited = await authenticate(bearer(second));
-      expect(limited).toMatchObject({ ok: false, reason: 'rate_limited', code: 10429, rate: { limit: { burst: 1 } } });
+      expect(limited).toMatchObject({
+        ok: false,
+        reason: 'rate_limited',
+        code: 10429,
+        keyId: expect.any(String),
+        rate: { limit: { burst: 1 } },
+      });
       expect(!limited.ok && 'rate' in limited && limited.rate.state.retryAfterUs).toBeGreaterThan(0);
       clock.advance(1_000);
       expect((await authenticate(bearer(second))).ok).toBe(true);
       await close();
     },
   );
+});
+
+describe('authenticate: the replay fence (a Redis failover seen by this instance)', () => {
+  function fenced(raiseDuringAdmit: boolean) {
+    const clock = manualClock(NOW_MS);
+    const fence = createReplayFence({ clock });
+    const memory = createMemoryStore({ keys: KEYS }, { clock });
+    // The failover arrives while the admit is under way: the answer may come from the new master.
+    const store: Store = raiseDuringAdmit
+      ? {
+          ...memory,
+          admit: async (...args) => {
+            const admission = await memory.admit(...args);
+            fence.raise('switch_master');
+            return admission;
+          },
+        }
+      : memory;
+    const keys = createKeyCache({ ttlMs: 5_000, negativeTtlMs: 1_000, maxEntries: 100 }, { store, clock });
+    const authenticate = createAuthenticator(OPTIONS, { keys, store, clock, fence });
+    return { authenticate, clock, fence, close: () => (keys.close(), memory.close()) };
+  }
+
+  it('refuses a nonce older than the failover, and takes one from after it', async () => {
+    const { authenticate, clock, fence, close } = fenced(false);
+    const before = tokenFor('good');
+    clock.advance(1);
+    fence.raise('switch_master');
+    expect(await authenticate(bearer(before))).toEqual({ ok: false, code: 40106, reason: 'fenced' });
+    expect((await authenticate(bearer(tokenFor('good', { offsetMs: 1 })))).ok).toBe(true);
+    await close();
+  });
+
+  it('refuses on the answer when the failover was seen while the admit was under way', async () => {
+    const { authenticate, clock, close } = fenced(true);
+    const t = tokenFor('good');
+    clock.advance(1);
+    expect(await authenticate(bearer(t))).toEqual({ ok: false, code: 40106, reason: 'fenced', keyId: 'key-good' });
+    await close();
+  });
 });

@@ -48,3 +48,23 @@ describe('checkTime: |nonce − now| < recv_window, exp and nbf', () => {
     expect(checkTime(claims(NOW - 10n * S), NOW)).toEqual({ ok: true, nonceTtlMs: 65_000 });
   });
 });
+
+describe('checkTime: the replay fence (nonces older than the last failover this instance saw)', () => {
+  const FENCE = NOW - 10n * S;
+  const cases: Array<[string, Claims, boolean | string]> = [
+    ['a nonce 1 ns older than the fence', claims(FENCE - 1n), 'fenced'],
+    ['a nonce at the fence', claims(FENCE), true],
+    ['a nonce newer than the fence', claims(NOW), true],
+    // The window decides first: only a token the window alone would admit counts as fenced.
+    ['a nonce outside the window and older than the fence', claims(NOW - 31n * S), 'nonce_window'],
+  ];
+  it.each(cases)('%s', (_name, c, expected) => {
+    const r = checkTime(c, NOW, FENCE);
+    if (expected === true) expect(r.ok).toBe(true);
+    else expect(r).toEqual({ ok: false, code: 40106, reason: expected });
+  });
+
+  it('without a fence (0n) nothing is fenced', () => {
+    expect(checkTime(claims(NOW - 29n * S), NOW, 0n).ok).toBe(true);
+  });
+});

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readRedisDurability } from '../../src/config/read-durability.js';
+import { readRedisDurability, readReplayFence } from '../../src/config/read-durability.js';
 import type { RedisConnection } from '../../src/config/redis-settings.js';
 
 const ONE: RedisConnection = { mode: 'standalone', url: 'redis://r:6379' };
@@ -50,6 +50,24 @@ describe('readRedisDurability', () => {
   it.each(cases)('%s', (_name, env, redis, expected, problemStarts) => {
     const problems: string[] = [];
     expect(readRedisDurability(env, redis, problems)).toEqual(expected);
+    expect(problems).toHaveLength(problemStarts.length);
+    problemStarts.forEach((p, i) => expect(problems[i]).toContain(p));
+  });
+});
+
+describe('readReplayFence (KEYGATE_REPLAY_FENCE)', () => {
+  const cases: Array<[string, Record<string, string>, RedisConnection | undefined, boolean, string[]]> = [
+    ['one server: off by default', {}, ONE, false, []],
+    ['Sentinel: on by default', {}, SENTINEL, true, []],
+    ['Cluster: on by default', {}, CLUSTER, true, []],
+    ['one server, turned on', { KEYGATE_REPLAY_FENCE: 'on' }, ONE, true, []],
+    ['Sentinel, turned off', { KEYGATE_REPLAY_FENCE: 'off' }, SENTINEL, false, []],
+    ['neither on nor off', { KEYGATE_REPLAY_FENCE: 'yes' }, CLUSTER, false, ['KEYGATE_REPLAY_FENCE: "on" or "off"']],
+    ['without Redis', { KEYGATE_REPLAY_FENCE: 'on' }, undefined, false, ['KEYGATE_REPLAY_FENCE: only used with Redis']],
+  ];
+  it.each(cases)('%s', (_name, env, redis, expected, problemStarts) => {
+    const problems: string[] = [];
+    expect(readReplayFence(env, redis, problems)).toBe(expected);
     expect(problems).toHaveLength(problemStarts.length);
     problemStarts.forEach((p, i) => expect(problems[i]).toContain(p));
   });
