@@ -186,6 +186,8 @@ describe('redis store: changes reach every instance', () => {
     const { store: here } = await open();
     const { store: there, prefix } = await open();
     const { store: listener } = await open(prefix);
+    // PING answers before the SUBSCRIBE reply may: wait for it, or its flush (null) would be heard below.
+    await expect.poll(() => listener.subscribed(), PUBLISHED_WITHIN).toBe(true);
     const heard: Array<string | null> = [];
     listener.onKeyChange((k) => heard.push(k));
     await here.putKey(makeKey({ apiKey: 'kg_elsewhere' }));
