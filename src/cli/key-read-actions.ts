@@ -1,5 +1,6 @@
 import { publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../keys/key-usage.js';
+import { escapeUnprintable } from '../keys/printable-text.js';
 import { describeRateLimit } from '../policy/rate-limit-spec.js';
 import { CURSOR, MAX_PAGE } from '../management/key-operations.js';
 import { UsageError } from './cli-errors.js';
@@ -25,7 +26,9 @@ function table(rows: string[][]): string {
     'OWNER',
     'LABEL',
   ];
-  const all = [head, ...rows];
+  // A stored label or reason may hold what rewrites a terminal line (stored before the rule, or
+  // written around it): every cell is printed escaped, so no row can forge another.
+  const all = [head, ...rows.map((r) => r.map(escapeUnprintable))];
   const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
   return `${all
     .map((r) =>

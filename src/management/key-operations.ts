@@ -10,6 +10,7 @@ import {
 } from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
+import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
 import type { KeyClaim, KeyWrite, KeyWriteResult } from '../store/key-write.js';
 import type { AuditEntry, Store } from '../store/store.js';
 
@@ -306,6 +307,7 @@ export function createKeyOperations(deps: {
       return after(r);
     },
     async rotate(apiKey, graceMs, actor, reason, to) {
+      if (reason !== undefined && hasUnprintable(reason)) return invalid([`key.reason: ${PRINTABLE_RULE}`]);
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
       let secret: string | undefined;
@@ -332,6 +334,8 @@ export function createKeyOperations(deps: {
       });
     },
     async revoke(apiKey, reason, actor) {
+      // The reason is kept on the key (revokeReason) and printed by keys list: the record's text rule.
+      if (reason !== undefined && hasUnprintable(reason)) return invalid([`key.reason: ${PRINTABLE_RULE}`]);
       const r = await change(apiKey, 'revoke', actor, true, (current) =>
         current.state === 'revoked'
           ? conflict('the key is already revoked')

@@ -69,7 +69,7 @@ export function createRedisKeyRecords(
       if (err instanceof SecretCipherError) throw new StoreUnavailableError(`cannot open key secret: ${err.message}`);
       throw err;
     }
-    const { record, errors } = parseKeyRecord(opened, 'redis key');
+    const { record, errors } = parseKeyRecord(opened, 'redis key', true);
     if (!record) {
       logger.error({ errors }, 'invalid key record in redis; treating as unknown');
       return null;

@@ -318,6 +318,34 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
   });
 });
 
+describe('keygate keys: text that would rewrite the terminal', () => {
+  // A tenant's label forging a row of the operator's table (stored before the rule, or written around it).
+  const FORGED = 'ok\r\u001b[2Kkg_forged  key_x  active\u009b31m\u202eevil\u2066';
+
+  it.each([['list'], ['list', '--json'], ['show', 'tenant']])('keys %s prints it escaped', async (...args) => {
+    await store.putKey({ ...makeKey({ apiKey: 'tenant' }), label: FORGED });
+    const r = await keys(...args);
+    expect(r.code).toBe(0);
+    // eslint-disable-next-line no-control-regex -- what must not reach the terminal raw
+    expect(r.out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(r.out).toContain('\\u001b[2K');
+    expect(r.out).toContain('\\u202eevil');
+    if (args.includes('--json') || args[0] === 'show') expect(JSON.stringify(JSON.parse(r.out))).toContain('tenant');
+  });
+
+  it.each<[string, string[]]>([
+    ['create --label', ['create', '--label', '\u001b[31mred']],
+    ['update --label', ['update', 'active', '--label', 'line\nbreak']],
+    ['revoke --reason', ['revoke', 'active', '--reason', '\u202eesrever']],
+  ])('%s with a control or bidi character: usage error (exit 2), nothing written', async (_name, args) => {
+    const before = await store.listKeys({ limit: 500 });
+    const r = await keys(...args);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/key\.(label|reason): must not contain control characters/);
+    expect(await store.listKeys({ limit: 500 })).toEqual(before);
+  });
+});
+
 describe('keygate keys <action> --help', () => {
   it.each(KEY_ACTIONS.map((a) => [a.spec.name, a] as const))(
     '%s: its own usage and every one of its options, on stdout',
