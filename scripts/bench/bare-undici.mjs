@@ -14,6 +14,8 @@ const server = createServer((req, res) => {
     const v = raw[i + 1] ?? '';
     if (n.toLowerCase() !== 'connection' && n.toLowerCase() !== 'keep-alive') headers.push(n, v);
   }
+  /** @type {() => void} */
+  let resume = () => {};
   pool.dispatch(
     {
       method: /** @type {import('undici').Dispatcher.HttpMethod} */ (req.method),
@@ -22,8 +24,16 @@ const server = createServer((req, res) => {
       body: null,
     },
     {
-      onConnect() {},
-      onHeaders(status, raw) {
+      // A client that went away releases its upstream exchange: a write to its closed response
+      // returns false, which would pause that pooled connection for good (the hop hung at 1,000
+      // connections once wrk's timeouts had closed enough of them).
+      onConnect(abort) {
+        res.once('close', () => {
+          if (!res.writableFinished) abort();
+        });
+      },
+      onHeaders(status, raw, resumeUpstream) {
+        resume = resumeUpstream;
         /** @type {string[]} */
         const head = [];
         for (let i = 0; i < raw.length; i += 2) {
@@ -35,7 +45,11 @@ const server = createServer((req, res) => {
         return true;
       },
       onData(chunk) {
-        return res.write(chunk);
+        // false pauses undici's socket until resume(), called once the client drains.
+        if (res.destroyed) return true;
+        const more = res.write(chunk);
+        if (!more) res.once('drain', resume);
+        return more;
       },
       onComplete() {
         res.end();

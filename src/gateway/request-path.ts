@@ -9,12 +9,14 @@ import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
+import type { AssertionSigner } from '../keys/assertion-signer.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget, type Target } from '../pipeline/check-target.js';
 import { requestIdOf } from '../pipeline/forward-headers.js';
+import { checkHeaders } from '../pipeline/check-headers.js';
 import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
-import { findRoute } from '../policy/find-route.js';
+import { findApiRoute, findRoute } from '../policy/find-route.js';
 import { isUnderPrefix } from '../policy/routes.js';
 import { StoreUnavailableError } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
@@ -31,7 +33,7 @@ import { Walk } from './walk.js';
  */
 export const REQUEST_STEPS = Object.freeze([
   { name: 'admit', source: 'src/gateway/request-path.ts' },
-  { name: 'screenHeaderCount', source: 'src/gateway/request-path.ts' },
+  { name: 'screenHeaders', source: 'src/pipeline/check-headers.ts' },
   { name: 'originalRequest', source: 'src/gateway/forward-auth-mode.ts' },
   { name: 'checkRequestTarget', source: 'src/pipeline/check-target.ts' },
   { name: 'serveTime', source: 'src/gateway/request-path.ts' },
@@ -52,6 +54,8 @@ export interface RequestPathDeps {
   /** The policy in force (it reloads without a restart): read once per request. */
   readonly policy: () => Policy;
   readonly mode: GatewayMode;
+  /** Signs X-Keygate-Assertion for each pass with a key; absent = the assertion is off. */
+  readonly assertion?: AssertionSigner | undefined;
 }
 
 export interface RequestPath {
@@ -99,7 +103,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
    */
   function walk(w: Walk) {
     if (
-      screenHeaderCount(w) &&
+      screenHeaders(w) &&
       originalRequest(w) &&
       checkRequestTarget(w) &&
       serveTime(w) &&
@@ -111,12 +115,13 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       authenticate(w);
   }
 
-  /** More header fields than the limit: refused whole (431), never half-read. */
-  function screenHeaderCount(w: Walk): boolean {
+  /** More header fields than the limit (431, never half-read), or a repeated Host (400): refused whole. */
+  function screenHeaders(w: Walk): boolean {
     w.peer = w.log.clientIp = normalizeIp(w.req.socket.remoteAddress ?? '');
-    if (w.req.rawHeaders.length <= 2 * limits.maxHeaderCount) return true;
-    w.res.setHeader('connection', 'close');
-    return refuse(w.res, w.log, deny('too_many_headers'));
+    const screened = checkHeaders(w.req.rawHeaders, limits.maxHeaderCount);
+    if (screened.ok) return true;
+    if (screened.reason === 'too_many_headers') w.res.setHeader('connection', 'close');
+    return refuse(w.res, w.log, screened);
   }
 
   /** The request to check: the one received, or (forward-auth) the one the asking proxy describes. */
@@ -174,7 +179,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
         ? undefined
         : findRoute(w.api ? policy.publicApiRoutes : policy.publicRoutes, methods, path);
     w.isPublic = open !== undefined && !open.partial;
-    w.route = w.api && !w.isPublic ? findRoute(policy.routes, methods, path) : open;
+    w.route = w.api && !w.isPublic ? findApiRoute(policy.routes, methods, path, API_PREFIX) : open;
     w.log.route = w.route?.pattern;
     return true;
   }
@@ -227,6 +232,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     if (authn.ok) {
       w.log.keyId = authn.key.record.id;
       w.keyOwner = authn.key.record.owner;
+      w.keyRecord = authn.key.record;
       const authz = authorize(authn.key, w.ip, w.route, w.policy.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
       else {
@@ -234,7 +240,11 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
         // docs/running.md: a request no route lists is logged as route "unlisted", refused or not.
         if (authz.reason === 'route_not_listed') w.log.route = 'unlisted';
       }
-    } else decision = authn;
+    } else {
+      decision = authn;
+      // Refused after the signature verified (replay, fenced, rate limited): the key is known, and logged.
+      if ('keyId' in authn) w.log.keyId = authn.keyId;
+    }
     const ms = performance.now() - w.started;
     w.log.authMs = roundMs(ms);
     authSeconds[decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'].observe(
@@ -249,9 +259,16 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     pass(w, OK);
   }
 
-  /** Every check passed: the mode forwards (proxy) or answers the asking proxy (forward-auth). */
+  /**
+   * Every check passed: the mode forwards (proxy) or answers the asking proxy (forward-auth). The assertion
+   * is signed here, once for both modes, over the request as checked (and as forwarded): its method and target.
+   */
   function pass(w: Walk, outcome: typeof OK | typeof PUBLIC) {
     const { res, log } = w;
+    if (deps.assertion !== undefined && w.keyRecord !== undefined) {
+      const target = (w.asked as OriginalRequest).url as string;
+      w.assertion = deps.assertion.sign(w.keyRecord, { requestId: log.requestId, method: w.method, target });
+    }
     mode.pass(w, (result, upstreamMs) => {
       if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
       if ('status' in result) {

@@ -25,6 +25,10 @@ export interface Metrics {
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
+  /** X-Keygate-Assertion signatures made, by mode (identity: cache misses and refreshes; request: every pass). */
+  readonly assertionsSigned: Counter<'mode'>;
+  /** Identity assertions served from the per-key cache, without signing. */
+  readonly assertionCacheHits: Counter;
   readonly buildInfo: Gauge<'version' | 'node_version'>;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
@@ -50,6 +54,7 @@ export interface BoundMetrics {
   readonly admittedTokens: Readonly<Record<KeyAlg, Incrementable>>;
   readonly authSeconds: Readonly<Record<(typeof LABEL_VALUES.authOutcome)[number], Observable>>;
   readonly upstreamSeconds: ReadonlyMap<string, Observable>;
+  readonly assertionsSigned: Readonly<Record<(typeof LABEL_VALUES.assertionMode)[number], Incrementable>>;
 }
 
 /** Every label value each Keygate metric can take (docs/reference/metrics.md lists the same). */
@@ -59,8 +64,9 @@ export const LABEL_VALUES = Object.freeze({
   upstreamStatusClass: ['1xx', '2xx', '3xx', '4xx', '5xx', 'error', 'timeout'] as const,
   keyCacheEvent: ['hit', 'miss', 'evict_change', 'evict_flush', 'evict_size'] as const,
   redisErrorKind: ['timeout', 'error'] as const,
-  redisConnection: ['command', 'subscriber'] as const,
+  redisConnection: ['command', 'subscriber', 'management'] as const,
   invalidationScope: ['key', 'all'] as const,
+  assertionMode: ['identity', 'request'] as const,
 });
 
 /** Upstream status → bounded label ("2xx"…; anything odd counts as "5xx"). */
@@ -132,6 +138,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       this.set(live);
     },
   });
+  const assertionsSigned = new Counter({
+    name: 'keygate_assertions_signed_total',
+    help: 'X-Keygate-Assertion signatures made (mode: identity = cache misses and refreshes, request = every pass)',
+    labelNames: ['mode'],
+    registers: [registry],
+  });
   const bound: BoundMetrics = {
     requests: new Map([...OUTCOMES, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
     rejections: Object.fromEntries(
@@ -149,6 +161,10 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     upstreamSeconds: new Map(
       LABEL_VALUES.upstreamStatusClass.map((c) => [c, upstreamSeconds.labels({ status_class: c })]),
     ),
+    assertionsSigned: {
+      identity: assertionsSigned.labels({ mode: 'identity' }),
+      request: assertionsSigned.labels({ mode: 'request' }),
+    },
   };
   const metrics: Metrics = {
     bound,
@@ -183,6 +199,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       name: 'keygate_key_invalidations_total',
       help: 'Key change notifications received (scope: key = one key, all = flush after reconnect or "*")',
       labelNames: ['scope'],
+      registers: [registry],
+    }),
+    assertionsSigned,
+    assertionCacheHits: new Counter({
+      name: 'keygate_assertion_cache_hits_total',
+      help: 'Identity assertions (X-Keygate-Assertion) served from the per-key cache, without signing',
       registers: [registry],
     }),
     buildInfo: new Gauge({

@@ -99,13 +99,10 @@ function compileList(value: unknown, name: string, file: string, lineOf: LineOf,
 
 /**
  * Read the way the upstream will: with case-insensitive matching "/API/v3/x" is under /api/v3/ too,
- * and with the trailing slash ignored so is "/api/v3". Such a route is only ever matched against /api/v3/ paths.
+ * and so is "/api/v3" (a router mounted at the prefix serves it). Such a route is only ever matched against /api/v3/ paths.
  */
 function underApi(r: RouteRule, matching: RouteMatching): boolean {
-  return (
-    isUnderPrefix(r.pattern, API_PREFIX, matching) ||
-    isUnderPrefix(r.pattern, API_PREFIX, { ...matching, trailingSlash: 'ignore' })
-  );
+  return isUnderPrefix(r.pattern, API_PREFIX, matching);
 }
 
 /** Public /api/v3/ routes are opt-in, one by one: each names a fixed segment, none overlaps an authenticated route. */

@@ -112,14 +112,21 @@ export function parseMatching(o: Record<string, unknown>, file: string, problems
 
 /**
  * Is the path under `prefix` ("/api/v3/") the way the upstream reads it? With
- * case-insensitive matching `/API/V3/x` is, and with the trailing slash
- * ignored so is `/api/v3` itself: such a path must be authenticated, never
- * looked up among the public routes.
+ * case-insensitive matching `/API/V3/x` is. The prefix itself without its slash
+ * (`/api/v3`) is, whatever `trailingSlash` says: a router mounted at the prefix
+ * (Express `app.use('/api/v3', router)`, Fastify's `prefix`) runs its `/`
+ * handler for it. Such a path must be authenticated, never looked up among the
+ * public routes (a public `/*` would otherwise forward it with no token).
  */
 export function isUnderPrefix(path: string, prefix: string, matching: RouteMatching): boolean {
   const head = matching.caseSensitive ? path.slice(0, prefix.length) : path.slice(0, prefix.length).toLowerCase();
-  if (head === prefix) return true;
-  return matching.trailingSlash === 'ignore' && head === prefix.slice(0, -1) && path.length === prefix.length - 1;
+  return head === prefix || isPrefixRoot(path, prefix, matching);
+}
+
+/** The prefix without its slash (`/api/v3`), in the case the matching reads. */
+export function isPrefixRoot(path: string, prefix: string, matching: RouteMatching): boolean {
+  if (path.length !== prefix.length - 1) return false;
+  return (matching.caseSensitive ? path : path.toLowerCase()) === prefix.slice(0, -1);
 }
 
 /** Do the two rules take at least one method in common ("*" takes every method)? */

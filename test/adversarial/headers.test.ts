@@ -187,15 +187,24 @@ describe('adversarial: headers', () => {
     expect(f.upstream.wire()).not.toMatch(/10\.0\.0\.|evil\.test|for=/);
   });
 
-  it('duplicate Host: refused (400 40000 ambiguous_header) before authentication, nothing forwarded', async () => {
-    const r = await exchange(
-      f.gate.port,
-      `GET ${ACCOUNTS_PATH} HTTP/1.1\r\nHost: first.test\r\nHost: second.test\r\n${f.auth()}\r\n`,
-    );
-    expect(r.statuses).toEqual([400]);
-    expect(r.text).toContain('"code":40000');
+  // One rule on every path (docs/security.md, "No request smuggling"): a repeated Host is refused before any
+  // step reads a header, whether the request would be forwarded, answered by Keygate itself or passed as public.
+  it.each([
+    { path: ACCOUNTS_PATH, what: 'a forwarded route, with a valid token', auth: true },
+    { path: '/api/v3/time', what: 'the time endpoint Keygate answers itself', auth: false },
+    { path: '/status', what: 'a public route', auth: false },
+    { path: '/nowhere', what: 'a path no route names', auth: false },
+  ])('duplicate Host on $what ($path): 400 40000 ambiguous_header, nothing forwarded', async ({ path, auth }) => {
+    for (const hosts of ['Host: first.test\r\nHost: second.test\r\n', 'Host: same.test\r\nhost: same.test\r\n']) {
+      const r = await exchange(f.gate.port, `GET ${path} HTTP/1.1\r\n${hosts}${auth ? f.auth() : ''}\r\n`);
+      expect(r.statuses).toEqual([400]);
+      expect(firstBody(r.text)).toMatchObject({ code: 40000 });
+    }
     await settle();
     expect(f.upstream.received).toHaveLength(0);
+    // The control: the same requests with one Host are served (forwarded, answered, or refused for their own reason).
+    const one = await exchange(f.gate.port, `GET ${path} HTTP/1.1\r\nHost: first.test\r\n${auth ? f.auth() : ''}\r\n`);
+    expect(one.statuses).toEqual([path === '/nowhere' ? 404 : 200]);
   });
 
   it('a client X-Request-Id with CRLF-looking text is replaced, not echoed', async () => {

@@ -11,6 +11,10 @@ import { ACCOUNTS_PATH } from '../helpers/constants.js';
 const SECRET = 'batching-secret-0123456789abcdef';
 // Long enough that 800 concurrent requests on a loaded 2-core machine never meet it while Redis answers.
 const DEADLINE_MS = 2_000;
+const busy = (ms: number) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
+};
 
 /**
  * The Redis path batches: commands issued in one loop turn go out together (auto-pipelining),
@@ -60,6 +64,41 @@ describe('batching on the Redis path keeps every guarantee', () => {
     } finally {
       for (const agent of agents) agent.destroy();
     }
+  });
+
+  it('replies that arrived in time are used even when the loop was busy past the deadline; without replies the same wait fails', async () => {
+    // One batch of admits in one loop turn: one pipeline. Once it is written (the turn after, when
+    // auto-pipelining sends it), the loop is blocked past the deadline while Redis answers: the
+    // replies wait in the socket. The one deadline timer fires first when the loop frees, and must
+    // not blame a store that answered in time.
+    const store = a.keygate.store;
+    const blockedBatch = async (tag: string) => {
+      const nonces = Array.from({ length: 200 }, (_, i) => `${tag}-${i}-${Date.now()}`);
+      const calls = nonces.map((n) => store.admit('copies', n, 60_000, undefined).then(ok, fail));
+      await new Promise((r) => setImmediate(r)); // queued after the pipeline's own setImmediate: it is written
+      busy(DEADLINE_MS + 500);
+      return { nonces, outcomes: await Promise.all(calls) };
+    };
+    const ok = (x: { outcome: string }) => x.outcome;
+    const fail = (err: unknown) => (err as Error).name;
+
+    const answered = await blockedBatch('busy');
+    expect(new Set(answered.outcomes)).toEqual(new Set(['admitted']));
+    // The replies were Redis's: the nonces are recorded (a second use is a replay).
+    const again = await Promise.all(
+      answered.nonces.slice(0, 5).map((n) => store.admit('copies', n, 60_000, undefined)),
+    );
+    expect(again.map((x) => x.outcome)).toEqual(Array(5).fill('replay'));
+
+    // The control: the same blocked wait with no replies coming expires every call.
+    redis.pause();
+    let silent: Awaited<ReturnType<typeof blockedBatch>>;
+    try {
+      silent = await blockedBatch('silent');
+    } finally {
+      redis.resume();
+    }
+    expect(new Set(silent.outcomes)).toEqual(new Set(['StoreUnavailableError']));
   });
 
   it('a Redis that stops answering mid-batch: every request waiting on it gets 503 within the deadline plus loop turns, none passes', async () => {

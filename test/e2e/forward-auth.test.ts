@@ -17,6 +17,7 @@ import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.j
 import { render, podContainers, type Manifest } from '../helpers/kustomize.js';
 import { FORWARD_AUTH_CONF, PLACEHOLDERS } from '../helpers/nginx.js';
 import { token } from '../helpers/tokens.js';
+import { exchange, firstBody } from '../helpers/raw-socket.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
@@ -312,6 +313,19 @@ describe('forward-auth over real sockets: Traefik and Envoy requests as their do
     expect([r.status, r.body]).toEqual([400, seedBody(40000)]);
     const again = await traefikCheck({ method: 'GET', uri: ACCOUNTS_PATH, headers: { Authorization: `Bearer ${t}` } });
     expect(again.status).toBe(200);
+  });
+
+  it('a check with Host twice is refused (400 40000) like any request on the proxy port, the clock endpoint included', async () => {
+    for (const uri of [ACCOUNTS_PATH, '/api/v3/time']) {
+      const check = (hosts: string) =>
+        exchange(
+          kg.port,
+          `GET / HTTP/1.1\r\n${hosts}Authorization: Bearer ${token('good', SECRET)}\r\nX-Forwarded-Method: GET\r\nX-Forwarded-Uri: ${uri}\r\n\r\n`,
+        );
+      const twice = await check('Host: a.test\r\nHost: b.test\r\n');
+      expect([twice.statuses, firstBody(twice.text)]).toEqual([[400], JSON.parse(seedBody(40000))]);
+      expect((await check('Host: a.test\r\n')).statuses).toEqual([200]);
+    }
   });
 
   it('X-Keygate-Refusal-Status (nginx) turns a refusal into 401 or 403 with the code and none of the status headers; other values are ignored', async () => {

@@ -51,11 +51,11 @@ interface Variant {
 }
 
 /** Every variant of every route the test sends. */
-function variants(): Variant[] {
+function variants(table: readonly TableRoute[] = TABLE): Variant[] {
   const out = new Map<string, Variant>();
   const add = (method: string, path: string, headers: Record<string, string> = {}) =>
     out.set(`${method} ${path} ${JSON.stringify(headers)}`, { method, path, headers });
-  for (const r of TABLE) {
+  for (const r of table) {
     const base = r.path.replace(/:[a-z]+/g, 'p1').replace(/\*$/, 'w/x');
     const capitalized = base.replace(/\/([a-z])/g, (_m, c: string) => `/${c.toUpperCase()}`);
     const lastLetter = base.search(/[a-z][^/]*$/);
@@ -170,13 +170,17 @@ const COMBOS: Combo[] = [
   },
 ];
 
-function policyFile(combo: Pick<Combo, 'keygateStrict' | 'methodOverride'>): string {
+function policyFile(
+  combo: Pick<Combo, 'keygateStrict' | 'methodOverride'>,
+  table: readonly TableRoute[] = TABLE,
+  extra: readonly string[] = [],
+): string {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-differential-'));
   const lines = ['routes:'];
-  TABLE.forEach((r, i) =>
+  table.forEach((r, i) =>
     lines.push(`  - { method: [${r.methods.join(', ')}], path: "${r.path}", scopes: [${SCOPE(i)}] }`),
   );
-  lines.push('unlistedRoutes: allow');
+  lines.push('unlistedRoutes: allow', ...extra);
   if (combo.keygateStrict) lines.push('caseSensitiveRoutes: true', 'trailingSlash: strict');
   if (combo.methodOverride) lines.push(`methodOverride: [${[...OVERRIDES, '_method'].join(', ')}]`);
   writeFileSync(join(dir, 'policy.yaml'), `${lines.join('\n')}\n`);
@@ -233,20 +237,30 @@ interface Outcome {
   handlersRun: number;
   refusedAsRequired: number;
   violations: string[];
+  /** "METHOD path" of the header-less variants that ran a handler → the route index that ran. */
+  ran: Map<string, number>;
 }
 
-async function runCombo(combo: Combo): Promise<Outcome> {
+/** A table served by a router mounted at a prefix, with a public policy route beside it (item 13 of issue 35). */
+interface Mounted {
+  table: readonly TableRoute[];
+  mountAt: string;
+  policyLines: readonly string[];
+}
+
+async function runCombo(combo: Combo, mounted?: Mounted): Promise<Outcome> {
+  const table = mounted?.table ?? TABLE;
   let upstream: RouterUpstream | undefined;
   let gate: RunningKeygate | undefined;
   try {
-    upstream = await startRouterUpstream(combo.router, TABLE, combo.routerStrict);
+    upstream = await startRouterUpstream(combo.router, table, combo.routerStrict, mounted?.mountAt);
     gate = await startKeygate({
       upstream: upstream.url,
       keys: KEYS,
-      env: { KEYGATE_CONFIG: policyFile(combo), KEYGATE_LOG_LEVEL: 'silent' },
+      env: { KEYGATE_CONFIG: policyFile(combo, table, mounted?.policyLines), KEYGATE_LOG_LEVEL: 'silent' },
     });
-    const all = variants();
-    const out: Outcome = { variants: all.length, handlersRun: 0, refusedAsRequired: 0, violations: [] };
+    const all = variants(table);
+    const out: Outcome = { variants: all.length, handlersRun: 0, refusedAsRequired: 0, violations: [], ran: new Map() };
     const up = upstream;
     const g = gate;
     // A few requests in flight at once: each variant's two requests stay in order.
@@ -259,11 +273,12 @@ async function runCombo(combo: Combo): Promise<Outcome> {
           const h = up.ran.get(first.id);
           if (h === undefined) continue;
           out.handlersRun++;
+          if (Object.keys(v.headers).length === 0) out.ran.set(`${v.method} ${v.path}`, h);
           const second = await send(g, v, `no-${h}`);
           const ranAgain = up.ran.get(second.id);
           if (ranAgain !== undefined || (second.status !== 403 && second.status !== 400)) {
             out.violations.push(
-              `${v.method} ${v.path} ${JSON.stringify(v.headers)}: upstream ran route ${h} (${TABLE[h]?.methods.join(',')} ${TABLE[h]?.path}) for a key without ${SCOPE(h)}: status ${second.status}`,
+              `${v.method} ${v.path} ${JSON.stringify(v.headers)}: upstream ran route ${h} (${table[h]?.methods.join(',')} ${table[h]?.path}) for a key without ${SCOPE(h)}: status ${second.status}`,
             );
           } else out.refusedAsRequired++;
         }
@@ -276,8 +291,50 @@ async function runCombo(combo: Combo): Promise<Outcome> {
   }
 }
 
+/**
+ * Issue 35 item 13: the API split off onto a router mounted at /api/v3, its "/" handler listed as
+ * `GET /api/v3/` (scope s1), and a public `/*` beside it. Express 4/5 and Fastify run that handler for
+ * `/api/v3` without the slash, whatever their own trailing-slash setting; with `trailingSlash: strict`
+ * Keygate used to read `/api/v3` as outside `/api/v3/` and forward it on the public route with no token.
+ */
+const MOUNTED: Mounted = {
+  mountAt: '/api/v3',
+  table: [
+    { methods: ['GET'], path: '/api/v3/items/:id' },
+    { methods: ['GET'], path: '/api/v3/' },
+  ],
+  policyLines: ['public:', '  - { method: GET, path: "/*" }'],
+};
+const MOUNTED_COMBOS: Combo[] = COMBOS.filter((c) => !c.methodOverride).concat([
+  {
+    name: 'Express 4, strict router / Keygate defaults',
+    router: 'express4',
+    routerStrict: true,
+    keygateStrict: false,
+    methodOverride: false,
+  },
+]);
+
+describe('differential, router mounted at /api/v3 with a public /* route: /api/v3 runs the "/" handler', () => {
+  const counts: Record<string, Omit<Outcome, 'violations' | 'ran'>> = {};
+  afterAll(() => console.log(`[differential] mounted ${JSON.stringify(counts)}`));
+
+  it.each(MOUNTED_COMBOS)('$name', { timeout: 120_000 }, async (combo) => {
+    const out = await runCombo(combo, MOUNTED);
+    counts[combo.name] = {
+      variants: out.variants,
+      handlersRun: out.handlersRun,
+      refusedAsRequired: out.refusedAsRequired,
+    };
+    expect(out.violations).toEqual([]);
+    // The case itself was exercised: the upstream ran its "/" handler for /api/v3 (and the key holding s1 got there).
+    expect(out.ran.get('GET /api/v3')).toBe(1);
+    expect(out.ran.get('GET /api/v3/')).toBe(1);
+  });
+});
+
 describe('differential: Keygate requires at least the scopes of the handler the upstream runs', () => {
-  const counts: Record<string, Omit<Outcome, 'violations'>> = {};
+  const counts: Record<string, Omit<Outcome, 'violations' | 'ran'>> = {};
   afterAll(() => {
     // The figures docs/security.md and the issue's closing note quote.
     console.log(`[differential] ${JSON.stringify(counts)}`);

@@ -40,12 +40,17 @@ function frontMiddleware(req: IncomingMessage): void {
  * A real Express (5 or 4) or Fastify app serving `table` with the given router
  * settings. Every handler records which route ran, keyed by the X-Test-Id the
  * test sent, so the test knows what the upstream executed, not just what it answered.
+ * With `mountAt` ("/api/v3"), the routes are served the way an app usually splits its API off: by a
+ * router mounted there (Express `app.use(mountAt, router)`, a Fastify plugin with that `prefix`), each
+ * route's path written relative to it, so `/api/v3/` is the router's `/` handler.
  */
 export async function startRouterUpstream(
   kind: RouterKind,
   table: readonly TableRoute[],
   strict: boolean,
+  mountAt?: string,
 ): Promise<RouterUpstream> {
+  const relative = (path: string) => (mountAt === undefined ? path : path.slice(mountAt.length));
   const ran = new Map<string, number>();
   const record = (req: IncomingMessage, i: number) => {
     const id = req.headers['x-test-id'];
@@ -58,13 +63,16 @@ export async function startRouterUpstream(
       routerOptions: strict ? {} : { caseSensitive: false, ignoreTrailingSlash: true },
       serverFactory: (handler) => createServer((req, res) => (frontMiddleware(req), handler(req, res))),
     });
-    table.forEach((r, i) => {
-      app.route({
-        method: [...r.methods],
-        url: r.path,
-        handler: async (req, reply) => (record(req.raw, i), reply.send('')),
+    const routes = (scope: typeof app) =>
+      table.forEach((r, i) => {
+        scope.route({
+          method: [...r.methods],
+          url: relative(r.path),
+          handler: async (req, reply) => (record(req.raw, i), reply.send('')),
+        });
       });
-    });
+    if (mountAt === undefined) routes(app);
+    else await app.register(async (scope) => routes(scope as unknown as typeof app), { prefix: mountAt });
     await app.listen({ port: 0, host: '127.0.0.1' });
     server = app.server;
     return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, ran, close: () => app.close() };
@@ -74,13 +82,20 @@ export async function startRouterUpstream(
     app.set('case sensitive routing', true);
     app.set('strict routing', true);
   }
+  const router =
+    mountAt === undefined
+      ? app
+      : kind === 'express5'
+        ? express.Router({ caseSensitive: strict, strict })
+        : express4.Router({ caseSensitive: strict, strict });
+  if (mountAt !== undefined) app.use(mountAt, router as never);
   table.forEach((r, i) => {
     // Express 5 (path-to-regexp 8) names its wildcards.
-    const path = kind === 'express5' ? r.path.replace(/\*$/, '*rest') : r.path;
+    const path = kind === 'express5' ? relative(r.path).replace(/\*$/, '*rest') : relative(r.path);
     for (const m of r.methods) {
-      (app as unknown as Record<string, (p: string, h: (req: IncomingMessage, res: ServerResponse) => void) => void>)[
-        m.toLowerCase()
-      ]!(path, (req, res) => {
+      (
+        router as unknown as Record<string, (p: string, h: (req: IncomingMessage, res: ServerResponse) => void) => void>
+      )[m.toLowerCase()]!(path, (req, res) => {
         record(req, i);
         res.end();
       });

@@ -58,7 +58,6 @@ const cases: Array<{
     raw: ['Host', 'h', 'Transfer-Encoding', 'gzip, chunked'],
     reason: 'bad_framing',
   },
-  { name: 'Host twice is refused', raw: ['Host', 'h', 'host', 'other'], reason: 'ambiguous_header' },
   {
     name: 'Connection cannot remove Content-Length',
     raw: ['Host', 'h', 'Connection', 'content-length', 'Content-Length', '3'],

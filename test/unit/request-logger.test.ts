@@ -71,6 +71,11 @@ describe('createRequestLogger', () => {
       { requestId: 'r"4\\', method: 'GET', route: '/api/v3/x\n"y":1', clientIp: '\u0000é' },
       false,
     ],
+    [
+      'printable ASCII at the edges of the unescaped range, and DEL, which JSON leaves as is too',
+      { requestId: ' !#[]~', method: 'GET', route: '/a\u007fb', clientIp: '' },
+      false,
+    ],
   ];
   it.each(cases)('%s: same object as pino writes', (_name, line, warn) => {
     const fast = capture();
