@@ -235,11 +235,26 @@ describe('Redis Cluster (3 masters, 3 replicas): a node that hangs', () => {
       // the subscriber reconnects (a slot table read that may wait CONNECT_TIMEOUT_MS on the frozen
       // node, twice) and is trusted again once its heartbeat is heard.
       const bound = (HEARTBEAT_MISSES + 1) * HEARTBEAT_MS + 2 * CONNECT_TIMEOUT_MS + HEARTBEAT_MS + 1_000;
+      const seen: Record<string, number> = {};
       await until(
         'the revoked key is refused',
-        async () => (await call(gate!, token(apiKey, SECRET))).status === 404,
+        async () => {
+          const st = (await call(gate!, token(apiKey, SECRET))).status;
+          seen[st] = (seen[st] ?? 0) + 1;
+          return st === 404;
+        },
         bound + 20_000,
-      );
+      ).catch(async (err: unknown) => {
+        const roles = await Promise.all(
+          cluster.ports
+            .filter((p) => p !== subscriberNode)
+            .map(async (p) => `${p}:${(await cluster.slotMasters(p).catch(() => [])).map((r) => r.port).join('/')}`),
+        );
+        console.log(
+          `[cluster-hang] statuses ${JSON.stringify(seen)}; key ${apiKey}; masters per node ${roles.join(' ')}`,
+        );
+        throw err;
+      });
       const refusedAt = Date.now();
       console.log(
         `[cluster-hang] subscriber node frozen: revocation ${revokedAt - frozenAt} ms after the freeze, in force ${refusedAt - frozenAt} ms after it (bound ${bound} ms; cluster-node-timeout ${CLUSTER_NODE_TIMEOUT_MS} ms)`,
