@@ -12,6 +12,7 @@ import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
+import { createRedisOutageLog } from './redis-outage-log.js';
 import { watchFailovers } from './failover-watch.js';
 import type { ReplayFence } from './replay-fence.js';
 import { StoreUnavailableError, type KeyChangeListener, type Store } from './store.js';
@@ -33,6 +34,8 @@ export interface RedisStoreOptions {
   durability?: { minReplicas: number; timeoutMs: number };
   /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
   usageFlushMs?: number;
+  /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
+  outageLogMs?: number;
 }
 
 export interface RedisStoreEvents {
@@ -96,20 +99,22 @@ export function createRedisStore(
     for (const l of listeners) l(apiKey);
   };
 
-  let everReady = false;
+  const outages = createRedisOutageLog(
+    { ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }) },
+    { logger: deps.logger, clock: deps.clock ?? systemClock() },
+  );
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
   ] as const) {
-    conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
+    conn.on('error', (err: Error) => outages.down(name, err));
     const label = name === 'client' ? 'command' : 'subscriber';
     conn.on('ready', () => {
+      outages.up(name);
       // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
       if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
       if (name === 'client') {
-        if (everReady) deps.logger.info('redis reconnected');
-        everReady = true;
         // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
         records
           .migrateLegacy()
@@ -121,6 +126,7 @@ export function createRedisStore(
     });
     conn.on('close', () => {
       if (name === 'subscriber') subscribed = false;
+      outages.down(name);
       events.onConnectionState?.(false, label);
     });
   }
@@ -148,10 +154,11 @@ export function createRedisStore(
         setTimeout(() => subscriber.status === 'ready' && confirmSubscription(), 500).unref();
       });
   }
-  if (writer !== client)
-    writer.on('error', (err: Error) =>
-      deps.logger.warn({ conn: 'writer', err: err.message }, 'redis connection error'),
-    );
+  if (writer !== client) {
+    writer.on('error', (err: Error) => outages.down('writer', err));
+    writer.on('close', () => outages.down('writer'));
+    writer.on('ready', () => outages.up('writer'));
+  }
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
@@ -302,6 +309,7 @@ export function createRedisStore(
       stopWatching();
       stopFence();
       const all = [...new Set([client, subscriber, writer])];
+      outages.stop();
       await Promise.allSettled(all.map((c) => c.quit()));
       for (const c of all) c.disconnect();
     },
