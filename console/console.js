@@ -96,13 +96,30 @@ function button(label, onClick, className) {
   return b;
 }
 
+// Under the API key: how the client signs, HS256 (shared secret) or EdDSA/ES256 with the public key's
+// fingerprint (sha256:… of its SPKI, as `keys show` prints it), shortened, whole in its tooltip, so an
+// operator can tell which key pair a key holds. In the key's cell, not a column of its own: the table is full.
+function algLine(key) {
+  const line = document.createElement('small');
+  line.className = 'alg';
+  line.textContent = key.alg || 'HS256';
+  if (key.publicKeyFingerprint) {
+    const fp = document.createElement('span');
+    fp.className = 'fingerprint';
+    fp.title = key.publicKeyFingerprint;
+    fp.textContent = ` ${key.publicKeyFingerprint.slice(0, 'sha256:'.length + 12)}…`;
+    line.append(fp);
+  }
+  return line;
+}
+
 function row(key) {
   const tr = document.createElement('tr');
   tr.dataset.apiKey = key.apiKey;
   const code = document.createElement('code');
   code.textContent = key.apiKey;
   const keyCell = document.createElement('td');
-  keyCell.append(code);
+  keyCell.append(code, document.createElement('br'), algLine(key));
   const state = document.createElement('span');
   state.className = `state ${key.status}`;
   state.textContent = key.status;

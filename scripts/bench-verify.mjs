@@ -14,11 +14,14 @@
 // response head copy; a whole authenticate() call; and route matching
 // (request target check + override check + route lookup, what runs before
 // authentication) at 10, 200 and 2,000 routes, for a normal target and the worst
-// one step 1 lets through (64 segments, no route). Each figure is the
+// one step 1 lets through (64 segments, no route). Issue 34: verifySignature and
+// authenticate() for an EdDSA and an ES256 key beside HS256, each with a good
+// token and a forged one (HS256: signed with another secret; EdDSA/ES256: signed
+// by another key pair), and the ratios to HS256 from the same run. Each figure is the
 // wall time of one call, calls made one after another (so an async call's
 // thread-pool round trip is in it). The last line prints the ratio of jose
 // to Keygate's verifier from the same run.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, generateKeyPairSync, timingSafeEqual } from 'node:crypto';
 import { openSync } from 'node:fs';
 import { compactVerify } from 'jose';
 import { systemClock } from '../dist/clock.js';
@@ -37,16 +40,55 @@ import { createKeyCache } from '../dist/store/key-cache.js';
 import { parseKeyRecord } from '../dist/keys/key-record.js';
 import { createMemoryStore } from '../dist/store/memory-store.js';
 import { SECRET, get, mint as mintWith } from './bench/lib.mjs';
+import { claims, signWithKey } from './harness/mint.mjs';
 
 const BATCH = 1000;
 const ROUNDS = 30;
-let nonce = BigInt(Date.now()) * 1_000_000n;
-const mint = () => mintWith(++nonce, SECRET, 'k');
+let nonce = 0n;
+/**
+ * A fresh nonce: now, in ns, or one past the last. A run lasts longer than recv_window, so a nonce
+ * counted up from the start would fall out of the window and authenticate() would time a refusal.
+ */
+const nextNonce = () => {
+  const now = BigInt(Date.now()) * 1_000_000n;
+  nonce = nonce >= now ? nonce + 1n : now;
+  return nonce;
+};
+const mint = () => mintWith(nextNonce(), SECRET, 'k');
 
 const clock = systemClock();
-const { record } = parseKeyRecord({ apiKey: 'k', apiSecret: SECRET, scopes: ['accounts:read'] }, 'k');
-if (!record) throw new Error('bench key does not parse');
-const store = createMemoryStore({ keys: [record] }, { clock });
+/** @param {Record<string, unknown>} raw */
+const parsed = (raw) => {
+  const { record, errors } = parseKeyRecord(raw, String(raw.apiKey));
+  if (!record) throw new Error(`bench key does not parse: ${errors.join('; ')}`);
+  return record;
+};
+/** @param {'EdDSA' | 'ES256'} alg */
+const keyPair = (alg) =>
+  alg === 'EdDSA' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+/** The EdDSA and ES256 bench keys (issue 34): Keygate holds the public key; `other` signs the forged tokens. */
+const ASYM = /** @type {const} */ (['EdDSA', 'ES256']).map((alg) => ({
+  alg,
+  apiKey: `k-${alg}`,
+  pair: keyPair(alg),
+  other: keyPair(alg),
+}));
+const store = createMemoryStore(
+  {
+    keys: [
+      parsed({ apiKey: 'k', apiSecret: SECRET, scopes: ['accounts:read'] }),
+      ...ASYM.map((a) =>
+        parsed({
+          apiKey: a.apiKey,
+          alg: a.alg,
+          publicKey: a.pair.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+          scopes: ['accounts:read'],
+        }),
+      ),
+    ],
+  },
+  { clock },
+);
 const keys = createKeyCache({ ttlMs: 60_000, negativeTtlMs: 1_000, maxEntries: 10 }, { store, clock });
 const decodeOptions = { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 };
 const auth = createAuthenticator({ ...decodeOptions, defaultRateLimit: undefined }, { keys, store, clock });
@@ -141,6 +183,54 @@ for (const n of [10, 200, 2000]) {
   routeVariants[`route match, ${n} routes, worst target`] = () => matchOnce(table, 'DELETE', WORST_TARGET);
 }
 
+/** A whole authenticate() call that must admit the token: a refusal would time the wrong path. @param {string} t */
+const admitted = async (t) => {
+  const verdict = await auth(['Authorization', `Bearer ${t}`]);
+  if (!verdict.ok) throw new Error(`bench token refused by authenticate(): ${verdict.reason}`);
+};
+/** Token makers other than the default (a good HS256 token for 'k'), by variant name. @type {Record<string, () => string>} */
+const minters = {};
+/** Per alg: [verify, forged verify, authenticate()] variant names, for the ratios printed last. @type {Array<[string, string, string, string]>} */
+const algRows = [];
+/** @type {Record<string, (token: string) => unknown>} */
+const algVariants = {};
+/** @param {string} name @param {() => string} make @param {(t: string) => unknown} fn */
+const variant = (name, make, fn) => {
+  minters[name] = make;
+  algVariants[name] = fn;
+};
+const hsForged = () => mintWith(nextNonce(), 'forged-secret-0123456789abcdef', 'k');
+variant('verifySignature HS256, forged (another secret)', hsForged, (t) => {
+  if (verifySignature(t, 'HS256', verifyKeys, NOW).ok) throw new Error('forged HS256 token verified');
+});
+algRows.push([
+  'HS256',
+  KEYGATE,
+  'verifySignature HS256, forged (another secret)',
+  'authenticate() end to end (memory store)',
+]);
+for (const a of ASYM) {
+  const prep = await keys.get(a.apiKey);
+  if (!prep) throw new Error(`bench key ${a.apiKey} is not in the store`);
+  const header = { alg: a.alg, typ: 'JWT' };
+  /** @param {import('node:crypto').KeyObject} k */
+  const signed = (k) => () => signWithKey(header, claims(a.apiKey, { nonce: String(nextNonce()) }), k);
+  const names = /** @type {[string, string, string, string]} */ ([
+    a.alg,
+    `verifySignature ${a.alg}`,
+    `verifySignature ${a.alg}, forged (another key pair)`,
+    `authenticate() end to end (memory store), ${a.alg}`,
+  ]);
+  variant(names[1], signed(a.pair.privateKey), (t) => {
+    if (!verifySignature(t, a.alg, prep.verifyKeys, NOW).ok) throw new Error(`bench ${a.alg} token did not verify`);
+  });
+  variant(names[2], signed(a.other.privateKey), (t) => {
+    if (verifySignature(t, a.alg, prep.verifyKeys, NOW).ok) throw new Error(`forged ${a.alg} token verified`);
+  });
+  variant(names[3], signed(a.pair.privateKey), admitted);
+  algRows.push(names);
+}
+
 /** @type {Record<string, (token: string) => unknown>} */
 const variants = {
   [KEYGATE]: (t) => {
@@ -186,14 +276,15 @@ const variants = {
       { peerIp: '127.0.0.1', peerTrusted: false, requestId: 'r1' },
     ),
   'responseHead (upstream response head)': () => responseHead(upstreamRaw, 'r1'),
-  'authenticate() end to end (memory store)': (t) => auth(['Authorization', `Bearer ${t}`]),
+  'authenticate() end to end (memory store)': admitted,
+  ...algVariants,
   ...routeVariants,
 };
 
 const best = Object.fromEntries(Object.keys(variants).map((k) => [k, Infinity]));
 for (let round = 0; round < ROUNDS; round++) {
   for (const [name, fn] of Object.entries(variants)) {
-    const tokens = Array.from({ length: BATCH }, mint); // fresh nonces: authenticate() records each once
+    const tokens = Array.from({ length: BATCH }, minters[name] ?? mint); // fresh nonces: authenticate() records each once
     const t0 = performance.now();
     for (let i = 0; i < BATCH; i++) await fn(/** @type {string} */ (tokens[i]));
     best[name] = Math.min(best[name] ?? Infinity, ((performance.now() - t0) * 1000) / BATCH);
@@ -203,3 +294,10 @@ const rows = Object.entries(best).map(([name, us]) => ({ variant: name, usPerOp:
 console.table(rows);
 console.log(JSON.stringify(rows));
 console.log(`jose / node:crypto verify, same run: ${(get(best, JOSE) / get(best, KEYGATE)).toFixed(1)}×`);
+// Issue 34: each alg against HS256, same run (good verify, forged verify, whole authenticate()).
+const hs = /** @type {[string, string, string, string]} */ (algRows[0]);
+for (const [alg, good, forged, whole] of algRows) {
+  console.log(
+    `${alg}: verify ${get(best, good).toFixed(2)} µs (${(get(best, good) / get(best, hs[1])).toFixed(2)}× HS256), forged ${get(best, forged).toFixed(2)} µs (${(get(best, forged) / get(best, hs[2])).toFixed(2)}× a forged HS256), authenticate() ${get(best, whole).toFixed(2)} µs (${(get(best, whole) / get(best, hs[3])).toFixed(2)}× HS256)`,
+  );
+}

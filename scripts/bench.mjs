@@ -11,6 +11,7 @@
 // comes from wrk (a separate process) with pre-minted tokens: every request
 // carries a fresh nonce.
 import { spawnSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,6 +23,7 @@ import {
   currentRssMb,
   get,
   median,
+  mintSignedTokens,
   mintTokens as mintTokensIn,
   parseOptions,
   peakRssMb,
@@ -31,7 +33,6 @@ import {
   runFixedRate,
   runMain,
   runWrkSync,
-  sleep,
   startBareProxy,
   startBareUndici,
   startKeygate,
@@ -41,6 +42,8 @@ import {
   writeResult,
 } from './bench/lib.mjs';
 import { freePort } from './harness/free-port.mjs';
+import { claims, signWithKey } from './harness/mint.mjs';
+import { runKeygate } from './harness/spawn-keygate.mjs';
 import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.mjs';
 
 /** @typedef {import('./bench/lib.mjs').WrkResult} WrkResult */
@@ -69,6 +72,13 @@ Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
                               rate limit on every key, never reached: what checking it costs)
   --limit-cost [--rate 1500]  only that cost: the four Keygate targets at a fixed offered rate
                               (open loop, below saturation), alternating, CPU per request paired by round
+  --alg-cost [--rate 1500]    only that cost (issue 34): one Keygate (Redis) at a fixed offered rate, a fresh
+                              token per request from an HS256, an EdDSA and an ES256 key, and a forged token
+                              of each (signed with another secret / key pair), alternating, paired by round
+  --workers-cost [--rate 1500]
+                              only that comparison (issue 30): Keygate (Redis) with KEYGATE_WORKERS=2 against 1,
+                              alternating round by round: wrk req/s at 50 connections, CPU per request at a
+                              fixed offered rate, RSS of all processes
   --out FILE                  result file (default bench-results/latest.json)
 `;
 const args = parseOptions(
@@ -79,6 +89,8 @@ const args = parseOptions(
     connections: { type: 'string', default: '10,50' },
     million: { type: 'boolean' },
     'limit-cost': { type: 'boolean' },
+    'alg-cost': { type: 'boolean' },
+    'workers-cost': { type: 'boolean' },
     rate: { type: 'string', default: '1500' },
     targets: { type: 'string' },
     'forward-only': { type: 'boolean' },
@@ -168,19 +180,157 @@ function limitCost(targets) {
 }
 
 /**
+ * KEYGATE_WORKERS=2 against one process (issue 30), both on one Redis, measured alternately round
+ * by round: saturated req/s (wrk, MAX_CONNECTIONS), CPU per request at a fixed offered rate (all
+ * processes of each tree) and RSS (summed over the tree). Ratios are paired within a round. wrk,
+ * the upstream and Redis run on the same cores as the workers: on a host with spare cores the
+ * answer may differ, and this says nothing about one.
+ * @param {Target} one Keygate (Redis), one process
+ * @param {string} redisUrl
+ * @param {string} upstreamUrl
+ * @param {number} budget tokens for one saturated run
+ */
+async function workersCost(one, redisUrl, upstreamUrl, budget) {
+  const kg2 = await startKeygate(children, 'keygate-redis-2-workers', upstreamUrl, {
+    KEYGATE_REDIS_URL: redisUrl,
+    KEYGATE_WORKERS: '2',
+  });
+  const two = { name: 'keygate-redis-2-workers', url: kg2.url, pid: kg2.pid };
+  try {
+    const rate = Number(args.rate);
+    for (const t of [one, two]) {
+      runWrk(t.url, mintTokens(20_000), 1); // warm-up: both workers, JIT, key cache
+      fixedRate(t, rate, 2);
+    }
+    /** @type {Record<string, { rps: number[], cpu: number[], rssMb: number[] }>} */
+    const m = { 1: { rps: [], cpu: [], rssMb: [] }, 2: { rps: [], cpu: [], rssMb: [] } };
+    for (let round = 0; round < ROUNDS; round++) {
+      const order = round % 2 === 0 ? /** @type {const} */ ([1, 2]) : /** @type {const} */ ([2, 1]);
+      for (const n of order) {
+        const t = n === 1 ? one : two;
+        const w = runWrk(t.url, mintTokens(budget), DURATION);
+        if (w.non2xx || w.errors) throw new Error(`${t.name}: ${w.non2xx} non-2xx, ${w.errors} errors under wrk`);
+        const cpu = fixedRate(t, rate, DURATION).cpuUsPerRequest;
+        const rss = treeSum(t.pid, currentRssMb);
+        const r = get(m, String(n));
+        r.rps.push(w.rps);
+        r.cpu.push(cpu);
+        r.rssMb.push(rss);
+        process.stdout.write(
+          `round ${round + 1}/${ROUNDS} workers=${n}: ${Math.round(w.rps)} req/s (wrk, ${MAX_CONNECTIONS} conn.), ${cpu.toFixed(1)} us CPU/request at ${rate} req/s, RSS ${Math.round(rss)} MB\n`,
+        );
+      }
+    }
+    const [a, b] = [get(m, '1'), get(m, '2')];
+    /** @param {number[]} xs @param {number[]} ys */
+    const paired = (xs, ys) => ys.map((y, i) => round3(y / (xs[i] ?? NaN)));
+    const out = {
+      rounds: ROUNDS,
+      rps1: Math.round(median(a.rps)),
+      rps2: Math.round(median(b.rps)),
+      rpsFactors: paired(a.rps, b.rps),
+      rpsFactor: round3(median(paired(a.rps, b.rps))),
+      cpuUsPerRequest1: round3(median(a.cpu)),
+      cpuUsPerRequest2: round3(median(b.cpu)),
+      cpuFactor: round3(median(paired(a.cpu, b.cpu))),
+      rssMb1: Math.round(median(a.rssMb)),
+      rssMb2: Math.round(median(b.rssMb)),
+      cores: cpus().length,
+      note: 'wrk, the upstream and Redis share the same cores as the workers',
+    };
+    console.log(`KEYGATE_WORKERS=2 vs 1: ${JSON.stringify(out)}`);
+    return out;
+  } finally {
+    kg2.child.kill('SIGTERM');
+  }
+}
+
+/**
+ * CPU per request of one Keygate (Redis) by the alg of the key that signed the token (issue 34), at
+ * one fixed offered rate: HS256, EdDSA and ES256 keys, each with good tokens (forwarded) and forged
+ * ones (signed with another secret or key pair: 401 40106, refused after the signature check, before
+ * the nonce). The six token kinds alternate round by round; ratios are paired within a round.
+ * @param {Target} t a Keygate on `redisUrl`
+ * @param {string} redisUrl
+ */
+async function algCost(t, redisUrl) {
+  const rate = Number(args.rate);
+  /** @type {Record<string, (count: number) => string>} */
+  const kinds = {
+    HS256: (n) => mintTokens(n),
+    'HS256 forged': (n) => mintTokens(n, { replay: 0, bad: 1 }),
+  };
+  /** @type {Array<Record<string, unknown>>} */
+  const keys = [];
+  for (const alg of /** @type {const} */ (['EdDSA', 'ES256'])) {
+    const pair = () =>
+      alg === 'EdDSA' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    const own = pair();
+    const other = pair();
+    const apiKey = `bench-${alg.toLowerCase()}`;
+    keys.push({
+      apiKey,
+      id: apiKey,
+      alg,
+      publicKey: own.publicKey.export({ type: 'spki', format: 'pem' }).toString(),
+      scopes: ['accounts:read'],
+    });
+    /** @param {import('node:crypto').KeyObject} privateKey */
+    const signed = (privateKey) => (/** @type {number} */ n) =>
+      mintSignedTokens(dir, n, (nonce) =>
+        signWithKey({ alg, typ: 'JWT' }, claims(apiKey, { nonce: String(nonce) }), privateKey),
+      );
+    kinds[alg] = signed(own.privateKey);
+    kinds[`${alg} forged`] = signed(other.privateKey);
+  }
+  const keysFile = join(dir, 'alg-keys.json');
+  writeFileSync(keysFile, JSON.stringify({ keys }));
+  await runKeygate(['keys', 'import', keysFile], { KEYGATE_REDIS_URL: redisUrl }, undefined, { cwd: root });
+  /** @type {Record<string, number[]>} */
+  const cpu = Object.fromEntries(Object.keys(kinds).map((k) => [k, []]));
+  const names = Object.keys(kinds);
+  for (const k of names) fixedRate(t, rate, 2, get(kinds, k)(rate * 2), k.endsWith('forged') ? 401 : 200); // warm-up
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = names.map((_, i) => /** @type {string} */ (names[(i + round) % names.length]));
+    for (const k of order) {
+      const r = fixedRate(t, rate, DURATION, get(kinds, k)(rate * DURATION), k.endsWith('forged') ? 401 : 200);
+      get(cpu, k).push(r.cpuUsPerRequest);
+      process.stdout.write(
+        `round ${round + 1}/${ROUNDS} ${k.padEnd(14)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request\n`,
+      );
+    }
+  }
+  /** @type {Record<string, { cpuUsPerRequest: number, vsHs256: number, ratios: number[] }>} */
+  const out = {};
+  for (const k of names) {
+    const base = get(cpu, k.endsWith('forged') ? 'HS256 forged' : 'HS256');
+    const ratios = get(cpu, k).map((x, i) => round3(x / (base[i] ?? NaN)));
+    out[k] = { cpuUsPerRequest: round3(median(get(cpu, k))), vsHs256: round3(median(ratios)), ratios };
+    console.log(
+      `${k.padEnd(14)} ${out[k].cpuUsPerRequest} µs CPU/request at ${rate} req/s, ${out[k].vsHs256}× ${k.endsWith('forged') ? 'a forged HS256' : 'HS256'} (per round ${JSON.stringify(ratios)})`,
+    );
+  }
+  writeResult(args.out, { algCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out } });
+}
+
+/**
  * @param {Target} t
  * @param {number} rate
  * @param {number} seconds
+ * @param {string} [tokens] a token file (default: fresh good HS256 tokens for the bench key)
+ * @param {200 | 401} [expect] every answer forwarded (2xx), or every one refused with 401
  * @returns {{ cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number> }}
  */
-function fixedRate(t, rate, seconds) {
-  const tokens = mintTokens(Math.round(rate * seconds));
+function fixedRate(t, rate, seconds, tokens = mintTokens(Math.round(rate * seconds)), expect = 200) {
   if (t.redis) redisCli(t.redis.port, 'config', 'resetstat');
   const cpuBefore = treeSum(t.pid, cpuUs);
   const redisCpuBefore = t.redis ? (cpuUs(t.redis.pid) ?? NaN) : 0;
   const res = runFixedRate(t.url, rate, seconds, tokens, PATH);
-  if (res.non2xx || res.errors) {
-    throw new Error(`${t.name}: ${res.non2xx} non-2xx and ${res.errors} errors at ${rate} req/s`);
+  const unexpected = expect === 200 ? res.non2xx : res.requests - res.non2xx;
+  if (unexpected || res.errors) {
+    throw new Error(
+      `${t.name}: ${unexpected} answers not ${expect} (non-2xx by status: ${JSON.stringify(res.statuses)}) and ${res.errors} errors at ${rate} req/s`,
+    );
   }
   const requests = res.requests;
   return {
@@ -313,6 +463,11 @@ async function main() {
     for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i]?.name ?? '')) targets.splice(i, 1);
   }
   if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
+  if (args['alg-cost']) return algCost(kgRedis, redisUrl);
+  if (args['workers-cost']) {
+    const workers = await workersCost(kgRedis, redisUrl, upstreamUrl, Math.ceil(15_000 * DURATION));
+    return writeResult(args.out, { workers });
+  }
   const bareTarget = targets.find((t) => t.name === 'bare-http-proxy');
   if (!bareTarget) throw new Error('bench: the bare http-proxy hop is not measured');
 
@@ -454,19 +609,7 @@ async function main() {
   // --- scenario 3: KEYGATE_WORKERS=2 -----------------------------------------
   let workers;
   try {
-    const kg2 = await keygate('keygate-redis-2-workers', { KEYGATE_REDIS_URL: redisUrl, KEYGATE_WORKERS: '2' });
-    await sleep(500);
-    runWrk(kg2.url, mintTokens(Math.ceil(warm.rps * 2)), 1);
-    const r = runWrk(kg2.url, mintTokens(budget), DURATION);
-    const single = runWrk(kgRedis.url, mintTokens(budget), DURATION);
-    workers = {
-      rps2: Math.round(r.rps),
-      rps1: Math.round(single.rps),
-      factor: round3(r.rps / single.rps),
-      p99Us: r.p99Us,
-      note: 'wrk, the upstream and Redis share the same 2 cores',
-    };
-    kg2.child.kill('SIGTERM');
+    workers = await workersCost(kgRedis, redisUrl, upstreamUrl, budget);
   } catch (err) {
     workers = { unsupported: String(err instanceof Error ? err.message : err).slice(0, 200) };
   }

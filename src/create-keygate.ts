@@ -19,6 +19,8 @@ import { createRedisStore } from './store/redis-store.js';
 import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
 import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Store } from './store/store.js';
+import { createAssertionKeysSource, type AssertionKeysSource } from './keys/assertion-keys-source.js';
+import { createAssertionSigner } from './keys/assertion-signer.js';
 
 export interface KeygateDeps {
   logger: Logger;
@@ -46,6 +48,8 @@ export interface Keygate {
   reloadPolicy(): boolean;
   /** Re-reads KEYGATE_MANAGEMENT_TOKENS_FILE (SIGHUP does this too); false if rejected or not configured. */
   reloadManagementTokens(): boolean;
+  /** Re-reads KEYGATE_ASSERTION_KEYS_FILE (SIGHUP does this too); false if rejected or the assertion is off. */
+  reloadAssertionKeys(): boolean;
   /** Binds the ports; resolves with the actual ports (0 in config = any free port). */
   listen(): Promise<{ port: number; adminPort: number; managementPort?: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
@@ -122,6 +126,24 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     const memory = store;
     watcher = createKeysFileSource({ file: config.keysFile }, { logger, stage: () => memory.stageKeys() });
   }
+  // The assertion keys: read (and checked) here at start; a broken file throws, as loadStartupConfig reported.
+  const assertionKeys: AssertionKeysSource | undefined =
+    config.assertion &&
+    createAssertionKeysSource({ file: config.assertion.keysFile, signingKid: config.assertion.signingKid }, { logger });
+  const assertion =
+    config.assertion &&
+    assertionKeys &&
+    createAssertionSigner(
+      { ...config.assertion, maxEntries: config.limits.keyCacheMaxEntries },
+      {
+        clock,
+        keys: assertionKeys.current,
+        events: {
+          onSigned: (mode) => metrics.bound.assertionsSigned[mode].inc(),
+          onCacheHit: () => metrics.assertionCacheHits.inc(),
+        },
+      },
+    );
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
   const authenticate = createAuthenticator(
     {
@@ -160,10 +182,14 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     authenticate,
     policy: policy.policy,
     ...(forwarder && { forwarder }),
+    ...(assertion && { assertion }),
   });
   let closing = false;
   const ready = createReadiness({ store, closing: () => closing });
-  const admin = createAdminServer({ limits: config.limits }, { metrics, ready });
+  const admin = createAdminServer(
+    { limits: config.limits },
+    { metrics, ready, ...(assertionKeys && { jwks: () => assertionKeys.current().jwks }) },
+  );
   const management =
     config.management &&
     createManagementApi(
@@ -196,6 +222,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     reloadKeys: () => watcher?.reload('reload requested') ?? Promise.resolve(false),
     reloadPolicy: () => policy.reload('reload requested'),
     reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
+    reloadAssertionKeys: () => assertionKeys?.reload('reload requested') ?? false,
     async listen() {
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
@@ -233,6 +260,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       }
       await forwarder?.close();
       watcher?.close();
+      assertionKeys?.close();
       policy.close();
       keys.close();
       unsubscribe();

@@ -26,13 +26,15 @@ let done = 0;
 let non2xx = 0;
 let errors = 0;
 let late = 0;
+/** Answers other than 2xx by status, so a failed run says what it got. @type {Record<number, number>} */
+const statuses = {};
 const started = performance.now();
 
 function finish() {
   done++;
   if (done === total) {
     const seconds = (performance.now() - started) / 1000;
-    process.stdout.write(`${JSON.stringify({ requests: done, non2xx, errors, late, seconds })}\n`);
+    process.stdout.write(`${JSON.stringify({ requests: done, non2xx, errors, late, seconds, statuses })}\n`);
     agent.destroy();
   }
 }
@@ -47,7 +49,10 @@ function send() {
       headers: { authorization: `Bearer ${tokens[sent++]}` },
     },
     (res) => {
-      if (!res.statusCode || res.statusCode < 200 || res.statusCode > 299) non2xx++;
+      if (!res.statusCode || res.statusCode < 200 || res.statusCode > 299) {
+        non2xx++;
+        statuses[res.statusCode ?? 0] = (statuses[res.statusCode ?? 0] ?? 0) + 1;
+      }
       res.resume();
       res.on('end', finish);
     },

@@ -23,7 +23,7 @@ import { runKeygate, serveKeygate } from '../harness/spawn-keygate.mjs';
  * What scripts/bench/load.lua prints at the end of a wrk run, plus `rps`.
  * @typedef {{ requests: number, durationUs: number, non2xx: number, errors: number, p50Us: number, p99Us: number, tokensWrapped?: number, rps: number }} WrkResult
  */
-/** What scripts/bench/fixed-rate.mjs prints. @typedef {{ requests: number, non2xx: number, errors: number, late: number, seconds: number }} FixedRateResult */
+/** What scripts/bench/fixed-rate.mjs prints. @typedef {{ requests: number, non2xx: number, errors: number, late: number, seconds: number, statuses?: Record<string, number> }} FixedRateResult */
 
 /** The repository root. */
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -379,6 +379,23 @@ export function mint(nonce, secret = SECRET, sub = API_KEY) {
 }
 
 let lastNonce = BigInt(Date.now()) * 1_000_000n;
+/**
+ * Writes `count` tokens made by `signOne` to a new file in `dir`, each given a fresh nonce (from the
+ * same counter as mintTokens, never reused): tokens of another alg or another key.
+ * @param {string} dir
+ * @param {number} count
+ * @param {(nonce: bigint) => string} signOne
+ */
+export function mintSignedTokens(dir, count, signOne) {
+  const file = join(dir, `tokens-${Date.now()}-${count}-signed.txt`);
+  const floor = BigInt(Date.now()) * 1_000_000n;
+  let nonce = lastNonce > floor ? lastNonce : floor;
+  const lines = Array.from({ length: count }, () => signOne(++nonce));
+  lastNonce = nonce;
+  writeFileSync(file, `${lines.join('\n')}\n`);
+  return file;
+}
+
 /**
  * Writes `count` tokens to a new file in `dir`, each with a fresh nonce (never
  * reused across calls); `mix` sets the share of replays and bad signatures.

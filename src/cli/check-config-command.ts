@@ -1,4 +1,6 @@
+import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../config/env-names.js';
+import { workersWarning } from '../config/read-workers.js';
 import { loadKeysFile } from '../keys/keys-file.js';
 import type { Command } from './command-line.js';
 import { describeConfig, loadStartupConfig } from './serve-command.js';
@@ -15,7 +17,8 @@ mode, the keys file (KEYGATE_KEYS_FILE), each against its JSON Schema
 (config/schema/) and Keygate's own checks. A KEYGATE_* variable Keygate does not
 read is an error, naming the nearest known one ("keygate serve" only warns).
 Exit status: 0 when everything is valid (the effective configuration is printed,
-secrets masked), 1 with every problem listed on standard error.`,
+secrets masked; a warning, such as KEYGATE_WORKERS above what this host's cores
+can use, goes to standard error), 1 with every problem listed on standard error.`,
   },
   run(_parsed, io) {
     const { config, problems: configProblems } = loadStartupConfig(io.env);
@@ -28,6 +31,9 @@ secrets masked), 1 with every problem listed on standard error.`,
       return 1;
     }
     const keys = config.keysFile && !config.redis ? loadKeysFile(config.keysFile).length : undefined;
+    // Valid but measured not to pay on this host: said, not refused (exit status stays 0).
+    const warning = workersWarning(config.workers, availableParallelism());
+    if (warning) io.err.write(`keygate check-config: warning: ${warning}\n`);
     // The same effective configuration the startup log shows, secrets masked.
     io.out.write(
       `keygate check-config: configuration is valid\n${JSON.stringify({ ...describeConfig(config), ...(keys !== undefined && { keys }) }, null, 2)}\n`,

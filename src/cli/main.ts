@@ -1,3 +1,4 @@
+import { assertionCommand } from './assertion-command.js';
 import { checkConfigCommand } from './check-config-command.js';
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './cli-errors.js';
@@ -44,6 +45,7 @@ export const program: Command = {
     keysCommand,
     tokenCommand,
     managementTokenCommand,
+    assertionCommand,
     checkConfigCommand,
     versionCommand,
     helpCommand,

@@ -4,8 +4,11 @@ import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import { AssertionKeysError, loadAssertionKeys } from '../keys/assertion-keys.js';
 import cluster from 'node:cluster';
+import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../config/env-names.js';
+import { workersWarning } from '../config/read-workers.js';
 import { serveWorkers } from './serve-workers.js';
 import { describeListenError } from './listen-error.js';
 import { packageVersion } from '../observe/package-version.js';
@@ -30,6 +33,16 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; pr
     } catch (err) {
       if (!(err instanceof KeysFileError)) throw err;
       problems.push(...err.problems.map((p) => `KEYGATE_KEYS_FILE: ${p}`));
+    }
+  }
+  // Checked with the rest, so a bad assertion keys file is listed beside every other problem (never its key material).
+  const assertionFile = env.KEYGATE_ASSERTION_KEYS_FILE;
+  if (assertionFile) {
+    try {
+      loadAssertionKeys(assertionFile, env.KEYGATE_ASSERTION_SIGNING_KID || undefined);
+    } catch (err) {
+      if (!(err instanceof AssertionKeysError)) throw err;
+      problems.push(...err.problems.map((p) => `KEYGATE_ASSERTION_KEYS_FILE: ${p}`));
     }
   }
   return problems.length > 0 ? { problems } : { config, problems };
@@ -59,6 +72,15 @@ export function describeConfig(config: Config): Record<string, unknown> {
     trustedProxies: config.policy.trustedProxyCidrs,
     recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
     limits: config.limits,
+    // Settings only: the keys file's path, never a key (describeConfig output is logged at start).
+    assertion: config.assertion && {
+      keysFile: config.assertion.keysFile,
+      audience: config.assertion.audience,
+      issuer: config.assertion.issuer,
+      ttlSeconds: config.assertion.ttlSeconds,
+      mode: config.assertion.mode,
+      ...(config.assertion.signingKid !== undefined && { signingKid: config.assertion.signingKid }),
+    },
   };
 }
 
@@ -84,7 +106,11 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   const logger = createLogger({ level: config.logLevel });
   // Workers run serve() again: the primary alone warns, once per name.
   if (cluster.isPrimary) for (const problem of unknownEnvProblems(env)) logger.warn(problem);
-  if (config.workers > 1) return serveWorkers(config, logger);
+  if (config.workers > 1) {
+    const warning = cluster.isPrimary && workersWarning(config.workers, availableParallelism());
+    if (warning) logger.warn(warning);
+    return serveWorkers(config, logger);
+  }
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   if (config.redis && !config.secretEncryptionKeys)
@@ -132,11 +158,13 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
       keygate.reloadPolicy();
       if (config.management) keygate.reloadManagementTokens();
       if (config.keysFile && !config.redis) void keygate.reloadKeys();
+      if (config.assertion) keygate.reloadAssertionKeys();
       // Say exactly what SIGHUP re-read; each file's own "loaded"/"rejected" line says how it went.
       const reloaded = [
         'policy file',
         ...(config.management ? ['management tokens file'] : []),
         ...(config.keysFile && !config.redis ? ['keys file'] : []),
+        ...(config.assertion ? ['assertion keys file'] : []),
       ];
       const keys = config.redis ? 'from Redis: changes arrive by pub/sub, nothing to re-read' : undefined;
       logger.info({ reloaded, ...(keys && { keys }) }, `SIGHUP: reloaded the ${reloaded.join(', ')}`);

@@ -5,6 +5,7 @@ import { AggregatorRegistry } from 'prom-client';
 import type { Config } from '../config/load-config.js';
 import { createKeygate } from '../create-keygate.js';
 import { createAdminServer } from '../observe/admin-server.js';
+import { createAssertionKeysSource } from '../keys/assertion-keys-source.js';
 import { describeListenError } from './listen-error.js';
 
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
@@ -46,6 +47,7 @@ async function runWorker(config: Config, logger: Logger): Promise<number> {
   process.on('SIGHUP', () => {
     keygate.reloadPolicy();
     if (config.management) keygate.reloadManagementTokens();
+    if (config.assertion) keygate.reloadAssertionKeys();
   });
   new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
   AggregatorRegistry.setRegistries([keygate.metrics.registry]);
@@ -184,8 +186,13 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
 
   const signals = firstSignal((signal) => logger.info({ signal }, 'signal received'));
   // Each worker reloads its own policy; the primary only passes the signal on (and is not stopped by it).
+  // The primary serves the admin port, so it publishes the assertion keys itself (and reloads them like the workers do).
+  const assertionKeys =
+    config.assertion &&
+    createAssertionKeysSource({ file: config.assertion.keysFile, signingKid: config.assertion.signingKid }, { logger });
   process.on('SIGHUP', () => {
     for (const w of live()) w.process.kill('SIGHUP');
+    assertionKeys?.reload('reload requested');
   });
   try {
     await Promise.all(Array.from({ length: config.workers }, fork));
@@ -201,6 +208,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     {
       metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
       ready: askWorkers,
+      ...(assertionKeys && { jwks: () => assertionKeys.current().jwks }),
     },
   );
   let adminPort: number;
@@ -229,6 +237,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
   const clean = await stopAll();
   admin.closeAllConnections();
   await new Promise<void>((resolve) => admin.close(() => resolve()));
+  assertionKeys?.close();
   logger.info({ clean }, 'keygate stopped');
   logger.flush();
   return failed || !clean ? 1 : 0;

@@ -8,6 +8,7 @@ import { readListeners } from './read-listeners.js';
 import { readManagement, type ManagementSettings } from './read-management.js';
 import { readUpstream } from './read-upstream.js';
 import { readWorkers } from './read-workers.js';
+import { readAssertion, type AssertionSettings } from './read-assertion.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { readRedisDurability, readReplayFence, type RedisDurability } from './read-durability.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
@@ -46,6 +47,8 @@ export interface Config {
   readonly management: ManagementSettings | undefined;
   /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
   readonly rateLimitHeaders: boolean;
+  /** The signed identity assertion (KEYGATE_ASSERTION_KEYS_FILE and its siblings); undefined = off. The key file itself is read by keys/. */
+  readonly assertion: AssertionSettings | undefined;
   readonly policy: Policy;
   readonly limits: Limits;
 }
@@ -73,6 +76,7 @@ export function loadConfig(env: Env): Config {
   const logLevel = env.KEYGATE_LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
   const limits = readLimits(env, problems);
+  const assertion = readAssertion(env, problems);
   const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
   if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off')
     problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
@@ -102,6 +106,7 @@ export function loadConfig(env: Env): Config {
     configFile,
     logLevel,
     rateLimitHeaders: rawRateLimitHeaders !== 'off',
+    assertion,
     management,
     policy,
     limits,

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, readlinkSync, realpathSync, watch, type FSWatcher } from 'node:fs';
+import { lstatSync, readFileSync, readlinkSync, realpathSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 
@@ -19,7 +19,19 @@ export interface FileReloaderOptions {
   /** How log lines name what is kept when the file is rejected, e.g. "set". */
   kept: string;
   debounceMs?: number;
+  /**
+   * How long a changed file must stay the same (size, mtime and content) before it is loaded,
+   * in ms (default SETTLE_MS): a file written in several writes is never loaded half-written.
+   */
+  settleMs?: number;
 }
+
+/**
+ * A changed file is loaded only once two reads this far apart agree. A writer that pauses
+ * longer than this mid-file can still be seen half-written: such writers should write a
+ * temporary file and rename it into place (docs/keys.md).
+ */
+export const SETTLE_MS = 500;
 
 export interface FileReloaderDeps<T> {
   logger: Logger;
@@ -56,8 +68,9 @@ const MAX_HOPS = 16;
  * So every folder on the way from the path to the real file is watched
  * (re-armed after each change, as the real folder moves), any event there
  * triggers a check, and the check reloads only when the resolved file's
- * content differs from what was last loaded. A broken file is logged and the
- * last good value stays in force.
+ * content differs from what was last loaded and has stopped changing (see
+ * check). A broken file is logged and the last good value stays in force.
+ * A reload asked for (SIGHUP) reads the file as it is, at once.
  */
 export function createFileReloader<T>(options: FileReloaderOptions, deps: FileReloaderDeps<T>): FileReloader {
   return createReloader(options, deps) as FileReloader;
@@ -139,15 +152,28 @@ function createReloader<T>(
     return settled;
   };
 
-  const check = () => {
+  /**
+   * A watch event: once the file differs from what was loaded, read it again SETTLE_MS later and
+   * reload only if nothing (size, mtime, content) changed in between; otherwise wait again. A
+   * half-written file that parses (a YAML list cut after an entry) is never applied this way.
+   * Another event meanwhile restarts the wait (one timer serves both).
+   */
+  const check = (waitedFor?: string) => {
     if (closed) return;
     arm();
-    if (fingerprint(file) !== seen) void reload('file changed');
+    const now = stamp(file);
+    if (waitedFor !== undefined && now === waitedFor) {
+      if (fingerprint(file) !== seen) void reload('file changed');
+      return;
+    }
+    if (waitedFor === undefined && fingerprint(file) === seen) return;
+    clearTimeout(timer);
+    timer = setTimeout(() => check(now), options.settleMs ?? SETTLE_MS);
   };
 
   const schedule = () => {
     clearTimeout(timer);
-    timer = setTimeout(check, options.debounceMs ?? 100);
+    timer = setTimeout(() => check(), options.debounceMs ?? 100);
   };
 
   /** Watches exactly the folders the path resolves through right now. */
@@ -205,6 +231,16 @@ function foldersOf(file: string): Set<string> {
     // Missing for a moment (mid-rename) or a dangling link: the path's own folder still sees it come back.
   }
   return dirs;
+}
+
+/** The fingerprint with the file's size and mtime: what must stay the same while a change settles. */
+function stamp(file: string): string {
+  try {
+    const st = statSync(file);
+    return `${st.size}\0${st.mtimeMs}\0${fingerprint(file)}`;
+  } catch {
+    return fingerprint(file);
+  }
 }
 
 /** Which file the path resolves to, and its content: a change to either means a reload. */

@@ -8,6 +8,7 @@ import type { Reason } from '../errors.js';
 import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
+import type { AssertionSigner } from '../keys/assertion-signer.js';
 import type { Policy } from '../policy/policy.js';
 import { createForwardAuthMode } from './forward-auth-mode.js';
 import type { Forwarder } from './forwarder.js';
@@ -24,6 +25,8 @@ export interface GatewayDeps {
   readonly forwarder?: Forwarder;
   /** The policy in force (it reloads without a restart): read once per request. */
   readonly policy: () => Policy;
+  /** Signs X-Keygate-Assertion (KEYGATE_ASSERTION_KEYS_FILE); absent = the assertion is off. */
+  readonly assertion?: AssertionSigner;
 }
 
 /**
@@ -88,7 +91,10 @@ function chooseMode(config: Config, forwarder: Forwarder | undefined, clock: Clo
   if (config.mode === 'forward-auth') {
     if (forwarder !== undefined)
       throw new Error('createGateway: forward-auth mode forwards nothing; pass no forwarder');
-    return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix }, { clock });
+    return createForwardAuthMode(
+      { pathPrefix: config.forwardAuthPathPrefix, assertion: config.assertion !== undefined },
+      { clock },
+    );
   }
   if (forwarder === undefined) throw new Error('createGateway: proxy mode needs a forwarder');
   return createProxyMode(forwarder);

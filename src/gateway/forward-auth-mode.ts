@@ -2,6 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../clock.js';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
 import { KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
+import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { renderError } from './render.js';
 import { writeTime } from './time-endpoint.js';
@@ -41,7 +42,8 @@ export interface ForwardAuthMode extends GatewayMode {
   /**
    * Pass (allowed): 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
    * route, a key without an owner; so a proxy that only overwrites still replaces a client copy), X-Request-Id,
-   * and the RateLimit fields proxy mode would add to the forwarded answer ([name, value, …]).
+   * and the RateLimit fields proxy mode would add to the forwarded answer ([name, value, …]). With the assertion
+   * on, X-Keygate-Assertion too (empty on a public route, for the same reason).
    */
   allow(
     res: ServerResponse,
@@ -49,6 +51,7 @@ export interface ForwardAuthMode extends GatewayMode {
     requestId: string,
     owner: string | undefined,
     rateHeaders?: readonly string[],
+    assertion?: string,
   ): void;
   /** The status the asking proxy asked refusals to be answered with (nginx: 401 or 403), if any. */
   forcedStatus(req: IncomingMessage): number | undefined;
@@ -80,7 +83,7 @@ const NO_HEADERS: readonly string[] = Object.freeze([]);
  * headers instead of forwarding. The steps themselves stay in request-path.ts.
  */
 export function createForwardAuthMode(
-  options: { pathPrefix: string | undefined },
+  options: { pathPrefix: string | undefined; assertion?: boolean },
   deps: { clock: Clock },
 ): ForwardAuthMode {
   const prefix = options.pathPrefix;
@@ -162,12 +165,13 @@ export function createForwardAuthMode(
     },
 
     pass(args, done) {
-      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner, args.responseHeaders);
+      mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner, args.responseHeaders, args.assertion);
       done(ALLOWED);
     },
 
-    allow(res, keyId, requestId, owner, rateHeaders) {
+    allow(res, keyId, requestId, owner, rateHeaders, assertion) {
       const head = [KEY_ID_HEADER, keyId ?? '', KEY_OWNER_HEADER, owner ?? '', 'x-request-id', requestId];
+      if (options.assertion === true) head.push(ASSERTION_HEADER, assertion ?? '');
       head.push('cache-control', 'no-store', 'content-length', '0');
       if (rateHeaders) head.push(...rateHeaders);
       res.writeHead(200, head);

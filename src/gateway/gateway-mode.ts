@@ -20,6 +20,8 @@ export interface PassArgs {
   readonly expectContinue: boolean;
   /** The authenticated key's owner (X-Api-Key-Owner); carried here because it is never logged. */
   readonly keyOwner: string | undefined;
+  /** X-Keygate-Assertion (a compact JWS) when the assertion is on and a key passed; never on a public route. */
+  readonly assertion: string | undefined;
   /** Keygate's own response headers (RateLimit), [name, value, …]. */
   readonly responseHeaders: readonly string[] | undefined;
 }

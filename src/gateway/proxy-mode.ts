@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
+import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { roundMs } from '../observe/request-record.js';
@@ -18,10 +19,11 @@ export function createProxyMode(forwarder: Forwarder): GatewayMode {
     upstreamHead: (raw, peerIp, peerTrusted, requestId) => forwardHeaders(raw, { peerIp, peerTrusted, requestId }),
     serveTime: (res, nowNs, requestId) => writeTime(res, nowNs, requestId, NO_HEADERS),
     refusing: () => undefined,
-    pass({ req, res, log, head, expectContinue, keyOwner, responseHeaders }, done) {
+    pass({ req, res, log, head, expectContinue, keyOwner, assertion, responseHeaders }, done) {
       const { requestId, keyId } = log;
       if (keyId !== undefined) head.headers.push(KEY_ID_HEADER, keyId);
       if (keyOwner !== undefined) head.headers.push(KEY_OWNER_HEADER, keyOwner);
+      if (assertion !== undefined) head.headers.push(ASSERTION_HEADER, assertion);
       // Only a request about to be forwarded is told to send its body (see the checkContinue listener).
       if (expectContinue) res.writeContinue();
       const sent = performance.now();

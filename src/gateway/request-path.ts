@@ -9,6 +9,7 @@ import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
+import type { AssertionSigner } from '../keys/assertion-signer.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget, type Target } from '../pipeline/check-target.js';
@@ -53,6 +54,8 @@ export interface RequestPathDeps {
   /** The policy in force (it reloads without a restart): read once per request. */
   readonly policy: () => Policy;
   readonly mode: GatewayMode;
+  /** Signs X-Keygate-Assertion for each pass with a key; absent = the assertion is off. */
+  readonly assertion?: AssertionSigner | undefined;
 }
 
 export interface RequestPath {
@@ -229,6 +232,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     if (authn.ok) {
       w.log.keyId = authn.key.record.id;
       w.keyOwner = authn.key.record.owner;
+      w.keyRecord = authn.key.record;
       const authz = authorize(authn.key, w.ip, w.route, w.policy.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
       else {
@@ -251,9 +255,16 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     pass(w, OK);
   }
 
-  /** Every check passed: the mode forwards (proxy) or answers the asking proxy (forward-auth). */
+  /**
+   * Every check passed: the mode forwards (proxy) or answers the asking proxy (forward-auth). The assertion
+   * is signed here, once for both modes, over the request as checked (and as forwarded): its method and target.
+   */
   function pass(w: Walk, outcome: typeof OK | typeof PUBLIC) {
     const { res, log } = w;
+    if (deps.assertion !== undefined && w.keyRecord !== undefined) {
+      const target = (w.asked as OriginalRequest).url as string;
+      w.assertion = deps.assertion.sign(w.keyRecord, { requestId: log.requestId, method: w.method, target });
+    }
     mode.pass(w, (result, upstreamMs) => {
       if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
       if ('status' in result) {

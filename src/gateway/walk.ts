@@ -3,6 +3,7 @@ import type { RequestLog } from '../observe/request-record.js';
 import type { Methods } from '../pipeline/check-override.js';
 import type { Target } from '../pipeline/check-target.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';
+import type { KeyRecord } from '../keys/key-record.js';
 import type { Policy } from '../policy/policy.js';
 import type { RouteMatch } from '../policy/routes.js';
 import type { OriginalRequest, PassArgs } from './gateway-mode.js';
@@ -34,6 +35,10 @@ export class Walk implements PassArgs {
   ip: string | undefined = undefined;
   /** Sent upstream as X-Api-Key-Owner (pass arguments); not a request-line field, so never logged. */
   keyOwner: string | undefined = undefined;
+  /** The authenticated key's record, for the assertion's claims; none on a public route. */
+  keyRecord: KeyRecord | undefined = undefined;
+  /** X-Keygate-Assertion for a pass (when the assertion is on and a key passed). */
+  assertion: string | undefined = undefined;
   /** Keygate's own response headers (RateLimit) for a pass, [name, value, …]. */
   responseHeaders: readonly string[] | undefined = undefined;
   constructor(

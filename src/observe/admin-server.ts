@@ -3,13 +3,19 @@ import type { Registry, RegistryContentType } from 'prom-client';
 import type { Limits } from '../config/read-limits.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
 
+/** Where the admin port publishes the assertion keys' public parts. */
+export const JWKS_PATH = '/.well-known/jwks.json';
+/** Cache-Control max-age of the JWK Set; docs/security.md's rotation steps wait this long for caches. */
+export const JWKS_MAX_AGE_SECONDS = 60;
+
 export interface Readiness {
   /** Resolves to undefined when ready, or a machine-readable reason. */
   (): Promise<string | undefined>;
 }
 
 /**
- * The admin port: /metrics, /healthz, /readyz. Never served on the proxy port.
+ * The admin port: /metrics, /healthz, /readyz, and /.well-known/jwks.json when the assertion is on.
+ * Never served on the proxy port.
  * It gets the proxy port's slow-client limits: bound to loopback by default,
  * but where it is opened to Prometheus, a slowloris there must not pile up sockets.
  */
@@ -18,6 +24,8 @@ export function createAdminServer(
   deps: {
     metrics: { readonly registry: Pick<Registry<RegistryContentType>, 'metrics' | 'contentType'> };
     ready: Readiness;
+    /** The assertion's public keys (GET /.well-known/jwks.json); absent = the assertion is off, 404. */
+    jwks?: () => unknown;
   },
 ): Server {
   return createServer(serverTimeouts(options.limits), (req, res) => {
@@ -47,6 +55,13 @@ export function createAdminServer(
         () => json(500, { status: 'metrics failed' }),
       );
       return;
+    }
+    if (path === JWKS_PATH && deps.jwks !== undefined) {
+      res.statusCode = 200;
+      res.setHeader('content-type', 'application/jwk-set+json');
+      // Far below how long a retired key stays published (at least one TTL plus this), so verifiers see a new key in time.
+      res.setHeader('cache-control', `public, max-age=${JWKS_MAX_AGE_SECONDS}`);
+      return void res.end(JSON.stringify(deps.jwks()));
     }
     json(404, { status: 'not found' });
   });

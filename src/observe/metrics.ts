@@ -26,6 +26,10 @@ export interface Metrics {
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
+  /** X-Keygate-Assertion signatures made, by mode (identity: cache misses and refreshes; request: every pass). */
+  readonly assertionsSigned: Counter<'mode'>;
+  /** Identity assertions served from the per-key cache, without signing. */
+  readonly assertionCacheHits: Counter;
   readonly buildInfo: Gauge<'version' | 'node_version'>;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
@@ -52,6 +56,7 @@ export interface BoundMetrics {
   readonly authSeconds: Readonly<Record<(typeof LABEL_VALUES.authOutcome)[number], Observable>>;
   readonly upstreamSeconds: ReadonlyMap<string, Observable>;
   readonly upstreamErrors: Readonly<Record<UpstreamCause, Incrementable>>;
+  readonly assertionsSigned: Readonly<Record<(typeof LABEL_VALUES.assertionMode)[number], Incrementable>>;
 }
 
 /** Every label value each Keygate metric can take (docs/reference/metrics.md lists the same). */
@@ -64,6 +69,7 @@ export const LABEL_VALUES = Object.freeze({
   redisErrorKind: ['timeout', 'error'] as const,
   redisConnection: ['command', 'subscriber'] as const,
   invalidationScope: ['key', 'all'] as const,
+  assertionMode: ['identity', 'request'] as const,
 });
 
 /** Why a forwarded request got no answer from the upstream (keygate_upstream_errors_total{cause}). */
@@ -144,6 +150,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       this.set(live);
     },
   });
+  const assertionsSigned = new Counter({
+    name: 'keygate_assertions_signed_total',
+    help: 'X-Keygate-Assertion signatures made (mode: identity = cache misses and refreshes, request = every pass)',
+    labelNames: ['mode'],
+    registers: [registry],
+  });
   const bound: BoundMetrics = {
     requests: new Map([...OUTCOMES, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
     rejections: Object.fromEntries(
@@ -169,6 +181,10 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
         return [cause, child];
       }),
     ) as Record<UpstreamCause, Incrementable>,
+    assertionsSigned: {
+      identity: assertionsSigned.labels({ mode: 'identity' }),
+      request: assertionsSigned.labels({ mode: 'request' }),
+    },
   };
   const metrics: Metrics = {
     bound,
@@ -204,6 +220,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       name: 'keygate_key_invalidations_total',
       help: 'Key change notifications received (scope: key = one key, all = flush after reconnect or "*")',
       labelNames: ['scope'],
+      registers: [registry],
+    }),
+    assertionsSigned,
+    assertionCacheHits: new Counter({
+      name: 'keygate_assertion_cache_hits_total',
+      help: 'Identity assertions (X-Keygate-Assertion) served from the per-key cache, without signing',
       registers: [registry],
     }),
     buildInfo: new Gauge({

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { deny, type Denial } from '../errors.js';
+import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
 
 export const KEY_ID_HEADER = 'x-api-key-id';
 /** The key's owner (the service's account id), beside X-Api-Key-Id, when the key has one. Client copies are dropped with every x-api-key* name. */
@@ -29,6 +30,8 @@ const DROPPED: ReadonlySet<string> = new Set([
   'x-request-id',
   'x-original-url',
   'x-rewrite-url',
+  // Keygate's signed identity: only Keygate may send it, in every mode and on public routes too.
+  ASSERTION_HEADER,
 ]);
 /**
  * Names `Connection` may never remove: framing, Host, and every header Keygate
@@ -41,6 +44,7 @@ const PROTECTED: ReadonlySet<string> = new Set([
   'host',
   KEY_ID_HEADER,
   KEY_OWNER_HEADER,
+  ASSERTION_HEADER,
   'x-forwarded-for',
   'x-forwarded-proto',
   'x-forwarded-host',
@@ -91,10 +95,11 @@ export function requestIdOf(sent: string | string[] | undefined): string {
  * raw list Node's parser read (never from `req.headers`, which merges and drops
  * repeats). Removes everything a client could use to claim an identity, to make
  * a hop drop our headers, or to re-frame the body; then adds ours:
- * X-Forwarded-For/-Proto/-Host and X-Request-Id. It runs before
+ * X-Forwarded-For/-Proto/-Host and X-Request-Id. Client copies of X-Keygate-Assertion are dropped
+ * (DROPPED, folded spellings too). It runs before
  * authentication (a request it refuses burns no nonce); the gateway appends
  * X-Api-Key-Id (KEY_ID_HEADER), and X-Api-Key-Owner (KEY_OWNER_HEADER) for a
- * key with an owner, once the key is known.
+ * key with an owner, and X-Keygate-Assertion when the assertion is on, once the key is known.
  *
  * The framing is derived from what the parser used: Transfer-Encoding (the
  * parser refuses it unless chunked comes last, and refuses it beside

@@ -1,3 +1,4 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -289,6 +290,35 @@ describe('operator console in a real browser', () => {
       expect(stored.revokeReason).toBe('demo over');
     },
   );
+
+  it("shows each key's alg, and for an EdDSA/ES256 key the fingerprint of the public key it holds", async () => {
+    const created: Array<{ apiKey: string; alg: string; publicKeyFingerprint: string }> = [];
+    for (const alg of ['EdDSA', 'ES256'] as const) {
+      const { publicKey } =
+        alg === 'EdDSA' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+      const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      const { apiKey } = (
+        await api.call('POST', '/v1/keys', {
+          json: { label: `signed ${alg}`, scopes: ['accounts:read'], alg, publicKey: pem },
+        })
+      ).json() as { apiKey: string };
+      created.push((await api.call('GET', `/v1/keys/${apiKey}`)).json() as (typeof created)[number]);
+    }
+    await page.click('#sign-out');
+    await signIn('viewer');
+    for (const k of created) {
+      expect(k.publicKeyFingerprint).toMatch(/^sha256:[0-9a-f]{64}$/);
+      const alg = page.locator(`#key-table tbody tr[data-api-key="${k.apiKey}"] .alg`);
+      expect(await alg.textContent()).toBe(`${k.alg} ${k.publicKeyFingerprint.slice(0, 19)}…`);
+      expect(await alg.locator('.fingerprint').getAttribute('title')).toBe(k.publicKeyFingerprint);
+    }
+    const hs = (await listed()).filter((k) => !created.some((c) => c.apiKey === k.apiKey));
+    expect(hs.length).toBeGreaterThan(0);
+    for (const k of hs) {
+      const alg = page.locator(`#key-table tbody tr[data-api-key="${k.apiKey}"] .alg`);
+      expect([await alg.textContent(), await alg.locator('.fingerprint').count()]).toEqual(['HS256', 0]);
+    }
+  });
 
   it('the token lives in page memory only: sent as Authorization, never in storage, a cookie or a URL; a reload signs out', async () => {
     const issued = Object.values(tokens.tokens);

@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createFileReloader, type FileReloader } from '../../src/files/file-reloader.js';
+import { createFileReloader, SETTLE_MS, type FileReloader } from '../../src/files/file-reloader.js';
 import { FILE_LAYOUTS } from '../helpers/file-layouts.js';
 
 /**
@@ -87,6 +87,22 @@ describe.each(FILE_LAYOUTS)('file reloader: %s', (_name, layout) => {
     file.update('v=5\n');
     await new Promise((r) => setTimeout(r, Math.max(3 * detectMs, 200)));
     expect(h.applied).toEqual([2, 3, 4]);
+  });
+});
+
+describe('file reloader: a file written in two halves', () => {
+  const [, plain] = FILE_LAYOUTS[0] as (typeof FILE_LAYOUTS)[number];
+
+  it('applies only the whole file: the half, valid on its own, is never loaded', async () => {
+    const file = plain('value.txt', 'v=3\n');
+    const h = start(file.path);
+    // "v=4" alone is a valid value; the whole file is "v=45". Written in place, a pause between the halves
+    // shorter than the settle time (what a slow writer or a cat > file over a network does).
+    writeFileSync(file.path, 'v=4');
+    await new Promise((r) => setTimeout(r, SETTLE_MS / 4));
+    appendFileSync(file.path, '5\n');
+    await expect.poll(() => h.applied, POLL).toEqual([45]);
+    expect(h.logs.filter((l) => l.msg === 'test file loaded')).toHaveLength(1);
   });
 });
 

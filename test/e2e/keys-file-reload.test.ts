@@ -1,7 +1,8 @@
-import { mkdtempSync, renameSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, renameSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTLE_MS } from '../../src/files/file-reloader.js';
 import { FILE_LAYOUTS } from '../helpers/file-layouts.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
@@ -52,6 +53,24 @@ describe('embedded mode: keys file reload', () => {
     const line = gate.logs.find((l) => l.includes('keys file rejected'))!;
     expect(line).toContain('apiSecret');
     expect(line).not.toContain('short"'); // the (bad) secret value itself is not logged
+  });
+
+  it('never loads a file half-written: a key revoked in two writes goes from 403 (its CIDR) to 404, never 200', async () => {
+    const entry = `keys:\n  - apiKey: cut\n    apiSecret: ${S}\n    scopes: [accounts:read]\n`;
+    writeFileSync(file, `${entry}    allowIps: [10.0.0.0/8]\n`);
+    expect(await gate.keygate.reloadKeys()).toBe(true);
+    expect(await status('cut')).toBe(403); // only 10.0.0.0/8; this test calls from 127.0.0.1
+    // The issue's case: cut before allowIps and state, the half is a valid file in which the key is open to all.
+    const seen: number[] = [];
+    writeFileSync(file, entry);
+    const until = performance.now() + SETTLE_MS / 4;
+    while (performance.now() < until) seen.push(await status('cut'));
+    appendFileSync(file, '    state: revoked\n    allowIps: [10.0.0.0/8]\n');
+    await expect
+      .poll(async () => (seen.push(await status('cut')), seen.at(-1)), { timeout: 5_000, interval: 20 })
+      .toBe(404);
+    expect(seen).not.toContain(200);
+    expect(seen.filter((x) => x !== 403 && x !== 404)).toEqual([]);
   });
 
   it('reloads on request (what SIGHUP does), swapping the whole set at once', async () => {

@@ -38,6 +38,8 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_redis_errors_total: ['kind'],
   keygate_redis_up: ['connection'],
   keygate_key_invalidations_total: ['scope'],
+  keygate_assertions_signed_total: ['mode'],
+  keygate_assertion_cache_hits_total: [],
   keygate_build_info: ['version', 'node_version'],
 };
 
@@ -52,6 +54,7 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   kind: new Set(LABEL_VALUES.redisErrorKind),
   connection: new Set(LABEL_VALUES.redisConnection),
   scope: new Set(LABEL_VALUES.invalidationScope),
+  mode: new Set(LABEL_VALUES.assertionMode),
   alg: new Set(['HS256', 'EdDSA', 'ES256']),
   version: new Set([
     (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,

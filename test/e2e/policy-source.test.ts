@@ -1,4 +1,6 @@
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SETTLE_MS } from '../../src/files/file-reloader.js';
 import { FILE_LAYOUTS } from '../helpers/file-layouts.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
@@ -58,5 +60,48 @@ describe.each(FILE_LAYOUTS)('policy file reload: %s', (_name, layout) => {
     expect(gate.keygate.reloadPolicy()).toBe(true);
     expect((await call('/api/v3/orders')).status).toBe(403);
     expect((await call('/api/v3/viewer/accounts')).status).toBe(200);
+  });
+});
+
+/** A policy written in two halves: the half (cut before a route's scopes: a route open to every key) is never loaded. */
+describe('policy file reload: a file written in two halves', () => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  const [, plain] = FILE_LAYOUTS[0] as (typeof FILE_LAYOUTS)[number];
+  const head =
+    'unlistedRoutes: deny\npublic: []\nroutes:\n  - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }\n';
+  const file = plain('routes.yaml', head);
+  const call = async (path: string) =>
+    (await send(gate.url, path, { headers: bearer(token(KEY.apiKey, KEY.secret!)) })).status;
+
+  beforeAll(async () => {
+    upstream = await startRecordingUpstream();
+    gate = await startKeygate({ upstream: upstream.url, keys: [KEY], env: { KEYGATE_CONFIG: file.path } });
+  });
+  afterAll(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+
+  it('shows the old policy, then the new one, never the half', async () => {
+    expect([await call('/api/v3/orders'), await call('/api/v3/admin')]).toEqual([403, 403]);
+    const admin: number[] = [];
+    writeFileSync(
+      file.path,
+      `${head}  - { method: GET, path: /api/v3/orders, scopes: [orders:read] }\n  - method: GET\n    path: /api/v3/admin\n`,
+    );
+    const until = performance.now() + SETTLE_MS / 4;
+    while (performance.now() < until) admin.push(await call('/api/v3/admin'));
+    appendFileSync(file.path, '    scopes: [admin:write]\n');
+    // The new policy: /api/v3/orders opens (the key has orders:read); /api/v3/admin needs a scope the key lacks.
+    await expect
+      .poll(async () => (admin.push(await call('/api/v3/admin')), call('/api/v3/orders')), {
+        timeout: 5_000,
+        interval: 20,
+      })
+      .toBe(200);
+    admin.push(await call('/api/v3/admin'));
+    expect(admin).not.toContain(200);
+    expect(gate.logs.filter((l) => l.includes('policy file loaded'))).toHaveLength(1);
   });
 });

@@ -1,11 +1,12 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jwtVerify, decodeProtectedHeader } from 'jose';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
+import { WORKERS_NO_GAIN_CORES } from '../../src/config/read-workers.js';
 
 const ROUTES_FILE = new URL('../../config/routes.yaml', import.meta.url).pathname;
 const cli = (args: string[], env: Record<string, string> = {}) => runKeygate(args, env);
@@ -134,6 +135,7 @@ describe('keygate CLI', () => {
     'keys',
     'token',
     'management-token',
+    'assertion',
     'check-config',
     'version',
     'help',
@@ -330,6 +332,18 @@ describe('keygate CLI', () => {
     } finally {
       busy.close();
     }
+  });
+
+  it("check-config warns, exit status 0, when KEYGATE_WORKERS cannot pay on this host's cores", async () => {
+    const cores = availableParallelism();
+    const env = { KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_REDIS_URL: 'redis://127.0.0.1:9' };
+    const two = await cli(['check-config'], { ...env, KEYGATE_WORKERS: '2' });
+    expect(two.stdout).toContain('configuration is valid');
+    if (cores <= WORKERS_NO_GAIN_CORES)
+      expect(two.stderr).toContain(`warning: KEYGATE_WORKERS=2 on a host with ${cores} CPU core`);
+    else expect(two.stderr).not.toContain('warning');
+    const one = await cli(['check-config'], { ...env, KEYGATE_WORKERS: '1' });
+    expect(one.stderr).not.toContain('warning');
   });
 
   it('check-config counts the keys of a valid keys file', async () => {
