@@ -1,4 +1,5 @@
 import type { KeyRecord } from '../keys/key-record.js';
+import { escapeUnprintable } from '../keys/printable-text.js';
 import { createKeyOperations, type Done, type KeyOperations } from '../management/key-operations.js';
 import type { AuditEntry, Store } from '../store/store.js';
 import { CliError, KeyNotFound } from './cli-errors.js';
@@ -11,7 +12,7 @@ import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
  */
 export interface KeyContext {
   readonly ops: KeyOperations;
-  /** For reads the operations do not cover (usage counters, the whole key set). */
+  /** For reads the operations do not cover (usage counters). */
   readonly store: Store;
   readonly actor: string;
   readonly now: () => number;
@@ -74,6 +75,9 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
     must,
     load: async (apiKey) => must(await ops.get(apiKey), apiKey),
     audit: deps.audit,
-    print: (value) => deps.out.write(`${JSON.stringify(value, null, 2)}\n`),
+    // JSON escapes C0 inside strings itself (the raw newlines are its layout); DEL, C1 and bidi
+    // overrides in a stored label would reach the terminal raw.
+    print: (value) =>
+      deps.out.write(`${JSON.stringify(value, null, 2).split('\n').map(escapeUnprintable).join('\n')}\n`),
   };
 }

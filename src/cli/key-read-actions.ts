@@ -1,6 +1,8 @@
 import { publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../keys/key-usage.js';
+import { escapeUnprintable } from '../keys/printable-text.js';
 import { describeRateLimit } from '../policy/rate-limit-spec.js';
+import { CURSOR, MAX_PAGE } from '../management/key-operations.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str } from './command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
@@ -24,7 +26,9 @@ function table(rows: string[][]): string {
     'OWNER',
     'LABEL',
   ];
-  const all = [head, ...rows];
+  // A stored label or reason may hold what rewrites a terminal line (stored before the rule, or
+  // written around it): every cell is printed escaped, so no row can forge another.
+  const all = [head, ...rows.map((r) => r.map(escapeUnprintable))];
   const widths = head.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
   return `${all
     .map((r) =>
@@ -44,6 +48,8 @@ export const listAction: KeyAction = {
       opt('owner', 'account-id', 'only the keys of this account'),
       opt('state', 'active|revoked|expired', 'only keys in this state'),
       opt('sort', 'last-used', 'least recently used first, never used at the top'),
+      opt('limit', 'n', `one page of at most n keys (1 to ${MAX_PAGE}); the next page's cursor goes to stderr`),
+      opt('cursor', 'cursor', 'the page after the one that printed this cursor (with --limit)'),
       JSON_OPTION,
     ],
   },
@@ -51,19 +57,36 @@ export const listAction: KeyAction = {
     const state = str(p, 'state');
     const sort = str(p, 'sort');
     const owner = str(p, 'owner');
+    const rawLimit = str(p, 'limit');
+    const cursor = str(p, 'cursor');
     if (state !== undefined && !['active', 'revoked', 'expired'].includes(state))
       throw new UsageError('--state must be active, revoked or expired');
     if (sort !== undefined && sort !== 'last-used')
       throw new UsageError('--sort: only "last-used" (least recently used first, never used at the top)');
-    const now = ctx.now();
-    const keys = await ctx.ops.list({
+    const limit = rawLimit !== undefined && /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : undefined;
+    if (rawLimit !== undefined && (limit === undefined || limit < 1 || limit > MAX_PAGE))
+      throw new UsageError(`--limit: a whole number from 1 to ${MAX_PAGE}`);
+    if (cursor !== undefined && (limit === undefined || !CURSOR.test(cursor)))
+      throw new UsageError('--cursor: a cursor printed by a list with --limit, given with --limit');
+    if (sort !== undefined && limit !== undefined)
+      throw new UsageError('--sort orders the whole list: not with --limit');
+    const filter = {
       ...(owner !== undefined && { owner }),
       ...(state !== undefined && { state: state as KeyStatus }),
-    });
+    };
+    // The same paged reads as GET /v1/keys: one page, or every page in turn (never every key at once).
+    const keys: KeyRecord[] = [];
+    let nextCursor: string | null = null;
+    if (limit !== undefined) {
+      const page = await ctx.ops.list(filter, { limit, ...(cursor !== undefined && { cursor }) });
+      keys.push(...page.records);
+      nextCursor = page.nextCursor;
+    } else for await (const page of ctx.ops.listAll(filter)) keys.push(...page);
+    const now = ctx.now();
     const used = await Promise.all(keys.map((r) => lastUsedAtOf(ctx, r)));
     const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: used[i] ?? null }));
     if (sort === 'last-used') rows.sort((x, y) => (x.lastUsedAt ?? '').localeCompare(y.lastUsedAt ?? ''));
-    if (flag(p, 'json')) ctx.print(rows);
+    if (flag(p, 'json')) ctx.print(limit === undefined ? rows : { keys: rows, nextCursor });
     else
       ctx.out.write(
         table(
@@ -83,6 +106,8 @@ export const listAction: KeyAction = {
           ]),
         ),
       );
+    if (limit !== undefined && nextCursor !== null && !flag(p, 'json'))
+      ctx.err.write(`more keys follow: --cursor ${nextCursor}\n`);
   },
 };
 

@@ -35,14 +35,16 @@ export const exportAction: KeyAction = {
   async run(ctx, p) {
     const withSecrets = flag(p, 'with-secrets');
     const out = str(p, 'out');
-    const keys = (await ctx.store.listKeys()).map((r) => {
-      const o = toExternal(r);
-      if (!withSecrets) {
-        delete o.apiSecret;
-        delete o.previousSecrets;
+    const keys: Array<Record<string, unknown>> = [];
+    for await (const page of ctx.ops.listAll({}))
+      for (const r of page) {
+        const o = toExternal(r);
+        if (!withSecrets) {
+          delete o.apiSecret;
+          delete o.previousSecrets;
+        }
+        keys.push(o);
       }
-      return o;
-    });
     const doc = { keys };
     const text =
       flag(p, 'json') || out?.endsWith('.json')

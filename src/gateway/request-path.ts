@@ -240,7 +240,11 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
         // docs/running.md: a request no route lists is logged as route "unlisted", refused or not.
         if (authz.reason === 'route_not_listed') w.log.route = 'unlisted';
       }
-    } else decision = authn;
+    } else {
+      decision = authn;
+      // Refused after the signature verified (replay, fenced, rate limited): the key is known, and logged.
+      if ('keyId' in authn) w.log.keyId = authn.keyId;
+    }
     const ms = performance.now() - w.started;
     w.log.authMs = roundMs(ms);
     authSeconds[decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'].observe(

@@ -9,6 +9,7 @@ import {
   type KeyAlg,
   type PublicKeyAlg,
 } from './public-key.js';
+import { hasUnprintable, PRINTABLE_RULE } from './printable-text.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
 export interface KeyRecord {
@@ -58,8 +59,17 @@ const TOKEN_ID = /^[A-Za-z0-9_.-]{1,128}$/;
 export const OWNER = /^[A-Za-z0-9_.-]{1,255}$/;
 export const OWNER_RULE = 'only A-Z a-z 0-9 _ . - allowed, 1 to 255 chars';
 
-/** Validates an untrusted object (file, Redis, CLI) into a KeyRecord, or lists every problem. */
-export function parseKeyRecord(input: unknown, where: string): { record?: KeyRecord; errors: string[] } {
+/**
+ * Validates an untrusted object (file, Redis, CLI) into a KeyRecord, or lists every problem.
+ * `stored`: a record Keygate itself wrote (Redis). The text rule (printable-text.ts) applies to
+ * what comes in, not to what is stored: a key stored before the rule keeps working, and is
+ * escaped wherever it is printed.
+ */
+export function parseKeyRecord(
+  input: unknown,
+  where: string,
+  stored = false,
+): { record?: KeyRecord; errors: string[] } {
   const errors: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
     return { errors: [`${where}: must be an object`] };
@@ -93,9 +103,15 @@ export function parseKeyRecord(input: unknown, where: string): { record?: KeyRec
   const state = o.state ?? 'active';
   if (state !== 'active' && state !== 'revoked') errors.push(`${where}.state: must be "active" or "revoked"`);
   const label = str('label', false);
+  const revokeReason = str('revokeReason', false);
+  if (!stored)
+    for (const [name, text] of [
+      ['label', label],
+      ['revokeReason', revokeReason],
+    ] as const)
+      if (text !== undefined && hasUnprintable(text)) errors.push(`${where}.${name}: ${PRINTABLE_RULE}`);
   const createdAt = str('createdAt', false) ?? new Date(0).toISOString();
   const revokedAt = str('revokedAt', false);
-  const revokeReason = str('revokeReason', false);
   const expiresAt = str('expiresAt', false);
   if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
   const updatedAt = str('updatedAt', false);

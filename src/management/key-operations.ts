@@ -10,6 +10,7 @@ import {
 } from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
+import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
 import type { KeyClaim, KeyWrite, KeyWriteResult } from '../store/key-write.js';
 import type { AuditEntry, Store } from '../store/store.js';
 
@@ -52,6 +53,41 @@ export interface KeyFilter {
   state?: KeyStatus;
 }
 
+/** The most keys one page holds (the API's `limit`, the CLI's `--limit`). */
+export const MAX_PAGE = 500;
+
+/** Which page: at most `limit` keys, from the start or from a previous page's `nextCursor`. */
+export interface PageRequest {
+  readonly limit: number;
+  readonly cursor?: string;
+}
+
+/**
+ * A page of keys in apiKey order. `nextCursor` is where the following page starts, null when no key
+ * follows. With a state filter a page may hold fewer than `limit` keys, even none, while
+ * `nextCursor` is not null: at most LIST_SCAN_BUDGET keys are read per page.
+ */
+export interface KeyPage {
+  readonly records: readonly KeyRecord[];
+  readonly nextCursor: string | null;
+}
+
+/**
+ * A cursor is opaque to its reader: the last apiKey a page looked at, base64url. Keys added or
+ * removed meanwhile never shift a page, and a cursor whose key was deleted still works.
+ */
+export const CURSOR = /^[A-Za-z0-9_-]{1,200}$/;
+const cursorOf = (apiKey: string) => Buffer.from(apiKey).toString('base64url');
+const afterCursor = (cursor: string) => Buffer.from(cursor, 'base64url').toString();
+
+/**
+ * Keys a page with a state filter reads at most (state is not indexed: `expired` depends on the
+ * clock). Bounds one call's reads however few keys match; the caller follows `next`.
+ */
+export const LIST_SCAN_BUDGET = 2_000;
+/** Keys read per store call while filtering by state. */
+const STATE_CHUNK = 200;
+
 /** Sent with a create: a retried create with the same key (from the same actor) returns the first key. */
 export interface Idempotency {
   readonly key: string;
@@ -64,8 +100,10 @@ export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 
 export interface KeyOperations {
   get(apiKey: string): Promise<Done<KeyRecord>>;
-  /** Every matching key, in a stable order (by apiKey). */
-  list(filter: KeyFilter): Promise<KeyRecord[]>;
+  /** One page of the matching keys, in apiKey order, read from the store's indexes (only that page). */
+  list(filter: KeyFilter, page: PageRequest): Promise<KeyPage>;
+  /** Every matching key, page by page (the CLI's whole list, export, reseal). */
+  listAll(filter: KeyFilter): AsyncGenerator<readonly KeyRecord[]>;
   create(
     input: NewKeyInput,
     actor: string,
@@ -130,9 +168,47 @@ export function createKeyOperations(deps: {
     return result;
   };
   const load = async (apiKey: string): Promise<Done<KeyRecord>> => {
-    const r = await store.getKey(apiKey);
-    return r ? done(r) : notFound;
+    const r = await store.readKey(apiKey);
+    return r ? done(r.record) : notFound;
   };
+
+  async function list(filter: KeyFilter, page: PageRequest): Promise<KeyPage> {
+    const { owner, state } = filter;
+    const q = { ...(owner !== undefined && { owner }) };
+    let after = page.cursor === undefined ? undefined : afterCursor(page.cursor);
+    if (state === undefined) {
+      const p = await store.listKeys({ ...q, limit: page.limit, ...(after !== undefined && { after }) });
+      const last = p.records[p.records.length - 1];
+      return { records: p.records, nextCursor: p.more && last ? cursorOf(last.apiKey) : null };
+    }
+    // Filtered by state: read chunks until the page is full or the budget is spent. The cursor is the
+    // last key looked at, so a key left unread (past a full page) is where the next page starts.
+    const t = now();
+    const records: KeyRecord[] = [];
+    for (let read = 0; read < LIST_SCAN_BUDGET;) {
+      const limit = Math.min(STATE_CHUNK, LIST_SCAN_BUDGET - read);
+      const p = await store.listKeys({ ...q, limit, ...(after !== undefined && { after }) });
+      for (const [i, r] of p.records.entries()) {
+        after = r.apiKey;
+        if (keyStatus(r, t) !== state) continue;
+        records.push(r);
+        if (records.length === page.limit)
+          return { records, nextCursor: p.more || i < p.records.length - 1 ? cursorOf(r.apiKey) : null };
+      }
+      read += limit;
+      if (!p.more) return { records, nextCursor: null };
+    }
+    return { records, nextCursor: after === undefined ? null : cursorOf(after) };
+  }
+
+  async function* listAll(filter: KeyFilter): AsyncGenerator<readonly KeyRecord[]> {
+    for (let cursor: string | undefined; ;) {
+      const p = await list(filter, { limit: MAX_PAGE, ...(cursor !== undefined && { cursor }) });
+      if (p.records.length > 0) yield p.records;
+      if (p.nextCursor === null) return;
+      cursor = p.nextCursor;
+    }
+  }
 
   type Decision = Done<{ next: KeyRecord | null; detail?: string }>;
   /** Read, decide, compare-and-set; `retry` re-reads and decides again when another change landed first. */
@@ -202,16 +278,8 @@ export function createKeyOperations(deps: {
     get: load,
     check: (input) => newKey(input, now()).errors,
     checkUpdate: (record, changes) => updateKey(record, changes, now()).errors,
-    async list(filter) {
-      const t = now();
-      return (await store.listKeys())
-        .filter(
-          (r) =>
-            (filter.owner === undefined || r.owner === filter.owner) &&
-            (filter.state === undefined || keyStatus(r, t) === filter.state),
-        )
-        .sort((a, b) => (a.apiKey < b.apiKey ? -1 : a.apiKey > b.apiKey ? 1 : 0));
-    },
+    list,
+    listAll,
     async create(input, actor, idempotency) {
       const { record, errors } = newKey(input, now());
       if (!record) return invalid(errors);
@@ -239,6 +307,7 @@ export function createKeyOperations(deps: {
       return after(r);
     },
     async rotate(apiKey, graceMs, actor, reason, to) {
+      if (reason !== undefined && hasUnprintable(reason)) return invalid([`key.reason: ${PRINTABLE_RULE}`]);
       // One reading of the clock: the deadline returned is the one stored with the old secret.
       const t = now();
       let secret: string | undefined;
@@ -265,6 +334,8 @@ export function createKeyOperations(deps: {
       });
     },
     async revoke(apiKey, reason, actor) {
+      // The reason is kept on the key (revokeReason) and printed by keys list: the record's text rule.
+      if (reason !== undefined && hasUnprintable(reason)) return invalid([`key.reason: ${PRINTABLE_RULE}`]);
       const r = await change(apiKey, 'revoke', actor, true, (current) =>
         current.state === 'revoked'
           ? conflict('the key is already revoked')
@@ -300,10 +371,11 @@ export function createKeyOperations(deps: {
     },
     async reseal(actor) {
       let n = 0;
-      for (const { apiKey } of await store.listKeys()) {
-        const r = await change(apiKey, 'reencrypt', actor, true, (current) => done({ next: current }));
-        if (r.ok) n++;
-      }
+      for await (const page of listAll({}))
+        for (const { apiKey } of page) {
+          const r = await change(apiKey, 'reencrypt', actor, true, (current) => done({ next: current }));
+          if (r.ok) n++;
+        }
       return n;
     },
   };

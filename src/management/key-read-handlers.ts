@@ -2,11 +2,9 @@ import { OWNER, OWNER_RULE, type KeyStatus } from '../keys/key-record.js';
 import { parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
 import { invalid, keyView, refusal, type Handler } from './management-answer.js';
 import { onlyParams } from './request-fields.js';
+import { CURSOR, MAX_PAGE } from './key-operations.js';
 
-const MAX_LIST = 500;
 const STATES: readonly KeyStatus[] = ['active', 'revoked', 'expired'];
-const CURSOR = /^[A-Za-z0-9_-]{1,200}$/;
-const cursorOf = (apiKey: string) => Buffer.from(apiKey).toString('base64url');
 
 /** GET /v1/keys: a page of keys, filtered by owner and state, in apiKey order. */
 const list: Handler = async ({ query }, deps) => {
@@ -19,22 +17,17 @@ const list: Handler = async ({ query }, deps) => {
     problems.push('query.state: one of active, revoked, expired');
   const rawLimit = query.get('limit') ?? '100';
   const limit = /^\d{1,4}$/.test(rawLimit) ? Number(rawLimit) : 0;
-  if (limit < 1 || limit > MAX_LIST) problems.push(`query.limit: a whole number from 1 to ${MAX_LIST}`);
+  if (limit < 1 || limit > MAX_PAGE) problems.push(`query.limit: a whole number from 1 to ${MAX_PAGE}`);
   const rawCursor = query.get('cursor') ?? undefined;
   if (rawCursor !== undefined && !CURSOR.test(rawCursor)) problems.push('query.cursor: not a cursor this API returned');
   if (problems.length > 0) return invalid(problems);
-  const after = rawCursor === undefined ? undefined : Buffer.from(rawCursor, 'base64url').toString();
-  // Ordered by apiKey: a cursor is the last apiKey seen, so keys added or removed meanwhile never shift a page.
-  const all = (
-    await deps.ops.list({
-      ...(owner !== undefined && { owner }),
-      ...(state !== undefined && { state: state as KeyStatus }),
-    })
-  ).filter((r) => after === undefined || r.apiKey > after);
-  const page = all.slice(0, limit);
-  const keys = await Promise.all(page.map((r) => keyView(r, deps)));
-  const last = page[page.length - 1];
-  return { status: 200, body: { keys, nextCursor: all.length > limit && last ? cursorOf(last.apiKey) : null } };
+  // Only this page is read from the store (its indexes), however many keys there are.
+  const page = await deps.ops.list(
+    { ...(owner !== undefined && { owner }), ...(state !== undefined && { state: state as KeyStatus }) },
+    { limit, ...(rawCursor !== undefined && { cursor: rawCursor }) },
+  );
+  const keys = await Promise.all(page.records.map((r) => keyView(r, deps)));
+  return { status: 200, body: { keys, nextCursor: page.nextCursor } };
 };
 
 /** GET /v1/keys/{apiKey}. */

@@ -67,7 +67,7 @@ export const LABEL_VALUES = Object.freeze({
   upstreamErrorCause: ['dns', 'refused', 'unreachable', 'tls', 'reset', 'timeout', 'bad_response', 'other'] as const,
   keyCacheEvent: ['hit', 'miss', 'evict_change', 'evict_flush', 'evict_size'] as const,
   redisErrorKind: ['timeout', 'error'] as const,
-  redisConnection: ['command', 'subscriber'] as const,
+  redisConnection: ['command', 'subscriber', 'management'] as const,
   invalidationScope: ['key', 'all'] as const,
   assertionMode: ['identity', 'request'] as const,
 });

@@ -27,11 +27,17 @@ export interface Authenticated {
   readonly rate: RateInfo | undefined;
 }
 
+/**
+ * A refusal once the signature verified (replay, fenced, rate limited): the key is proven, so its
+ * id is logged with the refusal (docs/running.md; the KeygateReplaySpike alert points there).
+ */
+export type VerifiedDenial = Denial & { readonly keyId: string };
+
 /** 429 rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
-export type RateLimited = Denial & { readonly rate: RateInfo };
+export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
 
 export interface Authenticator {
-  (rawHeaders: readonly string[]): Promise<Authenticated | Denial | RateLimited>;
+  (rawHeaders: readonly string[]): Promise<Authenticated | Denial | VerifiedDenial | RateLimited>;
 }
 
 export interface AuthenticateOptions extends DecodeOptions {
@@ -74,13 +80,14 @@ export function createAuthenticator(
 
     const limit = key.rateLimit ?? options.defaultRateLimit;
     const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, limit);
-    if (admission.outcome === 'replay') return deny('replay');
+    const keyId = key.record.id;
+    if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
     // Checked again on the answer: a failover seen while the admit was under way (the fence goes up
     // before any command reaches the new master) may have put this nonce on a master that never
     // knew it was used. The nonce is burnt; the client signs again.
-    if (fence && claims.nonceNs < fence.fenceNs()) return deny('fenced');
+    if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
     if (admission.outcome === 'limited')
-      return { ...deny('rate_limited'), rate: { limit: limit as CompiledLimit, state: admission.rate } };
+      return { ...deny('rate_limited'), keyId, rate: { limit: limit as CompiledLimit, state: admission.rate } };
     return { ok: true, key, alg: claims.alg, rate: limit && admission.rate && { limit, state: admission.rate } };
   };
 }

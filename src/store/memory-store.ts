@@ -1,6 +1,7 @@
 import type { Clock } from '../clock.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
+import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from './key-write.js';
 import { gcra } from './rate-limit.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
@@ -45,6 +46,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   let versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
   let ids = new Map<string, string>(); // id -> apiKey: an id names one key
   const staging = new Set<StagedKeySet>(); // key sets being built beside these (stageKeys)
+  // The listing index: kept with every write; after a whole key set is swapped in, rebuilt by the next listing.
+  let order: KeyOrder | undefined;
   let lastVersion = 0;
   const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
@@ -96,6 +99,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     for (const w of change.writes) {
       const old = keys.get(w.apiKey);
       if (old && ids.get(old.id) === w.apiKey) ids.delete(old.id);
+      if (old) order?.remove(w.apiKey, old.owner);
+      if (w.next) order?.add(w.apiKey, w.next.owner);
       if (w.next) {
         keys.set(w.apiKey, w.next);
         versions.set(w.apiKey, ++lastVersion);
@@ -137,6 +142,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         for (const apiKey of staged.touched)
           if (staged.next.has(apiKey)) staged.nextVersions.set(apiKey, ++lastVersion);
         keys = staged.next;
+        order = undefined;
         versions = staged.nextVersions;
         ids = staged.nextIds;
         const changed = staged.changed();
@@ -156,8 +162,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const record = keys.get(apiKey);
       return record ? { record, version: versions.get(apiKey) ?? 0 } : null;
     },
-    async listKeys() {
-      return [...keys.values()];
+    async listKeys({ owner, after, limit }) {
+      order ??= createKeyOrder(keys.values());
+      const { apiKeys, more } = order.page(owner, after, limit);
+      return { records: apiKeys.map((k) => keys.get(k) as KeyRecord), more };
     },
     async commitKeyChanges(change) {
       return commit(change);

@@ -4,7 +4,7 @@ import { openExternal, SecretCipherError, type SecretCipher } from '../keys/secr
 import { KEY_CHANGE_SCRIPT } from './key-change-script.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-write.js';
 import type { RedisClient } from './redis-connection.js';
-import { StoreUnavailableError } from './store.js';
+import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from './store.js';
 
 /**
  * The key records in Redis: every name of the management state carries the one
@@ -12,7 +12,9 @@ import { StoreUnavailableError } from './store.js';
  * entry are one atomic script even on a Cluster (key-change-script.ts):
  *   {prefix}{keystore}:key:<apiKey>    hash: v (version), json (the record, secrets sealed if on), id, owner, state
  *   {prefix}{keystore}:index           sorted set of every apiKey (score 0: ordered by apiKey)
- *   {prefix}{keystore}:owner:<owner>   sorted set of that owner's apiKeys
+ *   {prefix}{keystore}:owner:<owner>   sorted set of that owner's apiKeys (score 0)
+ * The sorted sets are the listing: a page is one ZRANGEBYLEX after the cursor's apiKey, then one
+ * HGET per key of the page (listKeys), whatever the number of keys.
  *   {prefix}{keystore}:ids             hash: id → apiKey (an id names one key)
  *   {prefix}{keystore}:version         counter: versions never repeat, even after a delete and a re-import
  *   {prefix}{keystore}:audit           stream of key changes (who/what/when, never a secret)
@@ -27,7 +29,7 @@ import { StoreUnavailableError } from './store.js';
 export interface RedisKeyRecords {
   getKey(apiKey: string): Promise<KeyRecord | null>;
   readKey(apiKey: string): Promise<VersionedKey | null>;
-  listKeys(): Promise<KeyRecord[]>;
+  listKeys(query: KeyPageQuery): Promise<KeyPage>;
   countKeys(): Promise<number>;
   /** The one commit point of every key change (issue 28 adds its durability wait here). */
   commitKeyChange(commit: KeyCommit): Promise<KeyWriteResult>;
@@ -67,7 +69,7 @@ export function createRedisKeyRecords(
       if (err instanceof SecretCipherError) throw new StoreUnavailableError(`cannot open key secret: ${err.message}`);
       throw err;
     }
-    const { record, errors } = parseKeyRecord(opened, 'redis key');
+    const { record, errors } = parseKeyRecord(opened, 'redis key', true);
     if (!record) {
       logger.error({ errors }, 'invalid key record in redis; treating as unknown');
       return null;
@@ -106,11 +108,15 @@ export function createRedisKeyRecords(
       const record = decode(apiKey, json);
       return record ? { record, version: Number(v) } : null;
     },
-    async listKeys() {
-      const names = await client.zrange(index, 0, -1);
-      // All HGETs at once: auto-pipelining sends them in one batch.
-      const raws = await Promise.all(names.map((name) => client.hget(recordOf(name), 'json')));
-      return names.flatMap((name, i) => decode(name, raws[i]) ?? []);
+    async listKeys({ owner, after, limit }) {
+      // One more name than the page, to know whether another page follows. Every score is 0, so the
+      // lexicographic range is exact ('(' = after, exclusive; the cursor's key need not exist any more).
+      const set = owner === undefined ? index : `${base}owner:${owner}`;
+      const names = await client.zrangebylex(set, after === undefined ? '-' : `(${after}`, '+', 'LIMIT', 0, limit + 1);
+      const page = names.slice(0, limit);
+      // All HGETs at once: auto-pipelining sends them in one batch. A key deleted in between is left out.
+      const raws = await Promise.all(page.map((name) => client.hget(recordOf(name), 'json')));
+      return { records: page.flatMap((name, i) => decode(name, raws[i]) ?? []), more: names.length > limit };
     },
     countKeys: () => client.zcard(index),
     commitKeyChange,

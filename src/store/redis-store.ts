@@ -42,8 +42,11 @@ export interface RedisStoreEvents {
   /** Called when a connection becomes ready again; key caches must be flushed. */
   onReconnect?: () => void;
   onCommandError?: (kind: 'timeout' | 'error') => void;
-  /** A connection became ready (true) or closed (false): the command client or the pub/sub subscriber. */
-  onConnectionState?: (up: boolean, connection: 'command' | 'subscriber') => void;
+  /**
+   * A connection became ready (true) or closed (false): the request path's command client, the
+   * pub/sub subscriber, or the key operations' management connection.
+   */
+  onConnectionState?: (up: boolean, connection: 'command' | 'subscriber' | 'management') => void;
 }
 
 /**
@@ -72,13 +75,14 @@ export function createRedisStore(
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
-  // Key changes wait for replicas with WAIT, which blocks its connection and counts only that
-  // connection's writes: they get a connection of their own, so no admit queues behind a WAIT.
+  // The key operations (management API, CLI) get a connection of their own: a page of keys, a
+  // burst of changes or a WAIT (which blocks its connection and counts only that connection's
+  // writes) then queues behind nothing of the request path's, and no admit queues behind them.
+  const manager = createRedisClient(connection, { ...clientOptions, subscriber: false });
   const minReplicas = options.durability?.minReplicas ?? 0;
-  const writer = minReplicas > 0 ? createRedisClient(connection, { ...clientOptions, subscriber: false }) : client;
   const durability = createDurability(
     { minReplicas, timeoutMs: options.durability?.timeoutMs ?? 1_000, replyMarginMs: options.commandTimeoutMs ?? 500 },
-    { client: writer },
+    { client: manager },
   );
   const stopWatching =
     connection.mode === 'sentinel'
@@ -90,7 +94,7 @@ export function createRedisStore(
           }
           deps.logger.info('sentinel reports a new master; reconnecting');
           // Only a ready connection: one that is (re)connecting already asks the sentinels.
-          for (const c of new Set([client, subscriber, writer])) if (c.status === 'ready') c.disconnect(true);
+          for (const c of [client, subscriber, manager]) if (c.status === 'ready') c.disconnect(true);
         })
       : () => {};
   const listeners = new Set<KeyChangeListener>();
@@ -106,14 +110,17 @@ export function createRedisStore(
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
+    ['management', manager],
   ] as const) {
     conn.on('error', (err: Error) => outages.down(name, err));
-    const label = name === 'client' ? 'command' : 'subscriber';
+    const label = name === 'client' ? 'command' : name;
     conn.on('ready', () => {
       outages.up(name);
       // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
       if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
+      // The request path's caches follow the command and subscriber connections only.
+      if (name === 'management') return;
       if (name === 'client') {
         // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
         records
@@ -154,11 +161,6 @@ export function createRedisStore(
         setTimeout(() => subscriber.status === 'ready' && confirmSubscription(), 500).unref();
       });
   }
-  if (writer !== client) {
-    writer.on('error', (err: Error) => outages.down('writer', err));
-    writer.on('close', () => outages.down('writer'));
-    writer.on('ready', () => outages.up('writer'));
-  }
   subscriber.on('message', (ch: string, message: string) => {
     if (ch === channel) emit(message === '*' ? null : message);
   });
@@ -190,12 +192,12 @@ export function createRedisStore(
     : () => {};
 
   const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
-  // Reads on the request path's connection; changes on the writer's, where WAIT can count them.
+  // The request path's reads on its connection; the key operations' reads and changes on theirs,
+  // where WAIT can count the changes.
   const records = createRedisKeyRecords(recordOptions, { client, logger: deps.logger });
-  const changes =
-    writer === client ? records : createRedisKeyRecords(recordOptions, { client: writer, logger: deps.logger });
+  const changes = createRedisKeyRecords(recordOptions, { client: manager, logger: deps.logger });
   /**
-   * The one place a key change is acknowledged: `write` runs on the writer connection under the
+   * The one place a key change is acknowledged: `write` runs on the management connection under the
    * command deadline, then only once the required replicas have it (every management name shares
    * the {keystore} hash tag: one master to wait on; `also` for the names outside it).
    */
@@ -243,7 +245,7 @@ export function createRedisStore(
   const dropRequestState = async (apiKeys: readonly string[]) => {
     for (const k of apiKeys) {
       usage.drop(k);
-      await client.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+      await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
     }
   };
 
@@ -251,8 +253,8 @@ export function createRedisStore(
     kind: 'redis',
     client,
     getKey: (apiKey) => run(() => records.getKey(apiKey)),
-    readKey: (apiKey) => run(() => records.readKey(apiKey)),
-    listKeys: () => run(() => records.listKeys()),
+    readKey: (apiKey) => run(() => changes.readKey(apiKey)),
+    listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
       const result = await commit(() => changes.commitKeyChange(change));
       if (result.ok)
@@ -289,7 +291,7 @@ export function createRedisStore(
     // This process's own counts are written first, so its reads are exact; other replicas' within one interval.
     getUsage: async (apiKey) => {
       await usage.flush();
-      return run(async () => parseUsageHash(await client.hgetall(`${stateOf(apiKey)}usage`)));
+      return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));
     },
     flushUsage: () => usage.flush(),
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
@@ -308,7 +310,7 @@ export function createRedisStore(
       listeners.clear();
       stopWatching();
       stopFence();
-      const all = [...new Set([client, subscriber, writer])];
+      const all = [client, subscriber, manager];
       outages.stop();
       await Promise.allSettled(all.map((c) => c.quit()));
       for (const c of all) c.disconnect();

@@ -29,17 +29,40 @@ export type Admission =
 /** A key change announced to every running instance (`null` = everything may have changed). */
 export type KeyChangeListener = (apiKey: string | null) => void;
 
+/** Which keys a page holds: at most `limit`, in apiKey order, those after `after`, only `owner`'s when given. */
+export interface KeyPageQuery {
+  readonly owner?: string;
+  /** The last apiKey of the previous page (it need not exist any more). */
+  readonly after?: string;
+  readonly limit: number;
+}
+
+/** One page of keys; `more` is true when keys follow its last one. */
+export interface KeyPage {
+  readonly records: readonly KeyRecord[];
+  readonly more: boolean;
+}
+
 /**
  * What the request path and the CLI need from a store. Two implementations:
  * memory (embedded default, one process) and Redis (shared by replicas).
  * Both pass the same contract suite (test/e2e/store-contract.test.ts).
+ *
+ * The request path calls getKey, admit, countKeys, ping; the key operations (management API and
+ * CLI) call readKey, listKeys, commitKeyChanges, appendAudit, getUsage. Redis runs the
+ * two groups on separate connections, so a slow management call never holds a proxy request.
  */
 export interface Store {
   readonly kind: 'memory' | 'redis';
+  /** The request path's read (a key-cache miss). */
   getKey(apiKey: string): Promise<KeyRecord | null>;
   /** The record with its version, for a compare-and-set (commitKeyChanges). */
   readKey(apiKey: string): Promise<VersionedKey | null>;
-  listKeys(): Promise<KeyRecord[]>;
+  /**
+   * One page of keys from the store's indexes (every key, and each owner's, ordered by apiKey, kept
+   * in the same atomic step as the record): reads only that page, whatever the number of keys.
+   */
+  listKeys(query: KeyPageQuery): Promise<KeyPage>;
   /**
    * Every key change an operator makes: the writes checked (version, revocation wins, ids
    * unique) and applied with their audit entries and change messages in one atomic step,

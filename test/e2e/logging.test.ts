@@ -27,7 +27,10 @@ describe('request logs', () => {
     upstream = await startRecordingUpstream();
     gate = await startKeygate({
       upstream: upstream.url,
-      keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' })],
+      keys: [
+        makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' }),
+        makeKey({ apiKey: 'slow', secret: SECRET, id: 'key-slow', rateLimit: { rate: '1/h', burst: 1 } }),
+      ],
     });
   });
   afterAll(async () => {
@@ -54,13 +57,14 @@ describe('request logs', () => {
     expect(all.toLowerCase()).not.toContain('bearer');
 
     const lines = gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
-    expect(lines.map((l) => [l.code, l.reason ?? null])).toEqual([
-      ['ok', null],
-      [40106, 'replay'],
-      [40106, 'bad_signature'],
-      [10013, 'unknown_key'],
-      [40107, 'bad_header_format'],
-      [50200, 'upstream_error'],
+    // keyId on every line once the signature verified (a replay too), never before.
+    expect(lines.map((l) => [l.code, l.reason ?? null, l.keyId ?? null])).toEqual([
+      ['ok', null, 'key-good'],
+      [40106, 'replay', 'key-good'],
+      [40106, 'bad_signature', null],
+      [10013, 'unknown_key', null],
+      [40107, 'bad_header_format', null],
+      [50200, 'upstream_error', 'key-good'],
     ]);
     expect(lines[0]).toMatchObject({
       keyId: 'key-good',
@@ -74,6 +78,30 @@ describe('request logs', () => {
       expect(typeof l.durationMs).toBe('number');
     }
   });
+  // Issue 27 item 8: replay and rate-limit lines carried keyId null, though the docs and KeygateReplaySpike point there.
+  it('a rate-limited request is logged with its key id', async () => {
+    const before = gate.logs.length;
+    const statuses: number[] = [];
+    for (let i = 0; i < 2; i++)
+      statuses.push(
+        (await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('slow', SECRET)) })).status,
+      );
+    // The first is admitted (the upstream, which the test above made drop connections, answers as it may).
+    expect(statuses[1]).toBe(429);
+    await expect
+      .poll(() =>
+        gate.logs
+          .slice(before)
+          .map((l) => JSON.parse(l) as Record<string, unknown>)
+          .filter((l) => l.msg === 'request')
+          .map((l) => [l.reason === 'rate_limited', l.keyId ?? null]),
+      )
+      .toEqual([
+        [false, 'key-slow'],
+        [true, 'key-slow'],
+      ]);
+  });
+
   // Issue 35 item 9: a refused unlisted route carried no route at all, though the docs say "unlisted".
   it('logs route "unlisted" on a route_not_listed refusal', async () => {
     const before = gate.logs.length;

@@ -38,7 +38,7 @@ describe('Redis outage log', () => {
     try {
       await waitStoreReady(store);
       const of = (msg: string, conn: string) => lines.filter((l) => l.msg === msg && l.conn === conn);
-      const conns = ['client', 'subscriber'];
+      const conns = ['client', 'subscriber', 'management'];
 
       await redis.kill();
       const killed = performance.now();

@@ -4,7 +4,7 @@ import { manualClock } from '../../src/clock.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
-import type { Admission, Store } from '../../src/store/store.js';
+import type { Admission, KeyPageQuery, Store } from '../../src/store/store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
@@ -75,7 +75,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     await store.putKey(a);
     await store.putKey(b);
     expect(await peer.getKey('a')).toEqual(a);
-    expect((await peer.listKeys()).map((r) => r.apiKey).sort()).toEqual(['a', 'b']);
+    expect((await peer.listKeys({ limit: 10 })).records).toEqual([a, b]);
     expect(await store.deleteKey('a')).toBe(true);
     expect(await store.deleteKey('a')).toBe(false);
     expect(await peer.getKey('a')).toBeNull();
@@ -129,7 +129,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const landed = got.flatMap((g, i) => (g.ok ? [{ apiKey: `k${i}`, version: g.versions[0] }] : []));
     expect(landed).toHaveLength(1);
     const winner = landed[0]!;
-    expect((await store.listKeys()).map((r) => r.apiKey)).toEqual([winner.apiKey]);
+    expect((await store.listKeys({ limit: 100 })).records.map((r) => r.apiKey)).toEqual([winner.apiKey]);
     for (const g of got.filter((x) => !x.ok))
       expect(g).toEqual({
         ok: false,
@@ -256,6 +256,98 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect(await store.countKeys()).toBe(start + 2);
     await store.deleteKey('count-a');
     expect(await store.countKeys()).toBe(start + 1);
+  });
+
+  /** Every page from the start (`owner`'s keys when given), `between` run before each page after the first. */
+  async function readAll(store: Store, query: Omit<KeyPageQuery, 'after'>, between?: () => Promise<unknown>) {
+    const pages: string[][] = [];
+    let after: string | undefined;
+    for (;;) {
+      const page = await store.listKeys({ ...query, ...(after !== undefined && { after }) });
+      pages.push(page.records.map((r) => r.apiKey));
+      const last = page.records[page.records.length - 1];
+      if (!page.more || !last) return pages;
+      after = last.apiKey;
+      await between?.();
+    }
+  }
+  const names = (prefix: string, n: number) =>
+    Array.from({ length: n }, (_, i) => `${prefix}${String(i).padStart(3, '0')}`);
+
+  it('lists a page at a time in apiKey order, all keys or one owner’s, with the records as stored', async () => {
+    const { store, peer } = await h.open();
+    const keys = names('k', 10).map((apiKey, i) =>
+      makeKey({ apiKey, ...(i < 9 && { owner: i % 2 === 0 ? 'acme' : 'initech' }) }),
+    );
+    // Written out of order: the order is the apiKey's, not the writes'.
+    for (const r of [...keys].reverse()) await store.putKey(r);
+    expect(await readAll(peer, { limit: 4 })).toEqual([names('k', 4), names('k', 8).slice(4), ['k008', 'k009']]);
+    expect(await peer.listKeys({ limit: 4 })).toEqual({ records: keys.slice(0, 4), more: true });
+    // A page that ends exactly at the last key says so.
+    expect(await peer.listKeys({ after: 'k005', limit: 4 })).toEqual({ records: keys.slice(6), more: false });
+    expect((await readAll(peer, { owner: 'acme', limit: 2 })).flat()).toEqual(['k000', 'k002', 'k004', 'k006', 'k008']);
+    expect(await readAll(peer, { owner: 'initech', limit: 4 })).toEqual([['k001', 'k003', 'k005', 'k007']]);
+    expect(await peer.listKeys({ owner: 'nobody', limit: 4 })).toEqual({ records: [], more: false });
+  });
+
+  it('the owner index follows every write: a key moved to another owner, a deleted key', async () => {
+    const { store, peer } = await h.open();
+    for (const apiKey of names('o', 4)) await store.putKey(makeKey({ apiKey, owner: 'acme' }));
+    await store.putKey(makeKey({ apiKey: 'o001', owner: 'initech' })); // an import --replace may do this
+    await store.deleteKey('o002');
+    const page = async (owner: string) => (await peer.listKeys({ owner, limit: 10 })).records.map((r) => r.apiKey);
+    expect(await page('acme')).toEqual(['o000', 'o003']);
+    expect(await page('initech')).toEqual(['o001']);
+    await store.deleteKey('o001');
+    expect(await page('initech')).toEqual([]);
+    expect((await readAll(peer, { limit: 10 })).flat()).toEqual(['o000', 'o003']);
+  });
+
+  it('a cursor holds after its key is deleted; a key added before it is not read, one after it is', async () => {
+    const { store, peer } = await h.open();
+    for (const apiKey of ['a', 'b', 'c', 'd', 'e']) await store.putKey(makeKey({ apiKey }));
+    const first = await peer.listKeys({ limit: 2 });
+    expect(first.records.map((r) => r.apiKey)).toEqual(['a', 'b']);
+    await store.deleteKey('b'); // the cursor's own key
+    await store.putKey(makeKey({ apiKey: 'aa' }));
+    await store.putKey(makeKey({ apiKey: 'bb' }));
+    const next = await peer.listKeys({ after: 'b', limit: 2 });
+    expect(next).toMatchObject({ more: true });
+    expect(next.records.map((r) => r.apiKey)).toEqual(['bb', 'c']);
+  });
+
+  it('paging while keys are created and deleted meanwhile: each key present throughout is read once, in order', async () => {
+    const { store, peer } = await h.open();
+    const stay = names('s', 120);
+    // Keys that sort right beside the ones that stay: an offset instead of a cursor would skip or repeat keys.
+    const doomed = stay.filter((_, i) => i % 2 === 0).map((k) => `${k}d`);
+    const created = stay.filter((_, i) => i % 2 === 1).map((k) => `${k}c`);
+    for (const apiKey of stay) await store.putKey(makeKey({ apiKey, owner: 'acme' }));
+    for (const owner of [undefined, 'acme']) {
+      for (const apiKey of created) await store.deleteKey(apiKey);
+      for (const apiKey of doomed) await store.putKey(makeKey({ apiKey, owner: 'acme' }));
+      // Between pages, and while the next page is read, the other instance creates and deletes keys
+      // around the cursor.
+      const writes: Array<Promise<void>> = [];
+      const churn = async () => {
+        const i = writes.length * 3;
+        writes.push(
+          (async () => {
+            for (const apiKey of created.slice(i, i + 3)) await peer.putKey(makeKey({ apiKey, owner: 'acme' }));
+            for (const apiKey of doomed.slice(i, i + 3)) await peer.deleteKey(apiKey);
+          })(),
+        );
+      };
+      const read = (await readAll(store, { limit: 7, ...(owner && { owner }) }, churn)).flat();
+      await Promise.all(writes);
+      expect(writes.length).toBeGreaterThan(10);
+      expect(new Set(read).size, String(owner)).toBe(read.length); // none twice
+      expect(read, String(owner)).toEqual([...read].sort()); // in apiKey order
+      expect(
+        read.filter((k) => !/[cd]$/.test(k)),
+        String(owner),
+      ).toEqual(stay); // every one that stayed
+    }
   });
 
   it('answers ping', async () => {

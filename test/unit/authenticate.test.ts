@@ -152,7 +152,12 @@ describe('authenticate: what one request leaves for the next (replay guard and r
     const { authenticate, close } = setup();
     const t = tokenFor('good');
     expect((await authenticate(bearer(t))).ok).toBe(true);
-    expect(await authenticate(bearer(t))).toMatchObject({ ok: false, reason: 'replay', code: 40106 });
+    expect(await authenticate(bearer(t))).toMatchObject({
+      ok: false,
+      reason: 'replay',
+      code: 40106,
+      keyId: 'key-good',
+    });
     await close();
   });
 
@@ -179,7 +184,13 @@ describe('authenticate: what one request leaves for the next (replay guard and r
       expect(first.ok && first.rate?.state.remaining).toBe(0);
       const second = tokenFor(apiKey);
       const limited = await authenticate(bearer(second));
-      expect(limited).toMatchObject({ ok: false, reason: 'rate_limited', code: 10429, rate: { limit: { burst: 1 } } });
+      expect(limited).toMatchObject({
+        ok: false,
+        reason: 'rate_limited',
+        code: 10429,
+        keyId: expect.any(String),
+        rate: { limit: { burst: 1 } },
+      });
       expect(!limited.ok && 'rate' in limited && limited.rate.state.retryAfterUs).toBeGreaterThan(0);
       clock.advance(1_000);
       expect((await authenticate(bearer(second))).ok).toBe(true);
@@ -223,7 +234,7 @@ describe('authenticate: the replay fence (a Redis failover seen by this instance
     const { authenticate, clock, close } = fenced(true);
     const t = tokenFor('good');
     clock.advance(1);
-    expect(await authenticate(bearer(t))).toEqual({ ok: false, code: 40106, reason: 'fenced' });
+    expect(await authenticate(bearer(t))).toEqual({ ok: false, code: 40106, reason: 'fenced', keyId: 'key-good' });
     await close();
   });
 });

@@ -147,6 +147,27 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
   });
 });
 
+describe('keygate keys list: pages', () => {
+  it('--limit prints one page and the next cursor on stderr; --cursor goes on from there', async () => {
+    const first = await keys('list', '--limit', '1');
+    expect(first.code).toBe(0);
+    expect(first.out.split('\n').map((l) => l.split(/\s+/)[0])).toEqual(['API', 'active', '']);
+    const cursor = /^more keys follow: --cursor (\S+)\n$/.exec(first.err)?.[1] as string;
+    expect(cursor).toBeDefined();
+    const second = await keys('list', '--limit', '1', '--cursor', cursor, '--json');
+    expect(JSON.parse(second.out)).toMatchObject({ keys: [{ apiKey: 'gone' }], nextCursor: null });
+    expect(second.err).toBe('');
+  });
+
+  it('without --limit, every key, read page by page (more than one page of 500)', async () => {
+    for (let i = 0; i < 600; i++) await store.putKey(makeKey({ apiKey: `many-${String(i).padStart(3, '0')}` }));
+    const all = await keys('list', '--json');
+    const listed = (JSON.parse(all.out) as Array<{ apiKey: string }>).map((k) => k.apiKey);
+    expect(listed).toHaveLength(602);
+    expect(listed).toEqual([...listed].sort());
+  });
+});
+
 describe('keygate keys --json: every action prints JSON', () => {
   const cases: Record<string, [string[], (v: Record<string, unknown>) => void]> = {
     create: [
@@ -237,6 +258,14 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
     [['update', 'active'], /^nothing to change/],
     [['list', '--state', 'dormant'], '--state must be active, revoked or expired'],
     [['list', '--sort', 'name'], /^--sort: only "last-used"/],
+    [['list', '--limit', '0'], '--limit: a whole number from 1 to 500'],
+    [['list', '--limit', '501'], '--limit: a whole number from 1 to 500'],
+    [['list', '--cursor', 'YWN0aXZl'], '--cursor: a cursor printed by a list with --limit, given with --limit'],
+    [
+      ['list', '--limit', '1', '--cursor', 'a.b'],
+      '--cursor: a cursor printed by a list with --limit, given with --limit',
+    ],
+    [['list', '--limit', '1', '--sort', 'last-used'], '--sort orders the whole list: not with --limit'],
     [['usage', 'active', '--days', '36'], /^--days: a whole number from 1 to 35/],
     [['rotate', 'active', '--grace', 'long'], '--grace: expected a duration like 300s or 10m, got long'],
   ])('%j', async (args, message) => {
@@ -286,6 +315,34 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
     expect(r.code).toBe(2);
     expect(r.out).toBe('');
     expect(r.err).toMatch(/^Usage: keygate keys <command>/);
+  });
+});
+
+describe('keygate keys: text that would rewrite the terminal', () => {
+  // A tenant's label forging a row of the operator's table (stored before the rule, or written around it).
+  const FORGED = 'ok\r\u001b[2Kkg_forged  key_x  active\u009b31m\u202eevil\u2066';
+
+  it.each([['list'], ['list', '--json'], ['show', 'tenant']])('keys %s prints it escaped', async (...args) => {
+    await store.putKey({ ...makeKey({ apiKey: 'tenant' }), label: FORGED });
+    const r = await keys(...args);
+    expect(r.code).toBe(0);
+    // eslint-disable-next-line no-control-regex -- what must not reach the terminal raw
+    expect(r.out).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/);
+    expect(r.out).toContain('\\u001b[2K');
+    expect(r.out).toContain('\\u202eevil');
+    if (args.includes('--json') || args[0] === 'show') expect(JSON.stringify(JSON.parse(r.out))).toContain('tenant');
+  });
+
+  it.each<[string, string[]]>([
+    ['create --label', ['create', '--label', '\u001b[31mred']],
+    ['update --label', ['update', 'active', '--label', 'line\nbreak']],
+    ['revoke --reason', ['revoke', 'active', '--reason', '\u202eesrever']],
+  ])('%s with a control or bidi character: usage error (exit 2), nothing written', async (_name, args) => {
+    const before = await store.listKeys();
+    const r = await keys(...args);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/key\.(label|reason): must not contain control characters/);
+    expect(await store.listKeys()).toEqual(before);
   });
 });
 

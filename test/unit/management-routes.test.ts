@@ -342,11 +342,11 @@ describe('management routes: refusals', () => {
   ];
   it.each(cases)('$name → $error, nothing written', async (c) => {
     const w = world();
-    const before = await w.store.listKeys();
+    const before = await w.store.listKeys({ limit: 500 });
     const a = await run(w, c.method, c.pattern, c.call);
     expect('error' in a && a.error).toBe(c.error);
     if (c.says && 'error' in a) expect([a.message ?? '', ...(a.problems ?? [])].join('\n')).toContain(c.says);
-    expect(await w.store.listKeys()).toEqual(before);
+    expect(await w.store.listKeys({ limit: 500 })).toEqual(before);
     expect(w.audit).toEqual([]);
   });
 });
@@ -451,15 +451,73 @@ describe('management routes: answers', () => {
     const first = ok(await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-2' })));
     const apiKey = first.body.apiKey as string;
     ok(await run(w, c.method ?? 'POST', c.path, call({ apiKey, body: c.body })));
-    const keysBefore = (await w.store.listKeys()).length;
+    const keysBefore = (await w.store.listKeys({ limit: 500 })).records.length;
     const again = await run(w, 'POST', ROOT, call({ body, idempotencyKey: 'req-2' }));
     if (!('error' in again)) throw new Error(`expected a refusal, got ${again.status}`);
     expect(again.error).toBe('conflict');
     expect(again.message).toContain(apiKey);
     expect(again.message).toContain(first.body.id as string);
     expect(JSON.stringify(again)).not.toContain(first.body.apiSecret as string);
-    expect((await w.store.listKeys()).length).toBe(keysBefore);
+    expect((await w.store.listKeys({ limit: 500 })).records.length).toBe(keysBefore);
     expect(w.audit.map((e) => e.action)).not.toContain('create-replay');
+  });
+
+  // A label or reason is printed in an operator's terminal (keys list): nothing that rewrites a line gets in.
+  it.each(
+    [
+      '\u001b[2J',
+      'row\r\nkg_forged  active',
+      '\u0007',
+      '\u009b31m',
+      '\u202eevil',
+      '\u2066x\u2069',
+      'tab\there',
+      '\u007f',
+    ].flatMap((bad) =>
+      [
+        {
+          name: 'create label',
+          method: 'POST',
+          pattern: ROOT,
+          apiKey: undefined,
+          body: { label: bad },
+          field: 'body.label',
+        },
+        {
+          name: 'patch label',
+          method: 'PATCH',
+          pattern: ONE,
+          apiKey: ACTIVE,
+          body: { label: bad },
+          field: 'body.label',
+        },
+        {
+          name: 'revoke reason',
+          method: 'POST',
+          pattern: `${ONE}/revoke`,
+          apiKey: ACTIVE,
+          body: { reason: bad },
+          field: 'body.reason',
+        },
+        {
+          name: 'rotate reason',
+          method: 'POST',
+          pattern: `${ONE}/rotate`,
+          apiKey: ACTIVE,
+          body: { reason: bad },
+          field: 'body.reason',
+        },
+      ].map((c) => ({ ...c, bad: JSON.stringify(bad) })),
+    ),
+  )('$name $bad: 400 naming the field, nothing written', async (c) => {
+    const w = world();
+    const before = await w.store.listKeys();
+    const a = await run(w, c.method, c.pattern, call({ apiKey: c.apiKey, body: c.body }));
+    if (!('error' in a)) throw new Error(`expected a refusal, got ${a.status}`);
+    expect(a.error).toBe('invalid_request');
+    expect(a.problems).toEqual([expect.stringMatching(new RegExp(`^${c.field}: must not contain control characters`))]);
+    expect(await w.store.listKeys()).toEqual(before);
+    expect(w.audit).toEqual([]);
   });
 
   it.each([
