@@ -62,7 +62,7 @@ describe('Redis outage log', () => {
       }
       const outageLines = lines.length;
       console.log(
-        `[redis-faults] outage of ${Math.round(downMs)} ms: ${errors} connection errors on the command connection alone, ${outageLines} log lines for both connections`,
+        `[redis-faults] outage of ${Math.round(downMs)} ms: ${errors} connection errors on the command connection alone, ${outageLines} log lines for all three connections`,
       );
 
       await redis.start();
