@@ -8,6 +8,7 @@ import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { exchange } from '../helpers/raw-socket.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { guard } from '../helpers/slowdown.js';
 
 const TOTAL = Number(process.env.KEYGATE_ABORTS ?? 10_000);
 const CONCURRENCY = 64;
@@ -58,7 +59,7 @@ function abortOnce(port: number, kind: Kind): Promise<void> {
           setTimeout(() => {
             arrivals.delete(id);
             s.destroy();
-          }, 3_000);
+          }, guard(3_000));
           break;
         }
         case 'mid-body-noauth':
@@ -140,78 +141,82 @@ describe('adversarial: aborted requests do not leak', () => {
     await upstream?.close();
   });
 
-  it(`2 × ${TOTAL} aborted requests: sockets, in-flight requests and RSS return to baseline`, async () => {
-    // Idle: one request served, nothing in flight. Sockets must come back to this.
-    const first = await exchange(
-      gate.port,
-      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`,
-      { quietMs: 3_000 },
-    );
-    expect(first.statuses).toEqual([200]);
-    await settle(200);
-    const idle = { fds: gate.fds(), upstream: await upstream.connections() };
-    // Warm-up: pools, JIT and buffers reach their working size before the RSS baseline is taken.
-    await run(gate.port, WARM_UP);
-    await settle(500);
-    upstream.received.length = 0;
-    const base = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
-    expect(base.fds, 'the warm-up itself leaked sockets').toBeLessThanOrEqual(idle.fds + FD_SLACK + base.upstream);
+  it(
+    `2 × ${TOTAL} aborted requests: sockets, in-flight requests and RSS return to baseline`,
+    async () => {
+      // Idle: one request served, nothing in flight. Sockets must come back to this.
+      const first = await exchange(
+        gate.port,
+        `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`,
+        { quietMs: 3_000 },
+      );
+      expect(first.statuses).toEqual([200]);
+      await settle(200);
+      const idle = { fds: gate.fds(), upstream: await upstream.connections() };
+      // Warm-up: pools, JIT and buffers reach their working size before the RSS baseline is taken.
+      await run(gate.port, WARM_UP);
+      await settle(500);
+      upstream.received.length = 0;
+      const base = { fds: gate.fds(), upstream: await upstream.connections(), rss: gate.rss() };
+      expect(base.fds, 'the warm-up itself leaked sockets').toBeLessThanOrEqual(idle.fds + FD_SLACK + base.upstream);
 
-    const sample = async () => ({
-      fds: gate.fds(),
-      upstream: await upstream.connections(),
-      rss: gate.rss(),
-      inflight: await gate.metric('keygate_inflight_requests'),
-    });
-    // Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there.
-    const settled = (s: Awaited<ReturnType<typeof sample>>) =>
-      s.fds <= idle.fds + FD_SLACK + s.upstream &&
-      s.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK &&
-      s.inflight === 0;
-    /** One round of TOTAL aborts, then wait (up to 10 s; no upstream timeout is involved, it is 30 s) for everything to drain. */
-    const round = async () => {
-      const started = performance.now();
-      const counts = await run(gate.port, TOTAL);
-      const elapsedMs = Math.round(performance.now() - started);
-      const deadline = performance.now() + 10_000;
-      let after = await sample();
-      while (performance.now() < deadline && !settled(after)) {
-        await settle(200);
-        after = await sample();
+      const sample = async () => ({
+        fds: gate.fds(),
+        upstream: await upstream.connections(),
+        rss: gate.rss(),
+        inflight: await gate.metric('keygate_inflight_requests'),
+      });
+      // Idle keep-alive sockets to the upstream may stay pooled; each is one fd here and one connection there.
+      const settled = (s: Awaited<ReturnType<typeof sample>>) =>
+        s.fds <= idle.fds + FD_SLACK + s.upstream &&
+        s.upstream <= idle.upstream + UPSTREAM_SOCKET_SLACK &&
+        s.inflight === 0;
+      /** One round of TOTAL aborts, then wait (up to 10 s; no upstream timeout is involved, it is 30 s) for everything to drain. */
+      const round = async () => {
+        const started = performance.now();
+        const counts = await run(gate.port, TOTAL);
+        const elapsedMs = Math.round(performance.now() - started);
+        const deadline = performance.now() + 10_000;
+        let after = await sample();
+        while (performance.now() < deadline && !settled(after)) {
+          await settle(200);
+          after = await sample();
+        }
+        return { counts, elapsedMs, after };
+      };
+      const one = await round();
+      const two = await round();
+
+      const mb = (b: number) => Math.round((b / 1024 / 1024) * 10) / 10;
+      console.log(
+        `[aborts] 2 × ${TOTAL} aborted requests ${JSON.stringify(one.counts)} in ${one.elapsedMs} + ${two.elapsedMs} ms; ` +
+          `fds idle ${idle.fds}, baseline ${base.fds} → ${one.after.fds} → ${two.after.fds}; upstream sockets ${base.upstream} → ${one.after.upstream} → ${two.after.upstream}; ` +
+          `RSS baseline ${mb(base.rss)} MB → after round 1 ${mb(one.after.rss)} MB → after round 2 ${mb(two.after.rss)} MB; in-flight ${two.after.inflight}; ` +
+          `requests reaching the upstream: ${upstream.received.length} (incomplete: ${upstream.received.filter((a) => !a.complete).length})`,
+      );
+      for (const { after } of [one, two]) {
+        expect(after.inflight).toBe(0);
+        expect(after.fds).toBeLessThanOrEqual(idle.fds + FD_SLACK + after.upstream);
+        expect(after.upstream).toBeLessThanOrEqual(idle.upstream + UPSTREAM_SOCKET_SLACK);
       }
-      return { counts, elapsedMs, after };
-    };
-    const one = await round();
-    const two = await round();
-
-    const mb = (b: number) => Math.round((b / 1024 / 1024) * 10) / 10;
-    console.log(
-      `[aborts] 2 × ${TOTAL} aborted requests ${JSON.stringify(one.counts)} in ${one.elapsedMs} + ${two.elapsedMs} ms; ` +
-        `fds idle ${idle.fds}, baseline ${base.fds} → ${one.after.fds} → ${two.after.fds}; upstream sockets ${base.upstream} → ${one.after.upstream} → ${two.after.upstream}; ` +
-        `RSS baseline ${mb(base.rss)} MB → after round 1 ${mb(one.after.rss)} MB → after round 2 ${mb(two.after.rss)} MB; in-flight ${two.after.inflight}; ` +
-        `requests reaching the upstream: ${upstream.received.length} (incomplete: ${upstream.received.filter((a) => !a.complete).length})`,
-    );
-    for (const { after } of [one, two]) {
-      expect(after.inflight).toBe(0);
-      expect(after.fds).toBeLessThanOrEqual(idle.fds + FD_SLACK + after.upstream);
-      expect(after.upstream).toBeLessThanOrEqual(idle.upstream + UPSTREAM_SOCKET_SLACK);
-    }
-    // A leak grows RSS in every round by about the same amount. The heap settling
-    // into its working size under load (seen up to 40 MB in one round on a busy CI
-    // machine) happens once. So the smaller of the two rounds' growths is the signal.
-    const growth = Math.min(one.after.rss - base.rss, two.after.rss - one.after.rss);
-    expect(
-      growth,
-      `RSS grew in both rounds: ${mb(one.after.rss - base.rss)} MB, then ${mb(two.after.rss - one.after.rss)} MB`,
-    ).toBeLessThan(RSS_SLACK_BYTES);
-    // Only authenticated requests ever reached the upstream.
-    expect(upstream.received.every((a) => a.headers['x-api-key-id'] === 'key-good')).toBe(true);
-    // And Keygate still serves.
-    const ok = await exchange(
-      gate.port,
-      `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`,
-      { quietMs: 3_000 },
-    );
-    expect(ok.statuses).toEqual([200]);
-  }, 180_000);
+      // A leak grows RSS in every round by about the same amount. The heap settling
+      // into its working size under load (seen up to 40 MB in one round on a busy CI
+      // machine) happens once. So the smaller of the two rounds' growths is the signal.
+      const growth = Math.min(one.after.rss - base.rss, two.after.rss - one.after.rss);
+      expect(
+        growth,
+        `RSS grew in both rounds: ${mb(one.after.rss - base.rss)} MB, then ${mb(two.after.rss - one.after.rss)} MB`,
+      ).toBeLessThan(RSS_SLACK_BYTES);
+      // Only authenticated requests ever reached the upstream.
+      expect(upstream.received.every((a) => a.headers['x-api-key-id'] === 'key-good')).toBe(true);
+      // And Keygate still serves.
+      const ok = await exchange(
+        gate.port,
+        `GET /api/v3/viewer/accounts HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token('good', SECRET)}\r\nConnection: close\r\n\r\n`,
+        { quietMs: 3_000 },
+      );
+      expect(ok.statuses).toEqual([200]);
+    },
+    guard(180_000),
+  );
 });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { bearer, send } from '../helpers/http.js';
 import { background, driveHealthchecks, exec, podman, podmanOk, tier } from '../helpers/podman.js';
+import { guard } from '../helpers/slowdown.js';
 
 const t = tier();
 const root = new URL('../..', import.meta.url).pathname;
@@ -73,13 +74,13 @@ describe('docker-compose.yml, run unchanged', () => {
     await checks.stop();
     transcript('up -d', `exit ${code}`);
     expect(code, up.output()).toBe(0);
-  }, 240_000);
+  }, guard(240_000));
 
   afterAll(async () => {
     // Also on failure: never leave the stack (and its fixed host ports) behind.
     if ((await projectContainers()).length > 0)
       await compose(['down', '--volumes', '--remove-orphans', '--timeout', '20']);
-  }, 120_000);
+  }, guard(120_000));
 
   it('starts Redis, the demo upstream, Keygate and Prometheus', async () => {
     const running = await projectContainers(false);

@@ -10,6 +10,7 @@ import { podman, podmanOk, tier } from '../helpers/podman.js';
 import { freePort } from '../helpers/free-port.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { guard } from '../helpers/slowdown.js';
 
 const t = tier();
 const root = new URL('../..', import.meta.url).pathname;
@@ -188,7 +189,7 @@ describe('a container from the image, with a read-only root filesystem and no ca
       `KEYGATE_SHUTDOWN_TIMEOUT_MS=${shutdownTimeoutMs}`,
       t.image,
     ]);
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     await podman(['rm', '--force', '--time', '0', name, idle]);
     await upstream?.close();

@@ -12,6 +12,7 @@ import { freePort } from '../helpers/free-port.js';
 import { spawnKeygate, type KeygateProcess } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { program } from '../../src/cli/main.js';
+import { guard } from '../helpers/slowdown.js';
 
 const run = promisify(execFile);
 const root = new URL('../..', import.meta.url).pathname;
@@ -214,7 +215,7 @@ describe('the runtime stage, assembled without Docker', () => {
       env: { ...process.env, NODE_ENV: 'production' },
       timeout: 120_000,
     });
-  }, 150_000);
+  }, guard(150_000));
   afterAll(() => {
     for (const p of procs) p.child.kill('SIGKILL');
     if (app) rmSync(app, { recursive: true, force: true });

@@ -12,6 +12,7 @@ import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { claims, nowNonce, sign, HS256, token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 const KEYS: KeyRecord[] = [
@@ -88,7 +89,7 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
       env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy },
     });
     nginx = await startNginx(kg.url, upstream.url);
-  }, 30_000);
+  }, guard(30_000));
 
   afterAll(async () => {
     if (answers.length > 0) console.log(`[forward-auth-nginx] real answers through nginx:\n${answers.join('\n')}`);
@@ -191,27 +192,31 @@ describe('forward-auth behind real nginx (deploy/nginx/forward-auth.conf as ship
     expect(upstream.received.length).toBe(before + 1);
   });
 
-  it('Redis down: 503 50300 through nginx, nothing forwarded; back up: served again', async () => {
-    const before = upstream.received.length;
-    await redis.kill();
-    try {
-      const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
-      answers.push(`Redis down                ${r.status} ${r.body}   retry-after: ${r.headers['retry-after']}`);
-      expect(r.status).toBe(503);
-      expect(r.body).toBe('{"code":50300,"message":"Service unavailable"}');
-      expect(upstream.received.length).toBe(before);
-    } finally {
-      await redis.start();
-    }
-    // The restarted server is empty: put the keys back, as an operator's import would.
-    await waitStoreReady(kg.keygate.store);
-    for (const k of KEYS) await kg.keygate.store.putKey(k);
-    const deadline = Date.now() + 10_000;
-    let status = 0;
-    while (Date.now() < deadline && status !== 200) {
-      status = (await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).status;
-      if (status !== 200) await new Promise((r) => setTimeout(r, 100));
-    }
-    expect(status).toBe(200);
-  }, 20_000);
+  it(
+    'Redis down: 503 50300 through nginx, nothing forwarded; back up: served again',
+    async () => {
+      const before = upstream.received.length;
+      await redis.kill();
+      try {
+        const r = await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
+        answers.push(`Redis down                ${r.status} ${r.body}   retry-after: ${r.headers['retry-after']}`);
+        expect(r.status).toBe(503);
+        expect(r.body).toBe('{"code":50300,"message":"Service unavailable"}');
+        expect(upstream.received.length).toBe(before);
+      } finally {
+        await redis.start();
+      }
+      // The restarted server is empty: put the keys back, as an operator's import would.
+      await waitStoreReady(kg.keygate.store);
+      for (const k of KEYS) await kg.keygate.store.putKey(k);
+      const deadline = Date.now() + 10_000;
+      let status = 0;
+      while (Date.now() < deadline && status !== 200) {
+        status = (await send(nginx.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) })).status;
+        if (status !== 200) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(status).toBe(200);
+    },
+    guard(20_000),
+  );
 });

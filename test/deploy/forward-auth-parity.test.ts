@@ -17,6 +17,7 @@ import { bearer } from '../helpers/http.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { nowNonce, token } from '../helpers/tokens.js';
+import { guard } from '../helpers/slowdown.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 const KEYS: KeyRecord[] = [
@@ -210,7 +211,7 @@ describe('forward-auth parity: proxy mode and the shipped recipes on real nginx 
         redis: false,
       });
     }
-  }, 60_000);
+  }, guard(60_000));
 
   afterAll(async () => {
     if (table.length > 0)
@@ -244,17 +245,21 @@ describe('forward-auth parity: proxy mode and the shipped recipes on real nginx 
     await check(off, row);
   });
 
-  it('503 50300 with Redis down: the same answer everywhere, nothing forwarded; served again once Redis is back', async () => {
-    for (const w of Object.values(on)) await w.redis!.kill();
-    try {
-      const proxy = await check(on, { name: '50300 Redis down', path: ACCOUNTS_PATH, headers: good });
-      expect([proxy.reply.status, proxy.received]).toEqual([503, []]);
-    } finally {
-      for (const w of Object.values(on)) await w.redis!.start();
-    }
-    for (const w of Object.values(on)) {
-      await waitStoreReady(w.keygate.keygate.store);
-      for (const k of KEYS) await w.keygate.keygate.store.putKey(k);
-    }
-  }, 30_000);
+  it(
+    '503 50300 with Redis down: the same answer everywhere, nothing forwarded; served again once Redis is back',
+    async () => {
+      for (const w of Object.values(on)) await w.redis!.kill();
+      try {
+        const proxy = await check(on, { name: '50300 Redis down', path: ACCOUNTS_PATH, headers: good });
+        expect([proxy.reply.status, proxy.received]).toEqual([503, []]);
+      } finally {
+        for (const w of Object.values(on)) await w.redis!.start();
+      }
+      for (const w of Object.values(on)) {
+        await waitStoreReady(w.keygate.keygate.store);
+        for (const k of KEYS) await w.keygate.keygate.store.putKey(k);
+      }
+    },
+    guard(30_000),
+  );
 });

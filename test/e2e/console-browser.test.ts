@@ -11,8 +11,12 @@ import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
+import { guard } from '../helpers/slowdown.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+
+/** How long the page may take to show what the API already did: a hang guard (a busy machine renders slowly), not a bound under test. */
+const UI_WAIT = { timeout: guard(5_000) };
 
 /** Debian's chromium (npm run test:all installs it); driven through the DevTools protocol by playwright-core. */
 const CHROMIUM = '/usr/bin/chromium';
@@ -104,7 +108,7 @@ describe('operator console in a real browser', () => {
     page.on('response', (r) => {
       if (r.status() >= 400) failedLoads.push(`${r.status()} ${new URL(r.url()).pathname}`);
     });
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     await context?.close();
     if (userDataDir) rmSync(userDataDir, { recursive: true, force: true });
@@ -170,7 +174,7 @@ describe('operator console in a real browser', () => {
 
   it(
     'sign in, create a key and read its secret once, sign a request with it, revoke it, the next request gets 404 10013',
-    { timeout: 120_000 },
+    { timeout: guard(120_000) },
     async () => {
       await signIn('operator');
       expect(await page.locator('#key-table tbody tr').count()).toBe(3);
@@ -187,14 +191,14 @@ describe('operator console in a real browser', () => {
       const secret = (await page.textContent('#secret-value')) as string;
       expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
       await page.click('#copy-secret');
-      await expect.poll(() => page.textContent('#copy-secret')).toBe('Copied');
+      await expect.poll(() => page.textContent('#copy-secret'), UI_WAIT).toBe('Copied');
       expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
       expect(await page.textContent('#secret-title')).toBe('Key created');
       await page.click('#secret-done');
       // Shown once: gone from the page, and no later answer carries it.
       expect(await page.content()).not.toContain(secret);
       // The new key is on top (newest first), with its id.
-      await expect.poll(shownKeys).toEqual(newestFirst(await listed()));
+      await expect.poll(shownKeys, UI_WAIT).toEqual(newestFirst(await listed()));
       expect(newestFirst(await listed())[0]).toBe(apiKey);
 
       const t1 = token(apiKey, secret);
@@ -207,10 +211,10 @@ describe('operator console in a real browser', () => {
       ]);
 
       const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
-      await expect.poll(() => row.locator('.owner').textContent()).toBe('acct_3141');
+      await expect.poll(() => row.locator('.owner').textContent(), UI_WAIT).toBe('acct_3141');
       // The list was drawn before the request: filtering draws it again, with the key's last use.
       await page.click('#filter button[type=submit]');
-      await expect.poll(() => row.locator('.last-used').textContent()).not.toBe('never');
+      await expect.poll(() => row.locator('.last-used').textContent(), UI_WAIT).not.toBe('never');
       // By last use: the only key ever used comes first whatever its age.
       await page.selectOption('#sort', 'last-used');
       expect((await shownKeys())[0]).toBe(apiKey);
@@ -221,13 +225,13 @@ describe('operator console in a real browser', () => {
       await page.fill('#edit-form input[name=scopes]', 'accounts:read, orders:read');
       await page.fill('#edit-form input[name=allowIps]', '127.0.0.1/32, ::1');
       await page.click('#edit-form button[type=submit]');
-      await expect.poll(() => row.locator('.allow-ips').textContent()).toBe('127.0.0.1/32, ::1');
+      await expect.poll(() => row.locator('.allow-ips').textContent(), UI_WAIT).toBe('127.0.0.1/32, ::1');
       expect(await row.locator('.scopes').textContent()).toBe('accounts:read, orders:read');
       await page.click('#new-key');
       await page.fill('#create-form input[name=scopes]', 'bad scope');
       await page.fill('#create-form input[name=allowIps]', 'not-a-cidr');
       await page.click('#create-form button[type=submit]');
-      await expect.poll(() => page.textContent('#create-form .error')).toContain('invalid scope "bad scope"');
+      await expect.poll(() => page.textContent('#create-form .error'), UI_WAIT).toContain('invalid scope "bad scope"');
       // In the form's words: the field's label, never the request's internal path (body.allowIps).
       const error = (await page.textContent('#create-form .error')) as string;
       expect(error).toMatch(/^Scopes: /);
@@ -253,7 +257,7 @@ describe('operator console in a real browser', () => {
       await page.click('#new-key');
       await page.fill('#create-form input[name=rate]', 'fast');
       await page.click('#create-form button[type=submit]');
-      await expect.poll(() => page.textContent('#create-form .error')).toMatch(/^Rate limit: /);
+      await expect.poll(() => page.textContent('#create-form .error'), UI_WAIT).toMatch(/^Rate limit: /);
       await page.click('#create-form .cancel');
 
       // Rotate: the operator picks the grace period and gives a reason; the audit records both.
@@ -283,7 +287,7 @@ describe('operator console in a real browser', () => {
       await page.waitForSelector('#confirm-dialog[open]');
       await page.fill('#confirm-dialog input[name=reason]', 'demo over');
       await page.click('#confirm-dialog button[value=yes]');
-      await expect.poll(() => row.locator('.status').textContent(), { timeout: 5_000 }).toBe('revoked');
+      await expect.poll(() => row.locator('.status').textContent(), UI_WAIT).toBe('revoked');
       const refused = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) });
       expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
       const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as { revokeReason: string };

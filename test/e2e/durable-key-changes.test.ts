@@ -6,6 +6,7 @@ import { client, startRedisSentinel, until, type TestSentinel } from '../helpers
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 /**
  * Issue 28: a key change that answered 2xx is in force on the master a failover promotes.
@@ -89,88 +90,92 @@ describe('durable key changes: a lagging replica, then the master is killed', ()
     redis = await startRedisSentinel({ password: PASSWORD, relay: true });
     upstream = await startRecordingUpstream();
     ({ gates, apis } = await startPair(redis, upstream));
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();
     await upstream?.close();
     await redis?.stop();
   });
 
-  it('every change that answered 2xx is in force on the new master; every one that could not be made durable answered 503 not_durable', async () => {
-    const [durable, asBefore] = apis as [ManagementClient, ManagementClient];
-    const create = async () => {
-      const r = await durable.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
-      expect(r.status).toBe(201);
-      return r.json() as Key;
-    };
-    const steady = await create();
-    // Replicated: through `durable` while the link flows; lagging: both instances while the relay holds.
-    const keys = { synced: [] as Key[], lagDurable: [] as Key[], lagAsBefore: [] as Key[] };
-    for (const list of Object.values(keys)) for (let i = 0; i < OPS.length; i++) list.push(await create());
+  it(
+    'every change that answered 2xx is in force on the new master; every one that could not be made durable answered 503 not_durable',
+    async () => {
+      const [durable, asBefore] = apis as [ManagementClient, ManagementClient];
+      const create = async () => {
+        const r = await durable.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
+        expect(r.status).toBe(201);
+        return r.json() as Key;
+      };
+      const steady = await create();
+      // Replicated: through `durable` while the link flows; lagging: both instances while the relay holds.
+      const keys = { synced: [] as Key[], lagDurable: [] as Key[], lagAsBefore: [] as Key[] };
+      for (const list of Object.values(keys)) for (let i = 0; i < OPS.length; i++) list.push(await create());
 
-    const results: Array<{ group: string; op: Op; key: Key; status: number; error: string; secret?: string }> = [];
-    const run = async (group: string, api: ManagementClient, list: Key[]) => {
-      for (const [i, op] of OPS.entries()) {
-        const r = await change(api, op, list[i]!.apiKey);
-        const secret = op === 'rotate' && r.status === 200 ? (r.json() as Key).apiSecret : undefined;
-        results.push({ group, op, key: list[i]!, status: r.status, error: errorOf(r), ...(secret && { secret }) });
+      const results: Array<{ group: string; op: Op; key: Key; status: number; error: string; secret?: string }> = [];
+      const run = async (group: string, api: ManagementClient, list: Key[]) => {
+        for (const [i, op] of OPS.entries()) {
+          const r = await change(api, op, list[i]!.apiKey);
+          const secret = op === 'rotate' && r.status === 200 ? (r.json() as Key).apiSecret : undefined;
+          results.push({ group, op, key: list[i]!, status: r.status, error: errorOf(r), ...(secret && { secret }) });
+        }
+      };
+      await run('synced', durable, keys.synced);
+      redis.relay!.hold();
+      await run('lagDurable', durable, keys.lagDurable);
+      await run('lagAsBefore', asBefore, keys.lagAsBefore);
+      // The held link really carried the lagging writes (else the 503s would prove nothing).
+      expect(redis.relay!.held()).toBeGreaterThan(0);
+
+      const acknowledged = (group: string) => results.filter((r) => r.group === group && r.status < 300);
+      expect(acknowledged('synced').map((r) => r.status)).toEqual([200, 204, 200]);
+      // Nothing the durable instance could not make durable was acknowledged: 503 not_durable, each.
+      expect(results.filter((r) => r.group === 'lagDurable').map((r) => [r.status, r.error])).toEqual(
+        OPS.map(() => [503, 'not_durable']),
+      );
+      expect(acknowledged('lagAsBefore').map((r) => r.status)).toEqual([200, 204, 200]);
+
+      const oldMaster = await redis.currentMasterPort();
+      const t0 = Date.now();
+      await redis.killMaster();
+      await until(
+        'the sentinel promotes the replica',
+        async () => (await redis.currentMasterPort()) !== oldMaster,
+        20_000,
+      );
+      await waitServing(gates, steady.apiKey, steady.apiSecret!);
+      console.log(`[durable] master killed: both instances serve again after ${Date.now() - t0} ms`);
+
+      const lost = async (group: string) => {
+        let n = 0;
+        for (const r of acknowledged(group)) if (!(await inForce(redis, r.op, r.key.apiKey, r.secret))) n++;
+        return n;
+      };
+      const lostDurable = await lost('synced');
+      const lostAsBefore = await lost('lagAsBefore');
+      console.log(
+        `[durable] acknowledged changes lost by the failover: durable ${lostDurable} of ${acknowledged('synced').length}, MIN_REPLICAS=0 (as before) ${lostAsBefore} of ${acknowledged('lagAsBefore').length}`,
+      );
+      expect(lostDurable).toBe(0);
+      // The control: without waiting for a replica, the lag loses what was acknowledged.
+      expect(lostAsBefore).toBe(3);
+
+      // In force on every instance: the revoked and deleted keys are refused, the rotated key takes only its new secret.
+      const [revoked, deleted, rotated] = keys.synced as [Key, Key, Key];
+      const newSecret = results.find((r) => r.group === 'synced' && r.op === 'rotate')!.secret!;
+      for (const g of gates) {
+        expect((await proxied(g, revoked.apiKey, revoked.apiSecret!)).status).toBe(404);
+        expect((await proxied(g, deleted.apiKey, deleted.apiSecret!)).status).toBe(404);
+        expect((await proxied(g, rotated.apiKey, rotated.apiSecret!)).status).toBe(401);
+        expect((await proxied(g, rotated.apiKey, newSecret)).status).toBe(200);
       }
-    };
-    await run('synced', durable, keys.synced);
-    redis.relay!.hold();
-    await run('lagDurable', durable, keys.lagDurable);
-    await run('lagAsBefore', asBefore, keys.lagAsBefore);
-    // The held link really carried the lagging writes (else the 503s would prove nothing).
-    expect(redis.relay!.held()).toBeGreaterThan(0);
 
-    const acknowledged = (group: string) => results.filter((r) => r.group === group && r.status < 300);
-    expect(acknowledged('synced').map((r) => r.status)).toEqual([200, 204, 200]);
-    // Nothing the durable instance could not make durable was acknowledged: 503 not_durable, each.
-    expect(results.filter((r) => r.group === 'lagDurable').map((r) => [r.status, r.error])).toEqual(
-      OPS.map(() => [503, 'not_durable']),
-    );
-    expect(acknowledged('lagAsBefore').map((r) => r.status)).toEqual([200, 204, 200]);
-
-    const oldMaster = await redis.currentMasterPort();
-    const t0 = Date.now();
-    await redis.killMaster();
-    await until(
-      'the sentinel promotes the replica',
-      async () => (await redis.currentMasterPort()) !== oldMaster,
-      20_000,
-    );
-    await waitServing(gates, steady.apiKey, steady.apiSecret!);
-    console.log(`[durable] master killed: both instances serve again after ${Date.now() - t0} ms`);
-
-    const lost = async (group: string) => {
-      let n = 0;
-      for (const r of acknowledged(group)) if (!(await inForce(redis, r.op, r.key.apiKey, r.secret))) n++;
-      return n;
-    };
-    const lostDurable = await lost('synced');
-    const lostAsBefore = await lost('lagAsBefore');
-    console.log(
-      `[durable] acknowledged changes lost by the failover: durable ${lostDurable} of ${acknowledged('synced').length}, MIN_REPLICAS=0 (as before) ${lostAsBefore} of ${acknowledged('lagAsBefore').length}`,
-    );
-    expect(lostDurable).toBe(0);
-    // The control: without waiting for a replica, the lag loses what was acknowledged.
-    expect(lostAsBefore).toBe(3);
-
-    // In force on every instance: the revoked and deleted keys are refused, the rotated key takes only its new secret.
-    const [revoked, deleted, rotated] = keys.synced as [Key, Key, Key];
-    const newSecret = results.find((r) => r.group === 'synced' && r.op === 'rotate')!.secret!;
-    for (const g of gates) {
-      expect((await proxied(g, revoked.apiKey, revoked.apiSecret!)).status).toBe(404);
-      expect((await proxied(g, deleted.apiKey, deleted.apiSecret!)).status).toBe(404);
-      expect((await proxied(g, rotated.apiKey, rotated.apiSecret!)).status).toBe(401);
-      expect((await proxied(g, rotated.apiKey, newSecret)).status).toBe(200);
-    }
-
-    // A retry of what answered 503 is safe and, with the new master's replica gone, still refuses to
-    // acknowledge what it cannot make durable (the old master was the only other node).
-    const retry = await change(durable, 'revoke', keys.lagDurable[0]!.apiKey);
-    expect([retry.status, errorOf(retry)]).toEqual([503, 'not_durable']);
-  }, 60_000);
+      // A retry of what answered 503 is safe and, with the new master's replica gone, still refuses to
+      // acknowledge what it cannot make durable (the old master was the only other node).
+      const retry = await change(durable, 'revoke', keys.lagDurable[0]!.apiKey);
+      expect([retry.status, errorOf(retry)]).toEqual([503, 'not_durable']);
+    },
+    guard(60_000),
+  );
 });
 
 describe('durable key changes: a planned SENTINEL FAILOVER under a stream of revokes', () => {
@@ -182,97 +187,101 @@ describe('durable key changes: a planned SENTINEL FAILOVER under a stream of rev
     redis = await startRedisSentinel({ password: PASSWORD });
     upstream = await startRecordingUpstream();
     ({ gates, apis } = await startPair(redis, upstream));
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();
     await upstream?.close();
     await redis?.stop();
   });
 
-  it('0 acknowledged revokes lost by the durable instance (the MIN_REPLICAS=0 count is printed)', async () => {
-    const perStream = 160;
-    const keys: Key[][] = [[], []];
-    for (const list of keys)
-      for (let i = 0; i < perStream; i++) {
-        const r = await apis[0]!.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
-        expect(r.status).toBe(201);
-        list.push(r.json() as Key);
-      }
-    const oldMaster = await redis.currentMasterPort();
-    const answered: Array<Array<{ key: Key; status: number; error: string; at: number; ms: number }>> = [[], []];
-    let stopAt = Infinity;
-    // One revoke every ~15 ms per instance until the failover is over (or the keys run out).
-    const stream = async (i: number) => {
-      for (const key of keys[i]!) {
-        if (Date.now() > stopAt) break;
-        const at = Date.now();
-        const r = await change(apis[i]!, 'revoke', key.apiKey).catch(() => null);
-        answered[i]!.push({
-          key,
-          at,
-          ms: Date.now() - at,
-          status: r?.status ?? 0,
-          error: r ? errorOf(r) : 'no answer',
-        });
-        await new Promise((resolve) => setTimeout(resolve, 15));
-      }
-    };
-    const streams = [stream(0), stream(1)];
-    await new Promise((resolve) => setTimeout(resolve, 400));
-    const t0 = Date.now();
-    await redis.forceFailover();
-    await until(
-      'the sentinel promotes the replica',
-      async () => (await redis.currentMasterPort()) !== oldMaster,
-      20_000,
-    );
-    const promotedMs = Date.now() - t0;
-    // Keep going until each stream has had 1 s of 200s in a row after the promotion.
-    await until(
-      'both streams acknowledged again',
-      async () =>
-        answered.every((a) => {
-          const recent = a.slice(-20);
-          return recent.length === 20 && recent.every((x) => x.status === 200);
-        }) || answered.every((a, i) => a.length === keys[i]!.length),
-      25_000,
-    ).catch(() => {});
-    stopAt = 0;
-    await Promise.all(streams);
-
-    const counts = [];
-    for (const [i, name] of ['durable', 'MIN_REPLICAS=0 (as before)'].entries()) {
-      const ok = answered[i]!.filter((a) => a.status === 200);
-      // Latency of an acknowledged revoke away from the failover (a figure, not a bound).
-      const calm = ok
-        .filter((a) => a.at < t0)
-        .map((a) => a.ms)
-        .sort((x, y) => x - y);
-      let lost = 0;
-      for (const a of ok) if (!(await inForce(redis, 'revoke', a.key.apiKey))) lost++;
-      const refused = answered[i]!.filter((a) => a.status !== 200);
-      const lastRefused = answered[i]!.map((a) => a.status !== 200).lastIndexOf(true);
-      counts.push(lost);
-      console.log(
-        `[durable] SENTINEL FAILOVER, ${name}: ${answered[i]!.length} revokes, ${ok.length} answered 200, ${lost} of them lost; ` +
-          `${refused.length} refused (${[...new Set(refused.map((r) => `${r.status} ${r.error}`))].join(', ')}), ` +
-          `the last ${lastRefused < 0 ? '-' : answered[i]![lastRefused]!.at - t0} ms after the failover began; promoted after ${promotedMs} ms; revoke before the failover: median ${calm[calm.length >> 1]} ms`,
-      );
-      // Only 200 or a 503 (not durable, or the store unreachable during the switch).
-      for (const r of refused) expect(r.status).toBe(503);
-    }
-    expect(counts[0]).toBe(0);
-    expect(answered[0]!.filter((a) => a.status === 200).length).toBeGreaterThan(20);
-
-    // A revoke the as-before instance acknowledged and lost lets its key through the proxy again.
-    for (const a of answered[1]!.filter((x) => x.status === 200)) {
-      if (await inForce(redis, 'revoke', a.key.apiKey)) continue;
+  it(
+    '0 acknowledged revokes lost by the durable instance (the MIN_REPLICAS=0 count is printed)',
+    async () => {
+      const perStream = 160;
+      const keys: Key[][] = [[], []];
+      for (const list of keys)
+        for (let i = 0; i < perStream; i++) {
+          const r = await apis[0]!.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
+          expect(r.status).toBe(201);
+          list.push(r.json() as Key);
+        }
+      const oldMaster = await redis.currentMasterPort();
+      const answered: Array<Array<{ key: Key; status: number; error: string; at: number; ms: number }>> = [[], []];
+      let stopAt = Infinity;
+      // One revoke every ~15 ms per instance until the failover is over (or the keys run out).
+      const stream = async (i: number) => {
+        for (const key of keys[i]!) {
+          if (Date.now() > stopAt) break;
+          const at = Date.now();
+          const r = await change(apis[i]!, 'revoke', key.apiKey).catch(() => null);
+          answered[i]!.push({
+            key,
+            at,
+            ms: Date.now() - at,
+            status: r?.status ?? 0,
+            error: r ? errorOf(r) : 'no answer',
+          });
+          await new Promise((resolve) => setTimeout(resolve, 15));
+        }
+      };
+      const streams = [stream(0), stream(1)];
+      await new Promise((resolve) => setTimeout(resolve, 400));
+      const t0 = Date.now();
+      await redis.forceFailover();
       await until(
-        'a lost revoke lets its key through',
-        async () => (await proxied(gates[0]!, a.key.apiKey, a.key.apiSecret!)).status === 200,
-        10_000,
+        'the sentinel promotes the replica',
+        async () => (await redis.currentMasterPort()) !== oldMaster,
+        20_000,
       );
-      break;
-    }
-  }, 90_000);
+      const promotedMs = Date.now() - t0;
+      // Keep going until each stream has had 1 s of 200s in a row after the promotion.
+      await until(
+        'both streams acknowledged again',
+        async () =>
+          answered.every((a) => {
+            const recent = a.slice(-20);
+            return recent.length === 20 && recent.every((x) => x.status === 200);
+          }) || answered.every((a, i) => a.length === keys[i]!.length),
+        25_000,
+      ).catch(() => {});
+      stopAt = 0;
+      await Promise.all(streams);
+
+      const counts = [];
+      for (const [i, name] of ['durable', 'MIN_REPLICAS=0 (as before)'].entries()) {
+        const ok = answered[i]!.filter((a) => a.status === 200);
+        // Latency of an acknowledged revoke away from the failover (a figure, not a bound).
+        const calm = ok
+          .filter((a) => a.at < t0)
+          .map((a) => a.ms)
+          .sort((x, y) => x - y);
+        let lost = 0;
+        for (const a of ok) if (!(await inForce(redis, 'revoke', a.key.apiKey))) lost++;
+        const refused = answered[i]!.filter((a) => a.status !== 200);
+        const lastRefused = answered[i]!.map((a) => a.status !== 200).lastIndexOf(true);
+        counts.push(lost);
+        console.log(
+          `[durable] SENTINEL FAILOVER, ${name}: ${answered[i]!.length} revokes, ${ok.length} answered 200, ${lost} of them lost; ` +
+            `${refused.length} refused (${[...new Set(refused.map((r) => `${r.status} ${r.error}`))].join(', ')}), ` +
+            `the last ${lastRefused < 0 ? '-' : answered[i]![lastRefused]!.at - t0} ms after the failover began; promoted after ${promotedMs} ms; revoke before the failover: median ${calm[calm.length >> 1]} ms`,
+        );
+        // Only 200 or a 503 (not durable, or the store unreachable during the switch).
+        for (const r of refused) expect(r.status).toBe(503);
+      }
+      expect(counts[0]).toBe(0);
+      expect(answered[0]!.filter((a) => a.status === 200).length).toBeGreaterThan(20);
+
+      // A revoke the as-before instance acknowledged and lost lets its key through the proxy again.
+      for (const a of answered[1]!.filter((x) => x.status === 200)) {
+        if (await inForce(redis, 'revoke', a.key.apiKey)) continue;
+        await until(
+          'a lost revoke lets its key through',
+          async () => (await proxied(gates[0]!, a.key.apiKey, a.key.apiSecret!)).status === 200,
+          10_000,
+        );
+        break;
+      }
+    },
+    guard(90_000),
+  );
 });

@@ -6,6 +6,7 @@ import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 const SECRET = 'cluster-secret-0123456789abcdef';
 const KEYS = Array.from({ length: 24 }, (_, i) => `ck-${i}`);
@@ -35,7 +36,7 @@ describe('Redis Cluster', () => {
       await startKeygate({ upstream: upstream.url, env: env(cluster.nodes) }),
       await startKeygate({ upstream: upstream.url, env: env(cluster.nodes) }),
     ];
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();
     await upstream?.close();

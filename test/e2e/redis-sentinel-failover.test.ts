@@ -6,6 +6,7 @@ import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 const SECRET = 'sentinel-secret-0123456789abcdef';
 
@@ -62,7 +63,7 @@ describe('Redis Sentinel failover during traffic', () => {
       await startKeygate({ upstream: upstream.url, env, keys }),
       await startKeygate({ upstream: upstream.url, env }),
     ];
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();
     await upstream?.close();
@@ -237,17 +238,25 @@ describe('Redis Sentinel failover during traffic', () => {
     expect(await call(gates[1]!, t)).toEqual({ status: 401, code: 40106 });
   });
 
-  it('manual failover (SENTINEL FAILOVER): old master demoted, clients follow', async () => {
-    const r = await failoverDuringTraffic('SENTINEL FAILOVER', () => redis.forceFailover());
-    await checkAfterFailover(r, 'revoke-after-1');
-    expect(r.report.recoveredAfterMs).toBeLessThan(15_000);
-  }, 60_000);
+  it(
+    'manual failover (SENTINEL FAILOVER): old master demoted, clients follow',
+    async () => {
+      const r = await failoverDuringTraffic('SENTINEL FAILOVER', () => redis.forceFailover());
+      await checkAfterFailover(r, 'revoke-after-1');
+      expect(r.report.recoveredAfterMs).toBeLessThan(15_000);
+    },
+    guard(60_000),
+  );
 
-  it('master killed (SIGKILL): sentinel promotes the replica, 503s stop once it has', async () => {
-    await redis.waitHealthy();
-    const r = await failoverDuringTraffic('master SIGKILL', () => redis.killMaster());
-    await checkAfterFailover(r, 'revoke-after-2');
-    // Down-after is 1 s; allow generous slack on a shared 2-core machine.
-    expect(r.report.recoveredAfterMs).toBeLessThan(15_000);
-  }, 60_000);
+  it(
+    'master killed (SIGKILL): sentinel promotes the replica, 503s stop once it has',
+    async () => {
+      await redis.waitHealthy();
+      const r = await failoverDuringTraffic('master SIGKILL', () => redis.killMaster());
+      await checkAfterFailover(r, 'revoke-after-2');
+      // Down-after is 1 s; allow generous slack on a shared 2-core machine.
+      expect(r.report.recoveredAfterMs).toBeLessThan(15_000);
+    },
+    guard(60_000),
+  );
 });

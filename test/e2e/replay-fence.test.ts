@@ -5,6 +5,7 @@ import { startRedisSentinel, until, type TestSentinel } from '../helpers/redis-t
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 /**
  * Issue 28, the replay fence: a nonce admitted on a master shortly before it died may never have
@@ -44,7 +45,7 @@ describe('replay fence: the master is killed mid-traffic while its replica lags'
       await startKeygate({ upstream: upstream.url, env, keys: [makeKey({ apiKey: 'fenced-key', secret: SECRET })] }),
       await startKeygate({ upstream: upstream.url, env: { ...env, KEYGATE_REPLAY_FENCE: 'off' } }),
     ];
-  }, 60_000);
+  }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();
     await upstream?.close();
@@ -59,96 +60,100 @@ describe('replay fence: the master is killed mid-traffic while its replica lags'
     return Number(m?.[1] ?? NaN);
   };
 
-  it('a token admitted before the failover is never admitted again by the fenced instance, also when its nonce was on the old master only', async () => {
-    const [fenced, open] = gates as [RunningKeygate, RunningKeygate];
-    expect(fenced.config.replayFence).toBe(true);
-    expect(open.config.replayFence).toBe(false);
-    const admitted: Admitted[] = [];
-    const admit = async (phase: Admitted['phase'], via: number) => {
-      const t = token('fenced-key', SECRET, WINDOW);
-      const at = Date.now();
-      const r = await call(gates[via]!, t);
-      if (r.status === 200) admitted.push({ token: t, at, via, phase });
-      return r;
-    };
-    for (let i = 0; i < 6; i++) expect((await admit('replicated', i % 2)).status).toBe(200);
-    await redis.waitReplicated();
-    redis.relay!.hold();
-    for (let i = 0; i < 10; i++) expect((await admit('lagging', i % 2)).status).toBe(200);
-    // The held link really carries those nonces: the replica the sentinel will promote lacks them.
-    expect(redis.relay!.held()).toBeGreaterThan(0);
-
-    // Traffic: two clients, a fresh token per request, alternating instances, through the failover.
-    let running = true;
-    const statuses: Array<{ at: number; status: number; fenced: boolean }> = [];
-    const loop = async (offset: number) => {
-      for (let n = offset; running; n += 2) {
+  it(
+    'a token admitted before the failover is never admitted again by the fenced instance, also when its nonce was on the old master only',
+    async () => {
+      const [fenced, open] = gates as [RunningKeygate, RunningKeygate];
+      expect(fenced.config.replayFence).toBe(true);
+      expect(open.config.replayFence).toBe(false);
+      const admitted: Admitted[] = [];
+      const admit = async (phase: Admitted['phase'], via: number) => {
         const t = token('fenced-key', SECRET, WINDOW);
         const at = Date.now();
-        try {
-          const r = await call(gates[n % 2]!, t);
-          if (r.status === 200) admitted.push({ token: t, at, via: n % 2, phase: 'traffic' });
-          statuses.push({ at, status: r.status, fenced: r.status === 401 && 'x-server-time' in r.headers });
-        } catch {
-          statuses.push({ at, status: 0, fenced: false });
+        const r = await call(gates[via]!, t);
+        if (r.status === 200) admitted.push({ token: t, at, via, phase });
+        return r;
+      };
+      for (let i = 0; i < 6; i++) expect((await admit('replicated', i % 2)).status).toBe(200);
+      await redis.waitReplicated();
+      redis.relay!.hold();
+      for (let i = 0; i < 10; i++) expect((await admit('lagging', i % 2)).status).toBe(200);
+      // The held link really carries those nonces: the replica the sentinel will promote lacks them.
+      expect(redis.relay!.held()).toBeGreaterThan(0);
+
+      // Traffic: two clients, a fresh token per request, alternating instances, through the failover.
+      let running = true;
+      const statuses: Array<{ at: number; status: number; fenced: boolean }> = [];
+      const loop = async (offset: number) => {
+        for (let n = offset; running; n += 2) {
+          const t = token('fenced-key', SECRET, WINDOW);
+          const at = Date.now();
+          try {
+            const r = await call(gates[n % 2]!, t);
+            if (r.status === 200) admitted.push({ token: t, at, via: n % 2, phase: 'traffic' });
+            statuses.push({ at, status: r.status, fenced: r.status === 401 && 'x-server-time' in r.headers });
+          } catch {
+            statuses.push({ at, status: 0, fenced: false });
+          }
+          await new Promise((r) => setTimeout(r, 5));
         }
-        await new Promise((r) => setTimeout(r, 5));
-      }
-    };
-    const loops = [loop(0), loop(1)];
-    await new Promise((r) => setTimeout(r, 300));
-    const oldMaster = await redis.currentMasterPort();
-    const killedAt = Date.now();
-    await redis.killMaster();
-    await until(
-      'the sentinel promotes the replica',
-      async () => (await redis.currentMasterPort()) !== oldMaster,
-      20_000,
-    );
-    await until(
-      'both instances serve fresh tokens again',
-      async () => {
-        const recent = statuses.filter((s) => s.at > Date.now() - 1_000);
-        return recent.length > 10 && recent.every((s) => s.status === 200);
-      },
-      20_000,
-    );
-    running = false;
-    await Promise.all(loops);
+      };
+      const loops = [loop(0), loop(1)];
+      await new Promise((r) => setTimeout(r, 300));
+      const oldMaster = await redis.currentMasterPort();
+      const killedAt = Date.now();
+      await redis.killMaster();
+      await until(
+        'the sentinel promotes the replica',
+        async () => (await redis.currentMasterPort()) !== oldMaster,
+        20_000,
+      );
+      await until(
+        'both instances serve fresh tokens again',
+        async () => {
+          const recent = statuses.filter((s) => s.at > Date.now() - 1_000);
+          return recent.length > 10 && recent.every((s) => s.status === 200);
+        },
+        20_000,
+      );
+      running = false;
+      await Promise.all(loops);
 
-    const before = admitted.filter((a) => a.at < killedAt);
-    const laggingTraffic = before.filter((a) => a.phase !== 'replicated');
-    expect(laggingTraffic.length).toBeGreaterThan(10);
-    // Every token admitted before the kill, replayed on the fenced instance: never admitted.
-    const fencedAgain: Admitted[] = [];
-    for (const a of before) if ((await call(fenced, a.token)).status === 200) fencedAgain.push(a);
-    // ... and on the unfenced one, what the new master lost (the nonces held back on the relay).
-    const openAgain: Admitted[] = [];
-    for (const a of before) if ((await call(open, a.token)).status === 200) openAgain.push(a);
-    // Tokens admitted after the failover: replays caught on both instances by the replay guard.
-    const after = admitted.filter((a) => a.at > killedAt).slice(-10);
-    for (const a of after) for (const g of gates) expect((await call(g, a.token)).status).toBe(401);
+      const before = admitted.filter((a) => a.at < killedAt);
+      const laggingTraffic = before.filter((a) => a.phase !== 'replicated');
+      expect(laggingTraffic.length).toBeGreaterThan(10);
+      // Every token admitted before the kill, replayed on the fenced instance: never admitted.
+      const fencedAgain: Admitted[] = [];
+      for (const a of before) if ((await call(fenced, a.token)).status === 200) fencedAgain.push(a);
+      // ... and on the unfenced one, what the new master lost (the nonces held back on the relay).
+      const openAgain: Admitted[] = [];
+      for (const a of before) if ((await call(open, a.token)).status === 200) openAgain.push(a);
+      // Tokens admitted after the failover: replays caught on both instances by the replay guard.
+      const after = admitted.filter((a) => a.at > killedAt).slice(-10);
+      for (const a of after) for (const g of gates) expect((await call(g, a.token)).status).toBe(401);
 
-    const during = statuses.filter((s) => s.at >= killedAt);
-    const report = {
-      admittedBeforeKill: before.length,
-      ofWhichOnOldMasterOnly: laggingTraffic.length,
-      readmittedFenceOff: openAgain.length,
-      readmittedFenceOn: fencedAgain.length,
-      trafficRequests: statuses.length,
-      trafficPerSecond: Math.round(statuses.length / ((Date.now() - statuses[0]!.at) / 1000)),
-      fencedFreshTokens: during.filter((s) => s.fenced).length,
-      unavailable: during.filter((s) => s.status === 503).length,
-      fencedRefusalsMetric: await fencedRefusals(fenced),
-    };
-    console.log(`[replay-fence] ${JSON.stringify(report)}`);
-    expect(fencedAgain).toEqual([]);
-    // Without the fence the lost nonces pass again: what the fence is for (before: > 0; after: 0).
-    expect(openAgain.length).toBeGreaterThan(0);
-    expect(openAgain.every((a) => a.phase !== 'replicated')).toBe(true);
-    // Every refusal of a pre-failover token by the fenced instance was counted as fenced.
-    expect(report.fencedRefusalsMetric).toBeGreaterThanOrEqual(openAgain.length);
-    // During the failover the traffic saw only 200, 503, or a fenced 401 (a token signed before the switch).
-    expect(during.filter((s) => s.status !== 200 && s.status !== 503 && !s.fenced)).toEqual([]);
-  }, 90_000);
+      const during = statuses.filter((s) => s.at >= killedAt);
+      const report = {
+        admittedBeforeKill: before.length,
+        ofWhichOnOldMasterOnly: laggingTraffic.length,
+        readmittedFenceOff: openAgain.length,
+        readmittedFenceOn: fencedAgain.length,
+        trafficRequests: statuses.length,
+        trafficPerSecond: Math.round(statuses.length / ((Date.now() - statuses[0]!.at) / 1000)),
+        fencedFreshTokens: during.filter((s) => s.fenced).length,
+        unavailable: during.filter((s) => s.status === 503).length,
+        fencedRefusalsMetric: await fencedRefusals(fenced),
+      };
+      console.log(`[replay-fence] ${JSON.stringify(report)}`);
+      expect(fencedAgain).toEqual([]);
+      // Without the fence the lost nonces pass again: what the fence is for (before: > 0; after: 0).
+      expect(openAgain.length).toBeGreaterThan(0);
+      expect(openAgain.every((a) => a.phase !== 'replicated')).toBe(true);
+      // Every refusal of a pre-failover token by the fenced instance was counted as fenced.
+      expect(report.fencedRefusalsMetric).toBeGreaterThanOrEqual(openAgain.length);
+      // During the failover the traffic saw only 200, 503, or a fenced 401 (a token signed before the switch).
+      expect(during.filter((s) => s.status !== 200 && s.status !== 503 && !s.fenced)).toEqual([]);
+    },
+    guard(90_000),
+  );
 });

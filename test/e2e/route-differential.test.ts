@@ -11,6 +11,7 @@ import {
   type TableRoute,
 } from '../helpers/router-upstreams.js';
 import { token } from '../helpers/tokens.js';
+import { guard } from '../helpers/slowdown.js';
 
 /**
  * Differential test: the policy and a real router (Express 5, Express 4,
@@ -319,7 +320,7 @@ describe('differential, router mounted at /api/v3 with a public /* route: /api/v
   const counts: Record<string, Omit<Outcome, 'violations' | 'ran'>> = {};
   afterAll(() => console.log(`[differential] mounted ${JSON.stringify(counts)}`));
 
-  it.each(MOUNTED_COMBOS)('$name', { timeout: 120_000 }, async (combo) => {
+  it.each(MOUNTED_COMBOS)('$name', { timeout: guard(120_000) }, async (combo) => {
     const out = await runCombo(combo, MOUNTED);
     counts[combo.name] = {
       variants: out.variants,
@@ -340,7 +341,7 @@ describe('differential: Keygate requires at least the scopes of the handler the 
     console.log(`[differential] ${JSON.stringify(counts)}`);
   });
 
-  it.each(COMBOS)('$name', { timeout: 120_000 }, async (combo) => {
+  it.each(COMBOS)('$name', { timeout: guard(120_000) }, async (combo) => {
     const out = await runCombo(combo);
     counts[combo.name] = {
       variants: out.variants,
@@ -354,7 +355,7 @@ describe('differential: Keygate requires at least the scopes of the handler the 
 
   it(
     'control: Keygate told the upstream is strict while it is not lets requests through (the check can fail)',
-    { timeout: 120_000 },
+    { timeout: guard(120_000) },
     async () => {
       const out = await runCombo({
         name: 'control',

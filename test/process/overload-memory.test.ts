@@ -8,6 +8,7 @@ import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 const CONNECTIONS = 1_500;
 const ROUNDS = 3;
@@ -73,7 +74,7 @@ describe('overload: memory', () => {
 
   it(
     `${ROUNDS} rounds of ${CONNECTIONS} idle-then-busy connections: RSS bounded and flat across rounds`,
-    { timeout: 120_000 },
+    { timeout: guard(120_000) },
     async () => {
       // Warm-up round: the heap, pools and JIT reach their working size first (not a leak).
       await idleThenBusy(gate.port, CONNECTIONS);

@@ -6,6 +6,7 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 import { runKeygate, serveKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { guard } from '../helpers/slowdown.js';
 
 /**
  * Usage counted in process is written at graceful shutdown: SIGTERM, then `keygate keys usage`
@@ -24,7 +25,9 @@ describe('usage at shutdown', () => {
   });
 
   it('SIGTERM writes the pending usage before the process exits', async () => {
-    const env = { KEYGATE_REDIS_URL: redis.url };
+    // A generous Redis deadline: this test is about the flush at exit, not the deadline, and a busy machine must not
+    // turn a cold process's first burst into 503 store_unavailable (a hang guard, scaled like the others).
+    const env = { KEYGATE_REDIS_URL: redis.url, KEYGATE_REDIS_TIMEOUT_MS: String(guard(2_000)) };
     const created = JSON.parse(
       (await runKeygate(['keys', 'create', '--scopes', 'accounts:read', '--json'], env)).stdout,
     ) as { apiKey: string; apiSecret: string };

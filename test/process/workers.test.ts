@@ -5,6 +5,7 @@ import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate, serveKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { guard } from '../helpers/slowdown.js';
 
 const alive = (pid: number) => {
   try {
@@ -50,102 +51,109 @@ describe('KEYGATE_WORKERS', () => {
     expect(s.stderr()).toMatch(/KEYGATE_WORKERS: 2 workers need Redis/);
   });
 
-  it('two workers share the port and Redis; metrics are summed; SIGTERM drains every worker and exits 0', async () => {
-    const s = await serveKeygate({
-      KEYGATE_UPSTREAM: upstream.url,
-      KEYGATE_REDIS_URL: redis.url,
-      KEYGATE_WORKERS: '2',
-      KEYGATE_LOG_LEVEL: 'info',
-    });
-    const { port, adminPort } = s;
-    try {
-      await expect.poll(() => s.lines().some((l) => l.msg === 'keygate started'), { timeout: 15_000 }).toBe(true);
-      const started = s.lines().find((l) => l.msg === 'keygate started')!;
-      const primaryPid = s.child.pid!;
-      const workerPids = started.workers as number[];
-      expect(workerPids).toHaveLength(2);
-      expect(started).toMatchObject({ port, adminPort, pid: primaryPid });
-      const url = `http://127.0.0.1:${port}`;
-      const admin = `http://127.0.0.1:${adminPort}`;
+  it(
+    'two workers share the port and Redis; metrics are summed; SIGTERM drains every worker and exits 0',
+    async () => {
+      const s = await serveKeygate({
+        KEYGATE_UPSTREAM: upstream.url,
+        KEYGATE_REDIS_URL: redis.url,
+        KEYGATE_WORKERS: '2',
+        KEYGATE_LOG_LEVEL: 'info',
+      });
+      const { port, adminPort } = s;
+      try {
+        await expect.poll(() => s.lines().some((l) => l.msg === 'keygate started'), { timeout: 15_000 }).toBe(true);
+        const started = s.lines().find((l) => l.msg === 'keygate started')!;
+        const primaryPid = s.child.pid!;
+        const workerPids = started.workers as number[];
+        expect(workerPids).toHaveLength(2);
+        expect(started).toMatchObject({ port, adminPort, pid: primaryPid });
+        const url = `http://127.0.0.1:${port}`;
+        const admin = `http://127.0.0.1:${adminPort}`;
 
-      // Each request opens a new connection; the primary hands them out round-robin.
-      let ok = 0;
-      for (let i = 0; i < 20; i++) {
-        expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(
-          200,
+        // Each request opens a new connection; the primary hands them out round-robin.
+        let ok = 0;
+        for (let i = 0; i < 20; i++) {
+          expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(
+            200,
+          );
+          ok++;
+        }
+        // Request lines reach stdout in batches (at most 100 ms late): poll for them.
+        const servedBy = () =>
+          [
+            ...new Set(
+              s
+                .lines()
+                .filter((l) => l.msg === 'request' && l.status === 200)
+                .map((l) => l.pid as number),
+            ),
+          ].sort();
+        await expect.poll(servedBy).toEqual([...workerPids].sort());
+
+        // The replay guard is shared through Redis: a replay is refused whichever worker gets it.
+        const pidOf = (requestId: string) =>
+          s.lines().find((l) => l.msg === 'request' && l.requestId === requestId)?.pid;
+        const crossWorker: boolean[] = [];
+        for (let i = 0; i < 4; i++) {
+          const t = token(key.apiKey, key.apiSecret);
+          expect(
+            (await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `first-${i}` } })).status,
+          ).toBe(200);
+          ok++;
+          expect(
+            (await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `again-${i}` } })).json(),
+          ).toEqual({ code: 40106, message: 'Invalid Token' });
+          await expect.poll(() => pidOf(`again-${i}`) !== undefined && pidOf(`first-${i}`) !== undefined).toBe(true);
+          crossWorker.push(pidOf(`first-${i}`) !== pidOf(`again-${i}`));
+        }
+        expect(crossWorker).toContain(true);
+
+        // The admin port (primary) sums the workers' registries and asks each worker for readiness.
+        const metrics = (await send(admin, '/metrics')).body;
+        expect(metrics).toContain(`keygate_requests_total{code="ok"} ${ok}`);
+        expect(metrics).toContain('keygate_auth_rejections_total{code="40106",reason="replay"} 4');
+        expect(metrics).toContain('keygate_redis_up 1');
+        // Every worker reports the same build: the primary keeps 1, not the sum.
+        expect(metrics).toMatch(/^keygate_build_info\{version="[^"]+",node_version="v[^"]+"\} 1$/m);
+        expect((await send(admin, '/readyz')).json()).toEqual({ status: 'ready' });
+        expect((await send(admin, '/healthz')).status).toBe(200);
+
+        // A worker that dies is replaced.
+        process.kill(workerPids[0]!, 'SIGKILL');
+        await expect
+          .poll(() => s.lines().filter((l) => l.msg === 'worker died; starting a replacement').length, {
+            timeout: 5_000,
+          })
+          .toBe(1);
+        await expect
+          .poll(async () => (await send(admin, '/readyz')).status, { timeout: 10_000, interval: 100 })
+          .toBe(200);
+        for (let i = 0; i < 6; i++)
+          expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(
+            200,
+          );
+        await expect.poll(() => servedBy().some((pid) => !workerPids.includes(pid))).toBe(true); // the replacement served some
+        const replacement = servedBy().find((pid) => !workerPids.includes(pid));
+
+        // Graceful shutdown: in-flight requests on both workers finish, then everything exits 0.
+        const slow = [0, 1].map(() =>
+          send(url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(token(key.apiKey, key.apiSecret)) }),
         );
-        ok++;
+        await new Promise((r) => setTimeout(r, 300));
+        const stopAt = Date.now();
+        s.child.kill('SIGTERM');
+        expect((await Promise.all(slow)).map((r) => r.status)).toEqual([200, 200]);
+        expect((await s.exited).code).toBe(0);
+        const tookMs = Date.now() - stopAt;
+        expect(tookMs).toBeGreaterThan(800);
+        expect(s.lines().filter((l) => l.msg === 'worker stopped')).toHaveLength(2);
+        expect(s.lines().at(-1)).toMatchObject({ msg: 'keygate stopped', clean: true });
+        for (const pid of [workerPids[1]!, replacement!]) expect(alive(pid)).toBe(false);
+      } finally {
+        if (s.child.exitCode === null) s.child.kill('SIGKILL');
       }
-      // Request lines reach stdout in batches (at most 100 ms late): poll for them.
-      const servedBy = () =>
-        [
-          ...new Set(
-            s
-              .lines()
-              .filter((l) => l.msg === 'request' && l.status === 200)
-              .map((l) => l.pid as number),
-          ),
-        ].sort();
-      await expect.poll(servedBy).toEqual([...workerPids].sort());
-
-      // The replay guard is shared through Redis: a replay is refused whichever worker gets it.
-      const pidOf = (requestId: string) => s.lines().find((l) => l.msg === 'request' && l.requestId === requestId)?.pid;
-      const crossWorker: boolean[] = [];
-      for (let i = 0; i < 4; i++) {
-        const t = token(key.apiKey, key.apiSecret);
-        expect(
-          (await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `first-${i}` } })).status,
-        ).toBe(200);
-        ok++;
-        expect(
-          (await send(url, ACCOUNTS_PATH, { headers: { ...bearer(t), 'x-request-id': `again-${i}` } })).json(),
-        ).toEqual({ code: 40106, message: 'Invalid Token' });
-        await expect.poll(() => pidOf(`again-${i}`) !== undefined && pidOf(`first-${i}`) !== undefined).toBe(true);
-        crossWorker.push(pidOf(`first-${i}`) !== pidOf(`again-${i}`));
-      }
-      expect(crossWorker).toContain(true);
-
-      // The admin port (primary) sums the workers' registries and asks each worker for readiness.
-      const metrics = (await send(admin, '/metrics')).body;
-      expect(metrics).toContain(`keygate_requests_total{code="ok"} ${ok}`);
-      expect(metrics).toContain('keygate_auth_rejections_total{code="40106",reason="replay"} 4');
-      expect(metrics).toContain('keygate_redis_up 1');
-      // Every worker reports the same build: the primary keeps 1, not the sum.
-      expect(metrics).toMatch(/^keygate_build_info\{version="[^"]+",node_version="v[^"]+"\} 1$/m);
-      expect((await send(admin, '/readyz')).json()).toEqual({ status: 'ready' });
-      expect((await send(admin, '/healthz')).status).toBe(200);
-
-      // A worker that dies is replaced.
-      process.kill(workerPids[0]!, 'SIGKILL');
-      await expect
-        .poll(() => s.lines().filter((l) => l.msg === 'worker died; starting a replacement').length, { timeout: 5_000 })
-        .toBe(1);
-      await expect
-        .poll(async () => (await send(admin, '/readyz')).status, { timeout: 10_000, interval: 100 })
-        .toBe(200);
-      for (let i = 0; i < 6; i++)
-        expect((await send(url, ACCOUNTS_PATH, { headers: bearer(token(key.apiKey, key.apiSecret)) })).status).toBe(
-          200,
-        );
-      await expect.poll(() => servedBy().some((pid) => !workerPids.includes(pid))).toBe(true); // the replacement served some
-      const replacement = servedBy().find((pid) => !workerPids.includes(pid));
-
-      // Graceful shutdown: in-flight requests on both workers finish, then everything exits 0.
-      const slow = [0, 1].map(() =>
-        send(url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(token(key.apiKey, key.apiSecret)) }),
-      );
-      await new Promise((r) => setTimeout(r, 300));
-      const stopAt = Date.now();
-      s.child.kill('SIGTERM');
-      expect((await Promise.all(slow)).map((r) => r.status)).toEqual([200, 200]);
-      expect((await s.exited).code).toBe(0);
-      const tookMs = Date.now() - stopAt;
-      expect(tookMs).toBeGreaterThan(800);
-      expect(s.lines().filter((l) => l.msg === 'worker stopped')).toHaveLength(2);
-      expect(s.lines().at(-1)).toMatchObject({ msg: 'keygate stopped', clean: true });
-      for (const pid of [workerPids[1]!, replacement!]) expect(alive(pid)).toBe(false);
-    } finally {
-      if (s.child.exitCode === null) s.child.kill('SIGKILL');
-    }
-  }, 60_000);
+    },
+    guard(60_000),
+  );
 });

@@ -7,6 +7,7 @@ import { verifySignature } from '../../src/pipeline/verify-signature.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';
 import { makeKey } from '../helpers/keygate.js';
 import { b64url, HS256, sign } from '../helpers/tokens.js';
+import { guard } from '../helpers/slowdown.js';
 
 const OPTS = { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowSeconds: 60 };
 const NOW_MS = Date.parse('2026-11-22T09:00:00Z');
@@ -261,42 +262,46 @@ function mutate(token: string, m: Mutation): string {
 }
 
 describe('verifySignature: differential against jose compactVerify (HS256)', () => {
-  it('Keygate accepts ⇒ jose accepts; for tokens decodeToken passes, jose accepts ⇒ Keygate accepts', async () => {
-    const seen = { bothAccept: 0, bothRefuse: 0, stricterSpelling: 0, refusedBySignature: 0 };
-    await fc.assert(
-      fc.asyncProperty(
-        secretArb,
-        fc.string({ minLength: 16, maxLength: 40 }),
-        payloadArb,
-        headerArb,
-        signerArb,
-        mutationArb,
-        async (secret, otherRaw, p, header, signer, mutation) => {
-          const other = otherRaw === secret ? `${otherRaw}!` : otherRaw;
-          const token = mutate(build(header, p, signingSecret(signer, secret, other)), mutation);
-          const r = await judge(token, secret);
+  it(
+    'Keygate accepts ⇒ jose accepts; for tokens decodeToken passes, jose accepts ⇒ Keygate accepts',
+    async () => {
+      const seen = { bothAccept: 0, bothRefuse: 0, stricterSpelling: 0, refusedBySignature: 0 };
+      await fc.assert(
+        fc.asyncProperty(
+          secretArb,
+          fc.string({ minLength: 16, maxLength: 40 }),
+          payloadArb,
+          headerArb,
+          signerArb,
+          mutationArb,
+          async (secret, otherRaw, p, header, signer, mutation) => {
+            const other = otherRaw === secret ? `${otherRaw}!` : otherRaw;
+            const token = mutate(build(header, p, signingSecret(signer, secret, other)), mutation);
+            const r = await judge(token, secret);
 
-          if (r.keygate) expect(r.jose).toBe(true);
-          if (r.decodeReason === undefined) expect(r.keygate).toBe(r.jose);
-          if (r.jose && !r.keygate) {
-            // The only allowed disagreements (see the comment above).
-            if (r.decodeReason === 'malformed') expect(canonical(token)).toBe(false);
-            else expect(r.decodeReason).toBe('bad_header');
-            if (r.decodeReason === 'malformed') seen.stricterSpelling++;
-          }
-          if (r.keygate && r.jose) seen.bothAccept++;
-          if (!r.keygate && !r.jose) seen.bothRefuse++;
-          if (r.decodeReason === undefined && !r.keygate) seen.refusedBySignature++;
-        },
-      ),
-      { numRuns: 2_000 },
-    );
-    // The run exercised each side of the property, so it could have failed.
-    expect(seen.bothAccept).toBeGreaterThan(50);
-    expect(seen.bothRefuse).toBeGreaterThan(50);
-    expect(seen.refusedBySignature).toBeGreaterThan(50);
-    expect(seen.stricterSpelling).toBeGreaterThan(0);
-  }, 60_000);
+            if (r.keygate) expect(r.jose).toBe(true);
+            if (r.decodeReason === undefined) expect(r.keygate).toBe(r.jose);
+            if (r.jose && !r.keygate) {
+              // The only allowed disagreements (see the comment above).
+              if (r.decodeReason === 'malformed') expect(canonical(token)).toBe(false);
+              else expect(r.decodeReason).toBe('bad_header');
+              if (r.decodeReason === 'malformed') seen.stricterSpelling++;
+            }
+            if (r.keygate && r.jose) seen.bothAccept++;
+            if (!r.keygate && !r.jose) seen.bothRefuse++;
+            if (r.decodeReason === undefined && !r.keygate) seen.refusedBySignature++;
+          },
+        ),
+        { numRuns: 2_000 },
+      );
+      // The run exercised each side of the property, so it could have failed.
+      expect(seen.bothAccept).toBeGreaterThan(50);
+      expect(seen.bothRefuse).toBeGreaterThan(50);
+      expect(seen.refusedBySignature).toBeGreaterThan(50);
+      expect(seen.stricterSpelling).toBeGreaterThan(0);
+    },
+    guard(60_000),
+  );
 
   // Named cases the property draws at random, pinned so each is checked every run.
   const p = { ...payload, exp: 1, nbf: 4_102_444_800 }; // exp long past, nbf far ahead: compactVerify ignores both
