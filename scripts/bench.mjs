@@ -79,6 +79,10 @@ Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
                               only that comparison (issue 30): Keygate (Redis) with KEYGATE_WORKERS=2 against 1,
                               alternating round by round: wrk req/s at 50 connections, CPU per request at a
                               fixed offered rate, RSS of all processes
+  --assertion-cost [--rate 1500]
+                              only that cost (issue 32): Keygate (Redis, fresh token per request) without the
+                              signed assertion, with it in identity mode (EdDSA), and in request mode with an
+                              EdDSA and with an ES256 signing key; alternating, CPU per request paired by round
   --out FILE                  result file (default bench-results/latest.json)
 `;
 const args = parseOptions(
@@ -91,6 +95,7 @@ const args = parseOptions(
     'limit-cost': { type: 'boolean' },
     'alg-cost': { type: 'boolean' },
     'workers-cost': { type: 'boolean' },
+    'assertion-cost': { type: 'boolean' },
     rate: { type: 'string', default: '1500' },
     targets: { type: 'string' },
     'forward-only': { type: 'boolean' },
@@ -314,6 +319,69 @@ async function algCost(t, redisUrl) {
 }
 
 /**
+ * What the signed identity assertion (X-Keygate-Assertion, issue 32) costs per request: Keygate on
+ * Redis with a fresh token per request, without it, with it in identity mode (cached per key:
+ * the bench key's assertion is signed about once per 45 s) and in request mode (signed per
+ * request) with an Ed25519 and with a P-256 key. The four run side by side and alternate round
+ * by round; ratios against "none" are paired within a round.
+ * @param {Target} none Keygate (Redis) without the assertion
+ * @param {string} redisUrl
+ * @param {(name: string, env: Record<string, string>) => Promise<Target & { child: import('./bench/lib.mjs').Child }>} start
+ */
+async function assertionCost(none, redisUrl, start) {
+  const rate = Number(args.rate);
+  /** @param {'EdDSA' | 'ES256'} alg */
+  const keysFile = (alg) => {
+    const pair =
+      alg === 'EdDSA' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+    const file = join(dir, `assertion-${alg}.json`);
+    const jwk = { ...pair.privateKey.export({ format: 'jwk' }), kid: `bench-${alg}`, alg, use: 'sig' };
+    writeFileSync(file, JSON.stringify({ keys: [jwk] }), { mode: 0o600 });
+    return file;
+  };
+  /** @param {string} name @param {'EdDSA' | 'ES256'} alg @param {'identity' | 'request'} mode */
+  const withAssertion = (name, alg, mode) =>
+    start(name, {
+      KEYGATE_REDIS_URL: redisUrl,
+      KEYGATE_ASSERTION_KEYS_FILE: keysFile(alg),
+      KEYGATE_ASSERTION_AUDIENCE: 'bench-upstream',
+      KEYGATE_ASSERTION_MODE: mode,
+    });
+  const targets = [
+    { ...none, name: 'none' },
+    await withAssertion('identity EdDSA', 'EdDSA', 'identity'),
+    await withAssertion('request EdDSA', 'EdDSA', 'request'),
+    await withAssertion('request ES256', 'ES256', 'request'),
+  ];
+  /** @type {Record<string, number[]>} */
+  const cpu = Object.fromEntries(targets.map((t) => [t.name, []]));
+  for (const t of targets) fixedRate(t, rate, 2); // warm-up: JIT, key cache, the identity cache
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = targets.map((_, i) => /** @type {Target} */ (targets[(i + round) % targets.length]));
+    for (const t of order) {
+      const r = fixedRate(t, rate, DURATION);
+      get(cpu, t.name).push(r.cpuUsPerRequest);
+      process.stdout.write(
+        `round ${round + 1}/${ROUNDS} ${t.name.padEnd(15)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request at ${rate} req/s\n`,
+      );
+    }
+  }
+  /** @type {Record<string, { cpuUsPerRequest: number, vsNone: number, ratios: number[] }>} */
+  const out = {};
+  for (const t of targets) {
+    const ratios = get(cpu, t.name).map((x, i) => round3(x / (get(cpu, 'none')[i] ?? NaN)));
+    out[t.name] = { cpuUsPerRequest: round3(median(get(cpu, t.name))), vsNone: round3(median(ratios)), ratios };
+    console.log(
+      `${t.name.padEnd(15)} ${out[t.name]?.cpuUsPerRequest} µs CPU/request at ${rate} req/s, ${out[t.name]?.vsNone}× none (per round ${JSON.stringify(ratios)})`,
+    );
+  }
+  for (const t of targets.slice(1)) /** @type {{ child: { kill(s: string): void } }} */ (t).child.kill('SIGTERM');
+  writeResult(args.out, {
+    assertionCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out },
+  });
+}
+
+/**
  * @param {Target} t
  * @param {number} rate
  * @param {number} seconds
@@ -464,6 +532,7 @@ async function main() {
   }
   if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
   if (args['alg-cost']) return algCost(kgRedis, redisUrl);
+  if (args['assertion-cost']) return assertionCost(kgRedis, redisUrl, keygate);
   if (args['workers-cost']) {
     const workers = await workersCost(kgRedis, redisUrl, upstreamUrl, Math.ceil(15_000 * DURATION));
     return writeResult(args.out, { workers });

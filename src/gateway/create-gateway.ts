@@ -91,10 +91,7 @@ function chooseMode(config: Config, forwarder: Forwarder | undefined, clock: Clo
   if (config.mode === 'forward-auth') {
     if (forwarder !== undefined)
       throw new Error('createGateway: forward-auth mode forwards nothing; pass no forwarder');
-    return createForwardAuthMode(
-      { pathPrefix: config.forwardAuthPathPrefix, assertion: config.assertion !== undefined },
-      { clock },
-    );
+    return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix }, { clock });
   }
   if (forwarder === undefined) throw new Error('createGateway: proxy mode needs a forwarder');
   return createProxyMode(forwarder);

@@ -42,8 +42,8 @@ export interface ForwardAuthMode extends GatewayMode {
   /**
    * Pass (allowed): 200, empty body, X-Api-Key-Id and X-Api-Key-Owner (each empty when there is none: a public
    * route, a key without an owner; so a proxy that only overwrites still replaces a client copy), X-Request-Id,
-   * and the RateLimit fields proxy mode would add to the forwarded answer ([name, value, …]). With the assertion
-   * on, X-Keygate-Assertion too (empty on a public route, for the same reason).
+   * and the RateLimit fields proxy mode would add to the forwarded answer ([name, value, …]), and X-Keygate-Assertion
+   * (empty when the assertion is off or on a public route, for the same reason).
    */
   allow(
     res: ServerResponse,
@@ -83,7 +83,7 @@ const NO_HEADERS: readonly string[] = Object.freeze([]);
  * headers instead of forwarding. The steps themselves stay in request-path.ts.
  */
 export function createForwardAuthMode(
-  options: { pathPrefix: string | undefined; assertion?: boolean },
+  options: { pathPrefix: string | undefined },
   deps: { clock: Clock },
 ): ForwardAuthMode {
   const prefix = options.pathPrefix;
@@ -171,7 +171,9 @@ export function createForwardAuthMode(
 
     allow(res, keyId, requestId, owner, rateHeaders, assertion) {
       const head = [KEY_ID_HEADER, keyId ?? '', KEY_OWNER_HEADER, owner ?? '', 'x-request-id', requestId];
-      if (options.assertion === true) head.push(ASSERTION_HEADER, assertion ?? '');
+      // Always present, empty when off or on a public route: the Caddy recipe copies it by placeholder,
+      // and a placeholder for a header the answer lacks would reach the service as its literal text.
+      head.push(ASSERTION_HEADER, assertion ?? '');
       head.push('cache-control', 'no-store', 'content-length', '0');
       if (rateHeaders) head.push(...rateHeaders);
       res.writeHead(200, head);

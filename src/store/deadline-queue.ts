@@ -12,9 +12,16 @@ export interface DeadlineQueue {
   settle(call: TrackedCall): boolean;
   /**
    * Runs `fn` under the deadline: its result if it settles in time, else a rejection with
-   * `toError(undefined, true)`; its own failure becomes `toError(err, false)`.
+   * `toError(undefined, true)`; its own failure becomes `toError(err, false)`. `then` maps a
+   * result that came in time (what it throws rejects as is): one promise per call instead of a
+   * `.then` chain after it (the request path's admit).
    */
   run<T>(fn: () => Promise<T>, toError: (err: unknown, timedOut: boolean) => Error): Promise<T>;
+  run<T, R>(
+    fn: () => Promise<T>,
+    toError: (err: unknown, timedOut: boolean) => Error,
+    then: (value: T) => R,
+  ): Promise<R>;
   /** Calls tracked and not yet settled or expired (tests, diagnostics). */
   inFlight(): number;
 }
@@ -94,12 +101,18 @@ export function createDeadlineQueue(options: { deadlineMs: number }, deps: { now
   return {
     track,
     settle,
-    run<T>(fn: () => Promise<T>, toError: (err: unknown, timedOut: boolean) => Error) {
-      return new Promise<T>((resolve, reject) => {
+    run<T, R>(fn: () => Promise<T>, toError: (err: unknown, timedOut: boolean) => Error, then?: (value: T) => R) {
+      return new Promise<R>((resolve, reject) => {
         const call = track(() => reject(toError(undefined, true)));
         fn().then(
           (value) => {
-            if (settle(call)) resolve(value);
+            if (!settle(call)) return;
+            if (then === undefined) return resolve(value as unknown as R);
+            try {
+              resolve(then(value));
+            } catch (err) {
+              reject(err instanceof Error ? err : new Error(String(err))); // as a .then after the call would
+            }
           },
           (err: unknown) => {
             if (settle(call)) reject(toError(err, false));

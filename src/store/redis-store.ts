@@ -13,9 +13,10 @@ import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
+import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
 import type { ReplayFence } from './replay-fence.js';
-import { StoreUnavailableError, type KeyChangeListener, type Store } from './store.js';
+import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */
@@ -215,6 +216,8 @@ export function createRedisStore(
     keygateUsage(...args: Array<string | number>): Promise<number>;
   };
   const admitScript = scripts.keygateAdmit.bind(client);
+  // The request path's nonce SET: every one a loop turn issues leaves in one write (turn-batch.ts).
+  const sendInTurn = createTurnSend(client);
   const usageScript = scripts.keygateUsage.bind(client);
 
   // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
@@ -239,6 +242,11 @@ export function createRedisStore(
         ),
     },
   );
+  /** An admission that came in time, with its usage counted: mapped inside the deadline's one promise. */
+  const counted = (apiKey: string, admission: Admission) => {
+    if (admission.outcome === 'admitted') usage.count(apiKey);
+    return admission;
+  };
 
   // A deleted key's rate-limit state and usage (pending in this process too): another slot than
   // the record, so after the commit (a leftover is harmless: nothing reads it without the record).
@@ -277,16 +285,18 @@ export function createRedisStore(
     admit: (apiKey, nonce, ttlMs, limit) => {
       const state = stateOf(apiKey);
       // A key without a limit needs only the nonce's SET NX: no script, no TIME.
-      const decided =
-        limit === undefined
-          ? run(() => client.set(`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX')).then(parseNonceReply)
-          : run(() => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst)).then(
-              parseAdmissionReply,
-            );
-      return decided.then((admission) => {
-        if (admission.outcome === 'admitted') usage.count(apiKey);
-        return admission;
-      });
+      // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
+      return limit === undefined
+        ? deadlines.run(
+            () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
+            toStoreError,
+            (reply) => counted(apiKey, parseNonceReply(reply as string | null)),
+          )
+        : deadlines.run(
+            () => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst),
+            toStoreError,
+            (reply) => counted(apiKey, parseAdmissionReply(reply)),
+          );
     },
     // This process's own counts are written first, so its reads are exact; other replicas' within one interval.
     getUsage: async (apiKey) => {

@@ -1,5 +1,6 @@
 import { Agent } from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
@@ -63,6 +64,28 @@ describe('batching on the Redis path keeps every guarantee', () => {
       expect(forwardedFor('copies')).toBe(1);
     } finally {
       for (const agent of agents) agent.destroy();
+    }
+  });
+
+  it('the nonce writes one loop turn issues reach Redis together: 300 admits, a few socket reads, each answered', async () => {
+    const admin = new Redis(redis.url);
+    const reads = async () => Number(/total_reads_processed:(\d+)/.exec(await admin.info('stats'))?.[1]);
+    try {
+      const store = a.keygate.store;
+      expect((await store.admit('copies', `turn-warm-${Date.now()}`, 60_000, undefined)).outcome).toBe('admitted');
+      const before = await reads();
+      const nonces = Array.from({ length: 300 }, (_, i) => `turn-${i}-${Date.now()}`);
+      const outcomes = await Promise.all(nonces.map((n) => store.admit('copies', n, 60_000, undefined)));
+      // One read for the batch and one for the INFO below; the rest of the margin is for other
+      // connections (a usage flush, the subscriber), never one read per command.
+      const batchReads = (await reads()) - before;
+      console.log(`[redis-batching] 300 nonce writes of one loop turn: ${batchReads} Redis socket reads`);
+      expect(batchReads).toBeLessThanOrEqual(6);
+      expect(new Set(outcomes.map((x) => x.outcome))).toEqual(new Set(['admitted']));
+      const again = await Promise.all(nonces.map((n) => store.admit('copies', n, 60_000, undefined)));
+      expect(new Set(again.map((x) => x.outcome))).toEqual(new Set(['replay']));
+    } finally {
+      admin.disconnect();
     }
   });
 

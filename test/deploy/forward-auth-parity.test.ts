@@ -3,6 +3,7 @@ import type { KeyRecord } from '../../src/keys/key-record.js';
 import { caddyVersion } from '../helpers/caddy.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import {
+  ASSERTION_AUDIENCE,
   clientView,
   lineDiff,
   runRow,
@@ -15,6 +16,7 @@ import {
 } from '../helpers/forward-auth-parity.js';
 import { bearer } from '../helpers/http.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { createAssertionVerifier } from '../../src/client/verify-assertion.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { nowNonce, token } from '../helpers/tokens.js';
 import { guard } from '../helpers/slowdown.js';
@@ -49,6 +51,8 @@ const FORGED = {
   Forwarded: 'for=203.0.113.9',
   'X-Real-IP': '203.0.113.9',
   'X-Forwarded-Port': '443',
+  'X-Keygate-Assertion': 'eyJhbGciOiJub25lIn0.eyJzdWIiOiJmb3JnZWQifQ.',
+  x_keygate_assertion: 'forged-underscore-assertion',
 };
 
 /**
@@ -195,6 +199,30 @@ function expectParity(proxy: Outcome, recipe: Outcome, name: string) {
   }
 }
 
+/**
+ * With the assertion on: every request the service got with a key carries exactly one
+ * X-Keygate-Assertion, Keygate's, which verifies against that world's admin JWKS and names the same
+ * key; a request without a key (a public route) carries none, whatever the client sent.
+ */
+async function expectAssertions(world: World, o: Outcome, name: string) {
+  const verify = createAssertionVerifier({
+    jwks: `${world.keygate.adminUrl}/.well-known/jwks.json`,
+    audience: ASSERTION_AUDIENCE,
+  });
+  for (const got of o.received) {
+    const lines = got.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.replace(/[^a-z]/gi, '').toLowerCase());
+    const copies = lines.filter((n) => n === 'xkeygateassertion').length;
+    const keyId = got.headers['x-api-key-id'];
+    if (keyId === undefined || keyId === '') {
+      expect(copies, `${name}: an assertion reached the service without a key`).toBe(0);
+      continue;
+    }
+    expect(copies, `${name}: X-Keygate-Assertion lines`).toBe(1);
+    const identity = await verify(got.headers['x-keygate-assertion']);
+    expect(identity.keyId, name).toBe(keyId);
+  }
+}
+
 describe('forward-auth parity: proxy mode and the shipped recipes on real nginx and Caddy give the same answers', () => {
   let upstream: RecordingUpstream;
   const on: Record<string, World> = {};
@@ -203,7 +231,8 @@ describe('forward-auth parity: proxy mode and the shipped recipes on real nginx 
   beforeAll(async () => {
     upstream = await startRecordingUpstream();
     for (const mode of ['proxy', ...RECIPES] as const) {
-      on[mode] = await startWorld(mode, { upstream, keys: KEYS, policy: ROUTES, redis: true });
+      // The signed identity assertion is on here (each world with its own key), off in the other worlds.
+      on[mode] = await startWorld(mode, { upstream, keys: KEYS, policy: ROUTES, redis: true, assertion: true });
       off[mode] = await startWorld(mode, {
         upstream,
         keys: KEYS,
@@ -234,6 +263,9 @@ describe('forward-auth parity: proxy mode and the shipped recipes on real nginx 
     }
     table.push(tableLine(row, proxy, recipes, references));
     for (const name of RECIPES) expectParity(references[name]!, recipes[name]!, name);
+    if (worlds === on)
+      for (const [name, o] of [['proxy', proxy] as const, ...RECIPES.map((n) => [n, recipes[n]!] as const)])
+        await expectAssertions(worlds[name]!, o, name);
     return proxy;
   };
 

@@ -23,6 +23,7 @@ const REMOVED = [
   'authorization',
   'x-api-key-id',
   'x-api-key-owner',
+  'x-keygate-assertion',
   'x-original-url',
   'x-rewrite-url',
   'forwarded',
@@ -44,7 +45,7 @@ const REFUSAL = [
 ] as const;
 /** Keygate's own fields on an allowed answer (a rate-limited key). */
 const ON_SUCCESS = ['ratelimit-policy', 'ratelimit'] as const;
-const IDENTITY = ['x-api-key-id', 'x-api-key-owner'] as const;
+const IDENTITY = ['x-api-key-id', 'x-api-key-owner', 'x-keygate-assertion'] as const;
 
 const lower = (names: readonly string[]) => names.map((n) => n.toLowerCase());
 const underscored = (name: string) => name.replace(/-/g, '_');

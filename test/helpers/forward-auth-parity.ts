@@ -3,6 +3,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KeyRecord } from '../../src/keys/key-record.js';
+import { newAssertionKey } from '../../src/keys/assertion-keys.js';
 import { startCaddy } from './caddy.js';
 import { send, type Reply } from './http.js';
 import { startKeygate, type RunningKeygate } from './keygate.js';
@@ -34,17 +35,27 @@ export type Recipe = 'nginx' | 'caddy';
  */
 export async function startWorld(
   mode: 'proxy' | Recipe,
-  options: { upstream: RecordingUpstream; keys: KeyRecord[]; policy: string; redis: boolean },
+  options: { upstream: RecordingUpstream; keys: KeyRecord[]; policy: string; redis: boolean; assertion?: boolean },
 ): Promise<World> {
   const redis = options.redis ? await startRedis() : undefined;
   const dir = mkdtempSync(join(tmpdir(), 'keygate-parity-'));
   const policy = join(dir, 'policy.yaml');
   writeFileSync(policy, `${options.policy}trustedProxies: [${mode === 'proxy' ? '' : '127.0.0.1/32'}]\n`);
+  const assertionKeys = join(dir, 'assertion-keys.json');
+  if (options.assertion)
+    writeFileSync(assertionKeys, JSON.stringify({ keys: [newAssertionKey('EdDSA')] }), { mode: 0o600 });
   const keygate = await startKeygate({
     upstream: mode === 'proxy' ? options.upstream.url : 'http://unused.invalid',
     ...(redis && { redisUrl: redis.url }),
     keys: options.keys,
-    env: { KEYGATE_CONFIG: policy, ...(mode !== 'proxy' && { KEYGATE_MODE: 'forward-auth' }) },
+    env: {
+      KEYGATE_CONFIG: policy,
+      ...(mode !== 'proxy' && { KEYGATE_MODE: 'forward-auth' }),
+      ...(options.assertion && {
+        KEYGATE_ASSERTION_KEYS_FILE: assertionKeys,
+        KEYGATE_ASSERTION_AUDIENCE: ASSERTION_AUDIENCE,
+      }),
+    },
   });
   const proxy =
     mode === 'nginx'
@@ -64,6 +75,9 @@ export async function startWorld(
     },
   };
 }
+
+/** The audience of the worlds started with the assertion on. */
+export const ASSERTION_AUDIENCE = 'parity-service';
 
 /** One row: a request (fresh token on every call), sent `before` extra times first (to use up a rate limit). */
 export interface ParityRow {
@@ -117,7 +131,14 @@ const HOP: ReadonlySet<string> = new Set([
   'server',
 ]);
 /** Compared by name only: values that are per request (ids, clocks) or per listener (Host with its port). */
-const VOLATILE: ReadonlySet<string> = new Set(['x-request-id', 'x-server-time', 'host', 'x-forwarded-host']);
+const VOLATILE: ReadonlySet<string> = new Set([
+  'x-request-id',
+  'x-server-time',
+  'host',
+  'x-forwarded-host',
+  // Each world signs with its own key: checked by verifying it (expectAssertions), not by value.
+  'x-keygate-assertion',
+]);
 
 /** The header lines as compared: lower-case "name: value" (value kept unless volatile), sorted; repeats stay. */
 export function headerLines(raw: readonly string[]): string[] {

@@ -49,6 +49,44 @@ describe('createDeadlineQueue: one timer for every call in flight', () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(19);
   });
 
+  it('run() with `then`: maps a result that came in time, rejects with what it throws, never runs after the deadline', async () => {
+    const q = createDeadlineQueue({ deadlineMs: 20 });
+    await expect(
+      q.run(
+        () => Promise.resolve(6),
+        toError,
+        (x) => x * 7,
+      ),
+    ).resolves.toBe(42);
+    await expect(
+      q.run(
+        () => Promise.resolve(1),
+        toError,
+        () => {
+          throw new Error('bad reply');
+        },
+      ),
+    ).rejects.toThrow('bad reply');
+    await expect(
+      q.run(
+        () => Promise.reject(new Error('boom')),
+        toError,
+        () => 'mapped',
+      ),
+    ).rejects.toThrow('boom');
+    let mapped = 0;
+    let answer: (v: number) => void = () => {};
+    const late = q.run(
+      () => new Promise<number>((r) => (answer = r)),
+      toError,
+      (x) => (mapped += x),
+    );
+    await expect(late).rejects.toThrow('deadline');
+    answer(1); // the reply after the deadline is dropped, unmapped
+    await sleep(5);
+    expect(mapped).toBe(0);
+  });
+
   it('a reply that arrived in time is used even when the loop was too busy to read it before the deadline', async () => {
     // A real socket pair: the reply is in the kernel's buffer before the deadline, but the loop is
     // blocked past it. The timer fires first; expiry waits for the poll phase, which reads the reply.
