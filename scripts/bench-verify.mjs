@@ -20,7 +20,9 @@
 // by another key pair), and the ratios to HS256 from the same run. Each figure is the
 // wall time of one call, calls made one after another (so an async call's
 // thread-pool round trip is in it). The last line prints the ratio of jose
-// to Keygate's verifier from the same run.
+// to Keygate's verifier from the same run. Issue 27: a forged token for a key rotated
+// 1,000 times (300 s grace each, as fast as the API allows) against a forged token for
+// a key with no history, whole authenticate() calls side by side, and the ratio.
 import { createHmac, generateKeyPairSync, timingSafeEqual } from 'node:crypto';
 import { openSync } from 'node:fs';
 import { compactVerify } from 'jose';
@@ -37,6 +39,7 @@ import { compileRoute, DEFAULT_MATCHING } from '../dist/policy/routes.js';
 import { checkOverride } from '../dist/pipeline/check-override.js';
 import { checkTarget } from '../dist/pipeline/check-target.js';
 import { createKeyCache } from '../dist/store/key-cache.js';
+import { rotateKey } from '../dist/keys/key-changes.js';
 import { parseKeyRecord } from '../dist/keys/key-record.js';
 import { createMemoryStore } from '../dist/store/memory-store.js';
 import { SECRET, get, mint as mintWith } from './bench/lib.mjs';
@@ -73,10 +76,19 @@ const ASYM = /** @type {const} */ (['EdDSA', 'ES256']).map((alg) => ({
   pair: keyPair(alg),
   other: keyPair(alg),
 }));
+/** Issue 27: a key rotated ROTATES times in a row, each with the default 300 s grace, through the real rotateKey. */
+const ROTATES = 1000;
+let rotatedKey = parsed({ apiKey: 'k-rotated', apiSecret: SECRET, scopes: ['accounts:read'] });
+for (let i = 0; i < ROTATES; i++) {
+  const r = rotateKey(rotatedKey, 300_000, Date.now());
+  if (r.errors.length > 0) throw new Error(`bench rotate refused: ${r.errors.join('; ')}`);
+  rotatedKey = r.record;
+}
 const store = createMemoryStore(
   {
     keys: [
       parsed({ apiKey: 'k', apiSecret: SECRET, scopes: ['accounts:read'] }),
+      rotatedKey,
       ...ASYM.map((a) =>
         parsed({
           apiKey: a.apiKey,
@@ -188,6 +200,13 @@ const admitted = async (t) => {
   const verdict = await auth(['Authorization', `Bearer ${t}`]);
   if (!verdict.ok) throw new Error(`bench token refused by authenticate(): ${verdict.reason}`);
 };
+/** A whole authenticate() call that must refuse the token as forged (bad_signature). @param {string} t */
+const forgedRefused = async (t) => {
+  const verdict = await auth(['Authorization', `Bearer ${t}`]);
+  if (verdict.ok || verdict.reason !== 'bad_signature') throw new Error('bench forged token not refused as forged');
+};
+const FORGED_FRESH = 'authenticate() forged token, key with no history';
+const FORGED_ROTATED = `authenticate() forged token, key after ${ROTATES} rotates`;
 /** Token makers other than the default (a good HS256 token for 'k'), by variant name. @type {Record<string, () => string>} */
 const minters = {};
 /** Per alg: [verify, forged verify, authenticate()] variant names, for the ratios printed last. @type {Array<[string, string, string, string]>} */
@@ -200,6 +219,8 @@ const variant = (name, make, fn) => {
   algVariants[name] = fn;
 };
 const hsForged = () => mintWith(nextNonce(), 'forged-secret-0123456789abcdef', 'k');
+variant(FORGED_FRESH, hsForged, forgedRefused);
+variant(FORGED_ROTATED, () => mintWith(nextNonce(), 'forged-secret-0123456789abcdef', 'k-rotated'), forgedRefused);
 variant('verifySignature HS256, forged (another secret)', hsForged, (t) => {
   if (verifySignature(t, 'HS256', verifyKeys, NOW).ok) throw new Error('forged HS256 token verified');
 });
@@ -301,3 +322,8 @@ for (const [alg, good, forged, whole] of algRows) {
     `${alg}: verify ${get(best, good).toFixed(2)} µs (${(get(best, good) / get(best, hs[1])).toFixed(2)}× HS256), forged ${get(best, forged).toFixed(2)} µs (${(get(best, forged) / get(best, hs[2])).toFixed(2)}× a forged HS256), authenticate() ${get(best, whole).toFixed(2)} µs (${(get(best, whole) / get(best, hs[3])).toFixed(2)}× HS256)`,
   );
 }
+// Issue 27: rotation history is bounded, so a forged token's cost must not grow with the rotations.
+const checked = (await keys.get('k-rotated'))?.verifyKeys.length ?? 0;
+console.log(
+  `history: a forged token for a key rotated ${ROTATES} times costs ${get(best, FORGED_ROTATED).toFixed(2)} µs, for a key with no history ${get(best, FORGED_FRESH).toFixed(2)} µs (${(get(best, FORGED_ROTATED) / get(best, FORGED_FRESH)).toFixed(2)}×, same run); secrets checked: ${checked} (stored previous: ${rotatedKey.previousSecrets?.length ?? 0})`,
+);

@@ -23,6 +23,7 @@ import {
   currentRssMb,
   get,
   median,
+  mint,
   mintSignedTokens,
   mintTokens as mintTokensIn,
   parseOptions,
@@ -75,6 +76,10 @@ Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
   --alg-cost [--rate 1500]    only that cost (issue 34): one Keygate (Redis) at a fixed offered rate, a fresh
                               token per request from an HS256, an EdDSA and an ES256 key, and a forged token
                               of each (signed with another secret / key pair), alternating, paired by round
+  --history-cost [--rate 1500]
+                              only that cost (issue 27): one Keygate (Redis) at a fixed offered rate, forged
+                              HS256 tokens for a key rotated 1,000 times (300 s grace each) and for a key
+                              with no history, alternating, CPU per request paired by round
   --workers-cost [--rate 1500]
                               only that comparison (issue 30): Keygate (Redis) with KEYGATE_WORKERS=2 against 1,
                               alternating round by round: wrk req/s at 50 connections, CPU per request at a
@@ -94,6 +99,7 @@ const args = parseOptions(
     million: { type: 'boolean' },
     'limit-cost': { type: 'boolean' },
     'alg-cost': { type: 'boolean' },
+    'history-cost': { type: 'boolean' },
     'workers-cost': { type: 'boolean' },
     'assertion-cost': { type: 'boolean' },
     rate: { type: 'string', default: '1500' },
@@ -319,6 +325,70 @@ async function algCost(t, redisUrl) {
 }
 
 /**
+ * CPU per forged request for a key rotated ROTATES times (issue 27: rotation history is bounded, so a
+ * forged token costs at most that many HMACs) against a key with no history, on one Keygate (Redis)
+ * at one fixed offered rate. The rotated key is what keys/key-changes.ts rotateKey leaves after
+ * ROTATES rotations with the default 300 s grace, imported like any key. Both kinds are forged HS256
+ * tokens (another secret: 401 40106, refused at the signature check, before the nonce); they
+ * alternate round by round and the ratio is paired within a round.
+ * @param {Target} t a Keygate on `redisUrl`
+ * @param {string} redisUrl
+ */
+async function historyCost(t, redisUrl) {
+  const ROTATES = 1000;
+  const rate = Number(args.rate);
+  const { rotateKey } = await import('../dist/keys/key-changes.js');
+  const { parseKeyRecord, toExternal } = await import('../dist/keys/key-record.js');
+  /** @param {string} apiKey */
+  const fresh = (apiKey) => {
+    const { record, errors } = parseKeyRecord(
+      { apiKey, apiSecret: `${apiKey}-secret-0123456789abcdef`, scopes: ['accounts:read'] },
+      apiKey,
+    );
+    if (!record) throw new Error(errors.join('; '));
+    return record;
+  };
+  let rotated = fresh('bench-rotated');
+  for (let i = 0; i < ROTATES; i++) rotated = rotateKey(rotated, 300_000, Date.now()).record;
+  const keysFile = join(dir, 'history-keys.json');
+  writeFileSync(keysFile, JSON.stringify({ keys: [toExternal(fresh('bench-fresh')), toExternal(rotated)] }));
+  await runKeygate(['keys', 'import', keysFile], { KEYGATE_REDIS_URL: redisUrl }, undefined, { cwd: root });
+  const forged = (/** @type {string} */ apiKey) => (/** @type {number} */ n) =>
+    mintSignedTokens(dir, n, (nonce) => mint(nonce, 'forged-secret-0123456789abcdef', apiKey));
+  /** @type {Record<string, (count: number) => string>} */
+  const kinds = { 'no history': forged('bench-fresh'), [`${ROTATES} rotates`]: forged('bench-rotated') };
+  const names = Object.keys(kinds);
+  /** @type {Record<string, number[]>} */
+  const cpu = Object.fromEntries(names.map((k) => [k, []]));
+  for (const k of names) fixedRate(t, rate, 2, get(kinds, k)(rate * 2), 401); // warm-up
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = names.map((_, i) => /** @type {string} */ (names[(i + round) % names.length]));
+    for (const k of order) {
+      const r = fixedRate(t, rate, DURATION, get(kinds, k)(rate * DURATION), 401);
+      get(cpu, k).push(r.cpuUsPerRequest);
+      process.stdout.write(
+        `round ${round + 1}/${ROUNDS} forged, ${k.padEnd(12)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request\n`,
+      );
+    }
+  }
+  const base = get(cpu, 'no history');
+  const ratios = get(cpu, `${ROTATES} rotates`).map((x, i) => round3(x / (base[i] ?? NaN)));
+  const out = {
+    previousSecretsStored: rotated.previousSecrets?.length ?? 0,
+    noHistoryCpuUsPerRequest: round3(median(base)),
+    rotatedCpuUsPerRequest: round3(median(get(cpu, `${ROTATES} rotates`))),
+    vsNoHistory: round3(median(ratios)),
+    ratios,
+  };
+  console.log(
+    `forged token, key after ${ROTATES} rotates: ${out.rotatedCpuUsPerRequest} µs CPU/request at ${rate} req/s, no history ${out.noHistoryCpuUsPerRequest} µs: ${out.vsNoHistory}× (per round ${JSON.stringify(ratios)}; previous secrets kept: ${out.previousSecretsStored})`,
+  );
+  writeResult(args.out, {
+    historyCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, rotates: ROTATES, ...out },
+  });
+}
+
+/**
  * What the signed identity assertion (X-Keygate-Assertion, issue 32) costs per request: Keygate on
  * Redis with a fresh token per request, without it, with it in identity mode (cached per key:
  * the bench key's assertion is signed about once per 45 s) and in request mode (signed per
@@ -532,6 +602,7 @@ async function main() {
   }
   if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
   if (args['alg-cost']) return algCost(kgRedis, redisUrl);
+  if (args['history-cost']) return historyCost(kgRedis, redisUrl);
   if (args['assertion-cost']) return assertionCost(kgRedis, redisUrl, keygate);
   if (args['workers-cost']) {
     const workers = await workersCost(kgRedis, redisUrl, upstreamUrl, Math.ceil(15_000 * DURATION));

@@ -23,6 +23,12 @@ export interface RedisClientOptions {
  */
 const backoff = (times: number) => Math.min(50 * 2 ** Math.min(times, 6), 500);
 
+/** Time allowed to establish a connection (and, Cluster, to read the slot table from one node), in ms, unless set. */
+export const CONNECT_TIMEOUT_MS = 2_000;
+
+/** Cluster: how often the slot table is re-read with no timeout to prompt it, in ms. */
+export const SLOTS_REFRESH_MS = 2_000;
+
 /**
  * Builds an ioredis client for the configured deployment. Every mode gets the
  * same fail-fast settings: no offline queue for commands, no retries of a
@@ -77,6 +83,10 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
         retryDelayOnClusterDown: 100,
         maxRedirections: 16,
         slotsRefreshTimeout: options.connectTimeoutMs,
+        // A master that hangs rather than dies (frozen, swapping, a partition that drops packets)
+        // closes no connection, so nothing else tells ioredis its replica took over: the slot table
+        // is re-read on this period, and after every command timeout (redis-store.ts).
+        slotsRefreshInterval: SLOTS_REFRESH_MS,
       };
       return new Cluster(
         conn.nodes.map((n) => ({ host: n.host, port: n.port })),

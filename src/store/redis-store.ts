@@ -5,8 +5,8 @@ import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
 import { createDurability } from './redis-durability.js';
 import { createDeadlineQueue } from './deadline-queue.js';
-import { createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
-import type { Redis } from 'ioredis';
+import { CONNECT_TIMEOUT_MS, createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
+import { Cluster, type Redis } from 'ioredis';
 import { createUsageWriter } from './usage-writer.js';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
@@ -15,6 +15,7 @@ import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
 import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
+import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './subscriber-heartbeat.js';
 import type { ReplayFence } from './replay-fence.js';
 import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
@@ -37,6 +38,8 @@ export interface RedisStoreOptions {
   usageFlushMs?: number;
   /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
   outageLogMs?: number;
+  /** How often the subscriber's health is proven with a heartbeat on the change channel, in ms (default 1,000). */
+  heartbeatMs?: number;
 }
 
 export interface RedisStoreEvents {
@@ -72,7 +75,10 @@ export function createRedisStore(
   // Fail closed and fast: no queueing while disconnected, bounded commands.
   // No ioredis per-command timer: every command goes through run(), whose deadline governs
   // (see below); a second timer per command would only cost CPU on the request path.
-  const clientOptions = { commandTimeoutMs: undefined, connectTimeoutMs: options.connectTimeoutMs ?? 2_000 };
+  const clientOptions = {
+    commandTimeoutMs: undefined,
+    connectTimeoutMs: options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
+  };
   const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
   const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
@@ -163,7 +169,7 @@ export function createRedisStore(
       });
   }
   subscriber.on('message', (ch: string, message: string) => {
-    if (ch === channel) emit(message === '*' ? null : message);
+    if (ch === channel && !heartbeat.heard(message)) emit(message === '*' ? null : message);
   });
 
   // The deadline starts at the call: ioredis starts its own timer only when a command is
@@ -179,7 +185,11 @@ export function createRedisStore(
     const message = timedOut
       ? `Command timed out after ${deadlineMs} ms (deadline)`
       : ((err as Error).message ?? String(err));
-    events.onCommandError?.(timedOut || /timed out/i.test(message) ? 'timeout' : 'error');
+    const timeout = timedOut || /timed out/i.test(message);
+    events.onCommandError?.(timeout ? 'timeout' : 'error');
+    // Cluster: a timeout may be a master that hangs while its replica takes over; re-read the slot
+    // table now rather than at the next period (ioredis runs one refresh at a time per client).
+    if (timeout) for (const c of [client, manager]) if (c instanceof Cluster) c.refreshSlotsCache();
     return new StoreUnavailableError(`redis: ${message}`, { cause: err });
   };
   const run = <T>(fn: () => Promise<T>): Promise<T> => deadlines.run(fn, toStoreError);
@@ -191,6 +201,38 @@ export function createRedisStore(
         runIdOf: () => run(async () => /run_id:(\w+)/.exec(await (client as Redis).info('server'))?.[1] ?? ''),
       })
     : () => {};
+
+  // A subscriber on a node that hangs hears nothing and reports nothing (subscriber-heartbeat.ts):
+  // when its own heartbeats stop arriving, stop trusting cached keys and move the subscriber.
+  const heartbeat = startSubscriberHeartbeat(
+    { intervalMs: options.heartbeatMs ?? HEARTBEAT_MS, misses: HEARTBEAT_MISSES, mark: randomBytes(6).toString('hex') },
+    {
+      publish: (message) => run(() => client.publish(channel, message)),
+      onLost: () => {
+        deps.logger.warn('change messages not heard on the subscriber: key caches flushed, subscriber moved');
+        if (subscribed) {
+          subscribed = false;
+          events.onConnectionState?.(false, 'subscriber');
+        }
+        emit(null);
+        events.onReconnect?.();
+        // A SUBSCRIBE stuck on the silent node must not hold up the next one.
+        subscribing = false;
+        // Connected, or stuck in its ready check on the silent node: reconnect. A client that is
+        // already reconnecting (Redis down) does so by itself.
+        if (subscriber.status === 'ready' || subscriber.status === 'connect') subscriber.disconnect(true);
+      },
+      onHeard: () => {
+        if (subscribed || subscriber.status !== 'ready') return;
+        deps.logger.info('change messages heard again on the subscriber');
+        subscribed = true;
+        events.onConnectionState?.(true, 'subscriber');
+        // Changes made while nothing was heard were missed: flush again.
+        emit(null);
+        events.onReconnect?.();
+      },
+    },
+  );
 
   const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
   // The request path's reads on its connection; the key operations' reads and changes on theirs,
@@ -320,9 +362,16 @@ export function createRedisStore(
       listeners.clear();
       stopWatching();
       stopFence();
+      heartbeat.stop();
       const all = [client, subscriber, manager];
       outages.stop();
-      await Promise.allSettled(all.map((c) => c.quit()));
+      // QUIT to a node that hangs is never answered (a Cluster sends it to every node): bounded.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled(all.map((c) => c.quit())),
+        new Promise((r) => (timer = setTimeout(r, deadlineMs))),
+      ]);
+      clearTimeout(timer);
       for (const c of all) c.disconnect();
     },
   };

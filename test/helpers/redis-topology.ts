@@ -14,6 +14,8 @@ const run = promisify(execFile);
 interface Proc {
   readonly port: number;
   kill(): Promise<void>;
+  /** SIGSTOP / SIGCONT: a node that hangs rather than dies (no connection closes). */
+  signal(sig: 'SIGSTOP' | 'SIGCONT'): void;
 }
 
 function requireRedis(): void {
@@ -34,6 +36,7 @@ function spawnRedis(port: number, args: string[]): Proc {
       proc.kill('SIGKILL');
       await exited;
     },
+    signal: (sig) => void proc.kill(sig),
   };
 }
 
@@ -100,8 +103,19 @@ export interface TestCluster {
   /** The ports of the nodes that were masters at the start (all of them without replicas). */
   readonly masterPorts: readonly number[];
   readonly password: string | undefined;
+  /** SIGSTOP the node on `port`: it hangs, its connections stay open (the cluster fails it over after cluster-node-timeout). */
+  freeze(port: number): void;
+  /** SIGCONT: the node resumes (a failed-over master rejoins as a replica). */
+  thaw(port: number): void;
+  /** The ports of the current masters, from CLUSTER SLOTS on a node that is not frozen: slot ranges by master port. */
+  slotMasters(askPort: number): Promise<Array<{ from: number; to: number; port: number }>>;
+  /** CLUSTER KEYSLOT of `key` (asked of the first node: freeze another).  */
+  keySlot(key: string): Promise<number>;
   stop(): Promise<void>;
 }
+
+/** Cluster node-timeout of the test clusters (ms): a node silent this long is failed over. */
+export const CLUSTER_NODE_TIMEOUT_MS = 2_000;
 
 /** N masters (and `replicasPerMaster` replicas of each, default none), slots spread by redis-cli --cluster create. */
 export async function startRedisCluster(
@@ -127,7 +141,7 @@ export async function startRedisCluster(
       '--cluster-config-file',
       `nodes-${port}.conf`,
       '--cluster-node-timeout',
-      '2000',
+      String(CLUSTER_NODE_TIMEOUT_MS),
       '--save',
       '',
       '--appendonly',
@@ -185,7 +199,32 @@ export async function startRedisCluster(
   for (const port of ports)
     if (await answers(port, password, ['INFO', 'replication'], (r) => String(r).includes('role:master')))
       masterPorts.push(port);
-  return { nodes: ports.map((p) => `127.0.0.1:${p}`).join(','), ports, masterPorts, password, stop };
+  const byPort = new Map(ports.map((p, i) => [p, procs[i]!]));
+  const ask = async <T>(port: number, command: string[]): Promise<T> => {
+    const c = client(port, password);
+    try {
+      await c.connect();
+      return (await c.call(command[0]!, ...command.slice(1))) as T;
+    } finally {
+      c.disconnect();
+    }
+  };
+  return {
+    nodes: ports.map((p) => `127.0.0.1:${p}`).join(','),
+    ports,
+    masterPorts,
+    password,
+    freeze: (port) => byPort.get(port)!.signal('SIGSTOP'),
+    thaw: (port) => byPort.get(port)!.signal('SIGCONT'),
+    slotMasters: async (askPort) =>
+      (await ask<Array<[number, number, [string, number]]>>(askPort, ['CLUSTER', 'SLOTS'])).map(([from, to, m]) => ({
+        from,
+        to,
+        port: Number(m[1]),
+      })),
+    keySlot: (key) => ask<number>(ports[0]!, ['CLUSTER', 'KEYSLOT', key]),
+    stop,
+  };
 }
 
 export interface TestSentinel {

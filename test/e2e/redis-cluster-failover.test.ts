@@ -1,0 +1,270 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { bearer, send } from '../helpers/http.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import {
+  client,
+  CLUSTER_NODE_TIMEOUT_MS,
+  startRedisCluster,
+  until,
+  type TestCluster,
+} from '../helpers/redis-topology.js';
+import { managementClient, writeTokensFile } from '../helpers/management.js';
+import { token } from '../helpers/tokens.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS } from '../helpers/constants.js';
+import { CONNECT_TIMEOUT_MS, SLOTS_REFRESH_MS } from '../../src/store/redis-connection.js';
+import { HEARTBEAT_MISSES, HEARTBEAT_MS } from '../../src/store/subscriber-heartbeat.js';
+
+/**
+ * Issue 28 item 4: a Cluster master that hangs (SIGSTOP: frozen, swapping, a partition that drops
+ * packets) closes no connection. The cluster promotes its replica after cluster-node-timeout, but
+ * before this change Keygate kept sending that slot range to the frozen node (503 until it resumed)
+ * and a subscriber on a frozen node heard no key change while its cache kept the key.
+ * 3 masters + 3 replicas, real redis-server processes on free ports.
+ */
+const SECRET = 'cluster-hang-secret-0123456789ab';
+const PASSWORD = 'cluster-hang-pass-0123';
+const WINDOW = { recv_window: '60' };
+
+describe('Redis Cluster (3 masters, 3 replicas): a node that hangs', () => {
+  let cluster: TestCluster;
+  let upstream: RecordingUpstream;
+  const started: RunningKeygate[] = [];
+  const env = (extra: Record<string, string> = {}) => ({
+    KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
+    KEYGATE_REDIS_PASSWORD: PASSWORD,
+    KEYGATE_KEY_CACHE_TTL_MS: String(LONG_CACHE_TTL_MS),
+    KEYGATE_LOG_LEVEL: 'warn',
+    ...extra,
+  });
+  const start = async (extra: Record<string, string> = {}, keys: string[] = []) => {
+    const g = await startKeygate({
+      upstream: upstream.url,
+      env: env(extra),
+      keys: keys.map((apiKey) => makeKey({ apiKey, secret: SECRET })),
+    });
+    started.push(g);
+    return g;
+  };
+  beforeAll(async () => {
+    cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 1, password: PASSWORD });
+    upstream = await startRecordingUpstream();
+  }, 90_000);
+  afterAll(async () => {
+    for (const g of started) await g.close();
+    await upstream?.close();
+    await cluster?.stop();
+  });
+
+  const call = (g: RunningKeygate, t: string) => send(g.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 10_000 });
+  const masterOf = async (slot: number, askPort: number) =>
+    (await cluster.slotMasters(askPort)).find((r) => r.from <= slot && slot <= r.to)?.port;
+  const clusterOk = async (port: number) => {
+    const c = client(port, PASSWORD);
+    try {
+      await c.connect();
+      return String(await c.call('CLUSTER', 'INFO')).includes('cluster_state:ok');
+    } finally {
+      c.disconnect();
+    }
+  };
+  /** A key name whose {apiKey} slot is served by a master in `on` (and not by any in `notOn`). */
+  const keyOn = async (prefix: string, askPort: number, accept: (master: number) => boolean) => {
+    for (let i = 0; i < 200; i++) {
+      const name = `${prefix}-${i}`;
+      if (accept((await masterOf(await cluster.keySlot(name), askPort))!)) return name;
+    }
+    throw new Error('no key name found for that master');
+  };
+  /** Every node in sync again: a thawed master has rejoined as a replica. */
+  const healthy = () =>
+    until(
+      'every node reports cluster_state:ok',
+      async () => (await Promise.all(cluster.ports.map(clusterOk))).every(Boolean),
+      30_000,
+    );
+
+  it('a frozen master: its slot range is served again within a bound after cluster_state:ok, and no token admitted before is admitted again', async () => {
+    const keystoreSlot = await cluster.keySlot('keystore');
+    const keystoreMaster = (await masterOf(keystoreSlot, cluster.ports[0]!))!;
+    // The frozen master serves the key's slots but not the key records (the cache holds them anyway).
+    const frozen = cluster.masterPorts.find((p) => p !== keystoreMaster)!;
+    const ask = cluster.ports.find((p) => p !== frozen)!;
+    const apiKey = await keyOn('hang', ask, (m) => m === frozen);
+    const fenced = await start({}, [apiKey]);
+    const open = await start({ KEYGATE_REPLAY_FENCE: 'off' });
+    const gates = [fenced, open];
+    const admitted: string[] = [];
+    for (let i = 0; i < 10; i++) {
+      const t = token(apiKey, SECRET, WINDOW);
+      expect((await call(gates[i % 2]!, t)).status).toBe(200);
+      admitted.push(t);
+    }
+
+    let running = true;
+    const samples: Array<{ at: number; via: number; status: number; fenced: boolean }> = [];
+    const loop = async (via: number) => {
+      while (running) {
+        const at = Date.now();
+        const r = await call(gates[via]!, token(apiKey, SECRET, WINDOW)).catch(() => undefined);
+        samples.push({
+          at,
+          via,
+          status: r?.status ?? 0,
+          fenced: r?.status === 401 && r.headers['x-server-time'] !== undefined,
+        });
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    const loops = [loop(0), loop(1)];
+    await new Promise((r) => setTimeout(r, 300));
+    const frozenAt = Date.now();
+    cluster.freeze(frozen);
+    let okAt = 0;
+    try {
+      await until(
+        'the cluster promotes the frozen master’s replica (cluster_state:ok, the slot on another node)',
+        async () => (await masterOf(await cluster.keySlot(apiKey), ask)) !== frozen && (await clusterOk(ask)),
+        30_000,
+      );
+      okAt = Date.now();
+      // Keygate re-reads the slot table after a command timeout (and every SLOTS_REFRESH_MS); a refresh
+      // that asks the frozen node first waits CONNECT_TIMEOUT_MS before the next node, and one may be
+      // under way when the cluster switches: two such waits, one command deadline, one period.
+      const bound = 2 * CONNECT_TIMEOUT_MS + fenced.config.limits.redisCommandTimeoutMs + SLOTS_REFRESH_MS + 1_000;
+      await until(
+        'both instances serve the slot range again',
+        async () => [0, 1].every((via) => samples.some((s) => s.via === via && s.at > okAt && s.status === 200)),
+        bound + 20_000,
+      );
+      const servedAfterMs = [0, 1].map(
+        (via) => samples.find((s) => s.via === via && s.at > okAt && s.status === 200)!.at - okAt,
+      );
+      running = false;
+      await Promise.all(loops);
+      const during = samples.filter((s) => s.at >= frozenAt);
+      const report = {
+        promotedAfterMs: okAt - frozenAt,
+        servedAfterOkMs: servedAfterMs,
+        boundMs: bound,
+        requests: during.length,
+        unavailable: during.filter((s) => s.status === 503).length,
+        fencedFreshTokens: during.filter((s) => s.fenced).length,
+      };
+      console.log(`[cluster-hang] ${JSON.stringify(report)}`);
+      for (const ms of servedAfterMs) expect(ms).toBeLessThanOrEqual(bound);
+      // Fail closed throughout: 200, 503 or a fenced refusal (a token signed just before the switch).
+      expect(during.filter((s) => s.status !== 200 && s.status !== 503 && !s.fenced)).toEqual([]);
+
+      // The fence: drop the admitted nonces from the promoted master, as if they had not reached the
+      // replica before the failover (a Cluster replica that lags is not injectable here: no relay).
+      const promoted = (await masterOf(await cluster.keySlot(apiKey), ask))!;
+      const c = client(promoted, PASSWORD);
+      await c.connect();
+      const nonces = await c.keys(`keygate:{${apiKey}}:nonce:*`);
+      expect(nonces.length).toBeGreaterThanOrEqual(admitted.length);
+      await c.del(...nonces);
+      c.disconnect();
+      const again = { fenced: 0, open: 0 };
+      for (const t of admitted) if ((await call(fenced, t)).status === 200) again.fenced++;
+      for (const t of admitted) if ((await call(open, t)).status === 200) again.open++;
+      console.log(
+        `[cluster-hang] tokens admitted before the freeze, nonces lost, admitted again: ${JSON.stringify(again)}`,
+      );
+      expect(again).toEqual({ fenced: 0, open: admitted.length });
+      expect(fenced.logs.some((l) => l.includes('replay fence raised'))).toBe(true);
+    } finally {
+      running = false;
+      await Promise.all(loops);
+      cluster.thaw(frozen);
+    }
+    await healthy();
+  }, 120_000);
+
+  it("the subscriber's node frozen: a revocation made while it hangs takes effect within a bound", async () => {
+    for (const g of started.splice(0)) await g.close();
+    console.log('[cluster-hang] closed the first instances');
+    const keystoreMaster = (await masterOf(await cluster.keySlot('keystore'), cluster.ports[0]!))!;
+    const numsub = async (port: number) => {
+      const c = client(port, PASSWORD);
+      try {
+        await c.connect();
+        return Number(((await c.call('PUBSUB', 'NUMSUB', 'keygate:key-events')) as [string, number])[1]);
+      } finally {
+        c.disconnect();
+      }
+    };
+    // One instance; its subscriber on any node but the key records' master (whose freeze would
+    // hold the revocation itself until the failover).
+    let gate: RunningKeygate | undefined;
+    let subscriberNode = 0;
+    for (let attempt = 0; attempt < 8 && !subscriberNode; attempt++) {
+      const g = await start({}, []);
+      await until('the instance subscribes', async () => g.keygate.store.subscribed(), 10_000);
+      const counts = await Promise.all(cluster.ports.map(numsub));
+      const node = cluster.ports[counts.findIndex((n) => n > 0)]!;
+      if (node !== keystoreMaster) [gate, subscriberNode] = [g, node];
+      else await started.splice(started.indexOf(g), 1)[0]!.close();
+    }
+    expect(subscriberNode).toBeGreaterThan(0);
+    console.log(`[cluster-hang] subscriber on ${subscriberNode}`);
+    const ask = cluster.ports.find((p) => p !== subscriberNode)!;
+    const apiKey = await keyOn('watched', ask, (m) => m !== subscriberNode);
+    await gate!.keygate.store.putKey(makeKey({ apiKey, secret: SECRET }));
+    await until('the key is served', async () => (await call(gate!, token(apiKey, SECRET))).status === 200, 10_000);
+
+    // The revocation goes through a second instance's management API: its connections are warm
+    // and on the key records' master, so the change is made while the subscriber's node hangs.
+    const tokens = writeTokensFile([{ name: 'ops', access: 'write' }]);
+    const ops = await start({
+      KEYGATE_MANAGEMENT_PORT: '0',
+      KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
+      // Durability needs a replica of the key records' master; the frozen node may be it: propagation only.
+      KEYGATE_REDIS_MIN_REPLICAS: '0',
+    });
+    const api = managementClient(ops.managementUrl!, tokens.tokens.ops!);
+
+    const frozenAt = Date.now();
+    cluster.freeze(subscriberNode);
+    console.log(`[cluster-hang] subscriber node ${subscriberNode} frozen (key records on ${keystoreMaster})`);
+    try {
+      expect((await api.call('POST', `/v1/keys/${apiKey}/revoke`, { json: {} })).status).toBe(200);
+      const revokedAt = Date.now();
+      // Before the change: the key kept passing until its cache entry expired (LONG_CACHE_TTL_MS).
+      // Now: HEARTBEAT_MISSES heartbeats unheard (plus the one under way) and the cache is flushed;
+      // the subscriber reconnects (a slot table read that may wait CONNECT_TIMEOUT_MS on the frozen
+      // node, twice) and is trusted again once its heartbeat is heard.
+      const bound = (HEARTBEAT_MISSES + 1) * HEARTBEAT_MS + 2 * CONNECT_TIMEOUT_MS + HEARTBEAT_MS + 1_000;
+      const seen: Record<string, number> = {};
+      await until(
+        'the revoked key is refused',
+        async () => {
+          const st = (await call(gate!, token(apiKey, SECRET))).status;
+          seen[st] = (seen[st] ?? 0) + 1;
+          return st === 404;
+        },
+        bound + 20_000,
+      ).catch(async (err: unknown) => {
+        const roles = await Promise.all(
+          cluster.ports
+            .filter((p) => p !== subscriberNode)
+            .map(async (p) => `${p}:${(await cluster.slotMasters(p).catch(() => [])).map((r) => r.port).join('/')}`),
+        );
+        console.log(
+          `[cluster-hang] statuses ${JSON.stringify(seen)}; key ${apiKey}; masters per node ${roles.join(' ')}`,
+        );
+        throw err;
+      });
+      const refusedAt = Date.now();
+      console.log(
+        `[cluster-hang] subscriber node frozen: revocation ${revokedAt - frozenAt} ms after the freeze, in force ${refusedAt - frozenAt} ms after it (bound ${bound} ms; cluster-node-timeout ${CLUSTER_NODE_TIMEOUT_MS} ms)`,
+      );
+      expect(refusedAt - frozenAt).toBeLessThanOrEqual(bound);
+      expect(gate!.logs.some((l) => l.includes('change messages not heard on the subscriber'))).toBe(true);
+    } finally {
+      cluster.thaw(subscriberNode);
+      for (const l of gate!.logs.filter((l) => !l.includes('"msg":"request"')))
+        console.log(`[cluster-hang] +${(JSON.parse(l) as { time: number }).time - frozenAt} ms ${l.slice(0, 200)}`);
+    }
+  }, 120_000);
+});
