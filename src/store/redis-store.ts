@@ -12,6 +12,7 @@ import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
+import { createRedisOutageLog } from './redis-outage-log.js';
 import { createKnownKeys, type KnownKeys } from './known-keys.js';
 import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
@@ -36,6 +37,8 @@ export interface RedisStoreOptions {
   durability?: { minReplicas: number; timeoutMs: number };
   /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
   usageFlushMs?: number;
+  /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
+  outageLogMs?: number;
   /** How often the subscriber's health is proven with a heartbeat on the change channel, in ms (default 1,000). */
   heartbeatMs?: number;
 }
@@ -108,23 +111,25 @@ export function createRedisStore(
     for (const l of listeners) l(apiKey);
   };
 
-  let everReady = false;
+  const outages = createRedisOutageLog(
+    { ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }) },
+    { logger: deps.logger, clock: deps.clock ?? systemClock() },
+  );
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
     ['management', manager],
   ] as const) {
-    conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
+    conn.on('error', (err: Error) => outages.down(name, err));
     const label = name === 'client' ? 'command' : name;
     conn.on('ready', () => {
+      outages.up(name);
       // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
       if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
       // The request path's caches follow the command and subscriber connections only.
       if (name === 'management') return;
       if (name === 'client') {
-        if (everReady) deps.logger.info('redis reconnected');
-        everReady = true;
         // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
         records
           .migrateLegacy()
@@ -140,6 +145,7 @@ export function createRedisStore(
         // Changes may now be missed: the filter is trusted again only once rebuilt after the next confirmation.
         forgetKnown();
       }
+      outages.down(name);
       events.onConnectionState?.(false, label);
     });
   }
@@ -428,6 +434,7 @@ export function createRedisStore(
       stopFence();
       heartbeat.stop();
       const all = [client, subscriber, manager];
+      outages.stop();
       // QUIT to a node that hangs is never answered (a Cluster sends it to every node): bounded.
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
