@@ -32,7 +32,7 @@ export function readLimits(env: Env, problems: string[]): Limits {
     maxTokenBytes: int('KEYGATE_MAX_TOKEN_BYTES', 4096, 256, 65536),
     upstreamTimeoutMs: int('KEYGATE_UPSTREAM_TIMEOUT_MS', 30_000, 1, 3_600_000),
     redisCommandTimeoutMs: int('KEYGATE_REDIS_TIMEOUT_MS', 500, 1, 60_000),
-    keyCacheTtlMs: int('KEYGATE_KEY_CACHE_TTL_MS', 5_000, 0, 3_600_000),
+    keyCacheTtlMs: int('KEYGATE_KEY_CACHE_TTL_MS', 1_000, 0, 3_600_000),
     keyCacheNegativeTtlMs: int('KEYGATE_KEY_CACHE_NEGATIVE_TTL_MS', 1_000, 0, 60_000),
     keyCacheMaxEntries: int('KEYGATE_KEY_CACHE_MAX', 100_000, 1, 10_000_000),
     headersTimeoutMs: int('KEYGATE_HEADERS_TIMEOUT_MS', 10_000, 1, 600_000),
