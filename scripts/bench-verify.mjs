@@ -23,8 +23,15 @@
 // to Keygate's verifier from the same run. Issue 27: a forged token for a key rotated
 // 1,000 times (300 s grace each, as fast as the API allows) against a forged token for
 // a key with no history, whole authenticate() calls side by side, and the ratio.
+// Issue 32: the signed identity assertion's cost per pass:
+// identity mode (a cache hit, what nearly every request costs) and request mode (one signature per
+// request) with an Ed25519 and a P-256 key, beside authenticate() from the same run.
 import { createHmac, generateKeyPairSync, timingSafeEqual } from 'node:crypto';
-import { openSync } from 'node:fs';
+import { mkdtempSync, openSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { loadAssertionKeys, newAssertionKey } from '../dist/keys/assertion-keys.js';
+import { createAssertionSigner } from '../dist/keys/assertion-signer.js';
 import { compactVerify } from 'jose';
 import { systemClock } from '../dist/clock.js';
 import { responseHead } from '../dist/gateway/response-head.js';
@@ -252,6 +259,27 @@ for (const a of ASYM) {
   algRows.push(names);
 }
 
+// Issue 32: the assertion signers, each over its own keys file (0600, as Keygate requires).
+/** @param {'EdDSA' | 'ES256'} alg @param {'identity' | 'request'} mode */
+function assertionSigner(alg, mode) {
+  const file = join(mkdtempSync(join(tmpdir(), 'keygate-bench-assertion-')), 'keys.json');
+  writeFileSync(file, JSON.stringify({ keys: [newAssertionKey(alg)] }), { mode: 0o600 });
+  const set = loadAssertionKeys(file, undefined);
+  const options = { audience: 'bench', issuer: 'keygate', ttlSeconds: 60, mode, maxEntries: 10 };
+  return createAssertionSigner(options, { clock, keys: () => set });
+}
+const ASSERTION_REQUEST = { requestId: 'r1', method: 'GET', target: '/api/v3/viewer/accounts' };
+/** @type {Array<[string, import('../dist/keys/assertion-signer.js').AssertionSigner]>} */
+const assertionRows = [
+  ['assertion: identity mode, cache hit (EdDSA)', assertionSigner('EdDSA', 'identity')],
+  ['assertion: request mode, Ed25519 sign', assertionSigner('EdDSA', 'request')],
+  ['assertion: request mode, P-256 sign', assertionSigner('ES256', 'request')],
+];
+/** @type {Record<string, () => unknown>} */
+const assertionVariants = Object.fromEntries(
+  assertionRows.map(([name, signer]) => [name, () => signer.sign(prepared.record, ASSERTION_REQUEST)]),
+);
+
 /** @type {Record<string, (token: string) => unknown>} */
 const variants = {
   [KEYGATE]: (t) => {
@@ -299,6 +327,7 @@ const variants = {
   'responseHead (upstream response head)': () => responseHead(upstreamRaw, 'r1'),
   'authenticate() end to end (memory store)': admitted,
   ...algVariants,
+  ...assertionVariants,
   ...routeVariants,
 };
 
@@ -315,6 +344,12 @@ const rows = Object.entries(best).map(([name, us]) => ({ variant: name, usPerOp:
 console.table(rows);
 console.log(JSON.stringify(rows));
 console.log(`jose / node:crypto verify, same run: ${(get(best, JOSE) / get(best, KEYGATE)).toFixed(1)}×`);
+// Issue 32: each assertion variant beside a whole authenticate() (HS256, memory store), same run.
+const whole = get(best, 'authenticate() end to end (memory store)');
+for (const [name] of assertionRows)
+  console.log(
+    `${name}: ${get(best, name).toFixed(2)} µs, ${(get(best, name) / whole).toFixed(2)}× authenticate() (${whole.toFixed(2)} µs)`,
+  );
 // Issue 34: each alg against HS256, same run (good verify, forged verify, whole authenticate()).
 const hs = /** @type {[string, string, string, string]} */ (algRows[0]);
 for (const [alg, good, forged, whole] of algRows) {

@@ -11,7 +11,7 @@
 // comes from wrk (a separate process) with pre-minted tokens: every request
 // carries a fresh nonce.
 import { spawnSync } from 'node:child_process';
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -43,7 +43,7 @@ import {
   writeResult,
 } from './bench/lib.mjs';
 import { freePort } from './harness/free-port.mjs';
-import { claims, signWithKey } from './harness/mint.mjs';
+import { claims, signWithKey, token } from './harness/mint.mjs';
 import { runKeygate } from './harness/spawn-keygate.mjs';
 import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.mjs';
 
@@ -84,6 +84,11 @@ Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
                               only that comparison (issue 30): Keygate (Redis) with KEYGATE_WORKERS=2 against 1,
                               alternating round by round: wrk req/s at 50 connections, CPU per request at a
                               fixed offered rate, RSS of all processes
+  --unknown-flood [--rate 1500] [--baseline-dir DIR]
+                              only that cost (issue 30): tokens of a valid shape naming random keys (each
+                              sub new, so no negative cache entry helps) at a fixed rate against Keygate
+                              (Redis): after a first second, Redis commands per request (commandstats) and
+                              CPU per request; --baseline-dir adds another built tree's Keygate, measured alike
   --assertion-cost [--rate 1500]
                               only that cost (issue 32): Keygate (Redis, fresh token per request) without the
                               signed assertion, with it in identity mode (EdDSA), and in request mode with an
@@ -101,6 +106,8 @@ const args = parseOptions(
     'alg-cost': { type: 'boolean' },
     'history-cost': { type: 'boolean' },
     'workers-cost': { type: 'boolean' },
+    'unknown-flood': { type: 'boolean' },
+    'baseline-dir': { type: 'string' },
     'assertion-cost': { type: 'boolean' },
     rate: { type: 'string', default: '1500' },
     targets: { type: 'string' },
@@ -188,6 +195,49 @@ function limitCost(targets) {
   writeResult(args.out, {
     limitCost: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out },
   });
+}
+
+/**
+ * A flood of tokens naming keys that do not exist (issue 30): valid shape, a random `sub` each (so
+ * no negative cache entry is ever hit twice), at a fixed offered rate, every answer 404 10013. A
+ * first second warms up, then Redis commands per request over the rest (commandstats) and CPU per
+ * request. Targets measured one after another, rounds alternating.
+ * @param {Target[]} targets Keygates on one Redis (`redis` set)
+ */
+function unknownFlood(targets) {
+  const rate = Number(args.rate);
+  /** @param {number} n */
+  const floodTokens = (n) =>
+    mintSignedTokens(dir, n, (nonce) =>
+      token(`kg_${randomBytes(12).toString('hex')}`, 'flood-secret-0123456789abcdef', { nonce: String(nonce) }),
+    );
+  /** @type {Record<string, Array<{ cpuUsPerRequest: number, redisCallsPerRequest?: Record<string, number> }>>} */
+  const results = Object.fromEntries(targets.map((t) => [t.name, []]));
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = targets.map((_, i) => /** @type {Target} */ (targets[(i + round) % targets.length]));
+    for (const t of order) {
+      fixedRate(t, rate, 1, floodTokens(rate), 404); // the first second
+      const r = fixedRate(t, rate, DURATION, floodTokens(rate * DURATION), 404);
+      get(results, t.name).push(r);
+      const commands = Object.values(r.redisCallsPerRequest ?? {}).reduce((a, b) => a + b, 0);
+      process.stdout.write(
+        `round ${round + 1}/${ROUNDS} ${t.name.padEnd(24)} ${r.cpuUsPerRequest.toFixed(1)} us CPU/request, ${round3(commands)} Redis commands/request ${JSON.stringify(r.redisCallsPerRequest)}\n`,
+      );
+    }
+  }
+  /** @type {Record<string, object>} */
+  const out = {};
+  for (const t of targets) {
+    const rs = get(results, t.name);
+    const commands = rs.map((r) => Object.values(r.redisCallsPerRequest ?? {}).reduce((a, b) => a + b, 0));
+    out[t.name] = {
+      cpuUsPerRequest: round3(median(rs.map((r) => r.cpuUsPerRequest))),
+      redisCommandsPerRequest: round3(median(commands)),
+      byCommand: rs.at(-1)?.redisCallsPerRequest,
+    };
+    console.log(`${t.name}: ${JSON.stringify(out[t.name])}`);
+  }
+  writeResult(args.out, { unknownFlood: { ratePerSecond: rate, durationSeconds: DURATION, rounds: ROUNDS, ...out } });
 }
 
 /**
@@ -456,7 +506,7 @@ async function assertionCost(none, redisUrl, start) {
  * @param {number} rate
  * @param {number} seconds
  * @param {string} [tokens] a token file (default: fresh good HS256 tokens for the bench key)
- * @param {200 | 401} [expect] every answer forwarded (2xx), or every one refused with 401
+ * @param {number} [expect] every answer forwarded (200: any 2xx), or every one refused with this status
  * @returns {{ cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number> }}
  */
 function fixedRate(t, rate, seconds, tokens = mintTokens(Math.round(rate * seconds)), expect = 200) {
@@ -464,7 +514,7 @@ function fixedRate(t, rate, seconds, tokens = mintTokens(Math.round(rate * secon
   const cpuBefore = treeSum(t.pid, cpuUs);
   const redisCpuBefore = t.redis ? (cpuUs(t.redis.pid) ?? NaN) : 0;
   const res = runFixedRate(t.url, rate, seconds, tokens, PATH);
-  const unexpected = expect === 200 ? res.non2xx : res.requests - res.non2xx;
+  const unexpected = expect === 200 ? res.non2xx : res.requests - (res.statuses?.[expect] ?? 0);
   if (unexpected || res.errors) {
     throw new Error(
       `${t.name}: ${unexpected} answers not ${expect} (non-2xx by status: ${JSON.stringify(res.statuses)}) and ${res.errors} errors at ${rate} req/s`,
@@ -602,6 +652,21 @@ async function main() {
   }
   if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
   if (args['alg-cost']) return algCost(kgRedis, redisUrl);
+  if (args['unknown-flood']) {
+    /** @type {Target[]} */
+    const flooded = [kgRedis];
+    if (args['baseline-dir']) {
+      const before = await startKeygate(
+        children,
+        'keygate-redis-baseline',
+        upstreamUrl,
+        { KEYGATE_REDIS_URL: redisUrl },
+        args['baseline-dir'],
+      );
+      flooded.unshift({ name: 'keygate-redis-baseline', url: before.url, pid: before.pid, redis });
+    }
+    return unknownFlood(flooded);
+  }
   if (args['history-cost']) return historyCost(kgRedis, redisUrl);
   if (args['assertion-cost']) return assertionCost(kgRedis, redisUrl, keygate);
   if (args['workers-cost']) {

@@ -173,7 +173,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         minBodyBytesPerSecond: config.limits.minBodyBytesPerSecond,
         bodyRateGraceMs: config.limits.bodyRateGraceMs,
       },
-      { logger },
+      { logger, clock },
     );
   const proxy = createGateway(config, {
     logger,

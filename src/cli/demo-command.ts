@@ -1,6 +1,11 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Command } from './command-line.js';
+import { createAssertionVerifier, type AssertionVerifier } from '../client/verify-assertion.js';
+import { newAssertionKey } from '../keys/assertion-keys.js';
+import { flag, type Command } from './command-line.js';
 import { createDemoUpstream } from './demo-upstream.js';
 import { serve } from './serve-command.js';
 
@@ -14,14 +19,35 @@ export const demoCommand: Command = {
   spec: {
     name: 'demo',
     summary: 'run a demo upstream and Keygate in front of it with the demo key (the quickstart)',
-    options: [],
+    options: [
+      {
+        name: 'assertion',
+        type: 'boolean',
+        help: 'turn the signed identity assertion on: the demo upstream then believes only X-Keygate-Assertion',
+      },
+    ],
     details: `The upstream listens on 127.0.0.1 (port KEYGATE_DEMO_UPSTREAM_PORT, default any free
 port); Keygate reads the other KEYGATE_* variables as "keygate serve" does, with
 KEYGATE_UPSTREAM set to the demo upstream and KEYGATE_KEYS_FILE defaulting to
-examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").`,
+examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").
+With --assertion, a new Ed25519 key in a temporary 0600 file signs X-Keygate-Assertion
+(audience "keygate-demo"), and the demo upstream verifies it on every request: a
+direct request with a forged X-Api-Key-Id gets 401. The file is removed on exit.`,
   },
-  async run(_parsed, io) {
-    const upstream = createDemoUpstream();
+  async run(parsed, io) {
+    let assertionEnv: Record<string, string> = {};
+    let verify: AssertionVerifier | undefined;
+    let keysDir: string | undefined;
+    if (flag(parsed, 'assertion')) {
+      keysDir = mkdtempSync(join(tmpdir(), 'keygate-demo-assertion-'));
+      const key = newAssertionKey('EdDSA');
+      const file = join(keysDir, 'assertion-keys.json');
+      writeFileSync(file, JSON.stringify({ keys: [key] }), { mode: 0o600 });
+      const { d: _private, ...publicPart } = key;
+      verify = createAssertionVerifier({ jwks: { keys: [publicPart] }, audience: 'keygate-demo' });
+      assertionEnv = { KEYGATE_ASSERTION_KEYS_FILE: file, KEYGATE_ASSERTION_AUDIENCE: 'keygate-demo' };
+    }
+    const upstream = createDemoUpstream(verify && { verify });
     const port = Number(io.env.KEYGATE_DEMO_UPSTREAM_PORT ?? 0);
     await new Promise<void>((resolve, reject) => {
       upstream.once('error', (err: NodeJS.ErrnoException) =>
@@ -40,6 +66,7 @@ examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").
       ...io.env,
       KEYGATE_UPSTREAM: `http://127.0.0.1:${address.port}`,
       KEYGATE_KEYS_FILE: io.env.KEYGATE_KEYS_FILE || DEMO_KEYS,
+      ...assertionEnv,
     };
     io.err.write(
       `demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`,
@@ -48,6 +75,7 @@ examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").
       return await serve(env);
     } finally {
       upstream.close();
+      if (keysDir !== undefined) rmSync(keysDir, { recursive: true, force: true });
     }
   },
 };

@@ -1,20 +1,37 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { ASSERTION_HEADER, AssertionError, type AssertionVerifier } from '../client/verify-assertion.js';
 import { UsageError } from './cli-errors.js';
 import { str, type Command } from './command-line.js';
 
-/** The quickstart's upstream: answers every request with what it received, as JSON. */
-export function createDemoUpstream(): Server {
+/**
+ * The quickstart's upstream: answers every request with what it received, as JSON. With `verify`
+ * (`keygate demo --assertion`) it believes no identity header: a request without a valid
+ * X-Keygate-Assertion (a direct one with a forged X-Api-Key-Id) is refused with 401 and the reason.
+ */
+export function createDemoUpstream(options: { verify?: AssertionVerifier } = {}): Server {
   return createServer((req, res) => {
     res.setHeader('content-type', 'application/json');
-    res.end(
-      JSON.stringify({
-        upstream: 'demo',
-        method: req.method,
-        path: req.url,
-        apiKeyId: req.headers['x-api-key-id'] ?? null,
-        accounts: [{ id: 'acc_1', name: 'Demo account' }],
-      }),
+    const answer = (assertedKeyId?: string) =>
+      res.end(
+        JSON.stringify({
+          upstream: 'demo',
+          method: req.method,
+          path: req.url,
+          apiKeyId: req.headers['x-api-key-id'] ?? null,
+          ...(assertedKeyId !== undefined && { assertedKeyId }),
+          accounts: [{ id: 'acc_1', name: 'Demo account' }],
+        }),
+      );
+    const { verify } = options;
+    if (verify === undefined) return answer();
+    verify(req.headers[ASSERTION_HEADER], { method: req.method ?? '', target: req.url ?? '' }).then(
+      (identity) => answer(identity.keyId),
+      (err: unknown) => {
+        res.statusCode = 401;
+        const reason = err instanceof AssertionError ? err.code : 'malformed';
+        res.end(JSON.stringify({ upstream: 'demo', refused: 'X-Keygate-Assertion', reason }));
+      },
     );
   });
 }

@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
+import type { Clock } from '../clock.js';
 import type { BodyFraming } from '../pipeline/forward-headers.js';
 import { UpstreamExchange, type ExchangeShared, type ForwardDone } from './upstream-exchange.js';
+import { createUpstreamFailureLog } from './upstream-failure-log.js';
 
 export type { ForwardDone, ForwardOutcome } from './upstream-exchange.js';
 
@@ -49,7 +51,7 @@ export interface Forwarder {
  * minBodyBytesPerSecond is cut (408 body_too_slow) so that slow clients cannot
  * hold the pool; an upstream that does not answer within timeoutMs gets 504.
  */
-export function createForwarder(options: ForwarderOptions, deps: { logger: Logger }): Forwarder {
+export function createForwarder(options: ForwarderOptions, deps: { logger: Logger; clock: Clock }): Forwarder {
   const pool = new Pool(options.upstream.origin, {
     connections: options.maxSockets,
     pipelining: 1,
@@ -68,6 +70,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
     minBodyBytesPerSecond: options.minBodyBytesPerSecond,
     bodyRateGraceMs: options.bodyRateGraceMs,
     logger: deps.logger,
+    failures: createUpstreamFailureLog({ upstream: options.upstream.origin }, deps),
   };
   const { waiting, uploading } = shared;
   const sweepEvery = Math.max(10, Math.min(250, Math.floor(options.queueTimeoutMs / 4)));

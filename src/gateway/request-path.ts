@@ -274,7 +274,10 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       if ('status' in result) {
         log.code = outcome;
         log.status = result.status;
-      } else refuse(res, log, deny(result.reason));
+      } else {
+        if (result.cause !== undefined) log.upstreamCause = result.cause;
+        refuse(res, log, deny(result.reason));
+      }
     });
   }
 

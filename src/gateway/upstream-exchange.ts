@@ -2,10 +2,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { Reason } from '../errors.js';
+import type { UpstreamCause } from '../observe/metrics.js';
 import { hasNoContent, responseHead } from './response-head.js';
+import type { UpstreamFailureLog } from './upstream-failure-log.js';
 
-/** What became of a forwarded request: the upstream's status, or the reason Keygate answers with instead. */
-export type ForwardOutcome = { readonly status: number } | { readonly reason: Reason };
+/**
+ * What became of a forwarded request: the upstream's status, or the reason Keygate answers with instead
+ * (with the cause when the upstream itself failed: no connection, no answer, not HTTP).
+ */
+export type ForwardOutcome =
+  { readonly status: number } | { readonly reason: Reason; readonly cause?: UpstreamCause | undefined };
 /** Called exactly once per forwarded request, before anything is written to the client for it. */
 export type ForwardDone = (outcome: ForwardOutcome) => void;
 
@@ -18,6 +24,7 @@ export interface ExchangeShared {
   readonly minBodyBytesPerSecond: number;
   readonly bodyRateGraceMs: number;
   readonly logger: Logger;
+  readonly failures: UpstreamFailureLog;
 }
 
 const STATUS_TEXT = /^[\t\x20-\x7e\x80-\xff]*$/;
@@ -179,12 +186,35 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       if (!this.res.writableFinished) this.res.destroy();
       return;
     }
-    this.shared.logger.debug({ err: err.message, errCode: err.code }, 'upstream error');
-    this.settle({ reason: upstreamFailure(err) });
+    const cause = upstreamCause(err);
+    this.shared.failures.note(cause, err);
+    this.settle({ reason: upstreamFailure(err), cause });
   }
 }
 
 function noop() {}
+
+/** undici's or Node's error → the cause label an operator (and an alert) can act on. */
+export function upstreamCause(err: Error & { code?: string }): UpstreamCause {
+  // Where undici wraps the socket's own error, the wrapped one names the cause.
+  const inner = (err as { cause?: unknown }).cause;
+  return causeOf(err) ?? (inner instanceof Error ? causeOf(inner) : undefined) ?? 'other';
+}
+
+function causeOf(err: Error & { code?: string }): UpstreamCause | undefined {
+  const code = err.code ?? '';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NODATA') return 'dns';
+  if (code === 'ECONNREFUSED') return 'refused';
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EHOSTDOWN' || code === 'ENETDOWN')
+    return 'unreachable';
+  if (code === 'EPROTO' || /^ERR_(SSL|TLS)_|CERT|UNABLE_TO_VERIFY/.test(code)) return 'tls';
+  if (code === 'UND_ERR_CONNECT_TIMEOUT' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'ETIMEDOUT')
+    return 'timeout';
+  if (upstreamFailure(err) === 'upstream_bad_response') return 'bad_response';
+  if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'UND_ERR_SOCKET' || code === 'UND_ERR_CLOSED')
+    return 'reset';
+  return undefined;
+}
 
 /** undici's error → the reason Keygate answers with: too slow (504), spoke broken HTTP (502), or refused/reset (502). */
 function upstreamFailure(err: Error & { code?: string }): Reason {

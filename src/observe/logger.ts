@@ -91,6 +91,7 @@ export const REQUEST_LINE_FIELDS = Object.freeze([
   'status',
   'authMs',
   'upstreamMs',
+  'upstreamCause',
   'durationMs',
   'aborted',
   'parserError',

@@ -19,6 +19,7 @@ export interface Metrics {
   readonly admittedTokens: Counter<'alg'>;
   readonly authSeconds: Histogram<'outcome'>;
   readonly upstreamSeconds: Histogram<'status_class'>;
+  readonly upstreamErrors: Counter<'cause'>;
   /** Requests being handled now: a plain number on the request path, read by the gauge at scrape time. */
   readonly inflight: InFlight;
   readonly keyCache: Counter<'event'>;
@@ -54,6 +55,7 @@ export interface BoundMetrics {
   readonly admittedTokens: Readonly<Record<KeyAlg, Incrementable>>;
   readonly authSeconds: Readonly<Record<(typeof LABEL_VALUES.authOutcome)[number], Observable>>;
   readonly upstreamSeconds: ReadonlyMap<string, Observable>;
+  readonly upstreamErrors: Readonly<Record<UpstreamCause, Incrementable>>;
   readonly assertionsSigned: Readonly<Record<(typeof LABEL_VALUES.assertionMode)[number], Incrementable>>;
 }
 
@@ -62,12 +64,16 @@ export const LABEL_VALUES = Object.freeze({
   authOutcome: ['allow', 'deny', 'error'] as const,
   tokenAlg: KEY_ALGS,
   upstreamStatusClass: ['1xx', '2xx', '3xx', '4xx', '5xx', 'error', 'timeout'] as const,
+  upstreamErrorCause: ['dns', 'refused', 'unreachable', 'tls', 'reset', 'timeout', 'bad_response', 'other'] as const,
   keyCacheEvent: ['hit', 'miss', 'evict_change', 'evict_flush', 'evict_size'] as const,
   redisErrorKind: ['timeout', 'error'] as const,
   redisConnection: ['command', 'subscriber', 'management'] as const,
   invalidationScope: ['key', 'all'] as const,
   assertionMode: ['identity', 'request'] as const,
 });
+
+/** Why a forwarded request got no answer from the upstream (keygate_upstream_errors_total{cause}). */
+export type UpstreamCause = (typeof LABEL_VALUES.upstreamErrorCause)[number];
 
 /** Upstream status → bounded label ("2xx"…; anything odd counts as "5xx"). */
 export function statusClass(status: number): string {
@@ -122,6 +128,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const upstreamErrors = new Counter({
+    name: 'keygate_upstream_errors_total',
+    help: 'Forwarded requests the upstream did not answer, by cause (dns, refused, unreachable, tls, reset, timeout, bad_response, other)',
+    labelNames: ['cause'],
+    registers: [registry],
+  });
   let live = 0;
   const inflight: InFlight = {
     inc: () => void live++,
@@ -161,6 +173,14 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     upstreamSeconds: new Map(
       LABEL_VALUES.upstreamStatusClass.map((c) => [c, upstreamSeconds.labels({ status_class: c })]),
     ),
+    // Bound at 0: an alert on one cause sees a series from the first scrape.
+    upstreamErrors: Object.fromEntries(
+      LABEL_VALUES.upstreamErrorCause.map((cause) => {
+        const child = upstreamErrors.labels({ cause });
+        child.inc(0);
+        return [cause, child];
+      }),
+    ) as Record<UpstreamCause, Incrementable>,
     assertionsSigned: {
       identity: assertionsSigned.labels({ mode: 'identity' }),
       request: assertionsSigned.labels({ mode: 'request' }),
@@ -174,6 +194,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     admittedTokens,
     authSeconds,
     upstreamSeconds,
+    upstreamErrors,
     inflight,
     keyCache: new Counter({
       name: 'keygate_key_cache_events_total',

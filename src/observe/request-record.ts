@@ -2,7 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ErrorCode, Reason } from '../errors.js';
 import { createRequestLogger } from './logger.js';
-import { OK, PUBLIC, TIME, statusClass, type Metrics } from './metrics.js';
+import { OK, PUBLIC, TIME, statusClass, type Metrics, type UpstreamCause } from './metrics.js';
 
 /**
  * Per-request facts: the outcome, the one log line and the metrics, all
@@ -20,6 +20,8 @@ export interface RequestLog {
   status?: number;
   authMs?: number;
   upstreamMs?: number;
+  /** Why the upstream did not answer (502/504 from a failed exchange): a fixed label, never the error text. */
+  upstreamCause?: UpstreamCause;
   durationMs?: number;
   aborted?: true;
   /** Only on a parser error: the parser's error code, never its raw bytes. */
@@ -66,6 +68,7 @@ export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }
             : 'error';
       bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
     }
+    if (log.upstreamCause !== undefined) bound.upstreamErrors[log.upstreamCause].inc();
     // warn: Keygate answered an error code (a number; the outcome labels are strings) with a 5xx status.
     requestLogger(log, typeof log.code === 'number' && (log.status ?? 0) >= 500);
   };

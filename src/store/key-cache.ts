@@ -43,7 +43,9 @@ interface Found {
  *  - while it is not, entries fall back to the short TTL (a lost message cannot keep a revoked key
  *    alive longer than that), and regaining it flushes (the store emits `null`);
  *  - unknown keys are remembered for negativeTtlMs in a separate map whose insertion order is
- *    its expiry order, so expired ones are dropped from its front as new ones arrive;
+ *    its expiry order, so expired ones are dropped from its front as new ones arrive; a name the
+ *    store says no key has (Store.mayHaveKey: Redis's known-keys filter) is not read at all, so a
+ *    flood of random names costs no store round trip;
  *  - expired entries are dropped when met and by a sweep, never kept.
  * Concurrent misses for one key share one store read; a read that raced with a change is not cached.
  */
@@ -100,7 +102,8 @@ export function createKeyCache(
   async function load(apiKey: string): Promise<PreparedKey | null> {
     const startGeneration = generation;
     const live = deps.store.subscribed();
-    const record = await deps.store.getKey(apiKey);
+    // A name the store's change messages have never announced is unknown without a read (Store.mayHaveKey).
+    const record = deps.store.mayHaveKey?.(apiKey) === false ? null : await deps.store.getKey(apiKey);
     // The HMAC key objects are built here, on first use, never when a keys file loads.
     const value = record ? prepareKey(record) : null;
     if (generation === startGeneration) remember(apiKey, value, live);

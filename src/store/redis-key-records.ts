@@ -31,6 +31,8 @@ export interface RedisKeyRecords {
   readKey(apiKey: string): Promise<VersionedKey | null>;
   listKeys(query: KeyPageQuery): Promise<KeyPage>;
   countKeys(): Promise<number>;
+  /** Up to `count` apiKeys of the index after `after` (exclusive; from the first when undefined), in order. */
+  namesAfter(after: string | undefined, count: number): Promise<string[]>;
   /** The one commit point of every key change (issue 28 adds its durability wait here). */
   commitKeyChange(commit: KeyCommit): Promise<KeyWriteResult>;
   appendAudit(entry: AuditEntry): Promise<void>;
@@ -119,6 +121,9 @@ export function createRedisKeyRecords(
       return { records: page.flatMap((name, i) => decode(name, raws[i]) ?? []), more: names.length > limit };
     },
     countKeys: () => client.zcard(index),
+    // Every score is 0, so the index orders by name and a lexical range pages through it.
+    namesAfter: (after, count) =>
+      client.zrangebylex(index, after === undefined ? '-' : `(${after}`, '+', 'LIMIT', 0, count),
     commitKeyChange,
     async appendAudit(entry) {
       await client.xadd(`${base}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));

@@ -12,6 +12,8 @@ import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
+import { createRedisOutageLog } from './redis-outage-log.js';
+import { createKnownKeys, type KnownKeys } from './known-keys.js';
 import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
 import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './subscriber-heartbeat.js';
@@ -35,6 +37,8 @@ export interface RedisStoreOptions {
   durability?: { minReplicas: number; timeoutMs: number };
   /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
   usageFlushMs?: number;
+  /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
+  outageLogMs?: number;
   /** How often the subscriber's health is proven with a heartbeat on the change channel, in ms (default 1,000). */
   heartbeatMs?: number;
 }
@@ -107,23 +111,25 @@ export function createRedisStore(
     for (const l of listeners) l(apiKey);
   };
 
-  let everReady = false;
+  const outages = createRedisOutageLog(
+    { ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }) },
+    { logger: deps.logger, clock: deps.clock ?? systemClock() },
+  );
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
     ['management', manager],
   ] as const) {
-    conn.on('error', (err: Error) => deps.logger.warn({ conn: name, err: err.message }, 'redis connection error'));
+    conn.on('error', (err: Error) => outages.down(name, err));
     const label = name === 'client' ? 'command' : name;
     conn.on('ready', () => {
+      outages.up(name);
       // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
       if (name === 'subscriber') return void confirmSubscription();
       events.onConnectionState?.(true, label);
       // The request path's caches follow the command and subscriber connections only.
       if (name === 'management') return;
       if (name === 'client') {
-        if (everReady) deps.logger.info('redis reconnected');
-        everReady = true;
         // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
         records
           .migrateLegacy()
@@ -134,7 +140,12 @@ export function createRedisStore(
       events.onReconnect?.();
     });
     conn.on('close', () => {
-      if (name === 'subscriber') subscribed = false;
+      if (name === 'subscriber') {
+        subscribed = false;
+        // Changes may now be missed: the filter is trusted again only once rebuilt after the next confirmation.
+        forgetKnown();
+      }
+      outages.down(name);
       events.onConnectionState?.(false, label);
     });
   }
@@ -151,6 +162,7 @@ export function createRedisStore(
         subscribing = false;
         if (subscriber.status !== 'ready') return;
         subscribed = true;
+        rebuildKnown();
         events.onConnectionState?.(true, 'subscriber');
         // Anything may have changed while we were not listening: flush caches.
         emit(null);
@@ -163,7 +175,10 @@ export function createRedisStore(
       });
   }
   subscriber.on('message', (ch: string, message: string) => {
-    if (ch === channel && !heartbeat.heard(message)) emit(message === '*' ? null : message);
+    if (ch !== channel || heartbeat.heard(message)) return;
+    if (message === '*') rebuildKnown();
+    else noteKnown(message);
+    emit(message === '*' ? null : message);
   });
 
   // The deadline starts at the call: ioredis starts its own timer only when a command is
@@ -204,6 +219,7 @@ export function createRedisStore(
       publish: (message) => run(() => client.publish(channel, message)),
       onLost: () => {
         deps.logger.warn('change messages not heard on the subscriber: key caches flushed, subscriber moved');
+        forgetKnown(); // changes may have been missed: not trusted again until rebuilt
         if (subscribed) {
           subscribed = false;
           events.onConnectionState?.(false, 'subscriber');
@@ -220,6 +236,7 @@ export function createRedisStore(
         if (subscribed || subscriber.status !== 'ready') return;
         deps.logger.info('change messages heard again on the subscriber');
         subscribed = true;
+        rebuildKnown();
         events.onConnectionState?.(true, 'subscriber');
         // Changes made while nothing was heard were missed: flush again.
         emit(null);
@@ -243,6 +260,59 @@ export function createRedisStore(
     await durability.ensure([`${prefix}{keystore}:index`, ...also]);
     return result;
   }
+  /**
+   * Which apiKeys may exist (known-keys.ts), so that a token naming an unknown key, a flood of random
+   * `sub` values above all, costs no Redis read. Trusted only while it is complete and current: built
+   * from the index after the subscription is confirmed, with every change message heard since (and
+   * this process's own writes) added; dropped when the subscriber closes; rebuilt on "*" (everything
+   * changed) and when it outgrows its capacity. Until it is in force, mayHaveKey says "maybe" to all.
+   */
+  let known: KnownKeys | null = null;
+  let building: KnownKeys | null = null;
+  let knownGeneration = 0;
+  const KNOWN_PAGE = 10_000;
+  const KNOWN_MIN_CAPACITY = 65_536;
+  function forgetKnown() {
+    knownGeneration++;
+    known = null;
+    building = null;
+  }
+  function noteKnown(apiKey: string) {
+    building?.add(apiKey);
+    if (!known) return;
+    known.add(apiKey);
+    // Past capacity false positives climb: build a larger one, keeping this one (still complete) meanwhile.
+    if (known.added > known.capacity && !building) rebuildKnown(true);
+  }
+  function rebuildKnown(keepCurrent = false) {
+    const generation = ++knownGeneration;
+    if (!keepCurrent) known = null;
+    building = null;
+    void (async () => {
+      const count = await run(() => records.countKeys());
+      if (generation !== knownGeneration) return;
+      const filter = createKnownKeys({ capacity: Math.max(KNOWN_MIN_CAPACITY, 2 * count) });
+      building = filter; // change messages from now on are added while the index is read
+      let after: string | undefined;
+      for (;;) {
+        const page = await run(() => records.namesAfter(after, KNOWN_PAGE));
+        if (generation !== knownGeneration) return;
+        for (const name of page) filter.add(name);
+        if (page.length < KNOWN_PAGE) break;
+        after = page[page.length - 1];
+      }
+      if (!subscribed) return;
+      known = filter;
+      building = null;
+      deps.logger.debug({ keys: filter.added, bytes: filter.bytes }, 'known-keys filter in force');
+    })().catch((err: Error) => {
+      if (generation !== knownGeneration) return;
+      deps.logger.warn({ err: err.message }, 'known-keys filter not built; unknown keys are read from redis');
+      // Retried while the subscription lasts; until then every lookup reads Redis, as without the filter.
+      setTimeout(() => generation === knownGeneration && subscribed && rebuildKnown(keepCurrent), 1_000).unref();
+    });
+  }
+
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
   client.defineCommand('keygateAdmit', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
@@ -297,10 +367,14 @@ export function createRedisStore(
     kind: 'redis',
     client,
     getKey: (apiKey) => run(() => records.getKey(apiKey)),
+    // A name the complete filter has never seen: no key by that name, as far as change messages tell.
+    mayHaveKey: (apiKey) => !(subscribed && known !== null && !known.mayHave(apiKey)),
     readKey: (apiKey) => run(() => changes.readKey(apiKey)),
     listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
       const result = await commit(() => changes.commitKeyChange(change));
+      // Ours are known at once, before their change message comes back.
+      if (result.ok) for (const w of change.writes) if (w.next !== null) noteKnown(w.apiKey);
       if (result.ok)
         await run(() => dropRequestState(change.writes.filter((w) => w.next === null).map((w) => w.apiKey)));
       return result;
@@ -308,6 +382,7 @@ export function createRedisStore(
     putKey: (record) =>
       commit(async () => {
         await changes.commitKeyChange({ writes: [{ apiKey: record.apiKey, next: record }], audit: [] });
+        noteKnown(record.apiKey);
       }),
     deleteKey: async (apiKey) => {
       const existed = await commit(async () => {
@@ -352,12 +427,14 @@ export function createRedisStore(
       }),
     countKeys: () => run(() => records.countKeys()),
     async close() {
+      forgetKnown();
       await usage.close();
       listeners.clear();
       stopWatching();
       stopFence();
       heartbeat.stop();
       const all = [client, subscriber, manager];
+      outages.stop();
       // QUIT to a node that hangs is never answered (a Cluster sends it to every node): bounded.
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([

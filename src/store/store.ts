@@ -103,6 +103,14 @@ export interface Store {
    * Redis store flushes whenever a connection comes back, since changes made meanwhile were not heard.
    */
   subscribed(): boolean;
+  /**
+   * False when no key by this name exists as far as this instance's change messages tell, answered
+   * without a store read; true when one may exist (or the store cannot tell). Exactly as current as a
+   * key cache's negative entry: a create elsewhere is known once its change message arrives. The key
+   * cache asks before a read, so a flood of unknown names costs no Redis round trip (issue 30).
+   * Redis only (known-keys.ts, while subscribed); the memory store's reads cost no round trip.
+   */
+  mayHaveKey?(apiKey: string): boolean;
   /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */

@@ -143,7 +143,7 @@ describe('dashboard and alert rules match the real /metrics', () => {
     expect(all).not.toMatch(/keygate_(process|nodejs)_/);
   });
 
-  it('alerts cover 5xx rate, Redis down, replay and signature-failure spikes, overload shedding and p99 auth latency, each with a firing unit test', () => {
+  it('alerts cover 5xx rate, Redis down, replay and signature-failure spikes, overload shedding, p99 auth latency and an unreachable upstream, each with a firing unit test', () => {
     expect(rules.map((r) => r.alert).sort()).toEqual(
       [
         'KeygateAuthLatencyHigh',
@@ -153,6 +153,7 @@ describe('dashboard and alert rules match the real /metrics', () => {
         'KeygateRedisSubscriberDown',
         'KeygateReplaySpike',
         'KeygateSignatureFailureSpike',
+        'KeygateUpstreamUnreachable',
       ].sort(),
     );
     const fired = new Set(

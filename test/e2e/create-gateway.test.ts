@@ -63,7 +63,7 @@ describe('create-gateway: one error boundary, one outcome', () => {
         minBodyBytesPerSecond: 0,
         bodyRateGraceMs: 1_000,
       },
-      { logger },
+      { logger, clock },
     );
     forwarder = {
       forward(request, done) {

@@ -135,6 +135,7 @@ const REQUEST_FIELDS = new Set([
   'status',
   'authMs',
   'upstreamMs',
+  'upstreamCause',
   'durationMs',
   'aborted',
   'parserError',
@@ -191,7 +192,17 @@ describe('request log lines after a mixed run', () => {
       level: 40,
       status: 504,
       keyId: 'key-good',
+      upstreamCause: 'timeout',
     });
+    expect(lines.find((l) => l.reason === 'upstream_error')).toMatchObject({
+      level: 40,
+      status: 502,
+      upstreamCause: 'reset',
+    });
+    // Only a failed exchange has a cause.
+    for (const l of lines)
+      if (l.reason !== 'upstream_error' && l.reason !== 'upstream_timeout')
+        expect(l).not.toHaveProperty('upstreamCause');
     expect(lines.find((l) => l.reason === 'headers_too_large')).toMatchObject({
       status: 431,
       parserError: 'HPE_HEADER_OVERFLOW',

@@ -32,6 +32,7 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_admitted_tokens_total: ['alg'],
   keygate_auth_duration_seconds: ['outcome', 'le'],
   keygate_upstream_duration_seconds: ['status_class', 'le'],
+  keygate_upstream_errors_total: ['cause'],
   keygate_inflight_requests: [],
   keygate_key_cache_events_total: ['event'],
   keygate_redis_errors_total: ['kind'],
@@ -48,6 +49,7 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   reason: new Set(Object.keys(REASONS)),
   outcome: new Set(LABEL_VALUES.authOutcome),
   status_class: new Set(LABEL_VALUES.upstreamStatusClass),
+  cause: new Set(LABEL_VALUES.upstreamErrorCause),
   event: new Set(LABEL_VALUES.keyCacheEvent),
   kind: new Set(LABEL_VALUES.redisErrorKind),
   connection: new Set(LABEL_VALUES.redisConnection),
@@ -160,6 +162,8 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
       .samples.filter((s) => s.name.endsWith('_bucket') && s.labels.le !== '+Inf')
       .map((s) => Number(s.labels.le));
     expect(Math.min(...les)).toBeLessThan(0.0001);
+    for (const cause of LABEL_VALUES.upstreamErrorCause)
+      expect(delta('keygate_upstream_errors_total', { cause }), cause).toBe(mixed.upstreamErrors[cause] ?? 0);
     // The 504 waited for the 300 ms upstream timeout.
     expect(valueOf(after, 'keygate_upstream_duration_seconds_sum', { status_class: 'timeout' })).toBeGreaterThanOrEqual(
       0.25,

@@ -1,12 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import pino from 'pino';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { toExternal } from '../../src/keys/key-record.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
 import { createRedisStore } from '../../src/store/redis-store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { PUBLISHED_WITHIN } from '../helpers/constants.js';
 
 /**
  * createRedisStore against a real redis-server: what is written under which
@@ -185,11 +186,73 @@ describe('redis store: changes reach every instance', () => {
     const { store: here } = await open();
     const { store: there, prefix } = await open();
     const { store: listener } = await open(prefix);
+    // PING answers before the SUBSCRIBE reply may: wait for it, or its flush (null) would be heard below.
+    await expect.poll(() => listener.subscribed(), PUBLISHED_WITHIN).toBe(true);
     const heard: Array<string | null> = [];
     listener.onKeyChange((k) => heard.push(k));
     await here.putKey(makeKey({ apiKey: 'kg_elsewhere' }));
     await there.putKey(makeKey({ apiKey: 'kg_there' }));
     // One server delivers in order: had the first change reached this prefix, it would come before the second.
     await expect.poll(() => heard, { timeout: 5_000, interval: 20 }).toEqual(['kg_there']);
+  });
+});
+
+describe('redis store: mayHaveKey tells names no key has without a read (issue 30: random-sub flood)', () => {
+  const randomName = () => `kg_${randomBytes(16).toString('hex')}`;
+  /** The known-keys filter is built once the subscription is confirmed: until then every name is "maybe". */
+  const filterInForce = (store: RedisStore) =>
+    expect.poll(() => store.mayHaveKey?.(randomName()), PUBLISHED_WITHIN).toBe(false);
+
+  it('random names: false, no read; keys made before, elsewhere (once heard) and here: true', async () => {
+    const { store: a, prefix } = await open();
+    const { store: b } = await open(prefix);
+    await b.putKey(makeKey({ apiKey: 'kg_before' }));
+    await filterInForce(a);
+    const reads = vi.spyOn(a.client, 'hget');
+    const said = Array.from({ length: 1_000 }, () => a.mayHaveKey?.(randomName()));
+    // False positives only cost the read there always was: about 1% when the filter is full, far fewer here.
+    expect(said.filter((m) => m !== false).length).toBeLessThan(20);
+    expect(reads).not.toHaveBeenCalled();
+    // In the index when the filter was built, or heard as a change message: known either way.
+    await expect.poll(() => a.mayHaveKey?.('kg_before'), PUBLISHED_WITHIN).toBe(true);
+    // Another instance's create is known once its change message arrives (polled: these stores share a loop).
+    await b.putKey(makeKey({ apiKey: 'kg_elsewhere' }));
+    await expect.poll(() => a.mayHaveKey?.('kg_elsewhere'), PUBLISHED_WITHIN).toBe(true);
+    await a.putKey(makeKey({ apiKey: 'kg_here' })); // known at once, before its own message comes back
+    expect(a.mayHaveKey?.('kg_here')).toBe(true);
+    // getKey itself stays exact: it reads, whatever the filter says.
+    reads.mockClear();
+    expect(await a.getKey(randomName())).toBeNull();
+    expect(reads).toHaveBeenCalledTimes(1);
+  });
+
+  it('a key created while the subscription was lost is not called unknown (the filter is rebuilt first)', async () => {
+    const own = await startRedis(); // its own server: killing every subscriber touches no other test
+    try {
+      const prefix = `t${randomBytes(4).toString('hex')}:`;
+      const a = createRedisStore({ url: own.url, prefix }, { logger: pino({ level: 'silent' }) });
+      const b = createRedisStore({ url: own.url, prefix }, { logger: pino({ level: 'silent' }) });
+      opened.push(a, b);
+      await Promise.all([waitStoreReady(a), waitStoreReady(b)]);
+      await filterInForce(a);
+      const admin = new Redis(own.url);
+      await admin.client('KILL', 'TYPE', 'pubsub');
+      // Written while a's subscriber is down or resubscribing: its change message may never reach a.
+      await b.putKey(makeKey({ apiKey: 'kg_in_the_gap' }));
+      admin.disconnect();
+      const seen: Array<boolean | undefined> = [];
+      await expect
+        .poll(() => {
+          seen.push(a.mayHaveKey?.('kg_in_the_gap'));
+          return a.subscribed() && a.mayHaveKey?.(randomName()) === false;
+        }, PUBLISHED_WITHIN)
+        .toBe(true);
+      expect(seen).not.toContain(false);
+      expect(a.mayHaveKey?.('kg_in_the_gap')).toBe(true);
+    } finally {
+      await Promise.all(opened.map((s) => s.close()));
+      opened = [];
+      await own.stop();
+    }
   });
 });

@@ -46,6 +46,8 @@ export interface MixedResult {
   rejections: Record<string, number>;
   /** Expected count of keygate_upstream_duration_seconds by status_class. */
   upstream: Record<string, number>;
+  /** Expected increase of keygate_upstream_errors_total by cause. */
+  upstreamErrors: Record<string, number>;
   /** Expected count of keygate_auth_duration_seconds by outcome. */
   auth: Record<string, number>;
   /** Every token sent (for redaction checks). */
@@ -228,7 +230,7 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
       run: async () => (await send(gate.url, `${ACCOUNTS_PATH}?slow=1`, { headers: bearer(t('good')) })).status,
     },
   ];
-  const result: MixedResult = { requests: {}, rejections: {}, upstream: {}, auth: {}, tokens };
+  const result: MixedResult = { requests: {}, rejections: {}, upstream: {}, upstreamErrors: {}, auth: {}, tokens };
   const bump = (o: Record<string, number>, k: string) => (o[k] = (o[k] ?? 0) + 1);
   for (const c of cases) {
     const status = await c.run();
@@ -240,6 +242,8 @@ export async function runMixedTraffic(gate: RunningKeygate, upstream: RecordingU
   upstream.handler = undefined;
   // Forwarded: 3× 2xx on the API + 1× public 2xx, 1× upstream 404; 502 and 504 observed as error/timeout.
   result.upstream = { '2xx': 4, '4xx': 1, error: 1, timeout: 1 };
+  // The 502: the upstream closed the connection without answering; the 504: no response head in time.
+  result.upstreamErrors = { reset: 1, timeout: 1 };
   // Requests that reached the authentication step: every /api/v3/ request the parser and target check let through.
   result.auth = { allow: 6, deny: 12 };
   return result;

@@ -2,7 +2,10 @@ import { chmodSync, mkdtempSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { runKeygate } from '../helpers/spawn-keygate.js';
+import { runKeygate, serveKeygate } from '../helpers/spawn-keygate.js';
+import { freePort } from '../helpers/free-port.js';
+import { ACCOUNTS_PATH, DEMO_KEY, DEMO_SECRET } from '../helpers/constants.js';
+import { bearer, send } from '../helpers/http.js';
 
 const dir = () => mkdtempSync(join(tmpdir(), 'keygate-assertion-cli-'));
 const failing = (args: string[], env: Record<string, string>) =>
@@ -65,5 +68,31 @@ describe('keygate assertion keygen / jwks, and check-config with the assertion o
       'KEYGATE_ASSERTION_KEYS_FILE: ' + file + ': holds private keys but is open to other users',
     );
     expect(bad.stderr).not.toContain(d);
+  });
+});
+
+describe('keygate demo --assertion', () => {
+  it('the demo upstream believes only the assertion: through Keygate 200, direct with a forged X-Api-Key-Id 401', async () => {
+    const upstreamPort = await freePort();
+    const child = await serveKeygate(
+      { KEYGATE_DEMO_UPSTREAM_PORT: String(upstreamPort) },
+      { args: ['demo', '--assertion'] },
+    );
+    try {
+      await child.line('keygate started', 10_000);
+      const { stdout } = await runKeygate(['token', '--key', DEMO_KEY, '--secret', DEMO_SECRET]);
+      const through = await send(child.url, ACCOUNTS_PATH, { headers: bearer(stdout.trim()) });
+      expect(through.status).toBe(200);
+      expect(through.json()).toMatchObject({ apiKeyId: 'demo', assertedKeyId: 'demo' });
+      const direct = await send(`http://127.0.0.1:${upstreamPort}`, ACCOUNTS_PATH, {
+        headers: { 'X-Api-Key-Id': 'demo' },
+      });
+      expect(direct.status).toBe(401);
+      expect(direct.json()).toEqual({ upstream: 'demo', refused: 'X-Keygate-Assertion', reason: 'missing' });
+      const jwks = await send(child.adminUrl, '/.well-known/jwks.json');
+      expect((jwks.json() as { keys: unknown[] }).keys).toHaveLength(1);
+    } finally {
+      await child.stop();
+    }
   });
 });

@@ -181,7 +181,7 @@ describe('keygate CLI', () => {
     const started = Date.now();
     const { code, stdout, stderr } = await outcome(['demo', '--help'], { KEYGATE_PORT: '0', KEYGATE_ADMIN_PORT: '0' });
     expect(code).toBe(0);
-    expect(stdout).toMatch(/^Usage: keygate demo\n/);
+    expect(stdout).toMatch(/^Usage: keygate demo \[options\]\n/); // --assertion (issue 32)
     expect(stderr).toBe('');
     expect(stdout + stderr).not.toMatch(/demo upstream on|keygate started/);
     expect(Date.now() - started).toBeLessThan(5_000);

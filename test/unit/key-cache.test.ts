@@ -52,6 +52,22 @@ describe('key cache', () => {
     expect(got.every((g) => g?.record.apiKey === 'a')).toBe(true);
   });
 
+  it('does not read a name the store says no key has (mayHaveKey false), and reads every other one', async () => {
+    const clock = manualClock();
+    const store = countingStore(createMemoryStore({ keys: [makeKey({ apiKey: 'a' })] }, { clock }));
+    const absent = new Set(['nobody', 'a']); // 'a' too: the cache trusts the store's answer, it does not second-guess it
+    store.mayHaveKey = (k) => !absent.has(k);
+    const cache = createKeyCache({ ...opts, maxEntries: 100 }, { store, clock });
+    expect(await cache.get('nobody')).toBeNull();
+    expect(await cache.get('a')).toBeNull();
+    expect(store.reads).toBe(0);
+    absent.delete('a');
+    await store.putKey(makeKey({ apiKey: 'a' })); // its change message clears the remembered "unknown"
+    expect((await cache.get('a'))?.record.apiKey).toBe('a');
+    expect(await cache.get('somebody')).toBeNull();
+    expect(store.reads).toBe(2);
+  });
+
   it('keeps a found key past the TTL while the subscription is confirmed, and drops it at once on its change message', async () => {
     const clock = manualClock();
     const mem = createMemoryStore({ keys: [makeKey({ apiKey: 'a' })] }, { clock });

@@ -28,6 +28,7 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
     keygate_auth_duration_seconds: 'authOutcome',
     keygate_admitted_tokens_total: 'tokenAlg',
     keygate_upstream_duration_seconds: 'upstreamStatusClass',
+    keygate_upstream_errors_total: 'upstreamErrorCause',
     keygate_key_cache_events_total: 'keyCacheEvent',
     keygate_redis_errors_total: 'redisErrorKind',
     keygate_redis_up: 'redisConnection',
