@@ -1,6 +1,6 @@
 import { userInfo, hostname } from 'node:os';
 import pino from 'pino';
-import { readRedisSettings } from '../config/redis-settings.js';
+import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { readRedisDurability } from '../config/read-durability.js';
 import { loadSecretEncryptionKeys } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis-store.js';
@@ -24,7 +24,25 @@ A change is done only once KEYGATE_REDIS_MIN_REPLICAS replicas have it
 (default 1 under Sentinel and Cluster); if fewer acknowledge within
 KEYGATE_REDIS_DURABILITY_TIMEOUT_MS it exits 1 and the change may or may not
 survive a failover: run the same command again.
-Exit status: 0 done, 1 no such key, the change was refused or not durable, 2 usage.`;
+Exit status: 0 done, 1 no such key, the change was refused or not durable,
+or Redis did not answer within 2 s, 2 usage.`;
+
+/**
+ * How long `keygate keys` waits for Redis to answer before giving up. A person is waiting at a terminal: long
+ * enough for a connect and a Sentinel lookup on a busy host, short enough that a wrong URL is reported at once
+ * (it used to take 8 s and end in the client library's wording).
+ */
+export const CLI_REDIS_WAIT_MS = 2_000;
+
+/** Why `keygate keys` stopped, in our words: which Redis (never its password) and what to check. */
+export function redisUnreachable(target: string): string {
+  return (
+    `Redis at ${target} did not answer within ${CLI_REDIS_WAIT_MS / 1000} s. ` +
+    'Check that it is running and reachable from this host, and the Redis settings this command read ' +
+    '(KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS + KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES; ' +
+    'a password in KEYGATE_REDIS_PASSWORD or the URL).'
+  );
+}
 
 const NO_REDIS = `no Redis is configured (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).
 In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
@@ -46,11 +64,12 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
     { logger: pino({ level: 'silent' }) },
   );
   try {
-    await waitStoreReady(store, 5_000, 50);
+    await waitStoreReady(store, CLI_REDIS_WAIT_MS, 50);
   } catch (err) {
     await store.close();
     if (!(err instanceof StoreUnavailableError)) throw err;
-    throw new CliError(`Redis did not answer within 5 s: ${err.message}`, 1);
+    // The client library's own text ("Stream isn't writeable…") names none of our settings: say it ourselves.
+    throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address'), 1);
   }
   return { store, encrypted: cipher !== undefined };
 }

@@ -7,6 +7,8 @@ import { jwtVerify, decodeProtectedHeader } from 'jose';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
 import { WORKERS_NO_GAIN_CORES } from '../../src/config/read-workers.js';
+import { redisUnreachable } from '../../src/cli/keys-command.js';
+import { freePort } from '../helpers/free-port.js';
 
 const ROUTES_FILE = new URL('../../config/routes.yaml', import.meta.url).pathname;
 const cli = (args: string[], env: Record<string, string> = {}) => runKeygate(args, env);
@@ -254,10 +256,15 @@ describe('keygate CLI', () => {
     expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
   });
 
-  it('keys against a Redis that does not answer: exit 1, naming the action, after the 5 s wait', async () => {
-    const { code, stdout, stderr } = await outcome(['keys', 'list'], { KEYGATE_REDIS_URL: 'redis://127.0.0.1:1' });
+  it('keys against a Redis that refuses: exit 1 in our words, naming the Redis (not its password) and what to check', async () => {
+    const port = await freePort(); // nothing listens there: every connect is refused
+    const { code, stdout, stderr } = await outcome(['keys', 'list'], {
+      KEYGATE_REDIS_URL: `redis://:hunter2secret@127.0.0.1:${port}`,
+    });
     expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
-    expect(stderr).toMatch(/^keygate keys list: Redis did not answer within 5 s: /);
+    expect(stderr).toBe(`keygate keys list: ${redisUnreachable(`redis://:***@127.0.0.1:${port}`)}\n`);
+    expect(stderr).toMatch(/did not answer within 2 s\. Check that it is running/);
+    expect(stderr).not.toMatch(/hunter2secret|Stream isn't writeable|enableOfflineQueue|ECONNREFUSED/);
   });
 
   it('serve exits non-zero at start and lists every configuration problem at once', async () => {

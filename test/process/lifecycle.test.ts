@@ -123,7 +123,7 @@ describe('keygate serve: startup line and graceful shutdown (real CLI process)',
         expect(at).toBeGreaterThanOrEqual(res.at - 50);
         // The keep-alive connection (60 s idle timeout) did not hold the process: well under the 10 s deadline.
         expect(at - signalled).toBeLessThan(8_000);
-        expect(await quitCalls(inspect)).toBe(quitBefore + 2); // command and subscriber connections
+        expect(await quitCalls(inspect)).toBe(quitBefore + 3); // command, subscriber and management connections
         expect(s.lines().find((l) => l.msg?.toString().startsWith('shutting down'))).toMatchObject({
           signal,
           deadlineMs: 10_000,
