@@ -29,6 +29,9 @@ export const CONNECT_TIMEOUT_MS = 2_000;
 /** Cluster: how often the slot table is re-read with no timeout to prompt it, in ms. */
 export const SLOTS_REFRESH_MS = 2_000;
 
+/** Cluster: the keyless commands Keygate sends on its command connections (never auto-pipelined, see below). */
+export const CLUSTER_KEYLESS_COMMANDS = ['publish', 'ping'];
+
 /**
  * Builds an ioredis client for the configured deployment. Every mode gets the
  * same fail-fast settings: no offline queue for commands, no retries of a
@@ -77,6 +80,13 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
         // queue; a cluster that is down answers CLUSTERDOWN instead (→ 503).
         enableReadyCheck: options.subscriber,
         enableAutoPipelining: !options.subscriber,
+        // ioredis queues an auto-pipeline behind the one in flight for the same node set, which it
+        // names after the slot of the command's first argument, yet sends a keyless command's
+        // pipeline to a random node. A heartbeat PUBLISH sent so to a node that hangs held every
+        // command of a healthy node set (the key records, a key's usage) until ioredis dropped the
+        // hung connection: seconds after the failover, or not within 30 s (a revoked key kept
+        // passing). Keyless commands therefore go out alone: one that hangs holds only itself.
+        autoPipeliningIgnoredCommands: CLUSTER_KEYLESS_COMMANDS,
         scaleReads: 'master',
         clusterRetryStrategy: backoff,
         retryDelayOnFailover: 100,
