@@ -69,11 +69,12 @@ const unshared: ListInterner = (list) => list;
  */
 export function createListSharing(): ListInterner {
   const none: readonly string[] = Object.freeze([]);
-  const seen = new Map<string, readonly string[]>();
+  // Lists are shared before they are checked, so a name must tell any two lists apart, valid or not.
+  const singles = new Map<string, readonly string[]>();
+  const longer = new Map<string, readonly string[]>();
   return (list) => {
     if (list.length === 0) return none;
-    // Scopes and CIDRs never hold a NUL: joined, they name the list.
-    const name = list.length === 1 ? list[0]! : list.join('\0');
+    const [seen, name] = list.length === 1 ? [singles, list[0]!] : [longer, JSON.stringify(list)];
     let shared = seen.get(name);
     if (shared === undefined) seen.set(name, (shared = Object.freeze([...list])));
     return shared;
