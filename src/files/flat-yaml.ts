@@ -60,6 +60,8 @@ function decline(): never {
 }
 
 function read(buf: Buffer): unknown {
+  /** KEY at a given column (set lastIndex), without slicing the line first; sticky, so one per read. */
+  const KEY_AT = /([A-Za-z_][A-Za-z0-9_-]*):(?: +|$)/y;
   let pos = 0;
   let line: Line | undefined;
   /** Moves to the next line with content (blank and comment-only lines skipped). */
@@ -111,7 +113,7 @@ function read(buf: Buffer): unknown {
       if (at >= l.text.length || l.text[at] === '#') {
         if (l.text[at] === '#' && l.text[at - 1] !== ' ') decline();
         out.push(nested(n, false));
-      } else if (KEY.test(l.text.slice(at))) {
+      } else if (((KEY_AT.lastIndex = at), KEY_AT.test(l.text))) {
         // "- key: value": a mapping whose keys sit at this column. The line is re-read from there.
         // The characters before `at` ("-" and spaces) are one byte each, so the byte offset holds.
         line = { text: l.text.slice(at), indent: n + at, byteStart: l.byteStart + at, ascii: l.ascii };
