@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
+import { client, startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
@@ -155,5 +156,150 @@ describe('replay fence: the master is killed mid-traffic while its replica lags'
       expect(during.filter((s) => s.status !== 200 && s.status !== 503 && !s.fenced)).toEqual([]);
     },
     guard(90_000),
+  );
+});
+
+/**
+ * The reconnect trigger (src/store/failover-watch.ts): a command connection that comes back raises the
+ * fence at once, provisionally, and lowers it when INFO shows the run_id it had before (the same
+ * server: a dropped connection lost no nonce); another run_id (a new server on that address, which
+ * without persistence forgot every nonce) keeps it up.
+ */
+const fencedReply = (r: { status: number; headers: Record<string, unknown> }) =>
+  r.status === 401 && 'x-server-time' in r.headers;
+
+describe('replay fence: a Sentinel master that drops our connections and takes it back is the same master', () => {
+  let redis: TestSentinel;
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  beforeAll(async () => {
+    redis = await startRedisSentinel({ password: PASSWORD });
+    upstream = await startRecordingUpstream();
+    gate = await startKeygate({
+      upstream: upstream.url,
+      env: {
+        KEYGATE_REDIS_SENTINELS: redis.sentinels,
+        KEYGATE_REDIS_SENTINEL_NAME: redis.masterName,
+        KEYGATE_REDIS_PASSWORD: PASSWORD,
+        KEYGATE_LOG_LEVEL: 'warn',
+      },
+      keys: [makeKey({ apiKey: 'fenced-key', secret: SECRET })],
+    });
+  }, guard(60_000));
+  afterAll(async () => {
+    await gate?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it(
+    'the fence raised at the reconnect comes down once the run_id proves the same server: a token signed before it is admitted',
+    async () => {
+      expect(gate.config.replayFence).toBe(true);
+      const call = (t: string) => send(gate.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 5_000 });
+      expect((await call(token('fenced-key', SECRET, WINDOW))).status).toBe(200);
+      // Signed now, sent only after the reconnect: older than the moment the fence goes up.
+      const signedBefore = token('fenced-key', SECRET, WINDOW);
+      await new Promise((r) => setTimeout(r, 5));
+      const c = client(await redis.currentMasterPort(), PASSWORD);
+      await c.connect();
+      // Everyone else's plain connections to the master: Keygate's and the sentinel's command link.
+      const others = async () =>
+        String(await c.call('CLIENT', 'LIST', 'TYPE', 'normal'))
+          .split('\n')
+          .filter((l) => l.startsWith('id=') && !l.includes(' cmd=client|list')).length;
+      const connected = await others();
+      const killed = (await c.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')) as number;
+      expect(killed).toBe(connected);
+      // Every one of them back (the sentinel's link alone would be one): Keygate has reconnected.
+      await until('Keygate reconnects to the master', async () => (await others()) >= connected, 10_000);
+      c.disconnect();
+      // Fresh tokens pass again once the command connection is back.
+      await until(
+        'Keygate serves again after the reconnect',
+        async () => (await call(token('fenced-key', SECRET, WINDOW))).status === 200,
+        10_000,
+      );
+      // A fenced refusal writes no nonce, so the same token may be tried until the fence is down; it
+      // never comes down if the reconnect were taken for a failover.
+      const answers: number[] = [];
+      await until(
+        'the token signed before the reconnect is admitted',
+        async () => {
+          const r = await call(signedBefore);
+          answers.push(fencedReply(r) ? -401 : r.status);
+          return r.status === 200;
+        },
+        5_000,
+      );
+      console.log(
+        `[replay-fence] same master after a reconnect: answers to the token signed before it ${JSON.stringify(answers)}`,
+      );
+      expect(answers.filter((a) => a !== 200 && a !== -401)).toEqual([]);
+      expect(gate.logs.some((l) => l.includes('replay fence raised'))).toBe(false);
+      // And it is still a replay guard: the same token again is a replay.
+      expect((await call(signedBefore)).status).toBe(401);
+    },
+    guard(60_000),
+  );
+});
+
+describe('replay fence: one server restarted without persistence (a new run_id on the same address)', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let gates: RunningKeygate[] = [];
+  beforeAll(async () => {
+    redis = await startRedis();
+    upstream = await startRecordingUpstream();
+    const env = { KEYGATE_REDIS_URL: redis.url, KEYGATE_LOG_LEVEL: 'warn' };
+    gates = [
+      await startKeygate({ upstream: upstream.url, env: { ...env, KEYGATE_REPLAY_FENCE: 'on' } }),
+      // Off by default for one server: as before the fence.
+      await startKeygate({ upstream: upstream.url, env }),
+    ];
+    await gates[0]!.keygate.store.putKey(makeKey({ apiKey: 'fenced-key', secret: SECRET }));
+  }, guard(60_000));
+  afterAll(async () => {
+    for (const g of gates) await g.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it(
+    'a token admitted before the restart is refused as fenced with the fence on, and admitted again without it',
+    async () => {
+      const [fenced, open] = gates as [RunningKeygate, RunningKeygate];
+      expect([fenced.config.replayFence, open.config.replayFence]).toEqual([true, false]);
+      const call = (g: RunningKeygate, t: string) =>
+        send(g.url, ACCOUNTS_PATH, { headers: bearer(t), timeoutMs: 5_000 });
+      const admitted = [token('fenced-key', SECRET, WINDOW), token('fenced-key', SECRET, WINDOW)];
+      expect((await call(fenced, admitted[0]!)).status).toBe(200);
+      expect((await call(open, admitted[1]!)).status).toBe(200);
+      await redis.kill();
+      await redis.start();
+      // The restarted server forgot the key too: put it back, as an operator restoring keys would.
+      await until(
+        'both instances reconnected',
+        async () => {
+          await fenced.keygate.store.putKey(makeKey({ apiKey: 'fenced-key', secret: SECRET }));
+          const fresh = await Promise.all(gates.map((g) => call(g, token('fenced-key', SECRET, WINDOW))));
+          return fresh.every((r) => r.status === 200);
+        },
+        15_000,
+      );
+      // Each admitted token on each instance; the fenced instance first (a fenced refusal writes no nonce).
+      const fencedAnswers = await Promise.all(admitted.map((t) => call(fenced, t)));
+      const openAnswers: number[] = [];
+      for (const t of admitted) openAnswers.push((await call(open, t)).status);
+      console.log(
+        `[replay-fence] one server restarted: tokens admitted before, tried again: fence on ${JSON.stringify(fencedAnswers.map((r) => r.status))}, fence off ${JSON.stringify(openAnswers)}`,
+      );
+      expect(fencedAnswers.every(fencedReply)).toBe(true);
+      // Before the fence (and with it off): the restarted server lost the nonces, so both pass again.
+      expect(openAnswers).toEqual([200, 200]);
+      expect(fenced.logs.some((l) => l.includes('replay fence raised') && l.includes('new_master'))).toBe(true);
+      expect(open.logs.some((l) => l.includes('replay fence raised'))).toBe(false);
+    },
+    guard(60_000),
   );
 });
