@@ -15,18 +15,22 @@ import { token } from './harness/mint.mjs';
 import { parseOptions, runMain, sleep } from './bench/lib.mjs';
 
 const USAGE = `
-npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100000] [--baseline-bin PATH] [--json]
+npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100000] [--reload-rounds 1] [--baseline-bin PATH] [--node-args ARGS] [--json]
   --sizes        key counts to load (comma-separated; 1000000 is slow: run it once)
   --formats      json and/or yaml
   --reload-size  keys in the file replaced under traffic (0 = skip)
+  --reload-rounds reloads per build, the builds alternating round by round
   --baseline-bin another build's bin/keygate.js, measured the same way in the same run
+  --node-args    node's own options for the served Keygate, space-separated (--node-args="--cpu-prof --trace-gc")
 `;
 const opts = parseOptions(
   {
     sizes: { type: 'string', default: '100000' },
     formats: { type: 'string', default: 'json,yaml' },
     'reload-size': { type: 'string', default: '100000' },
+    'reload-rounds': { type: 'string', default: '1' },
     'baseline-bin': { type: 'string' },
+    'node-args': { type: 'string' },
     json: { type: 'boolean', default: false },
   },
   USAGE,
@@ -58,8 +62,18 @@ function memory(pid) {
 async function start(bin, file) {
   const t0 = performance.now();
   const kg = await serveKeygate(
-    { KEYGATE_KEYS_FILE: file, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_LOG_LEVEL: 'warn' },
-    { ...(bin && { bin }), readyPath: '/readyz', timeoutMs: 600_000, log: join(dir, 'keygate.log') },
+    {
+      KEYGATE_KEYS_FILE: file,
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+      KEYGATE_LOG_LEVEL: 'warn',
+    },
+    {
+      ...(bin && { bin }),
+      ...(opts['node-args'] && { nodeArgs: opts['node-args'].split(' ').filter(Boolean) }),
+      readyPath: '/readyz',
+      timeoutMs: 600_000,
+      log: join(dir, 'keygate.log'),
+    },
   );
   return { kg, readyS: (performance.now() - t0) / 1000 };
 }
@@ -158,10 +172,11 @@ async function main() {
   const reloads = [];
   const rn = Number(opts['reload-size']);
   if (rn > 0)
-    for (const [build, bin] of builds) {
-      reloads.push({ build, ...(await reload(bin, rn)) });
-      console.error(JSON.stringify(reloads.at(-1)));
-    }
+    for (let round = 1; round <= Number(opts['reload-rounds']); round++)
+      for (const [build, bin] of builds) {
+        reloads.push({ build, round, ...(await reload(bin, rn)) });
+        console.error(JSON.stringify(reloads.at(-1)));
+      }
   const result = { loads: rows, reloads };
   if (opts.json) console.log(JSON.stringify(result, null, 2));
   else {
