@@ -13,14 +13,17 @@ import { join } from 'node:path';
 import { serveKeygate } from './harness/spawn-keygate.mjs';
 import { token } from './harness/mint.mjs';
 import { parseOptions, runMain, sleep } from './bench/lib.mjs';
+import { measureWorkingSets } from './bench/working-set.mjs';
 
 const USAGE = `
-npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100000] [--reload-rounds 1] [--baseline-bin PATH] [--node-args ARGS] [--json]
+npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100000] [--reload-rounds 1] [--baseline-bin PATH] [--node-args ARGS] [--working-set redis:100,100000] [--json]
   --sizes        key counts to load (comma-separated; 1000000 is slow: run it once)
   --formats      json and/or yaml
   --reload-size  keys in the file replaced under traffic (0 = skip)
   --reload-rounds reloads per build, the builds alternating round by round
   --baseline-bin another build's bin/keygate.js, measured the same way in the same run
+  --working-set  MODE:SIZES, CPU per request by working set instead (scripts/bench/working-set.mjs):
+                 redis:100,100000 or embedded:1000,1000000; with --ws-rate 1700 --ws-seconds 5 --ws-rounds 3
   --node-args    node's own options for the served Keygate, space-separated (--node-args="--cpu-prof --trace-gc")
 `;
 const opts = parseOptions(
@@ -31,6 +34,10 @@ const opts = parseOptions(
     'reload-rounds': { type: 'string', default: '1' },
     'baseline-bin': { type: 'string' },
     'node-args': { type: 'string' },
+    'working-set': { type: 'string' },
+    'ws-rate': { type: 'string', default: '1700' },
+    'ws-seconds': { type: 'string', default: '5' },
+    'ws-rounds': { type: 'string', default: '3' },
     json: { type: 'boolean', default: false },
   },
   USAGE,
@@ -134,6 +141,21 @@ async function reload(bin, n) {
 }
 
 async function main() {
+  if (opts['working-set']) {
+    const [mode, sizes = ''] = opts['working-set'].split(':');
+    if (mode !== 'redis' && mode !== 'embedded') throw new Error(`--working-set: redis or embedded, not ${mode}`);
+    const rows = await measureWorkingSets({
+      dir,
+      mode,
+      sizes: sizes.split(',').map(Number),
+      rate: Number(opts['ws-rate']),
+      seconds: Number(opts['ws-seconds']),
+      rounds: Number(opts['ws-rounds']),
+    });
+    if (opts.json) console.log(JSON.stringify({ workingSets: rows }, null, 2));
+    else console.table(rows);
+    return;
+  }
   const builds = /** @type {Array<[string, string | undefined]>} */ ([
     ...(opts['baseline-bin'] ? [['baseline', opts['baseline-bin']]] : []),
     ['this', undefined],
