@@ -7,7 +7,7 @@
  * side (a worktree of the commit to compare). Short by design: the machine is shared.
  * Not measured here (yet): CPU per request by working-set size, the unknown-key flood, KEYGATE_WORKERS.
  */
-import { mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serveKeygate } from './harness/spawn-keygate.mjs';
@@ -43,6 +43,9 @@ const opts = parseOptions(
   USAGE,
 );
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-scale-'));
+// Logs and token files beside the keys files would wake the keys file's folder watch with every write.
+const logDir = join(dir, 'logs');
+mkdirSync(logDir);
 const SECRET = 'scale-secret-0123456789abcdef';
 
 /** @param {number} n @param {'json' | 'yaml'} format @param {string[]} extra */
@@ -79,7 +82,7 @@ async function start(bin, file) {
       ...(opts['node-args'] && { nodeArgs: opts['node-args'].split(' ').filter(Boolean) }),
       readyPath: '/readyz',
       timeoutMs: 600_000,
-      log: join(dir, 'keygate.log'),
+      log: join(logDir, 'keygate.log'),
     },
   );
   return { kg, readyS: (performance.now() - t0) / 1000 };
@@ -146,6 +149,7 @@ async function main() {
     if (mode !== 'redis' && mode !== 'embedded') throw new Error(`--working-set: redis or embedded, not ${mode}`);
     const rows = await measureWorkingSets({
       dir,
+      logDir,
       mode,
       sizes: sizes.split(',').map(Number),
       rate: Number(opts['ws-rate']),

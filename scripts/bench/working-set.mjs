@@ -11,7 +11,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runKeygate } from '../harness/spawn-keygate.mjs';
+import { runKeygate, serveKeygate } from '../harness/spawn-keygate.mjs';
 import { startRedisServer } from '../harness/redis-server.mjs';
 import { token } from '../harness/mint.mjs';
 import {
@@ -23,7 +23,6 @@ import {
   mintSignedTokens,
   round3,
   runFixedRate,
-  startKeygate,
   startUpstream,
 } from './lib.mjs';
 
@@ -42,17 +41,30 @@ function keysFile(dir, n, from = 0) {
 }
 
 /**
- * @param {{ dir: string, mode: 'redis' | 'embedded', sizes: number[], rate: number, seconds: number, rounds: number }} o
+ * `keygate serve` with `env`, ready once /readyz answers (a 1,000,000-key file takes minutes on a busy machine).
+ * @param {ReturnType<typeof createChildren>} children @param {string} name @param {Record<string, string>} env
  */
-export async function measureWorkingSets({ dir, mode, sizes, rate, seconds, rounds }) {
-  const children = createChildren(dir, ROOT);
+async function start(children, name, env) {
+  const kg = await serveKeygate(
+    { KEYGATE_LOG_LEVEL: 'warn', ...env },
+    { readyPath: '/readyz', timeoutMs: 900_000, log: join(children.dir, `${name}.log`) },
+  );
+  children.track(() => kg.child.kill('SIGTERM'));
+  return kg;
+}
+
+/**
+ * @param {{ dir: string, logDir: string, mode: 'redis' | 'embedded', sizes: number[], rate: number, seconds: number, rounds: number }} o
+ */
+export async function measureWorkingSets({ dir, logDir, mode, sizes, rate, seconds, rounds }) {
+  const children = createChildren(logDir, ROOT);
   try {
     const upstream = await startUpstream(children);
     const smallest = Math.min(...sizes);
     /** @type {Array<{ n: number, url: string, pid: number, working: number, next: number }>} */
     const targets = [];
     if (mode === 'redis') {
-      const redis = await startRedisServer({ dir, log: join(dir, 'redis.log') });
+      const redis = await startRedisServer({ dir, log: join(logDir, 'redis.log') });
       children.track(redis.stop);
       const t0 = performance.now();
       // In files of 5,000: one import of 100,000 keys fails (its single Redis script call spreads
@@ -64,25 +76,25 @@ export async function measureWorkingSets({ dir, mode, sizes, rate, seconds, roun
         });
       console.error(`imported ${Math.max(...sizes)} keys in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
       for (const n of sizes) {
-        const kg = await startKeygate(children, `keygate-ws-${n}`, upstream.url, {
+        const kg = await start(children, `keygate-ws-${n}`, {
+          KEYGATE_UPSTREAM: upstream.url,
           KEYGATE_REDIS_URL: redis.url,
-          KEYGATE_LOG_LEVEL: 'warn',
         });
         targets.push({ n, url: kg.url, pid: kg.pid, working: n, next: 0 });
       }
     } else
       for (const n of sizes) {
         const t0 = performance.now();
-        const kg = await startKeygate(children, `keygate-ws-${n}`, upstream.url, {
+        const kg = await start(children, `keygate-ws-${n}`, {
+          KEYGATE_UPSTREAM: upstream.url,
           KEYGATE_KEYS_FILE: keysFile(dir, n),
-          KEYGATE_LOG_LEVEL: 'warn',
         });
         console.error(`${n} keys loaded in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         targets.push({ n, url: kg.url, pid: kg.pid, working: smallest, next: 0 });
       }
     /** Tokens for the target's next `count` requests, its keys in turn. @param {(typeof targets)[number]} t @param {number} count */
     const tokensFor = (t, count) =>
-      mintSignedTokens(dir, count, (nonce) => {
+      mintSignedTokens(logDir, count, (nonce) => {
         const k = t.next++ % t.working;
         return token(`key-${k}`, `${SECRET}-${k}`, { nonce: String(nonce) });
       });
