@@ -5,7 +5,8 @@
  * answer to GET /api/v3/time (served by Keygate itself) while the file is replaced, against the same
  * run's longest answer without a reload. `--baseline-bin` runs another build's bin/keygate.js side by
  * side (a worktree of the commit to compare). Short by design: the machine is shared.
- * Not measured here (yet): CPU per request by working-set size, the unknown-key flood, KEYGATE_WORKERS.
+ * `--working-set` measures CPU per request by working-set size instead (scripts/bench/working-set.mjs);
+ * the unknown-key flood and KEYGATE_WORKERS are `npm run bench` modes.
  */
 import { mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
