@@ -12,7 +12,7 @@
 // per request at a fixed rate moves far less.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   PATH,
@@ -46,10 +46,14 @@ Usage: npm run bench:ab -- [options]
   --duration S         seconds per measurement (default 5)
   --rounds N           rounds (default 5)
   --stores LIST        embedded and/or redis (default embedded,redis)
+  --env NAME=VALUE     a setting for the current build's Redis target (repeatable)
+  --baseline-env NAME=VALUE  the same for the baseline's Redis target (repeatable)
   --out FILE           result file (default bench-results/ab-latest.json)
 
   npm run bench:ab -- --baseline HEAD~1                 CPU per request at 1,500 req/s
   npm run bench:ab -- --baseline v0.1.0 --saturate      also wrk req/s at saturation
+  npm run bench:ab -- --stores redis --env KEYGATE_REPLAY_FENCE=on --baseline-env KEYGATE_REPLAY_FENCE=off
+                                                        one build, a setting on against off
 `;
 const args = parseOptions(
   {
@@ -60,6 +64,8 @@ const args = parseOptions(
     stores: { type: 'string', default: 'embedded,redis' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
+    env: { type: 'string', multiple: true, default: [] },
+    'baseline-env': { type: 'string', multiple: true, default: [] },
     out: { type: 'string', default: join(root, 'bench-results', 'ab-latest.json') },
   },
   USAGE,
@@ -72,6 +78,28 @@ if (STORES.some((s) => s !== 'embedded' && s !== 'redis')) {
   throw new Error(`--stores takes embedded and/or redis, not ${args.stores}`);
 }
 if (args.saturate) requireWrk('bench:ab --saturate');
+
+/**
+ * NAME=VALUE settings as an environment. They apply to the Redis targets only: settings such as
+ * KEYGATE_REPLAY_FENCE are refused without Redis.
+ * @param {string[]} list
+ * @param {string} option
+ * @returns {Record<string, string>}
+ */
+function envOf(list, option) {
+  return Object.fromEntries(
+    list.map((pair) => {
+      const m = /^(KEYGATE_[A-Z0-9_]+)=(.*)$/.exec(pair);
+      if (!m) throw new Error(`--${option} takes KEYGATE_NAME=value, not ${pair}`);
+      return [m[1], m[2]];
+    }),
+  );
+}
+const ENV = { current: envOf(args.env, 'env'), baseline: envOf(args['baseline-env'], 'baseline-env') };
+const envLabel = (/** @type {Record<string, string>} */ env) =>
+  Object.entries(env)
+    .map(([k, v]) => ` ${k}=${v}`)
+    .join('');
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-ab-'));
 const children = createChildren(dir, root);
@@ -116,12 +144,23 @@ function saturate(url, path = PATH) {
 /** @typedef {{ name: string, url: string, pid: number, path?: string }} Target */
 
 async function main() {
+  const loadBefore = loadavg().map(round3);
   const baseline = buildBaseline(args.baseline);
   const head = git('rev-parse', '--short', 'HEAD').stdout.trim();
   const dirty = git('status', '--porcelain', '--', 'src').stdout.trim() !== '';
   const builds = [
-    { name: 'current', tree: root, label: `${head}${dirty ? ' + uncommitted src changes' : ''}` },
-    { name: 'baseline', tree: baseline.tree, label: `${args.baseline} (${baseline.rev})` },
+    {
+      name: 'current',
+      tree: root,
+      label: `${head}${dirty ? ' + uncommitted src changes' : ''}${envLabel(ENV.current)}`,
+      env: ENV.current,
+    },
+    {
+      name: 'baseline',
+      tree: baseline.tree,
+      label: `${args.baseline} (${baseline.rev})${envLabel(ENV.baseline)}`,
+      env: ENV.baseline,
+    },
   ];
 
   const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root) : undefined;
@@ -133,7 +172,8 @@ async function main() {
   for (const store of STORES) {
     for (const b of builds) {
       /** @type {Record<string, string>} */
-      const env = redis && store === 'redis' ? { KEYGATE_REDIS_URL: redis.url } : { KEYGATE_KEYS_FILE: keysFile };
+      const env =
+        redis && store === 'redis' ? { KEYGATE_REDIS_URL: redis.url, ...b.env } : { KEYGATE_KEYS_FILE: keysFile };
       const kg = await startKeygate(children, `${b.name}-${store}`, upstream.url, env, b.tree);
       targets.push({ name: `${b.name}:${store}`, url: kg.url, pid: kg.pid });
     }
@@ -194,10 +234,13 @@ async function main() {
     STORES.map((store) => {
       const cur = get(summary, `current:${store}`);
       const base = get(summary, `baseline:${store}`);
+      // The same round's two figures divided: their spread says how far apart two runs of one build can land.
+      const perRound = cur.samples.map((c, i) => c / (base.samples[i] ?? NaN)).sort((a, b) => a - b);
       return [
         store,
         {
           cpuCurrentVsBaseline: round3(cur.cpuUsPerRequest / base.cpuUsPerRequest),
+          cpuCurrentVsBaselinePerRound: { min: round3(perRound[0] ?? NaN), max: round3(perRound.at(-1) ?? NaN) },
           cpuCurrentVsBare: round3(cur.cpuUsPerRequest / bareTarget.cpuUsPerRequest),
           cpuBaselineVsBare: round3(base.cpuUsPerRequest / bareTarget.cpuUsPerRequest),
           ...(args.saturate && {
@@ -211,6 +254,7 @@ async function main() {
   const result = {
     startedAt: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },
+    loadAverage: { before: loadBefore, after: loadavg().map(round3) },
     builds: Object.fromEntries(builds.map((b) => [b.name, b.label])),
     baselineWorktree: join(dir, 'baseline'),
     settings: {
@@ -218,6 +262,7 @@ async function main() {
       durationSeconds: DURATION,
       rounds: ROUNDS,
       stores: STORES,
+      env: ENV,
       saturate: Boolean(args.saturate),
       publicRoute: Boolean(args.public),
     },
@@ -232,6 +277,7 @@ async function main() {
     );
   }
   console.log(JSON.stringify(comparison, null, 2));
+  console.log(`load average before ${loadBefore.join(' ')}, after ${result.loadAverage.after.join(' ')}`);
   writeResult(args.out, result);
 }
 

@@ -3,9 +3,10 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send, type Reply } from '../helpers/http.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { makeKey, type RunningKeygate } from '../helpers/keygate.js';
+import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';
+import type { TestRedis } from '../helpers/redis-server.js';
+import type { RecordingUpstream } from '../helpers/recording-upstream.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
@@ -31,21 +32,15 @@ describe('batching on the Redis path keeps every guarantee', () => {
   const forwardedFor = (apiKey: string) =>
     upstream.received.filter((r) => r.headers['x-api-key-id'] === `id-${apiKey}`).length;
 
+  let pair: InstancePair | undefined;
   beforeAll(async () => {
-    redis = await startRedis();
-    upstream = await startRecordingUpstream();
-    const keys = [makeKey({ apiKey: 'copies', secret: SECRET }), makeKey({ apiKey: 'frozen', secret: SECRET })];
-    const env = { KEYGATE_REDIS_TIMEOUT_MS: String(DEADLINE_MS), KEYGATE_KEY_CACHE_TTL_MS: '600000' };
-    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys, env });
-    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
+    pair = await startInstancePair({
+      keys: [makeKey({ apiKey: 'copies', secret: SECRET }), makeKey({ apiKey: 'frozen', secret: SECRET })],
+      env: { KEYGATE_REDIS_TIMEOUT_MS: String(DEADLINE_MS), KEYGATE_KEY_CACHE_TTL_MS: '600000' },
+    });
+    ({ redis, upstream, a, b } = pair);
   });
-  afterAll(async () => {
-    redis?.resume();
-    await a?.close();
-    await b?.close();
-    await upstream?.close();
-    await redis?.stop();
-  });
+  afterAll(() => pair?.close());
 
   it('800 copies of one token, sent concurrently over both instances in many batches, pass exactly once', async () => {
     // 50 keep-alive connections per instance: the copies reach Redis over many loop turns, so many pipelines.

@@ -20,6 +20,7 @@ import { createAssertionVerifier } from '../../src/client/verify-assertion.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { nowNonce, token } from '../helpers/tokens.js';
 import { guard } from '../helpers/slowdown.js';
+import { until } from '../helpers/redis-topology.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 const KEYS: KeyRecord[] = [
@@ -287,9 +288,13 @@ describe('forward-auth parity: proxy mode and the shipped recipes on real nginx 
       } finally {
         for (const w of Object.values(on)) await w.redis!.start();
       }
+      // The key write goes over the management connection, which reconnects on its own schedule
+      // (after the command connection PING answers, on a loaded machine seconds later): retried until it lands.
       for (const w of Object.values(on)) {
-        await waitStoreReady(w.keygate.keygate.store);
-        for (const k of KEYS) await w.keygate.keygate.store.putKey(k);
+        const store = w.keygate.keygate.store;
+        await waitStoreReady(store, 15_000);
+        for (const k of KEYS)
+          await until(`key ${k.apiKey} written again once Redis is back`, () => store.putKey(k).then(() => true));
       }
     },
     guard(30_000),

@@ -9,13 +9,17 @@ import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { guard } from '../helpers/slowdown.js';
+import { loadKeysFile } from '../../src/keys/keys-file.js';
 
 /**
  * A keys file reload must not stop the proxy: the file is read, parsed and validated on a worker
- * thread and swapped in one step. Requests run back to back (4 at a time) through one window
- * without a reload and one with it, in the same run; the longest answer during the reload is
- * compared with the longest one without it (a ratio: the machine's speed and load cancel out).
- * Loading this file on the event loop stalls it for about 100 µs per key (2 s here), far past the bound.
+ * thread and swapped in one step. Requests run back to back (4 at a time) through windows without
+ * a reload (one before, one after) and one with it, in the same run; the longest answer during the
+ * reload is compared with the longest one without it (a ratio: the machine's speed and load cancel
+ * out). One scheduling hiccup on a busy machine can make a single answer several times the quiet
+ * windows' longest (seen in CI: 36.7 ms against 6.0 ms), so the bound is the larger of 5x that and
+ * a quarter of what loading the same file on the event loop costs, timed in this run: the stall the
+ * worker thread exists to avoid (about 100 µs per key, 2 s here) stays far past it either way.
  */
 const KEYS = 20_000;
 const SECRET = 'reload-secret-0123456789abcdef';
@@ -76,23 +80,29 @@ describe('a keys file reload under traffic', () => {
   it(
     'keeps answering while a large file is replaced, then serves the new set',
     async () => {
-      // Warm the connections and the cache, then a window without a reload, as long as the reload will take.
+      // Warm the connections and the cache; the quiet windows come before and after the reload, as long as it.
       await traffic(new Promise((r) => setTimeout(r, 500)));
       writeFileSync(file, keysDoc(KEYS, ['steady', 'newcomer']));
+      // What the reload would stall the proxy for on the event loop: the same file loaded here, in this run.
+      const l0 = performance.now();
+      expect(loadKeysFile(file)).toHaveLength(KEYS + 2);
+      const onLoopMs = performance.now() - l0;
+      const before = await traffic(new Promise((r) => setTimeout(r, Math.max(onLoopMs, 500))));
       const t0 = performance.now();
       const reloading = gate.keygate.reloadKeys();
       const during = await traffic(reloading);
       const reloadMs = performance.now() - t0;
       expect(await reloading).toBe(true);
-      const quiet = await traffic(new Promise((r) => setTimeout(r, reloadMs)));
+      const after = await traffic(new Promise((r) => setTimeout(r, reloadMs)));
+      const quietMaxMs = Math.max(before.maxMs, after.maxMs, 1);
       console.log(
-        `[reload] ${KEYS} keys in ${reloadMs.toFixed(0)} ms; longest answer ${during.maxMs.toFixed(1)} ms during ` +
-          `(${during.count} requests), ${quiet.maxMs.toFixed(1)} ms without (${quiet.count} requests)`,
+        `[reload] ${KEYS} keys in ${reloadMs.toFixed(0)} ms (${onLoopMs.toFixed(0)} ms on the event loop); longest answer ` +
+          `${during.maxMs.toFixed(1)} ms during (${during.count} requests), ${quietMaxMs.toFixed(1)} ms without ` +
+          `(${before.count + after.count} requests)`,
       );
-      expect(during.statuses.every((s) => s === 200)).toBe(true);
-      expect(quiet.statuses.every((s) => s === 200)).toBe(true);
+      for (const window of [before, during, after]) expect(window.statuses.every((s) => s === 200)).toBe(true);
       expect(during.count).toBeGreaterThan(0);
-      expect(during.maxMs).toBeLessThan(5 * Math.max(quiet.maxMs, 1));
+      expect(during.maxMs).toBeLessThan(Math.max(5 * quietMaxMs, onLoopMs / 4));
 
       const status = async (k: string) =>
         (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(k, SECRET)) })).status;

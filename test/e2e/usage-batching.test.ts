@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
+import { makeKey, type RunningKeygate } from '../helpers/keygate.js';
+import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';
+import type { TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
@@ -17,28 +17,21 @@ const SECRET = 'usage-batching-secret-0123456789';
  */
 describe('usage written in batches', () => {
   let redis: TestRedis;
-  let upstream: RecordingUpstream;
   let a: RunningKeygate;
   let b: RunningKeygate;
   const call = (g: RunningKeygate, apiKey: string) =>
     send(g.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, SECRET)) });
   const total = (perDay: Readonly<Record<string, number>>) => Object.values(perDay).reduce((x, y) => x + y, 0);
 
+  let pair: InstancePair | undefined;
   beforeAll(async () => {
-    redis = await startRedis();
-    upstream = await startRecordingUpstream();
-    const keys = ['exact', 'outage'].map((apiKey) => makeKey({ apiKey, secret: SECRET }));
-    const env = { KEYGATE_REDIS_TIMEOUT_MS: '1000' };
-    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys, env });
-    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
+    pair = await startInstancePair({
+      keys: ['exact', 'outage'].map((apiKey) => makeKey({ apiKey, secret: SECRET })),
+      env: { KEYGATE_REDIS_TIMEOUT_MS: '1000' },
+    });
+    ({ redis, a, b } = pair);
   });
-  afterAll(async () => {
-    redis?.resume();
-    await a?.close();
-    await b?.close();
-    await upstream?.close();
-    await redis?.stop();
-  });
+  afterAll(() => pair?.close());
 
   it('N requests over two instances, then a flush: exactly N in `keygate keys usage` and in the store', async () => {
     const N = 37;

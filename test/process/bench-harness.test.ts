@@ -58,7 +58,12 @@ describe('benchmark harness (short mode)', () => {
           '--rounds',
           '1',
           '--stores',
-          'embedded',
+          'embedded,redis',
+          // One setting on against off, on the Redis targets only (it is refused without Redis).
+          '--env',
+          'KEYGATE_REPLAY_FENCE=on',
+          '--baseline-env',
+          'KEYGATE_REPLAY_FENCE=off',
           '--public',
           '--out',
           out,
@@ -69,14 +74,63 @@ describe('benchmark harness (short mode)', () => {
         },
       );
       const r = JSON.parse(readFileSync(out, 'utf8'));
-      expect(r.builds.baseline).toMatch(/^HEAD \([0-9a-f]{7,}\)$/);
-      for (const name of ['bare-http-proxy', 'current:embedded', 'baseline:embedded', 'current:public'])
+      expect(r.builds.baseline).toMatch(/^HEAD \([0-9a-f]{7,}\) KEYGATE_REPLAY_FENCE=off$/);
+      expect(r.builds.current).toMatch(/ KEYGATE_REPLAY_FENCE=on$/);
+      const targets = ['bare-http-proxy', 'current:embedded', 'baseline:embedded', 'current:redis', 'baseline:redis'];
+      for (const name of [...targets, 'current:public'])
         expect(r.targets[name].cpuUsPerRequest, name).toBeGreaterThan(0);
-      expect(r.comparison.embedded.cpuCurrentVsBaseline).toBeGreaterThan(0);
+      for (const store of ['embedded', 'redis']) {
+        expect(r.comparison[store].cpuCurrentVsBaseline, store).toBeGreaterThan(0);
+        const { min, max } = r.comparison[store].cpuCurrentVsBaselinePerRound;
+        expect(min, store).toBeGreaterThan(0);
+        expect(max, store).toBeGreaterThanOrEqual(min);
+      }
       // Its worktree is removed afterwards (other checkouts of this repository may have their own).
       const { stdout } = await run('git', ['worktree', 'list', '--porcelain']);
       expect(r.baselineWorktree).toContain('keygate-bench-ab-');
       expect(stdout).not.toContain(r.baselineWorktree);
+    },
+  );
+
+  it(
+    'key changes: measures each topology, the Keygate set to wait beside the one that does not, and counts their WAITs',
+    { timeout: guard(120_000) },
+    async () => {
+      const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-key-changes-test-')), 'key-changes.json');
+      const [ops, rounds] = [2, 1];
+      await run(
+        'node',
+        [
+          'scripts/bench-key-changes.mjs',
+          '--topologies',
+          'single,replica',
+          '--ops',
+          String(ops),
+          '--rounds',
+          String(rounds),
+          '--out',
+          out,
+        ],
+        { timeout: guard(110_000), maxBuffer: 10_000_000 },
+      );
+      const r = JSON.parse(readFileSync(out, 'utf8'));
+      const expected = { single: ['minReplicas=0'], replica: ['minReplicas=1', 'minReplicas=0'] };
+      for (const [topology, keygates] of Object.entries(expected)) {
+        expect(Object.keys(r.topologies[topology].keygates), topology).toEqual(keygates);
+        for (const name of keygates)
+          for (const op of ['create', 'patch', 'revoke']) {
+            const s = r.topologies[topology].keygates[name][op];
+            expect(s.n, `${topology} ${name} ${op}`).toBe(ops * rounds);
+            expect(s.p50Ms, `${topology} ${name} ${op}`).toBeGreaterThan(0);
+            expect(s.p95Ms, `${topology} ${name} ${op}`).toBeGreaterThanOrEqual(s.p50Ms);
+          }
+      }
+      // One WAIT per key change of the Keygate that waits (warm-up included), none from the other.
+      expect(r.topologies.single.waitCommands).toBe(0);
+      expect(r.topologies.replica.keyChangesThatWait).toBe((rounds + 1) * ops * 3);
+      expect(r.topologies.replica.waitCommands).toBe(r.topologies.replica.keyChangesThatWait);
+      expect(r.topologies.replica.p50WaitVsNoWait.revoke).toBeGreaterThan(0);
+      expect(r.loadAverage.before).toHaveLength(3);
     },
   );
 });
