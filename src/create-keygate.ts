@@ -13,6 +13,7 @@ import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
 import { loadKeysFile } from './keys/keys-file.js';
+import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
 import { createRedisStore } from './store/redis-store.js';
@@ -28,6 +29,11 @@ export interface KeygateDeps {
   metrics?: Metrics;
   /** Supply a store (tests); otherwise one is built from the config. */
   store?: Store;
+  /**
+   * The keys file's records when the caller has read them already (serve reads the file first to
+   * report every problem before starting): read once, not twice, at start. Otherwise the file is read here.
+   */
+  keys?: readonly KeyRecord[];
 }
 
 export interface Keygate {
@@ -59,7 +65,7 @@ export interface Keygate {
 /** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
 export function createStoreFromConfig(
   config: Config,
-  deps: { logger: Logger; clock: Clock; metrics?: Metrics; fence?: ReplayFence },
+  deps: { logger: Logger; clock: Clock; metrics?: Metrics; fence?: ReplayFence; keys?: readonly KeyRecord[] },
 ): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
@@ -83,7 +89,7 @@ export function createStoreFromConfig(
       },
     );
   }
-  const keys = config.keysFile ? loadKeysFile(config.keysFile) : [];
+  const keys = deps.keys ?? (config.keysFile ? loadKeysFile(config.keysFile) : []);
   deps.logger.info(
     'embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart',
   );
@@ -100,7 +106,15 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const logger = deps.logger;
   // One fence per process, raised by the store that sees the failover, checked by the authenticator.
   const fence = config.replayFence ? createReplayFence({ clock }) : undefined;
-  const store = deps.store ?? createStoreFromConfig(config, { logger, clock, metrics, ...(fence && { fence }) });
+  const store =
+    deps.store ??
+    createStoreFromConfig(config, {
+      logger,
+      clock,
+      metrics,
+      ...(fence && { fence }),
+      ...(deps.keys && { keys: deps.keys }),
+    });
   const keys = createKeyCache(
     {
       ttlMs: config.limits.keyCacheTtlMs,

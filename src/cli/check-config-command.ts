@@ -1,7 +1,6 @@
 import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../config/env-names.js';
 import { workersWarning } from '../config/read-workers.js';
-import { loadKeysFile } from '../keys/keys-file.js';
 import type { Command } from './command-line.js';
 import { describeConfig, loadStartupConfig } from './serve-command.js';
 
@@ -21,7 +20,7 @@ secrets masked; a warning, such as KEYGATE_WORKERS above what this host's cores
 can use, goes to standard error), 1 with every problem listed on standard error.`,
   },
   run(_parsed, io) {
-    const { config, problems: configProblems } = loadStartupConfig(io.env);
+    const { config, keys: records, problems: configProblems } = loadStartupConfig(io.env);
     // A misspelt variable is an error here: its default is silently in force, which is what check-config is for.
     const problems = [...configProblems, ...unknownEnvProblems(io.env)];
     if (!config || problems.length > 0) {
@@ -30,7 +29,7 @@ can use, goes to standard error), 1 with every problem listed on standard error.
       );
       return 1;
     }
-    const keys = config.keysFile && !config.redis ? loadKeysFile(config.keysFile).length : undefined;
+    const keys = records?.length;
     // Valid but measured not to pay on this host: said, not refused (exit status stays 0).
     const warning = workersWarning(config.workers, availableParallelism());
     if (warning) io.err.write(`keygate check-config: warning: ${warning}\n`);

@@ -46,10 +46,11 @@ export const exportAction: KeyAction = {
         keys.push(o);
       }
     const doc = { keys };
+    // lineWidth 0: a long label stays on one line, the plain form a keys file loads fast in (files/flat-yaml.ts).
     const text =
       flag(p, 'json') || out?.endsWith('.json')
         ? `${JSON.stringify(doc, null, 2)}\n`
-        : `# keygate keys export${withSecrets ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc)}`;
+        : `# keygate keys export${withSecrets ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc, { lineWidth: 0 })}`;
     if (out) {
       writePrivateFile(out, text);
       ctx.err.write(`exported ${keys.length} keys to ${out}${withSecrets ? ' with secrets' : ''}\n`);

@@ -4,6 +4,7 @@ import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import type { KeyRecord } from '../keys/key-record.js';
 import { AssertionKeysError, loadAssertionKeys } from '../keys/assertion-keys.js';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
@@ -16,10 +17,18 @@ import type { Command } from './command-line.js';
 
 export { packageVersion };
 
-/** Loads config and (in embedded mode) the keys file; returns every problem at once. */
-export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; problems: string[] } {
+/**
+ * Loads config and (in embedded mode) the keys file; returns every problem at once, or the config
+ * and the keys file's records (so the file is read once at start).
+ */
+export function loadStartupConfig(env: NodeJS.ProcessEnv): {
+  config?: Config;
+  keys?: readonly KeyRecord[];
+  problems: string[];
+} {
   const problems: string[] = [];
   let config: Config | undefined;
+  let keys: readonly KeyRecord[] | undefined;
   try {
     config = loadConfig(env);
   } catch (err) {
@@ -29,7 +38,7 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; pr
   const keysFile = env.KEYGATE_KEYS_FILE;
   if (keysFile && !readRedisSettings(env, [])) {
     try {
-      loadKeysFile(keysFile);
+      keys = loadKeysFile(keysFile);
     } catch (err) {
       if (!(err instanceof KeysFileError)) throw err;
       problems.push(...err.problems.map((p) => `KEYGATE_KEYS_FILE: ${p}`));
@@ -45,7 +54,7 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): { config?: Config; pr
       problems.push(...err.problems.map((p) => `KEYGATE_ASSERTION_KEYS_FILE: ${p}`));
     }
   }
-  return problems.length > 0 ? { problems } : { config, problems };
+  return problems.length > 0 ? { problems } : { config, ...(keys && { keys }), problems };
 }
 
 /** What the startup log line shows: the effective config, secrets masked. */
@@ -98,7 +107,7 @@ Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 when the configuratio
 
 /** Runs Keygate until SIGTERM/SIGINT; 1 when the configuration is invalid. */
 export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
-  const { config, problems } = loadStartupConfig(env);
+  const { config, keys, problems } = loadStartupConfig(env);
   if (!config) {
     process.stderr.write(`keygate: invalid configuration, not starting:\n  - ${problems.join('\n  - ')}\n`);
     return 1;
@@ -109,13 +118,13 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   if (config.workers > 1) {
     const warning = cluster.isPrimary && workersWarning(config.workers, availableParallelism());
     if (warning) logger.warn(warning);
-    return serveWorkers(config, logger);
+    return serveWorkers(config, logger, keys);
   }
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   if (config.redis && !config.secretEncryptionKeys)
     logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
-  const keygate = createKeygate(config, { logger });
+  const keygate = createKeygate(config, { logger, ...(keys && { keys }) });
   let ports: Awaited<ReturnType<typeof keygate.listen>>;
   try {
     ports = await keygate.listen();

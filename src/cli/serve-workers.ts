@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Config } from '../config/load-config.js';
+import type { KeyRecord } from '../keys/key-record.js';
 import { createKeygate } from '../create-keygate.js';
 import { createAdminServer } from '../observe/admin-server.js';
 import { createAssertionKeysSource } from '../keys/assertion-keys-source.js';
@@ -23,8 +24,9 @@ const isMessage = (m: unknown): m is Message =>
  * state only through Redis. The primary serves the admin port: /metrics sums
  * every worker's registry, /readyz asks every worker.
  */
-export function serveWorkers(config: Config, logger: Logger): Promise<number> {
-  return cluster.isPrimary ? runPrimary(config, logger) : runWorker(config, logger);
+/** `keys`: the keys file's records, already read by serve (a worker then serves them without a second read). */
+export function serveWorkers(config: Config, logger: Logger, keys?: readonly KeyRecord[]): Promise<number> {
+  return cluster.isPrimary ? runPrimary(config, logger) : runWorker(config, logger, keys);
 }
 
 /** Resolves with the signal's name on the first SIGTERM/SIGINT; later ones are ignored (we are already draining). */
@@ -41,8 +43,8 @@ function firstSignal(onEach?: (signal: string) => void): Promise<string> {
   });
 }
 
-async function runWorker(config: Config, logger: Logger): Promise<number> {
-  const keygate = createKeygate(config, { logger });
+async function runWorker(config: Config, logger: Logger, keys?: readonly KeyRecord[]): Promise<number> {
+  const keygate = createKeygate(config, { logger, ...(keys && { keys }) });
   // Workers always use Redis, so SIGHUP (forwarded by the primary) reloads the policy file (and the management tokens file).
   process.on('SIGHUP', () => {
     keygate.reloadPolicy();

@@ -53,6 +53,34 @@ export interface PreviousSecret {
   readonly validUntil: string;
 }
 
+/** A record without createdAt was created at the epoch: one string shared by all such records. */
+const EPOCH = new Date(0).toISOString();
+
+/** Lists (scopes, allowIps) as a record holds them: `createListSharing` may hand one copy to many records. */
+export type ListInterner = (list: readonly string[]) => readonly string[];
+
+const unshared: ListInterner = (list) => list;
+
+/**
+ * For loading many records at once (a keys file): records with the same scopes (or allowIps) get
+ * one frozen list between them, and every empty list is one frozen list, instead of an array per
+ * record (a million keys with the same scopes held a million copies). Frozen, as it is shared:
+ * records are never edited in place (edits build a new record).
+ */
+export function createListSharing(): ListInterner {
+  const none: readonly string[] = Object.freeze([]);
+  // Lists are shared before they are checked, so a name must tell any two lists apart, valid or not.
+  const singles = new Map<string, readonly string[]>();
+  const longer = new Map<string, readonly string[]>();
+  return (list) => {
+    if (list.length === 0) return none;
+    const [seen, name] = list.length === 1 ? [singles, list[0]!] : [longer, JSON.stringify(list)];
+    let shared = seen.get(name);
+    if (shared === undefined) seen.set(name, (shared = Object.freeze([...list])));
+    return shared;
+  };
+}
+
 const SCOPE = /^[A-Za-z0-9_.:*-]{1,128}$/;
 const TOKEN_ID = /^[A-Za-z0-9_.-]{1,128}$/;
 /** An account id as the service spells it; the same alphabet as ids, so it is safe in a header and a log. */
@@ -69,6 +97,7 @@ export function parseKeyRecord(
   input: unknown,
   where: string,
   stored = false,
+  share: ListInterner = unshared,
 ): { record?: KeyRecord; errors: string[] } {
   const errors: string[] = [];
   if (typeof input !== 'object' || input === null || Array.isArray(input)) {
@@ -96,10 +125,10 @@ export function parseKeyRecord(
     errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
   const owner = str('owner', false);
   if (owner !== undefined && !OWNER.test(owner)) errors.push(`${where}.owner: ${OWNER_RULE}`);
-  const scopes = stringList(o.scopes, `${where}.scopes`, errors);
+  const scopes = share(stringList(o.scopes, `${where}.scopes`, errors));
   for (const s of scopes) if (!SCOPE.test(s)) errors.push(`${where}.scopes: invalid scope ${JSON.stringify(s)}`);
-  const allowIps = stringList(o.allowIps, `${where}.allowIps`, errors);
-  errors.push(...parseCidrList(allowIps, `${where}.allowIps`).errors);
+  const allowIps = share(stringList(o.allowIps, `${where}.allowIps`, errors));
+  if (allowIps.length > 0) errors.push(...parseCidrList(allowIps, `${where}.allowIps`).errors);
   const state = o.state ?? 'active';
   if (state !== 'active' && state !== 'revoked') errors.push(`${where}.state: must be "active" or "revoked"`);
   const label = str('label', false);
@@ -110,7 +139,7 @@ export function parseKeyRecord(
       ['revokeReason', revokeReason],
     ] as const)
       if (text !== undefined && hasUnprintable(text)) errors.push(`${where}.${name}: ${PRINTABLE_RULE}`);
-  const createdAt = str('createdAt', false) ?? new Date(0).toISOString();
+  const createdAt = str('createdAt', false) ?? EPOCH;
   const revokedAt = str('revokedAt', false);
   const expiresAt = str('expiresAt', false);
   if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
@@ -223,7 +252,7 @@ function stringList(v: unknown, where: string, errors: string[]): string[] {
     errors.push(`${where}: must be a list of strings`);
     return [];
   }
-  return [...new Set(v as string[])];
+  return v.length < 2 ? [...(v as string[])] : [...new Set(v as string[])];
 }
 
 /**

@@ -1,6 +1,6 @@
 import { readDataFile } from '../files/read-data-file.js';
 import { withSchemaProblems } from '../files/schema.js';
-import { parseKeyRecord, type KeyRecord } from './key-record.js';
+import { createListSharing, parseKeyRecord, type KeyRecord } from './key-record.js';
 
 export class KeysFileError extends Error {
   override readonly name = 'KeysFileError';
@@ -29,9 +29,10 @@ export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
   const out: KeyRecord[] = [];
   const seenKeys = new Set<string>();
   const seenIds = new Set<string>();
+  const share = createListSharing();
   list.forEach((entry, i) => {
-    const { record, errors } = parseKeyRecord(entry, `${file}: keys[${i}]`);
-    problems.push(...errors);
+    const { record, errors } = parseKeyRecord(entry, `${file}: keys[${i}]`, false, share);
+    if (errors.length > 0) problems.push(...errors);
     if (!record) return;
     if (seenKeys.has(record.apiKey)) problems.push(`${file}: keys[${i}]: duplicate apiKey`);
     if (seenIds.has(record.id)) problems.push(`${file}: keys[${i}]: duplicate id`);

@@ -1,0 +1,273 @@
+/**
+ * A fast reader for the plain block YAML that keys files (and `keygate keys export`) are written in:
+ * block mappings and sequences, one-line scalars (plain, 'single' or "double" quoted), one-line flow
+ * lists and maps of scalars, comments. The `yaml` package builds a concrete syntax tree and a
+ * document of nodes before the data: 100,000 keys took it about 10 s and 1 GB (docs/performance.md,
+ * Scale). This reads the same text line by line into the data directly.
+ *
+ * It gives exactly what `yaml`'s parse gives (YAML 1.2 core schema), or `undefined` when the text
+ * uses anything outside that subset (anchors, tags, block or multi-line scalars, tabs, duplicate
+ * keys, a scalar the core schema reads as null, a boolean or a number other than a plain decimal,
+ * an escape JSON does not share, ...): the caller then parses it with `yaml`, which also reports
+ * every syntax error. Declining is always safe, so anything doubtful is declined.
+ */
+
+/** Thrown inside the reader when the text leaves the subset; never escapes parseFlatYaml. */
+class Declined extends Error {}
+
+/** A plain scalar the core schema reads as something else than a string (null, bool, int, float). */
+const CORE_NOT_STRING =
+  /^(?:~|[Nn]ull|NULL|[Tt]rue|TRUE|[Ff]alse|FALSE|[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN|[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?)?$/;
+/** The only numbers read here: a decimal that fits a double exactly (yaml parses it the same way). */
+const SMALL_INT = /^(?:0|[1-9][0-9]{0,14})$/;
+/** A mapping key: a plain word followed by ": " or the line's end. Anything fancier is declined. */
+const KEY = /^([A-Za-z_][A-Za-z0-9_-]*):(?: +|$)/;
+/** Characters that may not start a plain scalar (YAML c-indicator), "-", "?" and ":" handled apart. */
+const INDICATOR = /^[,[\]{}#&*!|>'"%@`]/;
+/** Control characters (tab included), a BOM and the characters YAML 1.1 took as line breaks: declined. */
+// eslint-disable-next-line no-control-regex -- finding control characters is the point
+const UNSUPPORTED_CHAR = /[\x00-\x09\x0b-\x1f\x7f\x85\u2028\u2029\ufeff]/;
+
+/** Strings of at least this length made by slice() keep the whole line alive (V8 sliced strings). */
+const SLICE_MIN = 13;
+
+interface Line {
+  /** The text after the indentation, up to the line's end. */
+  text: string;
+  /** Columns of indentation (spaces). */
+  indent: number;
+  /** Byte offset in the buffer of `text`'s first character, and whether the line is all ASCII. */
+  byteStart: number;
+  ascii: boolean;
+}
+
+/**
+ * The data the text holds, or undefined when it is outside the subset (see above). `buf` is the
+ * file's bytes: values are decoded from it directly, so no record keeps a slice of a large string.
+ */
+export function parseFlatYaml(buf: Buffer): unknown {
+  if (buf.length === 0 || buf[0] === 0xef) return undefined; // empty, or a BOM
+  try {
+    return read(buf);
+  } catch (err) {
+    if (err instanceof Declined) return undefined;
+    throw err;
+  }
+}
+
+function decline(): never {
+  throw new Declined('outside the flat subset');
+}
+
+function read(buf: Buffer): unknown {
+  /** KEY at a given column (set lastIndex), without slicing the line first; sticky, so one per read. */
+  const KEY_AT = /([A-Za-z_][A-Za-z0-9_-]*):(?: +|$)/y;
+  let pos = 0;
+  let line: Line | undefined;
+  /** Moves to the next line with content (blank and comment-only lines skipped). */
+  const advance = () => {
+    line = undefined;
+    while (pos < buf.length) {
+      let end = buf.indexOf(10, pos);
+      if (end < 0) end = buf.length;
+      const next = end + 1;
+      if (end > pos && buf[end - 1] === 13) end--; // CRLF
+      let indent = 0;
+      while (pos + indent < end && buf[pos + indent] === 32) indent++;
+      const byteStart = pos + indent;
+      pos = next;
+      if (byteStart === end) continue;
+      const text = buf.toString('utf8', byteStart, end);
+      if (UNSUPPORTED_CHAR.test(text)) decline();
+      if (text[0] === '#') continue;
+      if (indent === 0 && (text.startsWith('---') || text.startsWith('...'))) decline();
+      line = { text, indent, byteStart, ascii: text.length === end - byteStart };
+      return;
+    }
+  };
+  const current = (): Line | undefined => line;
+
+  /** The characters [from, to) of the current line as a string of its own (see SLICE_MIN). */
+  const copy = (l: Line, from: number, to: number): string =>
+    to - from >= SLICE_MIN && l.ascii
+      ? buf.toString('latin1', l.byteStart + from, l.byteStart + to)
+      : l.text.slice(from, to);
+
+  const isDash = (l: Line) => l.text[0] === '-' && (l.text.length === 1 || l.text[1] === ' ');
+
+  const block = (l: Line): unknown => (isDash(l) ? sequence(l.indent) : mapping(l.indent));
+
+  /** The value after "key:" or "- " that was empty on its line: a nested block, or null. */
+  const nested = (n: number, dashAllowedAtSameIndent: boolean): unknown => {
+    advance();
+    const l = current();
+    if (l && (l.indent > n || (dashAllowedAtSameIndent && l.indent === n && isDash(l)))) return block(l);
+    return null;
+  };
+
+  const sequence = (n: number): unknown[] => {
+    const out: unknown[] = [];
+    for (let l = current(); l && l.indent === n && isDash(l); l = current()) {
+      let at = 1;
+      while (l.text[at] === ' ') at++;
+      if (at >= l.text.length || l.text[at] === '#') {
+        if (l.text[at] === '#' && l.text[at - 1] !== ' ') decline();
+        out.push(nested(n, false));
+      } else if (((KEY_AT.lastIndex = at), KEY_AT.test(l.text))) {
+        // "- key: value": a mapping whose keys sit at this column. The line is re-read from there.
+        // The characters before `at` ("-" and spaces) are one byte each, so the byte offset holds.
+        line = { text: l.text.slice(at), indent: n + at, byteStart: l.byteStart + at, ascii: l.ascii };
+        out.push(mapping(n + at));
+      } else {
+        out.push(scalarOrFlow(l, at));
+        advance();
+      }
+    }
+    const l = current();
+    if (l && l.indent > n) decline();
+    return out;
+  };
+
+  const mapping = (n: number): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    for (let l = current(); l && l.indent === n; l = current()) {
+      const m = KEY.exec(l.text);
+      if (!m) decline();
+      const key = m[1]!;
+      if (key === '__proto__' || CORE_NOT_STRING.test(key) || Object.hasOwn(out, key)) decline();
+      const at = m[0].length;
+      if (at >= l.text.length || l.text[at] === '#') out[key] = nested(n, true);
+      else {
+        out[key] = scalarOrFlow(l, at);
+        advance();
+      }
+    }
+    const l = current();
+    if (l && l.indent > n) decline();
+    return out;
+  };
+
+  /** A value written on the line from column `at` to its end (a trailing comment allowed). */
+  const scalarOrFlow = (l: Line, at: number): unknown => {
+    const c = l.text[at];
+    if (c === '[' || c === '{') {
+      const { value, end } = flow(l, at);
+      rest(l, end);
+      return value;
+    }
+    const { value, end } = scalar(l, at, false);
+    rest(l, end);
+    return value;
+  };
+
+  /** After a value: only spaces, then nothing or a comment. */
+  const rest = (l: Line, from: number) => {
+    let i = from;
+    while (l.text[i] === ' ') i++;
+    if (i < l.text.length && !(l.text[i] === '#' && i > from)) decline();
+  };
+
+  /**
+   * One scalar starting at `at`; `inFlow`: inside [ ] or { }, where , [ ] { } end a plain scalar.
+   * Returns the value and the column just after it.
+   */
+  const scalar = (l: Line, at: number, inFlow: boolean): { value: unknown; end: number } => {
+    const t = l.text;
+    if (t[at] === "'") {
+      let i = at + 1;
+      let doubled = false;
+      for (;;) {
+        const q = t.indexOf("'", i);
+        if (q < 0) decline();
+        if (t[q + 1] === "'") {
+          doubled = true;
+          i = q + 2;
+          continue;
+        }
+        const value = doubled ? t.slice(at + 1, q).replaceAll("''", "'") : copy(l, at + 1, q);
+        return { value, end: q + 1 };
+      }
+    }
+    if (t[at] === '"') {
+      let i = at + 1;
+      let escaped = false;
+      while (i < t.length && t[i] !== '"') {
+        if (t[i] === '\\') {
+          // Only the escapes JSON shares with YAML, which mean the same in both.
+          if (!/["\\/bfnrtu]/.test(t[i + 1] ?? '')) decline();
+          escaped = true;
+          i += 2;
+        } else i++;
+      }
+      if (i >= t.length) decline();
+      const value = escaped ? (JSON.parse(t.slice(at, i + 1)) as string) : copy(l, at + 1, i);
+      return { value, end: i + 1 };
+    }
+    const c = t[at] ?? '';
+    // "-", "?" and ":" start a plain scalar (an IPv6 "::1") only before a character that could continue one.
+    if (INDICATOR.test(c) || ('-?:'.includes(c) && /^$|^[ ,[\]{}#]/.test(t[at + 1] ?? ''))) decline();
+    let end = at;
+    for (; end < t.length; end++) {
+      const ch = t[end];
+      if (ch === ':' && (end + 1 === t.length || t[end + 1] === ' ' || (inFlow && /[,[\]{}]/.test(t[end + 1]!)))) break;
+      if (ch === '#' && t[end - 1] === ' ') break;
+      if (inFlow && (ch === ',' || ch === '[' || ch === ']' || ch === '{' || ch === '}')) break;
+    }
+    if (t[end] === ':') decline(); // "a: b: c", or a flow pair where a scalar was expected
+    let last = end;
+    while (last > at && t[last - 1] === ' ') last--;
+    const text = copy(l, at, last);
+    if (CORE_NOT_STRING.test(text)) {
+      if (!SMALL_INT.test(text)) decline();
+      return { value: Number(text), end: last };
+    }
+    return { value: text, end: last };
+  };
+
+  /** A one-line flow list of scalars ([a, b]) or flow map of scalars ({ k: v }). */
+  const flow = (l: Line, at: number): { value: unknown; end: number } => {
+    const t = l.text;
+    const close = t[at] === '[' ? ']' : '}';
+    const list: unknown[] = [];
+    const map: Record<string, unknown> = {};
+    let i = at + 1;
+    const spaces = () => {
+      while (t[i] === ' ') i++;
+    };
+    spaces();
+    if (t[i] === close) return { value: close === ']' ? list : map, end: i + 1 };
+    for (;;) {
+      spaces();
+      if (t[i] === '[' || t[i] === '{' || t[i] === ',' || t[i] === close) decline();
+      if (close === ']') {
+        const s = scalar(l, i, true);
+        list.push(s.value);
+        i = s.end;
+      } else {
+        const m = KEY.exec(t.slice(i));
+        if (!m || m[0].length === m[1]!.length + 1) decline(); // "k:" with nothing after, on one line
+        const key = m[1]!;
+        if (key === '__proto__' || CORE_NOT_STRING.test(key) || Object.hasOwn(map, key)) decline();
+        i += m[0].length;
+        if (t[i] === '[' || t[i] === '{' || t[i] === ',' || t[i] === close) decline();
+        const s = scalar(l, i, true);
+        map[key] = s.value;
+        i = s.end;
+      }
+      spaces();
+      if (t[i] === ',') {
+        i++;
+        continue;
+      }
+      if (t[i] === close) return { value: close === ']' ? list : map, end: i + 1 };
+      decline();
+    }
+  };
+
+  advance();
+  const first = current();
+  if (!first) decline();
+  const value = block(first);
+  if (current()) decline();
+  return value;
+}

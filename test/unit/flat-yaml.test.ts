@@ -1,0 +1,139 @@
+import { describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { parseFlatYaml } from '../../src/files/flat-yaml.js';
+import { toExternal, type KeyRecord } from '../../src/keys/key-record.js';
+
+const flat = (text: string) => parseFlatYaml(Buffer.from(text, 'utf8'));
+
+/** What the `yaml` package reads, as readDataFile called it before the fast reader. */
+const full = (text: string) => parse(text, { maxAliasCount: 100, logLevel: 'error', prettyErrors: false }) as unknown;
+
+describe('parseFlatYaml', () => {
+  // Read here: the result must be exactly what `yaml` gives.
+  it.each<[string, string]>([
+    [
+      'the documented keys file',
+      'keys:\n  - apiKey: a\n    apiSecret: long-enough-secret-123\n    scopes: [accounts:read]\n',
+    ],
+    [
+      'every field of a key',
+      [
+        'keys:',
+        '  - apiKey: svc-1',
+        '    apiSecret: "quoted \\"secret\\" with \\\\ and \\u00e9"',
+        "    id: 'single ''quoted'''",
+        '    owner: acct_9.x-1',
+        '    scopes: [accounts:read, "orders:*", \'x\']',
+        '    id2: ?q',
+        '    allowIps:',
+        '      - 10.0.0.0/8',
+        '      - ::1',
+        '    state: revoked',
+        '    createdAt: 2026-01-02T03:04:05.000Z',
+        '    rateLimit: { rate: 100/s, burst: 200 }',
+        '    previousSecrets:',
+        '      - apiSecret: old-secret-0123456789',
+        '        validUntil: 2027-01-01T00:00:00Z',
+        '    label: a label # with a comment',
+        '  - apiKey: b',
+        '    apiSecret: -starts-with-a-dash-ok',
+        '    scopes: []',
+        '    allowIps: []',
+        '    rateLimit: {}',
+      ].join('\n'),
+    ],
+    ['a sequence at the key’s indentation', 'keys:\n- apiKey: a\n  scopes:\n  - x\n  - y\nother: 1\n'],
+    [
+      'comments, blank lines and CRLF',
+      '# head\r\nkeys:   # list\r\n\r\n  - apiKey: a # k\r\n    # inner\r\n    n: 0\r\n',
+    ],
+    ['an empty value is null', 'keys:\n  - apiKey: a\n    label:\n  -\n  - plain text here\nlast:\n'],
+    ['non-ASCII text', 'keys:\n  - apiKey: a\n    label: café ünïcödé label that is long\n    owner: "ü"\n'],
+    ['a colon or hash inside a plain scalar', 'a: http://x.example/p#frag\nb: k:v\nc: a#b\n'],
+    ['a nested list item on its own line', 'keys:\n  -\n    apiKey: a\n    n: 42\n'],
+  ])('reads %s exactly as yaml does', (_name, text) => {
+    const got = flat(text);
+    expect(got).not.toBeUndefined();
+    expect(got).toStrictEqual(full(text));
+  });
+
+  // Declined: readDataFile then parses with `yaml`, which reads them (or reports the error) as before.
+  it.each<[string, string]>([
+    ['an anchor and alias', 'a: &x v\nb: *x\n'],
+    ['a tag', 'a: !!str 1\n'],
+    ['a block scalar', 'a: |\n  line\n'],
+    ['a folded scalar', 'a: >-\n  line\n'],
+    ['a plain scalar over two lines', 'keys:\n  - apiKey: a\n    label: one\n      two\n'],
+    ['a quoted scalar over two lines', 'a: "one\n  two"\n'],
+    ['a tab', 'a:\tb\n'],
+    ['a duplicate key', 'a: 1\na: 2\n'],
+    ['a duplicate key in a flow map', 'a: { b: 1, b: 2 }\n'],
+    ['a null', 'a: null\n'],
+    ['a tilde', 'a: ~\n'],
+    ['a boolean', 'a: true\n'],
+    ['a boolean key', 'true: 1\n'],
+    ['a negative number', 'a: -1\n'],
+    ['a float', 'a: 1.5\n'],
+    ['an octal', 'a: 0o17\n'],
+    ['a hex number', 'a: 0x1F\n'],
+    ['infinity', 'a: .inf\n'],
+    ['a large integer', 'a: 12345678901234567890\n'],
+    ['a leading zero', 'a: 0123\n'],
+    ['a YAML-only escape', 'a: "\\x41"\n'],
+    ['a nested flow list', 'a: [[1]]\n'],
+    ['a flow list over two lines', 'a: [x,\n  y]\n'],
+    ['a trailing comma', 'a: [x, ]\n'],
+    ['a document marker', '---\na: 1\n'],
+    ['a directive', '%YAML 1.2\n---\na: 1\n'],
+    ['a BOM', '\ufeffa: 1\n'],
+    ['a quoted key', '"a": 1\n'],
+    ['a complex key', '? a\n: 1\n'],
+    ['a lone question mark', 'a: ? b\n'],
+    ['a __proto__ key', '__proto__: 1\n'],
+    ['JSON text', '{"keys": []}\n'],
+    ['a scalar document', 'just text\n'],
+    ['an empty document', ''],
+    ['only comments', '# nothing\n'],
+    ['a mapping on a value line', 'a: b: c\n'],
+    ['text after a quoted scalar', 'a: "b" c\n'],
+    ['a deeper line after a value', 'a: 1\n  b: 2\n'],
+    ['a line less indented than the first', '  a: 1\nb: 2\n'],
+    ['a compact nested list', 'a:\n  - - x\n'],
+    ['a mapping pair inside a flow list', 'a: [b: c]\n'],
+    ['a control character', 'a: b\u0007\n'],
+    ['a line separator', 'a: b\u2028c\n'],
+  ])('declines %s', (_name, text) => {
+    expect(flat(text)).toBeUndefined();
+  });
+
+  it('reads what keygate keys export writes (yaml.stringify of the external form) as yaml does', () => {
+    const records: KeyRecord[] = Array.from({ length: 50 }, (_, i) => ({
+      id: `id-${i}`,
+      apiKey: `key-${i}`,
+      owner: `owner-${i % 3}`,
+      secret: `s3cret-${i}-${'x'.repeat(i)}`,
+      scopes: i % 2 ? ['accounts:read', 'orders:write'] : [],
+      allowIps: i % 5 ? [] : ['10.0.0.0/8', '2001:db8::/32', '::1', '::ffff:10.0.0.1'],
+      state: i % 7 ? 'active' : 'revoked',
+      createdAt: new Date(Date.UTC(2026, 0, 1, 0, 0, i)).toISOString(),
+      ...(i % 4 === 0 && { label: `label ${i}: with a colon, 'quotes' and # hash` }),
+      ...(i % 6 === 0 && { rateLimit: { rate: '10/s', burst: 20 } }),
+      ...(i % 9 === 0 && {
+        previousSecrets: [{ secret: 'previous-secret-123456', validUntil: '2027-01-01T00:00:00Z' }],
+      }),
+    }));
+    const text = stringify({ keys: records.map((r) => toExternal(r)) });
+    const got = flat(text);
+    expect(got).not.toBeUndefined();
+    expect(got).toStrictEqual(full(text));
+  });
+
+  it('keeps no slice of the file in long values (each is a string of its own)', () => {
+    // Not observable from JavaScript directly; what is: the values are equal, and reading them
+    // after the buffer is overwritten still gives the original text (copies, not views of the bytes).
+    const buf = Buffer.from('keys:\n  - apiKey: a\n    apiSecret: a-long-secret-value-0123456789\n');
+    const data = parseFlatYaml(buf) as { keys: Array<{ apiSecret: string }> };
+    buf.fill(0x78);
+    expect(data.keys[0]!.apiSecret).toBe('a-long-secret-value-0123456789');
+  });
+});
