@@ -121,7 +121,9 @@ export const importAction: KeyAction = {
       );
     if (stopped === undefined) return;
     if (!flag(p, 'json'))
-      ctx.out.write(`imported ${created} new, replaced ${replaced}, skipped ${skipped} existing of ${total}, then stopped\n`);
+      ctx.out.write(
+        `imported ${created} new, replaced ${replaced}, skipped ${skipped} existing of ${total}, then stopped\n`,
+      );
     throw new CliError(
       `import stopped after ${created + replaced + skipped} of ${total} keys: ${stopped}\n` +
         `Re-running the same import is safe: ${replace ? 'with --replace it writes every key of the file again' : 'it skips the keys already imported'}.`,

@@ -412,7 +412,10 @@ export function createKeyOperations(deps: {
         if (result && !result.ok) {
           const refusal = refusedWrite(result);
           if (counts.created + counts.replaced === 0 || refusal.refused !== 'conflict') return refusal;
-          return done({ ...counts, stopped: `${refusal.message} (nothing of that batch of ${batch.length} was written)` });
+          return done({
+            ...counts,
+            stopped: `${refusal.message} (nothing of that batch of ${batch.length} was written)`,
+          });
         }
         counts.created += step.created;
         counts.replaced += step.replaced;

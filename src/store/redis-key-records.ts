@@ -140,7 +140,19 @@ export function createRedisKeyRecords(
         if (head) {
           // Copied as stored (sealed secrets stay sealed); a key already in the new layout wins.
           const keys = [index, `${base}ids`, `${base}version`, `${base}audit`, recordOf(apiKey)];
-          const args = [`${base}owner:`, channel, '1', '0', apiKey, '0', 'put', raw as string, head.id, head.owner, head.state];
+          const args = [
+            `${base}owner:`,
+            channel,
+            '1',
+            '0',
+            apiKey,
+            '0',
+            'put',
+            raw as string,
+            head.id,
+            head.owner,
+            head.state,
+          ];
           const reply = await script(keys.length, keys, args);
           const result = toResult(reply);
           if (result.ok) moved++;
