@@ -22,6 +22,7 @@ export const KEYGATE_BIN = fileURLToPath(new URL('../../bin/keygate.js', import.
  * @property {ChildEnv} [env]
  * @property {string} [bin] another tree's bin/keygate.js (a baseline build, an image layout); default this repository's
  * @property {string} [cwd]
+ * @property {string[]} [nodeArgs] options for node itself, before the script (--cpu-prof, --trace-gc: NODE_OPTIONS refuses those)
  * @property {string} [log] a file for stdout and stderr. Default: pipes, read into memory. A benchmark
  *   passes a file: it blocks while load runs, and an undrained pipe makes Keygate's logger buffer lines
  *   in memory (a real log shipper drains), distorting RSS.
@@ -81,7 +82,7 @@ export function runKeygate(args, env = {}, input, options = {}) {
  */
 export function spawnKeygate(args, options = {}) {
   const fd = options.log === undefined ? undefined : openSync(options.log, 'w');
-  const child = spawn(process.execPath, [options.bin ?? KEYGATE_BIN, ...args], {
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), options.bin ?? KEYGATE_BIN, ...args], {
     env: childEnv(options.baseEnv ?? 'inherit', options.env ?? {}),
     ...(options.cwd && { cwd: options.cwd }),
     stdio: fd === undefined ? ['ignore', 'pipe', 'pipe'] : ['ignore', fd, fd],

@@ -1,5 +1,14 @@
 import { createHash } from 'node:crypto';
-import { lstatSync, readFileSync, readlinkSync, realpathSync, statSync, watch, type FSWatcher } from 'node:fs';
+import {
+  createReadStream,
+  lstatSync,
+  readFileSync,
+  readlinkSync,
+  realpathSync,
+  statSync,
+  watch,
+  type FSWatcher,
+} from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Logger } from 'pino';
 
@@ -73,7 +82,7 @@ const MAX_HOPS = 16;
  * A reload asked for (SIGHUP) reads the file as it is, at once.
  */
 export function createFileReloader<T>(options: FileReloaderOptions, deps: FileReloaderDeps<T>): FileReloader {
-  return createReloader(options, deps) as FileReloader;
+  return createReloader(options, deps, false) as FileReloader;
 }
 
 /** The same reloader, loading with a Promise (a worker thread): `reload` settles once the value is applied or rejected. */
@@ -81,7 +90,7 @@ export function createAsyncFileReloader<T>(
   options: FileReloaderOptions,
   deps: AsyncFileReloaderDeps<T>,
 ): AsyncFileReloader {
-  return createReloader(options, deps) as AsyncFileReloader;
+  return createReloader(options, deps, true) as AsyncFileReloader;
 }
 
 /**
@@ -92,6 +101,7 @@ export function createAsyncFileReloader<T>(
 function createReloader<T>(
   options: FileReloaderOptions,
   deps: FileReloaderDeps<T> | AsyncFileReloaderDeps<T>,
+  async: boolean,
 ): FileReloader<boolean | Promise<boolean>> {
   const { file, what } = options;
   const watchers = new Map<string, FSWatcher>();
@@ -100,6 +110,7 @@ function createReloader<T>(
   let seen = fingerprint(file);
   let running: Promise<boolean> | undefined;
   let queued: Promise<boolean> | undefined;
+  let checks = 0; // checks started: only the latest acts once its reads are done
 
   const applied = (value: T, cause: string): true => {
     deps.apply(value);
@@ -115,7 +126,8 @@ function createReloader<T>(
     return false;
   };
 
-  const reload = (cause: string): boolean | Promise<boolean> => {
+  /** `print`: the file's fingerprint when the caller just read it (a watch-triggered check). */
+  const reload = (cause: string, print?: string): boolean | Promise<boolean> => {
     if (running) {
       queued ??= running.then(() => {
         queued = undefined;
@@ -123,7 +135,15 @@ function createReloader<T>(
       });
       return queued;
     }
-    seen = fingerprint(file);
+    if (async && print === undefined) {
+      // Read in chunks between other work (a large keys file takes tens of ms to hash in one go).
+      running = fingerprintAsync(file).then((p) => {
+        running = undefined;
+        return reload(cause, p);
+      });
+      return running;
+    }
+    seen = print ?? fingerprint(file);
     let loaded: T | Promise<T>;
     try {
       loaded = deps.load(file);
@@ -158,22 +178,25 @@ function createReloader<T>(
    * half-written file that parses (a YAML list cut after an entry) is never applied this way.
    * Another event meanwhile restarts the wait (one timer serves both).
    */
-  const check = (waitedFor?: string) => {
+  const check = async (waitedFor?: string) => {
     if (closed) return;
     arm();
-    const now = stamp(file);
-    if (waitedFor !== undefined && now === waitedFor) {
-      if (fingerprint(file) !== seen) void reload('file changed');
+    const run = ++checks;
+    // Read in chunks, each in its own turn: hashing a 100k-key file in one go stalled every request.
+    const now = await stampAsync(file);
+    if (closed || run !== checks) return; // a later check (a later event) decides
+    if (waitedFor !== undefined && now.stamp === waitedFor) {
+      if (now.print !== seen) void reload('file changed', now.print);
       return;
     }
-    if (waitedFor === undefined && fingerprint(file) === seen) return;
+    if (waitedFor === undefined && now.print === seen) return;
     clearTimeout(timer);
-    timer = setTimeout(() => check(now), options.settleMs ?? SETTLE_MS);
+    timer = setTimeout(() => void check(now.stamp), options.settleMs ?? SETTLE_MS);
   };
 
   const schedule = () => {
     clearTimeout(timer);
-    timer = setTimeout(() => check(), options.debounceMs ?? 100);
+    timer = setTimeout(() => void check(), options.debounceMs ?? 100);
   };
 
   /** Watches exactly the folders the path resolves through right now. */
@@ -233,14 +256,17 @@ function foldersOf(file: string): Set<string> {
   return dirs;
 }
 
-/** The fingerprint with the file's size and mtime: what must stay the same while a change settles. */
-function stamp(file: string): string {
+/** The fingerprint, and with the file's size and mtime the stamp: what must stay the same while a change settles. */
+async function stampAsync(file: string): Promise<{ stamp: string; print: string }> {
+  let st: string;
   try {
-    const st = statSync(file);
-    return `${st.size}\0${st.mtimeMs}\0${fingerprint(file)}`;
+    const s = statSync(file);
+    st = `${s.size}\0${s.mtimeMs}\0`;
   } catch {
-    return fingerprint(file);
+    st = '';
   }
+  const print = await fingerprintAsync(file);
+  return { stamp: `${st}${print}`, print };
 }
 
 /** Which file the path resolves to, and its content: a change to either means a reload. */
@@ -249,6 +275,20 @@ function fingerprint(file: string): string {
     const real = realpathSync(file);
     return `${real}\0${createHash('sha256').update(readFileSync(real)).digest('hex')}`;
   } catch (err) {
-    return `error\0${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+    return unreadable(err);
   }
 }
+
+/** fingerprint(), reading the file in 64 KiB chunks, each hashed in its own event-loop turn. */
+async function fingerprintAsync(file: string): Promise<string> {
+  try {
+    const real = realpathSync(file);
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(real, { highWaterMark: 64 * 1024 })) hash.update(chunk as Buffer);
+    return `${real}\0${hash.digest('hex')}`;
+  } catch (err) {
+    return unreadable(err);
+  }
+}
+
+const unreadable = (err: unknown) => `error\0${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;

@@ -57,7 +57,10 @@ export function loadKeysOffThread(
       } catch (err) {
         return finish(err as Error);
       }
-      worker.postMessage('next');
+      // Asked for after this turn's I/O, not now: a port delivers every message that arrives while it
+      // is being drained (up to 1,000) in the same turn, and the worker answers faster than a batch
+      // is added, so asking at once chained batch after batch into one block of hundreds of ms.
+      setImmediate(() => settled || worker.postMessage('next'));
     });
     worker.on('error', (err) => finish(new KeysFileError([`${file}: ${err.message}`])));
     worker.on('exit', (code) => finish(new KeysFileError([`${file}: loader thread exited (${code})`])));

@@ -1,4 +1,5 @@
-import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { appendFileSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -139,5 +140,45 @@ describe('file reloader: on request (SIGHUP)', () => {
       'test file rejected; keeping the last good value',
       "cannot watch the test file's folder; SIGHUP still reloads",
     ]);
+  });
+});
+
+describe('file reloader: a large file', () => {
+  const [, plain] = FILE_LAYOUTS[0] as (typeof FILE_LAYOUTS)[number];
+
+  it('is read and hashed between other work: no turn of the event loop blocks for one whole-file hash', async () => {
+    const big = (c: string) => `v=1\n${c.repeat(32 * 1024 * 1024)}`;
+    const file = plain('value.txt', big('a'));
+    // What one whole-file read and hash costs in this run: the block each check used to make, three times over.
+    const t0 = performance.now();
+    createHash('sha256').update(readFileSync(file.path)).digest('hex');
+    const wholeHashMs = performance.now() - t0;
+
+    const applied: number[] = [];
+    const reloader = createFileReloader(
+      { file: file.path, what: 'test file', kept: 'value', debounceMs: 20 },
+      {
+        logger: pino({ level: 'silent' }),
+        load: (f) => statSync(f).size,
+        apply: (v) => applied.push(v),
+        describe: () => ({}),
+      },
+    );
+    open.push(reloader);
+    let longestGapMs = 0;
+    let last = performance.now();
+    const ticker = setInterval(() => {
+      const now = performance.now();
+      longestGapMs = Math.max(longestGapMs, now - last);
+      last = now;
+    }, 1);
+    try {
+      file.update(big('b'));
+      last = performance.now();
+      await expect.poll(() => applied.length, POLL).toBe(1);
+    } finally {
+      clearInterval(ticker);
+    }
+    expect(longestGapMs).toBeLessThan(wholeHashMs);
   });
 });
