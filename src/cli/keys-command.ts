@@ -7,7 +7,7 @@ import { createRedisStore } from '../store/redis-store.js';
 import { createSecretCipher } from '../keys/secret-cipher.js';
 import { StoreUnavailableError } from '../store/store.js';
 import { DurabilityError } from '../store/redis-durability.js';
-import { waitStoreReady } from '../store/wait-ready.js';
+import { waitUntilAnswers } from '../store/wait-ready.js';
 import { CliError } from './cli-errors.js';
 import type { KeyStoreHandle } from './cli-io.js';
 import type { Command } from './command-line.js';
@@ -64,7 +64,8 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
     { logger: pino({ level: 'silent' }) },
   );
   try {
-    await waitStoreReady(store, CLI_REDIS_WAIT_MS, 50);
+    // Both connections a key command uses: the first command goes over the key operations' own.
+    await waitUntilAnswers(() => Promise.all([store.ping(), store.pingKeyOperations()]), CLI_REDIS_WAIT_MS, 50);
   } catch (err) {
     await store.close();
     if (!(err instanceof StoreUnavailableError)) throw err;

@@ -67,7 +67,7 @@ export interface RedisStoreEvents {
 export function createRedisStore(
   options: RedisStoreOptions,
   deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
-): Store & { client: RedisClient } {
+): Store & { client: RedisClient; pingKeyOperations(): Promise<void> } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
   const connection =
@@ -424,6 +424,12 @@ export function createRedisStore(
     ping: () =>
       run(async () => {
         await client.ping();
+      }),
+    // The key operations' own connection connects on its own schedule: a one-shot command (the CLI)
+    // waits for it too, or its first command meets a connection not yet open (no offline queue).
+    pingKeyOperations: () =>
+      run(async () => {
+        await manager.ping();
       }),
     countKeys: () => run(() => records.countKeys()),
     async close() {

@@ -47,9 +47,9 @@ describe('failover watch on a Redis Cluster', () => {
     await cluster?.stop();
   });
 
-  /** The master serving KEY's slot (CLUSTER SLOTS) and its replica (the master's INFO replication). */
-  async function slotNodes(): Promise<{ master: number; replica: number }> {
-    const slot = await cluster.keySlot(KEY);
+  /** The master serving `key`'s slot (CLUSTER SLOTS) and its replica (the master's INFO replication). */
+  async function slotNodes(key: string): Promise<{ master: number; replica: number }> {
+    const slot = await cluster.keySlot(key);
     const master = (await cluster.slotMasters(cluster.ports[0]!)).find((r) => r.from <= slot && slot <= r.to)!.port;
     const c = client(master);
     try {
@@ -62,11 +62,25 @@ describe('failover watch on a Redis Cluster', () => {
     }
   }
 
-  /** A planned failover of KEY's master to its replica; resolves once every node's CLUSTER SLOTS agrees. */
-  async function failOver(): Promise<{ from: number; to: number }> {
-    const { master, replica } = await slotNodes();
+  /**
+   * A planned failover of `key`'s master to its replica; resolves once every node's CLUSTER SLOTS agrees.
+   * Each case fails over another shard: a master demoted by a CLUSTER FAILOVER resyncs for a while, and a
+   * second failover of the same shard on a busy machine did not always complete.
+   */
+  async function failOver(key: string): Promise<{ from: number; to: number }> {
+    const { master, replica } = await slotNodes(key);
     const c = client(replica);
     await c.connect();
+    // A manual failover needs the replica in sync: after the first one, the demoted master is still
+    // resyncing as the new master's replica for a while, and a CLUSTER FAILOVER sent then gives up.
+    await until(
+      `replica ${replica} in sync with ${master}`,
+      async () => {
+        const info = await c.info('replication');
+        return info.includes('master_link_status:up') && info.includes(`master_port:${master}`);
+      },
+      20_000,
+    );
     await c.call('CLUSTER', 'FAILOVER');
     c.disconnect();
     await until(
@@ -74,7 +88,7 @@ describe('failover watch on a Redis Cluster', () => {
       async () => {
         for (const port of cluster.ports) {
           const slots = await cluster.slotMasters(port);
-          const slot = await cluster.keySlot(KEY);
+          const slot = await cluster.keySlot(key);
           if (slots.find((r) => r.from <= slot && slot <= r.to)?.port !== replica) return false;
         }
         return true;
@@ -88,7 +102,7 @@ describe('failover watch on a Redis Cluster', () => {
     'a MOVED to the promoted replica raises the fence before the command is re-sent there',
     async () => {
       expect(fence.fenceNs()).toBe(0n);
-      const { from, to } = await failOver();
+      const { from, to } = await failOver(KEY);
       expect(to).not.toBe(from);
       // Nothing has told the client yet: no refresh runs on its own, and no command went out.
       expect(fence.fenceNs()).toBe(0n);
@@ -108,7 +122,11 @@ describe('failover watch on a Redis Cluster', () => {
       await until('the slot table is re-read after the MOVED', async () => causes.includes('slots_moved'), 10_000);
       const seen = causes.length;
       const raisedAt = fence.fenceNs();
-      await failOver(); // back to the first master
+      // A key on another master: that shard fails over now.
+      const first = (await slotNodes(KEY)).master;
+      let other = '';
+      for (let i = 0; !other; i++) if ((await slotNodes(`${KEY}-${i}`)).master !== first) other = `${KEY}-${i}`;
+      await failOver(other);
       expect(fence.fenceNs()).toBe(raisedAt);
       const before = systemClock().nowNs();
       await new Promise<void>((resolve, reject) => redis.refreshSlotsCache((err) => (err ? reject(err) : resolve())));

@@ -18,10 +18,12 @@ import { loadKeysFile } from '../../src/keys/keys-file.js';
  * reload is compared with the longest one without it (a ratio: the machine's speed and load cancel
  * out). One scheduling hiccup on a busy machine can make a single answer several times the quiet
  * windows' longest (seen in CI: 36.7 ms against 6.0 ms), so the bound is the larger of 5x that and
- * a quarter of what loading the same file on the event loop costs, timed in this run: the stall the
- * worker thread exists to avoid (about 100 µs per key, 2 s here) stays far past it either way.
+ * half of what loading the same file on the event loop costs, timed in this run: the stall the worker
+ * thread exists to avoid (the parse alone; a reload on the loop also stages and swaps) stays past it
+ * either way. The file is large enough that this half is well above the collector's pauses while the
+ * records arrive (30-130 ms each on a loaded machine, whatever the file's size: they follow the batch).
  */
-const KEYS = 20_000;
+const KEYS = 40_000;
 const SECRET = 'reload-secret-0123456789abcdef';
 const keysDoc = (n: number, extra: string[] = []) =>
   JSON.stringify({
@@ -102,7 +104,7 @@ describe('a keys file reload under traffic', () => {
       );
       for (const window of [before, during, after]) expect(window.statuses.every((s) => s === 200)).toBe(true);
       expect(during.count).toBeGreaterThan(0);
-      expect(during.maxMs).toBeLessThan(Math.max(5 * quietMaxMs, onLoopMs / 4));
+      expect(during.maxMs).toBeLessThan(Math.max(5 * quietMaxMs, onLoopMs / 2));
 
       const status = async (k: string) =>
         (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(k, SECRET)) })).status;
