@@ -88,11 +88,15 @@ export function writePrivateFile(path: string, text: string): void {
   }
 }
 
-/** Import a keys file: everything is validated before anything is written. Existing keys are kept unless --replace. */
+/**
+ * Import a keys file: the whole file is validated before anything is written, then it is written in
+ * batches (key-operations.ts importKeys). A file of at most one batch is all or nothing; a larger one
+ * that stops part-way prints what was applied and exits 1 (a re-run is safe).
+ */
 export const importAction: KeyAction = {
   spec: {
     name: 'import',
-    summary: 'add the keys of a keys file (all or nothing: the whole file is checked first)',
+    summary: 'add the keys of a keys file (the whole file is checked first, then written in atomic batches)',
     args: ['<file>'],
     options: [
       { name: 'replace', type: 'boolean', help: 'overwrite keys that already exist (default: keep them)' },
@@ -107,13 +111,24 @@ export const importAction: KeyAction = {
       if (!(err instanceof KeysFileError)) throw err;
       throw new CliError(`nothing imported:\n  - ${err.problems.join('\n  - ')}`, 2);
     }
-    // One atomic step: a clash (an id another key holds, a key changed meanwhile) refuses the whole file.
-    const counts = ctx.must(await ctx.ops.importKeys(records, flag(p, 'replace'), ctx.actor));
-    if (flag(p, 'json')) ctx.print(counts);
-    else
+    const replace = flag(p, 'replace');
+    const report = ctx.must(await ctx.ops.importKeys(records, replace, ctx.actor));
+    const { total, created, replaced, skipped, stopped } = report;
+    if (flag(p, 'json')) ctx.print({ ...report, complete: stopped === undefined });
+    else if (stopped === undefined)
       ctx.out.write(
-        `imported ${counts.created} new, replaced ${counts.replaced}, skipped ${counts.skipped} existing (use --replace to overwrite)\n`,
+        `imported ${created} new, replaced ${replaced}, skipped ${skipped} existing (use --replace to overwrite)\n`,
       );
+    if (stopped === undefined) return;
+    if (!flag(p, 'json'))
+      ctx.out.write(
+        `imported ${created} new, replaced ${replaced}, skipped ${skipped} existing of ${total}, then stopped\n`,
+      );
+    throw new CliError(
+      `import stopped after ${created + replaced + skipped} of ${total} keys: ${stopped}\n` +
+        `Re-running the same import is safe: ${replace ? 'with --replace it writes every key of the file again' : 'it skips the keys already imported'}.`,
+      1,
+    );
   },
 };
 

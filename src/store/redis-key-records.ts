@@ -50,8 +50,10 @@ export function createRedisKeyRecords(
   const recordOf = (apiKey: string) => `${base}key:${apiKey}`;
   const index = `${base}index`;
   client.defineCommand('keygateKeyChange', { lua: KEY_CHANGE_SCRIPT });
+  // KEYS and ARGV go as two arrays, never spread into the call: a commit's arguments grow with its
+  // writes (7 per key), and ioredis flattens one level of arrays into the command itself.
   const script = (
-    client as unknown as { keygateKeyChange(numKeys: number, ...args: Array<string | number>): Promise<unknown[]> }
+    client as unknown as { keygateKeyChange(numKeys: number, keys: string[], args: string[]): Promise<unknown[]> }
   ).keygateKeyChange.bind(client);
 
   function decode(apiKey: string, raw: string | null | undefined): KeyRecord | null {
@@ -99,7 +101,7 @@ export function createRedisKeyRecords(
     }
     for (const a of commit.audit) args.push(JSON.stringify(a));
     if (commit.claim) args.push(commit.claim.value, String(commit.claim.ttlMs));
-    const reply = await script(keys.length, ...keys, ...args);
+    const reply = await script(keys.length, keys, args);
     return toResult(reply, commit.claim?.name);
   }
 
@@ -138,8 +140,20 @@ export function createRedisKeyRecords(
         if (head) {
           // Copied as stored (sealed secrets stay sealed); a key already in the new layout wins.
           const keys = [index, `${base}ids`, `${base}version`, `${base}audit`, recordOf(apiKey)];
-          const args = [`${base}owner:`, channel, '1', '0', apiKey, '0', 'put', raw as string, head.id];
-          const reply = await script(keys.length, ...keys, ...args, head.owner, head.state);
+          const args = [
+            `${base}owner:`,
+            channel,
+            '1',
+            '0',
+            apiKey,
+            '0',
+            'put',
+            raw as string,
+            head.id,
+            head.owner,
+            head.state,
+          ];
+          const reply = await script(keys.length, keys, args);
           const result = toResult(reply);
           if (result.ok) moved++;
           else logger.warn({ apiKeyPrefix: apiKey.slice(0, 6), conflict: result.conflict }, 'legacy key not moved');

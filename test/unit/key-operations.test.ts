@@ -3,12 +3,16 @@ import { manualClock } from '../../src/clock.js';
 import {
   createKeyOperations,
   CURSOR,
+  IMPORT_BATCH,
   LIST_SCAN_BUDGET,
   type KeyFilter,
   type KeyPage,
 } from '../../src/management/key-operations.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
+import type { KeyCommit } from '../../src/store/key-write.js';
 import { createMemoryStore } from '../../src/store/memory-store.js';
-import type { KeyPageQuery, Store } from '../../src/store/store.js';
+import { DurabilityError } from '../../src/store/redis-durability.js';
+import { StoreUnavailableError, type AuditEntry, type KeyPageQuery, type Store } from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 
 /**
@@ -107,5 +111,189 @@ describe('key operations: list', () => {
     const seen: string[] = [];
     for await (const page of w.ops.listAll({})) seen.push(...page.map((r) => r.apiKey));
     expect(seen).toEqual(keys.map((r) => r.apiKey));
+  });
+});
+
+/**
+ * A memory store that records every commit's size and the most key reads in flight at once, and
+ * runs `before(n, commit)` ahead of the n-th commit (1-based): a concurrent change, or a failure.
+ */
+function importWorld(existing: KeyRecord[], importBatch?: number) {
+  const clock = manualClock();
+  const memory = createMemoryStore({ keys: existing }, { clock });
+  const commits: number[] = [];
+  let inFlight = 0;
+  let mostInFlight = 0;
+  let before: (n: number, commit: KeyCommit) => Promise<void> = async () => {};
+  const store: Store = {
+    ...memory,
+    async readKey(apiKey) {
+      mostInFlight = Math.max(mostInFlight, ++inFlight);
+      await Promise.resolve();
+      inFlight--;
+      return memory.readKey(apiKey);
+    },
+    async commitKeyChanges(commit) {
+      await before(commits.length + 1, commit);
+      const r = await memory.commitKeyChanges(commit);
+      if (r.ok) commits.push(commit.writes.length);
+      return r;
+    },
+  };
+  const audited: AuditEntry[] = [];
+  const ops = createKeyOperations({
+    store,
+    now: () => clock.nowMs(),
+    audit: (e) => void audited.push(e),
+    ...(importBatch !== undefined && { importBatch }),
+  });
+  return {
+    ops,
+    memory,
+    commits,
+    audited,
+    mostInFlight: () => mostInFlight,
+    before: (fn: typeof before) => void (before = fn),
+    names: async () => (await memory.listKeys({ limit: 1_000_000 })).records.map((r) => r.apiKey),
+  };
+}
+
+const file = (n: number, secret = 'file') =>
+  Array.from({ length: n }, (_, i) => makeKey({ apiKey: name('k', i), secret: `${secret}-secret-${i}-0123456789` }));
+
+describe('key operations: import in batches', () => {
+  it.each([
+    { name: 'an empty file', n: 0, existing: 0, replace: false, commits: [], counts: [0, 0, 0] },
+    { name: 'a file of exactly one batch', n: 3, existing: 0, replace: false, commits: [3], counts: [3, 0, 0] },
+    { name: 'batches and a remainder', n: 7, existing: 0, replace: false, commits: [3, 3, 1], counts: [7, 0, 0] },
+    // keys 0-3 exist: the first batch is all skipped and commits nothing; the second writes 2 of 3
+    { name: 'existing keys skipped', n: 7, existing: 4, replace: false, commits: [2, 1], counts: [3, 0, 4] },
+    { name: 'existing keys replaced', n: 7, existing: 4, replace: true, commits: [3, 3, 1], counts: [3, 4, 0] },
+  ])('$name: commits of at most the batch size, each with its audit', async (c) => {
+    const w = importWorld(file(c.existing, 'old'), 3);
+    const r = await w.ops.importKeys(file(c.n), c.replace, 'importer');
+    const [created, replaced, skipped] = c.counts;
+    expect(r).toEqual({ ok: true, value: { total: c.n, created, replaced, skipped } });
+    expect(w.commits).toEqual(c.commits);
+    expect(w.mostInFlight()).toBeLessThanOrEqual(3);
+    expect(w.audited.map((e) => e.action).sort()).toEqual(
+      [...Array(created).fill('import'), ...Array(replaced).fill('import-replace')].sort(),
+    );
+    expect(await w.names()).toEqual(file(Math.max(c.n, c.existing)).map((k) => k.apiKey));
+    const kept = c.replace ? 'file' : 'old';
+    if (c.existing > 0) expect((await w.memory.getKey(name('k', 0)))?.secret).toContain(kept);
+  });
+
+  it(`by default, at most ${IMPORT_BATCH} keys per commit and per page of reads`, async () => {
+    const w = importWorld([]);
+    const n = Math.round(IMPORT_BATCH * 2.5);
+    expect(await w.ops.importKeys(file(n), false, 'importer')).toMatchObject({ ok: true, value: { created: n } });
+    expect(w.commits).toEqual([IMPORT_BATCH, IMPORT_BATCH, n - 2 * IMPORT_BATCH]);
+    expect(w.mostInFlight()).toBeLessThanOrEqual(IMPORT_BATCH);
+  });
+
+  // The second commit (keys 3-5) is refused or fails; keys 0-2 are applied, and a re-run completes it.
+  it.each([
+    {
+      name: 'a key of the batch created meanwhile (compare-and-set refused)',
+      fault: (w: ReturnType<typeof importWorld>) =>
+        w.memory
+          .commitKeyChanges({
+            writes: [
+              {
+                apiKey: name('k', 4),
+                expect: 0,
+                next: makeKey({ apiKey: name('k', 4), secret: 'other-0123456789abcdef' }),
+              },
+            ],
+            audit: [],
+          })
+          .then(() => {}),
+      stopped: /key k0004 changed while this change was made .*nothing of that batch of 3 was written/,
+      written: ['k0000', 'k0001', 'k0002', 'k0004'],
+    },
+    {
+      name: 'the store unavailable',
+      fault: async () => {
+        throw new StoreUnavailableError('redis: Command timed out after 500 ms (deadline)');
+      },
+      stopped: /^redis: Command timed out.*may or may not have been written/,
+      written: ['k0000', 'k0001', 'k0002'],
+    },
+  ])('$name in a later batch: stops with what was applied; a re-run completes it', async (c) => {
+    const w = importWorld([], 3);
+    w.before(async (n) => {
+      if (n === 2) await c.fault(w);
+    });
+    const r = await w.ops.importKeys(file(7), false, 'importer');
+    expect(r).toMatchObject({ ok: true, value: { total: 7, created: 3, replaced: 0, skipped: 0 } });
+    expect(r.ok && r.value.stopped).toMatch(c.stopped);
+    expect(w.commits).toEqual([3]);
+    expect(w.audited).toHaveLength(3);
+    expect(await w.names()).toEqual(c.written);
+
+    w.before(async () => {});
+    const again = await w.ops.importKeys(file(7), false, 'importer');
+    expect(again).toEqual({
+      ok: true,
+      value: { total: 7, created: 7 - c.written.length, replaced: 0, skipped: c.written.length },
+    });
+    expect(await w.names()).toEqual(file(7).map((k) => k.apiKey));
+  });
+
+  it('a commit written but not durable in a later batch: stopped, and a re-run with replace writes every key again', async () => {
+    const w = importWorld([], 3);
+    const durable = w.memory.commitKeyChanges;
+    let calls = 0;
+    w.memory.commitKeyChanges = async (commit) => {
+      const r = await durable(commit);
+      if (++calls === 2) throw new DurabilityError(1, 0);
+      return r;
+    };
+    const r = await w.ops.importKeys(file(7), true, 'importer');
+    expect(r.ok && r.value).toMatchObject({
+      created: 3,
+      stopped: expect.stringMatching(/^durability: .*may or may not/),
+    });
+    w.memory.commitKeyChanges = durable;
+    expect(await w.ops.importKeys(file(7), true, 'importer')).toEqual({
+      ok: true,
+      value: { total: 7, created: 1, replaced: 6, skipped: 0 },
+    });
+  });
+
+  it.each([
+    {
+      name: 'a refusal',
+      fault: (w: ReturnType<typeof importWorld>) =>
+        w.memory
+          .commitKeyChanges({
+            writes: [
+              {
+                apiKey: name('k', 1),
+                expect: 0,
+                next: makeKey({ apiKey: name('k', 1), secret: 'other-0123456789abcdef' }),
+              },
+            ],
+            audit: [],
+          })
+          .then(() => {}),
+    },
+    {
+      name: 'a store failure',
+      fault: async () => {
+        throw new StoreUnavailableError('redis: down');
+      },
+    },
+  ])('$name before any key was written answers as any change does: nothing written', async (c) => {
+    const w = importWorld([], 3);
+    w.before(async (n) => {
+      if (n === 1) await c.fault(w);
+    });
+    const run = w.ops.importKeys(file(7), false, 'importer');
+    if (c.name === 'a refusal') expect(await run).toMatchObject({ ok: false, refused: 'conflict' });
+    else await expect(run).rejects.toThrow(StoreUnavailableError);
+    expect(w.commits).toEqual([]);
+    expect(w.audited).toEqual([]);
   });
 });

@@ -203,7 +203,10 @@ describe('keygate keys --json: every action prints JSON', () => {
           keys: [expect.objectContaining({ apiKey: 'active' }), expect.objectContaining({ apiKey: 'gone' })],
         }),
     ],
-    import: [['import', KEYS_FILE, '--json'], (v) => expect(v).toEqual({ created: 1, replaced: 0, skipped: 1 })],
+    import: [
+      ['import', KEYS_FILE, '--json'],
+      (v) => expect(v).toEqual({ total: 2, created: 1, replaced: 0, skipped: 1, complete: true }),
+    ],
     reencrypt: [['reencrypt', '--json'], (v) => expect(v).toEqual({ resealed: 2 })],
   };
 
