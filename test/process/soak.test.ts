@@ -31,6 +31,7 @@ describe('soak (short)', () => {
         unexpected: number;
         errors: number;
         leftInFlight: number;
+        resentAfterKeepAliveReset: number;
         achievedRate: number;
         latencyMs: { p50: number; p99: number; max: number };
         memory: { growthMb: number };
@@ -38,7 +39,7 @@ describe('soak (short)', () => {
         samples: string[];
       };
       console.log(
-        `[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, latencyMs: report.latencyMs, memory: report.memory })}`,
+        `[soak] ${JSON.stringify({ sent: report.sent, rate: report.achievedRate, resent: report.resentAfterKeepAliveReset, latencyMs: report.latencyMs, memory: report.memory })}`,
       );
       expect(report.samples).toEqual([]);
       expect(report.unexpected).toBe(0);
