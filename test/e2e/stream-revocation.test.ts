@@ -3,7 +3,13 @@ import { createKeyOperations, type KeyOperations } from '../../src/management/ke
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { openStream, startWsUpstream, STREAM_SCOPE, writeStreamPolicy, type ClientStream } from '../helpers/ws-streams.js';
+import {
+  openStream,
+  startWsUpstream,
+  STREAM_SCOPE,
+  writeStreamPolicy,
+  type ClientStream,
+} from '../helpers/ws-streams.js';
 
 const SECRET = 'stream-secret-0123456789abcdef';
 const KEYS = ['revoke-me', 'delete-me', 'unscope-me', 'expire-me', 'move-me', 'bystander'];
@@ -57,7 +63,9 @@ describe('a stream closes when its key stops being good, on another instance tha
         setTimeout(() => reject(new Error(`${label}: still open`)), PUBLISHED_WITHIN.timeout),
       ),
     ]);
-    console.log(`[streams] ${label}: closed ${closed.at - changedAt} ms after the change returned on the other instance`);
+    console.log(
+      `[streams] ${label}: closed ${closed.at - changedAt} ms after the change returned on the other instance`,
+    );
     return closed;
   }
 
