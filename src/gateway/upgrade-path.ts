@@ -40,8 +40,6 @@ export interface UpgradePathOptions {
   readonly upstream: URL;
   readonly limits: Limits;
   readonly rateLimitHeaders: boolean;
-  /** How long Keygate's close frames may take before a stream's connections are cut. */
-  readonly closeGraceMs?: number;
 }
 
 /** The server's 'upgrade' listener. */
@@ -175,7 +173,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       // count) now; the listener's 'finish' hands the socket over to the relay.
       res.writeHead(101, 'Switching Protocols', answer);
       res.end();
-      const relay = new StreamRelay(client, up, options.closeGraceMs ?? 500);
+      const relay = new StreamRelay(client, up, limits.streamCloseGraceMs);
       slot.activate({ relay, ip: args.ip, route: route as NonNullable<typeof route> });
       relay.start(handshake?.head ?? Buffer.alloc(0), fromUpstream);
     }

@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeyOperations } from '../../src/management/key-operations.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { token } from '../helpers/tokens.js';
 import {
@@ -137,6 +138,49 @@ describe('WebSocket streams through Keygate', () => {
     }
   });
 
+  it.each(['toward the upstream', 'toward the client'] as const)(
+    'a close Keygate injects waits for the frame under way %s to end, and nothing after it is relayed',
+    async (direction) => {
+      const raw = await startRawUpstream();
+      const g = await startKeygate({
+        upstream: raw.url,
+        keys: keys(),
+        // A grace long enough that the frame under way can end before anything is cut.
+        env: { KEYGATE_CONFIG: writeStreamPolicy(), KEYGATE_STREAM_CLOSE_GRACE_MS: '60000' },
+      });
+      try {
+        const client = await rawHandshake(g.port, token('streamer', SECRET));
+        const upSocket = await raw.connected;
+        const toUpstream = direction === 'toward the upstream';
+        // The frame under way: masked from the client, unmasked from the upstream; its second half held back.
+        const underWay = frame(0x2, randomBytes(40), true, toUpstream);
+        const after = frame(0x1, Buffer.from('must not pass'), true, toUpstream);
+        const [sender, senderGot, receiverGot] = toUpstream
+          ? [client.socket, client.received, raw.received]
+          : [upSocket, client.received, client.received];
+        sender.write(underWay.subarray(0, 10));
+        await expect.poll(() => Buffer.concat(receiverGot).length).toBe(10);
+        const ops = createKeyOperations({ store: g.keygate.store, now: () => Date.now(), audit: () => {} });
+        expect((await ops.revoke('streamer', 'test', 'test')).ok).toBe(true);
+        // The other direction is at a frame boundary: its close frame goes out at once (the signal that
+        // Keygate is closing); the sender's own direction holds its close until the frame ends.
+        const otherSide = toUpstream ? senderGot : raw.received;
+        await expect.poll(() => Buffer.concat(otherSide).length).toBeGreaterThan(0);
+        expect(closeCodeOf(Buffer.concat(otherSide), !toUpstream)).toBe(1008);
+        expect(Buffer.concat(receiverGot).length).toBe(10);
+        sender.write(Buffer.concat([underWay.subarray(10), after]));
+        const expected = underWay.length + (toUpstream ? 8 : 4) + 'key revoked'.length;
+        await expect.poll(() => Buffer.concat(receiverGot).length).toBe(expected);
+        const got = Buffer.concat(receiverGot);
+        expect(got.subarray(0, underWay.length).equals(underWay)).toBe(true);
+        expect(closeCodeOf(got.subarray(underWay.length), toUpstream)).toBe(1008);
+      } finally {
+        await g.close();
+        await raw.close();
+      }
+    },
+  );
+
   it('a replayed token, no token and a key without the scope are refused with the ordinary codes; nothing reaches the upstream', async () => {
     const before = upstream.handshakes.length;
     const replayed = token('streamer', SECRET);
@@ -220,6 +264,15 @@ describe('WebSocket streams through Keygate', () => {
   });
 });
 
+/** The status code of a close frame at the start of `bytes`; `masked` as frames toward a server must be. */
+function closeCodeOf(bytes: Buffer, masked: boolean): number {
+  expect(bytes[0]).toBe(0x88);
+  expect(Boolean(bytes[1]! & 0x80)).toBe(masked);
+  if (!masked) return bytes.readUInt16BE(2);
+  const mask = bytes.subarray(2, 6);
+  return ((bytes[6]! ^ mask[0]!) << 8) | (bytes[7]! ^ mask[1]!);
+}
+
 /** One WebSocket frame; client frames are masked (RFC 6455 §5.3). */
 function frame(opcode: number, payload: Buffer, fin: boolean, masked: boolean): Buffer {
   const len = payload.length;
@@ -252,7 +305,8 @@ async function startRawUpstream(): Promise<{
   const received: Buffer[] = [];
   let resolveConnected: (s: Socket) => void = () => {};
   const connected = new Promise<Socket>((r) => (resolveConnected = r));
-  const server: Server = createServer((socket) => {
+  // Half-open: it can still finish a frame after Keygate's close frame and FIN have arrived.
+  const server: Server = createServer({ allowHalfOpen: true }, (socket) => {
     let head = Buffer.alloc(0);
     const onData = (chunk: Buffer) => {
       head = Buffer.concat([head, chunk]);
@@ -290,7 +344,7 @@ async function startRawUpstream(): Promise<{
 /** A raw client handshake through Keygate; resolves after the 101 with the bytes that follow it. */
 async function rawHandshake(port: number, bearer: string): Promise<{ socket: Socket; received: Buffer[] }> {
   const key = randomBytes(16).toString('base64');
-  const socket = connect(port, '127.0.0.1');
+  const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
   socket.write(
     `GET ${STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
       `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nAuthorization: Bearer ${bearer}\r\n\r\n`,
