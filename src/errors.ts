@@ -82,7 +82,7 @@ export const REASONS = Object.freeze({
   bad_framing: reason(40000, 'Transfer-Encoding other than a single "chunked"'),
   bad_upgrade: reason(
     40000,
-    'upgrade request that is not a WebSocket handshake Keygate can relay (Upgrade other than websocket, Sec-WebSocket-Key or -Version missing, malformed or repeated, a body)',
+    'upgrade request with a body, or a WebSocket handshake Keygate cannot relay (Upgrade repeated, Sec-WebSocket-Key or -Version missing, malformed or repeated)',
   ),
   upgrade_not_allowed: reason(
     40000,

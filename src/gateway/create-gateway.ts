@@ -68,12 +68,12 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   // header here, never to 'request'. It walks the same steps (upgrade-path.ts); only a route that says
   // `upgrade: websocket` is relayed, anything else is refused. Forward-auth mode registers none: there
   // an upgrade is the asking proxy's to relay, and Keygate checks it as a plain request.
-  if (deps.streams !== undefined && config.upstream !== undefined)
+  if (deps.streams !== undefined && deps.forwarder !== undefined && config.upstream !== undefined)
     server.on(
       'upgrade',
       createUpgradePath(
         { upstream: config.upstream, limits, rateLimitHeaders: config.rateLimitHeaders },
-        { ...deps, streams: deps.streams.registry, streamMetrics: deps.streams.metrics },
+        { ...deps, forwarder: deps.forwarder, streams: deps.streams.registry, streamMetrics: deps.streams.metrics },
       ),
     );
   // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.

@@ -13,6 +13,8 @@ import type { Authenticator } from '../pipeline/authenticate.js';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
 import type { Policy } from '../policy/policy.js';
 import type { GatewayMode, OriginalRequest, PassArgs, PassDone } from './gateway-mode.js';
+import type { Forwarder } from './forwarder.js';
+import { createProxyMode } from './proxy-mode.js';
 import { createRequestPath } from './request-path.js';
 import type { StreamRegistry } from './stream-registry.js';
 import { StreamRelay } from './stream-relay.js';
@@ -34,6 +36,8 @@ export interface UpgradePathDeps {
   readonly assertion?: AssertionSigner | undefined;
   readonly streams: StreamRegistry;
   readonly streamMetrics: StreamMetrics;
+  /** Proxy mode's forwarder: an upgrade to another protocol (h2c) is forwarded as plain HTTP, as before streams. */
+  readonly forwarder: Forwarder;
 }
 
 export interface UpgradePathOptions {
@@ -63,18 +67,21 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
   const { streams, streamMetrics } = deps;
   /** What the listener learnt before the walk, for the pass: the client's early bytes and its handshake. */
   const handshakes = new WeakMap<IncomingMessage, { head: Buffer }>();
+  const plain = createProxyMode(deps.forwarder);
 
   const mode: GatewayMode = {
     preempt: () => false,
     original: (req: IncomingMessage): OriginalRequest => ({ ok: true, method: req.method, url: req.url }),
     // Before authentication, so a handshake that could never be relayed burns no nonce.
     upstreamHead(raw, peerIp, peerTrusted, requestId) {
-      const request = checkUpgradeRequest(raw);
-      if (!request.ok) return request;
       const head = forwardHeaders(raw, { peerIp, peerTrusted, requestId });
       if (!head.ok) return head;
-      // A handshake has no body; one that declares a body has bytes Keygate would have to frame.
+      // Node's parser read no body after an upgrade head: one that declares a body has bytes nobody framed.
       if (head.body !== 'none') return deny('bad_upgrade');
+      // Another protocol (h2c): forwarded as plain HTTP without Upgrade, as Keygate always did.
+      if (!isWebSocket(raw)) return head;
+      const request = checkUpgradeRequest(raw);
+      if (!request.ok) return request;
       // Keygate's own fields of the handshake (upgrade-handshake.ts) replace the client's.
       for (let i = head.headers.length - 2; i >= 0; i -= 2)
         if (/^sec-websocket-(?:key|version)$/i.test(head.headers[i] as string)) head.headers.splice(i, 2);
@@ -90,6 +97,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
   const path = createRequestPath(limits, options.rateLimitHeaders, { ...deps, mode });
 
   function pass(args: PassArgs, done: PassDone) {
+    if (!isWebSocket(args.req.rawHeaders)) return plain.pass(args, done);
     const { req, res, log, head, keyOwner, assertion, route, keyRecord } = args;
     const handshake = handshakes.get(req);
     const request = handshake && checkUpgradeRequest(req.rawHeaders);
@@ -196,6 +204,9 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
     if ((socket as { _httpMessage?: unknown })._httpMessage) return void socket.destroy();
     socket.setNoDelay(true);
     handshakes.set(req, { head });
+    // The parser stops at an upgrade's head and reads no body: the request, as Keygate will use it, is complete
+    // (one that declares a body is refused in upstreamHead).
+    req.complete = true;
     const res = new ServerResponse(req);
     res.shouldKeepAlive = false;
     res.on('error', noop);
@@ -210,4 +221,12 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
     });
     path.handle(req, res, false);
   };
+}
+
+/** Is the Upgrade a WebSocket one (the only protocol relayed)? Anything else is forwarded as plain HTTP. */
+function isWebSocket(raw: readonly string[]): boolean {
+  for (let i = 0; i < raw.length; i += 2)
+    if ((raw[i] as string).toLowerCase() === 'upgrade' && (raw[i + 1] as string).trim().toLowerCase() === 'websocket')
+      return true;
+  return false;
 }

@@ -201,19 +201,26 @@ describe('WebSocket streams through Keygate', () => {
     await first.closed;
   });
 
-  it('an upgrade to a route without upgrade: websocket never gets 101, nor does another protocol', async () => {
+  it('an upgrade to a route without upgrade: websocket never gets 101, nor does another protocol or a malformed handshake', async () => {
     const before = upstream.handshakes.length;
     expect(await refusalOf(openStream(gate.url, 'streamer', SECRET, PLAIN_PATH))).toEqual({
       status: 400,
       code: 40000,
     });
+    // Another protocol is no stream: forwarded as plain HTTP without Upgrade (the ws upstream answers 426 itself).
     const h2c = await rawRequest(
       gate.port,
       `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n` +
         `HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nAuthorization: Bearer ${token('streamer', SECRET)}\r\n\r\n`,
     );
-    expect(h2c).toMatch(/^HTTP\/1\.1 400 /);
-    expect(h2c).toContain('"code":40000');
+    expect(h2c).toMatch(/^HTTP\/1\.1 426 /);
+    // A malformed WebSocket handshake is refused before authentication.
+    const noKey = await rawRequest(
+      gate.port,
+      `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+    );
+    expect(noKey).toMatch(/^HTTP\/1\.1 400 /);
+    expect(noKey).toContain('"code":40000');
     expect(upstream.handshakes.length).toBe(before);
   });
 
