@@ -136,7 +136,7 @@ function row(key) {
     actions.append(button('Revoke', () => revoke(key), 'danger'));
   }
   // A revoked key can still be deleted (the cleanup after a revoke); deleting asks for the key to be typed.
-  if (canWrite) actions.append(button('Delete', () => remove(key), 'danger'));
+  if (canWrite) actions.append(button('Delete', () => remove(key)));
   tr.append(
     cell(key.owner || '', 'owner'),
     cell(key.label || '', 'label'),
