@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parseFlatYaml } from './flat-yaml.js';
+import { firstInvalidUtf8 } from './utf8-check.js';
 import { isNode, LineCounter, parse as parseYaml, parseDocument, YAMLError } from 'yaml';
 
 /**
@@ -19,6 +20,36 @@ export class DataFileSyntaxError extends Error {
     const at = line === undefined ? 'syntax error' : `syntax error at line ${line}, column ${column}`;
     super(`not valid ${format}: ${at}${kind ? ` (${kind})` : ''}; the text is not shown, as it may hold secrets`);
   }
+}
+
+/**
+ * A file whose bytes are not UTF-8 text, located by the byte offset of the first bad sequence (and its
+ * line). Refused whole, by whichever reader would read it: a byte replaced or reinterpreted would give
+ * a key a secret that depends on how the file was read (issue 45).
+ */
+export class DataFileEncodingError extends Error {
+  override readonly name = 'DataFileEncodingError';
+  constructor(
+    readonly offset: number,
+    readonly line: number,
+  ) {
+    super(
+      `not valid UTF-8: the first bad byte sequence is at byte offset ${offset} (line ${line}); ` +
+        'the file must be UTF-8 text (a BOM is allowed); the text is not shown, as it may hold secrets',
+    );
+  }
+}
+
+/** The file's bytes, refused with DataFileEncodingError unless they are all UTF-8. */
+function readUtf8File(path: string): Buffer {
+  const bytes = readFileSync(path);
+  const bad = firstInvalidUtf8(bytes);
+  if (bad >= 0) {
+    let line = 1;
+    for (let i = bytes.indexOf(10); i >= 0 && i < bad; i = bytes.indexOf(10, i + 1)) line++;
+    throw new DataFileEncodingError(bad, line);
+  }
+  return bytes;
 }
 
 /** Line and column (1-based) of a character offset. */
@@ -56,13 +87,18 @@ function parseYamlText(text: string): unknown {
 }
 
 /**
- * Reads a JSON or YAML file (by extension; YAML is a superset of JSON anyway). YAML in the plain
- * block form keys files use is read by flat-yaml.ts (the same data, in a fraction of the time and
- * memory); anything else, and every syntax error, by the `yaml` package.
+ * Reads a JSON or YAML file (by extension; YAML is a superset of JSON anyway). The file must be UTF-8
+ * (DataFileEncodingError otherwise; a leading BOM is skipped). YAML in the forms keys files are
+ * written in (block and flow collections of plain and quoted one-line scalars) is read by
+ * flat-yaml.ts (the same data, in a fraction of the time and memory); anything else, and every
+ * syntax error, by the `yaml` package.
  */
 export function readDataFile(path: string): unknown {
-  if (path.endsWith('.json')) return parseJson(readFileSync(path, 'utf8'));
-  const bytes = readFileSync(path);
+  const bytes = readUtf8File(path);
+  if (path.endsWith('.json')) {
+    const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+    return parseJson(bytes.toString('utf8', bom));
+  }
   const flat = parseFlatYaml(bytes);
   return flat !== undefined ? flat : parseYamlText(bytes.toString('utf8'));
 }
