@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseFlatYaml } from './flat-yaml.js';
 import { firstInvalidUtf8 } from './utf8-check.js';
+import { parseYamlOffThread } from './yaml-off-thread.js';
+import { isMainThread } from 'node:worker_threads';
 import { isNode, LineCounter, parse as parseYaml, parseDocument, YAMLError } from 'yaml';
 
 /**
@@ -74,7 +76,7 @@ function parseJson(text: string): unknown {
   }
 }
 
-function parseYamlText(text: string): unknown {
+export function parseYamlText(text: string): unknown {
   try {
     // logLevel 'error': YAML warnings (an unknown tag) would otherwise be printed to stderr with a code frame.
     return parseYaml(text, { maxAliasCount: 100, logLevel: 'error', prettyErrors: false });
@@ -100,8 +102,22 @@ export function readDataFile(path: string): unknown {
     return parseJson(bytes.toString('utf8', bom));
   }
   const flat = parseFlatYaml(bytes);
-  return flat !== undefined ? flat : parseYamlText(bytes.toString('utf8'));
+  if (flat !== undefined) return flat;
+  if (!isMainThread || bytes.length < YAML_OFF_THREAD_BYTES) return parseYamlText(bytes.toString('utf8'));
+  const answer = parseYamlOffThread(bytes.toString('utf8'));
+  if (answer.ok) return answer.data;
+  if (answer.line === undefined && answer.kind === undefined) throw new Error(answer.message);
+  throw new DataFileSyntaxError('YAML', answer.line, answer.column, answer.kind);
 }
+
+/**
+ * A YAML file the fast reader declines and at least this large is parsed on a worker thread when read
+ * on the main thread (yaml-off-thread.ts): the `yaml` package's syntax tree is then freed with the
+ * worker instead of staying resident. Below it (a policy file, a few hundred keys) the tree is small
+ * and starting a thread costs more. A worker thread (the reload's loader) parses in place: it is
+ * itself ended once its records are handed over.
+ */
+export const YAML_OFF_THREAD_BYTES = 1024 * 1024;
 
 /**
  * Like readDataFile, plus where each value was written, so a problem can name
