@@ -5,7 +5,9 @@
  *   cli/                          the `keygate` command
  *   create-keygate.ts  index.ts   wiring: builds the store, cipher, servers from a Config
  *   gateway/      management/     the proxy port (request path, proxy and forward-auth modes, forwarder)
- *                                 | the management API, its console and the key operations it shares with the CLI
+ *                                 | the management API and its console
+ *   operations/                   the key operations (create, update, rotate, revoke, delete, import) that
+ *                                 the management API and `keygate keys` share: below both, above the store
  *   pipeline/     observe/        pure request steps (verdicts) | logs, metrics, readiness, the admin port
  *   store/                        the Store interface, memory and Redis stores, key cache, rate-limit state
  *   keys/         config/         the key model (record, usage, prepared key, keys file, cipher)
@@ -24,14 +26,15 @@
  */
 const WIRING = '|^src/(create-keygate|index)\\.ts$';
 const ABOVE = {
-  files: `^src/(policy|keys|config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  policy: `^src/(keys|config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  keys: `^src/(config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  config: `^src/(keys|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  store: `^src/(pipeline|observe|gateway|management|cli)/${WIRING}`,
-  pipeline: `^src/(observe|gateway|management|cli)/${WIRING}`,
-  observe: `^src/(pipeline|gateway|management|cli)/${WIRING}`,
-  gateway: `^src/(management|cli)/${WIRING}`,
+  files: `^src/(policy|keys|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  policy: `^src/(keys|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  keys: `^src/(config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  config: `^src/(keys|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  store: `^src/(pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  pipeline: `^src/(observe|operations|gateway|management|cli)/${WIRING}`,
+  observe: `^src/(pipeline|operations|gateway|management|cli)/${WIRING}`,
+  operations: `^src/(pipeline|observe|gateway|management|cli)/${WIRING}`,
+  gateway: `^src/(operations|management|cli)/${WIRING}`,
   management: `^src/(gateway|cli)/${WIRING}`,
 };
 

@@ -7,11 +7,11 @@ import {
   LIST_SCAN_BUDGET,
   type KeyFilter,
   type KeyPage,
-} from '../../src/management/key-operations.js';
+} from '../../src/operations/key-operations.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
 import type { KeyCommit } from '../../src/store/key-write.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
-import { DurabilityError } from '../../src/store/redis-durability.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
+import { DurabilityError } from '../../src/store/redis/redis-durability.js';
 import { StoreUnavailableError, type AuditEntry, type KeyPageQuery, type Store } from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 

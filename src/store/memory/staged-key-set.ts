@@ -1,5 +1,5 @@
-import type { KeyRecord } from '../keys/key-record.js';
-import { sameRecord } from '../keys/same-record.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import { sameRecord } from '../../keys/same-record.js';
 
 /** Live keys looked at per slice of the removal scan: about a millisecond of work (20,000 took 27 ms on a loaded 2-core machine), then the event loop runs. */
 const SCAN_SLICE = 5_000;

@@ -1,4 +1,4 @@
-import type { Admission } from './store.js';
+import type { Admission } from '../store.js';
 
 // Shared answers: the no-limit path allocates nothing per request for its verdict.
 const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });

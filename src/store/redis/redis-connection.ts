@@ -1,5 +1,5 @@
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import type { RedisConnection } from '../config/redis-settings.js';
+import type { RedisConnection } from '../../config/redis-settings.js';
 
 /** A connection to one server, a Sentinel-managed master, or a Cluster: same command API. */
 export type RedisClient = Redis | Cluster;

@@ -1,5 +1,5 @@
 import { Cluster, type Redis } from 'ioredis';
-import { StoreUnavailableError } from './store.js';
+import { StoreUnavailableError } from '../store.js';
 
 /**
  * Thrown when a key change was written to the Redis master but fewer replicas than

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { systemClock, type Clock } from '../clock.js';
-import type { RedisConnection } from '../config/redis-settings.js';
+import { systemClock, type Clock } from '../../clock.js';
+import type { RedisConnection } from '../../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
 import { createDurability } from './redis-durability.js';
 import { createDeadlineQueue } from './deadline-queue.js';
@@ -10,15 +10,15 @@ import { Cluster, type Redis } from 'ioredis';
 import { createUsageWriter } from './usage-writer.js';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
-import type { SecretCipher } from '../keys/secret-cipher.js';
+import type { SecretCipher } from '../../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
 import { createKnownKeys, type KnownKeys } from './known-keys.js';
 import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
 import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './subscriber-heartbeat.js';
-import type { ReplayFence } from './replay-fence.js';
-import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
+import type { ReplayFence } from '../replay-fence.js';
+import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from '../store.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */

@@ -1,4 +1,4 @@
-import type { KeyUsage } from '../keys/key-usage.js';
+import type { KeyUsage } from '../../keys/key-usage.js';
 
 /**
  * Writes one key's usage batch (usage-counter.ts) into its usage hash, atomically and at most
