@@ -17,6 +17,12 @@
  *   net/                          IP addresses, CIDRs, X-Forwarded-For
  *   errors.ts, clock.ts           shared leaves
  *
+ * Inside store/: store/*.ts is what both backends share (the Store interface, key writes, key cache, rate-limit
+ * math, replay fence); store/memory/ and store/redis/ are one backend each, never importing each other, and the
+ * shared files import neither. A backend is chosen in one place: only create-keygate.ts (and, for Redis, the CLI's
+ * `keygate keys`, which opens the Redis store in cli/keys-command.ts) imports a backend's folder; everything else
+ * sees only the Store interface.
+ *
  * client/ (the `keygate/client` export) stands alone: it loads nothing of the server.
  * index.ts is the package entry and may re-export anything but cli/.
  * And no module-level cycle anywhere in src/.
@@ -71,6 +77,35 @@ module.exports = {
       from: { path: `^src/${folder}/` },
       to: { path: above },
     })),
+    {
+      name: 'store-shared-imports-no-backend',
+      severity: 'error',
+      comment: 'store/*.ts is what both backends share: it knows neither store/memory/ nor store/redis/.',
+      from: { path: '^src/store/[^/]+\\.ts$' },
+      to: { path: '^src/store/(memory|redis)/' },
+    },
+    {
+      name: 'store-backends-apart',
+      severity: 'error',
+      comment: 'store/memory/ and store/redis/ are one backend each; what both need belongs in store/.',
+      from: { path: '^src/store/(memory|redis)/' },
+      to: { path: '^src/store/(memory|redis)/', pathNot: '^src/store/$1/' },
+    },
+    {
+      name: 'redis-store-only-from-the-assembly',
+      severity: 'error',
+      comment:
+        'The Redis store is built in create-keygate.ts (serve) and in cli/keys-command.ts (keygate keys); everything else sees the Store interface.',
+      from: { pathNot: '^src/(store/redis/|create-keygate\\.ts$|cli/keys-command\\.ts$)' },
+      to: { path: '^src/store/redis/' },
+    },
+    {
+      name: 'memory-store-only-from-the-assembly',
+      severity: 'error',
+      comment: 'The memory store is built in create-keygate.ts; everything else sees the Store interface.',
+      from: { pathNot: '^src/(store/memory/|create-keygate\\.ts$)' },
+      to: { path: '^src/store/memory/' },
+    },
     {
       name: 'wiring-not-cli',
       severity: 'error',

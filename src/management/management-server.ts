@@ -7,8 +7,7 @@ import type { Limits } from '../config/read-limits.js';
 import { matchToken, type ManagementToken } from '../config/management-tokens.js';
 import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
 import type { KeyOperations } from '../operations/key-operations.js';
-import { StoreUnavailableError, type Store } from '../store/store.js';
-import { DurabilityError } from '../store/redis/redis-durability.js';
+import { DurabilityError, StoreUnavailableError, type Store } from '../store/store.js';
 import { ROUTES, type Answer, type Route } from './management-routes.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
 

@@ -15,6 +15,25 @@ export class StoreUnavailableError extends Error {
 }
 
 /**
+ * Thrown (by the Redis store: store/redis/redis-durability.ts) when a key change was written to the Redis
+ * master but fewer replicas than KEYGATE_REDIS_MIN_REPLICAS acknowledged it in time. The change may or may not survive a
+ * failover; retrying the same operation is safe. A StoreUnavailableError, so every caller that
+ * does not know durability still fails closed (503); the management API and the CLI name it.
+ */
+export class DurabilityError extends StoreUnavailableError {
+  constructor(
+    readonly required: number,
+    readonly acknowledged: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `durability: ${acknowledged} of the ${required} required Redis replica(s) acknowledged the change in time; it may or may not survive a failover (retry the same operation)`,
+      options,
+    );
+  }
+}
+
+/**
  * What the store decided for a request whose signature verified:
  *   admitted — within the key's rate limit and a first use of the nonce (now recorded, usage counted);
  *   replay   — the nonce was already used (nothing written, no allowance spent);

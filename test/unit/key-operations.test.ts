@@ -11,8 +11,13 @@ import {
 import type { KeyRecord } from '../../src/keys/key-record.js';
 import type { KeyCommit } from '../../src/store/key-write.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
-import { DurabilityError } from '../../src/store/redis/redis-durability.js';
-import { StoreUnavailableError, type AuditEntry, type KeyPageQuery, type Store } from '../../src/store/store.js';
+import {
+  DurabilityError,
+  StoreUnavailableError,
+  type AuditEntry,
+  type KeyPageQuery,
+  type Store,
+} from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 
 /**

@@ -12,24 +12,25 @@
  *   reconfirming   reply due   until its change message or a flush    in force once built
  *   lost           none due    the short TTL; caches were flushed     not in force
  *
- *   event (guard)            unsubscribed   confirming     subscribed     reconfirming   lost
- *   ready / retry due        confirming S   ·              reconfirming S ·              confirming S
- *   confirmed (ready)        subscribed RUF subscribed RUF subscribed RUF subscribed RUF subscribed RUF
- *   confirmed (not ready)    ·              unsubscribed   ·              subscribed     ·
- *   failed                   · W            unsubscribed W · W            subscribed W   · W
- *   close                    · FD           · FD           unsubscribed FD confirming FD · FD
- *   heartbeat lost           lost FLM       lost FLM       lost FDLM      lost FDLM      lost FLM
- *   heartbeat heard (ready)  subscribed RUF reconfirming RUF ·            ·              subscribed RUF
- *   heartbeat heard (not r.) ·              ·              ·              ·              ·
+ *   event (guard)            unsubscribed    confirming       subscribed       reconfirming    lost
+ *   ready                    confirming S    ·                reconfirming S   ·               confirming S
+ *   confirmed (ready)        subscribed RUL  subscribed RUL   subscribed RUL   subscribed RUL  subscribed RUL
+ *   confirmed (not ready)    ·               unsubscribed     ·                subscribed      ·
+ *   failed                   · W             unsubscribed W   · W              subscribed W    · W
+ *   close                    · FD            · FD             unsubscribed FD  confirming FD   · FD
+ *   heartbeat-lost           lost FLM        lost FLM         lost FDLM        lost FDLM       lost FLM
+ *   heartbeat-heard (ready)  subscribed RUL  reconfirming RUL ·                ·               subscribed RUL
+ *   heartbeat-heard (not r.) ·               ·                ·                ·               ·
  *   (· = state unchanged)
- * What happens: S send SUBSCRIBE; R rebuild the known-keys filter; U report the subscriber up; F forget the filter;
- * D report the subscriber down; L flush every key cache (listeners get `null`, then onReconnect); M move the
- * subscriber (reconnect it if connected or stuck in its ready check); W warn and retry in 500 ms.
+ * What happens, in this order: S send SUBSCRIBE; R rebuild the known-keys filter; U report the subscriber up;
+ * F forget the filter; D report the subscriber down; L flush every key cache (listeners get `null`, then
+ * onReconnect); M move the subscriber (reconnect it if connected or stuck in its ready check); W warn, and 500 ms
+ * later send `ready` again if the connection is ready.
  * "ready": the subscriber connection is ready when the event is handled.
  *
  * Why `reconfirming`: after a loss the subscriber reconnects and sends SUBSCRIBE; a heartbeat heard before its reply
  * (ioredis re-subscribes by itself) already proves the feed, and the reply, when it comes, still rebuilds and flushes.
- * A SUBSCRIBE abandoned by `heartbeat lost` may still be answered later: `confirmed` is handled in every state.
+ * A SUBSCRIBE abandoned by `heartbeat-lost` may still be answered later: `confirmed` is handled in every state.
  * Change messages are not transitions: in every state a key's message drops it from the caches (and adds it to the
  * filter), and `*` flushes them all and rebuilds the filter.
  */

@@ -31,8 +31,8 @@ export interface ChangeFeed {
  * known-keys filter (known-keys-builder.ts) and calls the key-change listeners. Its states and transitions
  * are change-feed-states.ts (and docs/redis.md "The change feed"); this file carries them out: every event
  * goes through `handle`, the one place the state changes.
- * Tested as a table (test/unit/change-feed-states.test.ts, and test/unit/change-feed.test.ts with a fake
- * subscriber) and end to end: test/e2e/redis-subscriber.test.ts, revocation propagation, the failover suites.
+ * Tested: its table in test/unit/change-feed-states.test.ts; carried out, end to end in test/e2e/redis-subscriber.test.ts,
+ * revocation-propagation.test.ts, redis-cluster-failover.test.ts and test/adversarial/redis-faults.test.ts.
  */
 export function createChangeFeed(
   options: { channel: string; heartbeatMs?: number },
