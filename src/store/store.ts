@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (the contract, run against both stores).
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
 import type { Clock } from '../../clock.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import { oldestKeptDay, utcDay } from '../../keys/key-usage.js';

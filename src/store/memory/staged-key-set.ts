@@ -1,3 +1,4 @@
+// Tested in test/e2e/keys-file-reload.test.ts, test/e2e/reload-under-traffic.test.ts.
 import type { KeyRecord } from '../../keys/key-record.js';
 import { sameRecord } from '../../keys/same-record.js';
 

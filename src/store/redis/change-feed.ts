@@ -1,3 +1,4 @@
+// Tested in test/unit/change-feed-states.test.ts (its table), test/e2e/redis-subscriber.test.ts, test/e2e/revocation-propagation.test.ts, test/e2e/redis-cluster-failover.test.ts, test/adversarial/redis-faults.test.ts.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { KeyChangeListener } from '../store.js';
@@ -31,8 +32,6 @@ export interface ChangeFeed {
  * known-keys filter (known-keys-builder.ts) and calls the key-change listeners. Its states and transitions
  * are change-feed-states.ts (and docs/redis.md "The change feed"); this file carries them out: every event
  * goes through `handle`, the one place the state changes.
- * Tested: its table in test/unit/change-feed-states.test.ts; carried out, end to end in test/e2e/redis-subscriber.test.ts,
- * revocation-propagation.test.ts, redis-cluster-failover.test.ts and test/adversarial/redis-faults.test.ts.
  */
 export function createChangeFeed(
   options: { channel: string; heartbeatMs?: number },

@@ -1,3 +1,4 @@
+// Tested in test/e2e/failover-watch.test.ts, test/e2e/replay-fence.test.ts.
 import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisClient } from './redis-connection.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/redis-store.test.ts ("mayHaveKey tells names no key has"), test/e2e/redis-cluster.test.ts.
 import type { Logger } from 'pino';
 import { createKnownKeys, type KnownKeys } from './known-keys.js';
 
@@ -23,7 +24,6 @@ export interface KnownKeysBuilder {
  * changed) and when it outgrows its capacity. Until it is in force, mayHave says "maybe" to all.
  * When it is in force is the change feed's business (change-feed-states.ts): `subscribed()` is asked
  * when a build completes and before a failed one is retried.
- * Tested through the Redis store: test/e2e/redis-store.test.ts ("mayHaveKey tells names no key has") and redis-cluster.test.ts.
  */
 export function createKnownKeysBuilder(deps: {
   logger: Logger;

@@ -1,3 +1,4 @@
+// Tested in test/e2e/redis-cluster.test.ts, test/e2e/redis-cluster-failover.test.ts, test/e2e/redis-sentinel-failover.test.ts.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
 import type { RedisConnection } from '../../config/redis-settings.js';
 

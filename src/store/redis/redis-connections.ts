@@ -1,3 +1,4 @@
+// Tested in test/e2e/redis-store.test.ts, test/adversarial/redis-faults.test.ts, test/e2e/redis-outage-log.test.ts, test/e2e/failover-watch.test.ts, test/e2e/redis-sentinel-failover.test.ts.
 import type { Logger } from 'pino';
 import { Cluster, type Redis } from 'ioredis';
 import type { Clock } from '../../clock.js';
@@ -42,7 +43,6 @@ export interface RedisConnections {
  *  - Sentinel's +switch-master (reconnect at once, fence raised first) and the replay fence's watch of
  *    the command connection's run_id (failover-watch.ts);
  *  - `run`, the one command deadline.
- * Tested through the Redis store: test/e2e/redis-store.test.ts, redis-faults (test/adversarial) and the failover suites.
  */
 export function createRedisConnections(
   connection: RedisConnection,

@@ -1,3 +1,4 @@
+// Tested in test/e2e/durable-key-changes.test.ts.
 import { Cluster, type Redis } from 'ioredis';
 import { DurabilityError } from '../store.js';
 

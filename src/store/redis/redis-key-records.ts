@@ -1,3 +1,4 @@
+// Tested in test/e2e/redis-store.test.ts, test/e2e/store-contract.test.ts, test/e2e/secret-cipher.test.ts.
 import type { Logger } from 'pino';
 import { parseKeyRecord, toExternal, type KeyRecord } from '../../keys/key-record.js';
 import { openExternal, SecretCipherError, type SecretCipher } from '../../keys/secret-cipher.js';

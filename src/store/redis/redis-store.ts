@@ -1,3 +1,4 @@
+// Tested in test/e2e/redis-store.test.ts, test/e2e/store-contract.test.ts (both stores).
 import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../../clock.js';
 import type { RedisConnection } from '../../config/redis-settings.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/admit-script.test.ts, test/e2e/store-contract.test.ts (both stores), test/e2e/usage-batching.test.ts, test/adversarial/redis-batching.test.ts.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
@@ -26,7 +27,6 @@ export interface RequestState {
  * counts, all under `{prefix}{<apiKey>}:` (one Cluster slot per key, redis-store.ts has the layout).
  * `admit` is one round trip: the nonce's SET NX (batched per loop turn, turn-batch.ts) for a key without a
  * rate limit, the admit script otherwise. Usage is counted in process and written in batches (usage-writer.ts).
- * Tested through the Redis store: test/e2e/admit-script.test.ts, store-contract.test.ts, usage (test/e2e).
  */
 export function createRequestState(
   options: { prefix: string; usageFlushMs?: number },

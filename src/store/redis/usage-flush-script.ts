@@ -1,3 +1,4 @@
+// Tested in test/e2e/usage-batching.test.ts.
 import type { KeyUsage } from '../../keys/key-usage.js';
 
 /**

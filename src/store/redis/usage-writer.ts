@@ -1,3 +1,4 @@
+// Tested in test/e2e/usage-batching.test.ts.
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import { oldestKeptDay } from '../../keys/key-usage.js';
