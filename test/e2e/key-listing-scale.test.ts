@@ -2,7 +2,7 @@ import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { toExternal, type KeyRecord } from '../../src/keys/key-record.js';
-import { LIST_SCAN_BUDGET } from '../../src/operations/key-operations.js';
+import { LIST_SCAN_BUDGET } from '../../src/operations/key-listing.js';
 import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
