@@ -15,8 +15,8 @@ import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-sour
 import { loadKeysFile } from './keys/keys-file.js';
 import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
-import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
-import { createRedisStore } from './store/redis-store.js';
+import { createMemoryStore, type MemoryStore } from './store/memory/memory-store.js';
+import { createRedisStore } from './store/redis/redis-store.js';
 import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
 import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Store } from './store/store.js';

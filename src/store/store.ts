@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (the contract, run against both stores).
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
@@ -11,6 +12,25 @@ export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+  }
+}
+
+/**
+ * Thrown (by the Redis store: store/redis/redis-durability.ts) when a key change was written to the Redis
+ * master but fewer replicas than KEYGATE_REDIS_MIN_REPLICAS acknowledged it in time. The change may or may not survive a
+ * failover; retrying the same operation is safe. A StoreUnavailableError, so every caller that
+ * does not know durability still fails closed (503); the management API and the CLI name it.
+ */
+export class DurabilityError extends StoreUnavailableError {
+  constructor(
+    readonly required: number,
+    readonly acknowledged: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `durability: ${acknowledged} of the ${required} required Redis replica(s) acknowledged the change in time; it may or may not survive a failover (retry the same operation)`,
+      options,
+    );
   }
 }
 

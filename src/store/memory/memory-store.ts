@@ -1,11 +1,12 @@
-import type { Clock } from '../clock.js';
-import type { KeyRecord } from '../keys/key-record.js';
-import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
+// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
+import type { Clock } from '../../clock.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import { oldestKeptDay, utcDay } from '../../keys/key-usage.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
-import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from './key-write.js';
-import { gcra } from './rate-limit.js';
+import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
+import { gcra } from '../rate-limit.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
-import type { KeyChangeListener, Store } from './store.js';
+import type { KeyChangeListener, Store } from '../store.js';
 
 export interface MemoryStoreOptions {
   keys?: readonly KeyRecord[];

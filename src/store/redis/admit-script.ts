@@ -1,3 +1,4 @@
+// Tested in test/e2e/admit-script.test.ts.
 /**
  * The Redis side of Store.admit for a key with a rate limit: limit check and replay guard
  * in one atomic script, so a forwarded request still costs one round trip (EVALSHA).

@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts, test/e2e/key-races.test.ts.
 /**
  * The Redis side of Store.commitKeyChanges: a batch of compare-and-set key
  * writes, checked and applied in one atomic script together with the indexes,

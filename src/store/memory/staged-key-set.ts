@@ -1,5 +1,6 @@
-import type { KeyRecord } from '../keys/key-record.js';
-import { sameRecord } from '../keys/same-record.js';
+// Tested in test/e2e/keys-file-reload.test.ts, test/e2e/reload-under-traffic.test.ts.
+import type { KeyRecord } from '../../keys/key-record.js';
+import { sameRecord } from '../../keys/same-record.js';
 
 /** Live keys looked at per slice of the removal scan: about a millisecond of work (20,000 took 27 ms on a loaded 2-core machine), then the event loop runs. */
 const SCAN_SLICE = 5_000;

@@ -1,24 +1,6 @@
+// Tested in test/e2e/durable-key-changes.test.ts.
 import { Cluster, type Redis } from 'ioredis';
-import { StoreUnavailableError } from './store.js';
-
-/**
- * Thrown when a key change was written to the Redis master but fewer replicas than
- * KEYGATE_REDIS_MIN_REPLICAS acknowledged it in time. The change may or may not survive a
- * failover; retrying the same operation is safe. A StoreUnavailableError, so every caller that
- * does not know durability still fails closed (503); the management API and the CLI name it.
- */
-export class DurabilityError extends StoreUnavailableError {
-  constructor(
-    readonly required: number,
-    readonly acknowledged: number,
-    options?: { cause?: unknown },
-  ) {
-    super(
-      `durability: ${acknowledged} of the ${required} required Redis replica(s) acknowledged the change in time; it may or may not survive a failover (retry the same operation)`,
-      options,
-    );
-  }
-}
+import { DurabilityError } from '../store.js';
 
 export interface DurabilityOptions {
   /** Replicas that must acknowledge a key change before it is answered (0 = do not wait). */

@@ -8,10 +8,11 @@ import {
   type KeyChanges,
   type NewKeyInput,
 } from '../keys/key-changes.js';
-import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
+import { keyStatus, type KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
 import type { KeyClaim, KeyWrite, KeyWriteResult } from '../store/key-write.js';
+import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
 import { StoreUnavailableError, type AuditEntry, type Store } from '../store/store.js';
 
 /** Why an operation did nothing: data, so the CLI prints it and the API renders it (404, 400, 409). */
@@ -46,47 +47,6 @@ function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal {
 
 /** How many times a change that may be re-applied (patch, revoke, delete) is retried on a fresh read. */
 const RETRIES = 8;
-
-export interface KeyFilter {
-  owner?: string;
-  /** The effective status: active, revoked or expired. */
-  state?: KeyStatus;
-}
-
-/** The most keys one page holds (the API's `limit`, the CLI's `--limit`). */
-export const MAX_PAGE = 500;
-
-/** Which page: at most `limit` keys, from the start or from a previous page's `nextCursor`. */
-export interface PageRequest {
-  readonly limit: number;
-  readonly cursor?: string;
-}
-
-/**
- * A page of keys in apiKey order. `nextCursor` is where the following page starts, null when no key
- * follows. With a state filter a page may hold fewer than `limit` keys, even none, while
- * `nextCursor` is not null: at most LIST_SCAN_BUDGET keys are read per page.
- */
-export interface KeyPage {
-  readonly records: readonly KeyRecord[];
-  readonly nextCursor: string | null;
-}
-
-/**
- * A cursor is opaque to its reader: the last apiKey a page looked at, base64url. Keys added or
- * removed meanwhile never shift a page, and a cursor whose key was deleted still works.
- */
-export const CURSOR = /^[A-Za-z0-9_-]{1,200}$/;
-const cursorOf = (apiKey: string) => Buffer.from(apiKey).toString('base64url');
-const afterCursor = (cursor: string) => Buffer.from(cursor, 'base64url').toString();
-
-/**
- * Keys a page with a state filter reads at most (state is not indexed: `expired` depends on the
- * clock). Bounds one call's reads however few keys match; the caller follows `next`.
- */
-export const LIST_SCAN_BUDGET = 2_000;
-/** Keys read per store call while filtering by state. */
-const STATE_CHUNK = 200;
 
 /**
  * Keys one import step writes at most: one atomic script call in Redis, which blocks every other
@@ -171,6 +131,8 @@ export interface KeyOperations {
  * publishes the change, in one atomic step). A change that can be re-applied to a
  * fresh read (patch, revoke, delete) is retried when another change landed first;
  * a rotate is not (its caller must learn the chain moved on): 409 with the version.
+ * Longer than 80 lines on purpose: one short closure per operation over the shared read, decide and
+ * commit steps (`change`, `commit`, `entry`); paging is key-listing.ts.
  */
 export function createKeyOperations(deps: {
   store: Store;
@@ -200,43 +162,7 @@ export function createKeyOperations(deps: {
     return r ? done(r.record) : notFound;
   };
 
-  async function list(filter: KeyFilter, page: PageRequest): Promise<KeyPage> {
-    const { owner, state } = filter;
-    const q = { ...(owner !== undefined && { owner }) };
-    let after = page.cursor === undefined ? undefined : afterCursor(page.cursor);
-    if (state === undefined) {
-      const p = await store.listKeys({ ...q, limit: page.limit, ...(after !== undefined && { after }) });
-      const last = p.records[p.records.length - 1];
-      return { records: p.records, nextCursor: p.more && last ? cursorOf(last.apiKey) : null };
-    }
-    // Filtered by state: read chunks until the page is full or the budget is spent. The cursor is the
-    // last key looked at, so a key left unread (past a full page) is where the next page starts.
-    const t = now();
-    const records: KeyRecord[] = [];
-    for (let read = 0; read < LIST_SCAN_BUDGET;) {
-      const limit = Math.min(STATE_CHUNK, LIST_SCAN_BUDGET - read);
-      const p = await store.listKeys({ ...q, limit, ...(after !== undefined && { after }) });
-      for (const [i, r] of p.records.entries()) {
-        after = r.apiKey;
-        if (keyStatus(r, t) !== state) continue;
-        records.push(r);
-        if (records.length === page.limit)
-          return { records, nextCursor: p.more || i < p.records.length - 1 ? cursorOf(r.apiKey) : null };
-      }
-      read += limit;
-      if (!p.more) return { records, nextCursor: null };
-    }
-    return { records, nextCursor: after === undefined ? null : cursorOf(after) };
-  }
-
-  async function* listAll(filter: KeyFilter): AsyncGenerator<readonly KeyRecord[]> {
-    for (let cursor: string | undefined; ;) {
-      const p = await list(filter, { limit: MAX_PAGE, ...(cursor !== undefined && { cursor }) });
-      if (p.records.length > 0) yield p.records;
-      if (p.nextCursor === null) return;
-      cursor = p.nextCursor;
-    }
-  }
+  const { list, listAll } = createKeyListing({ store, now });
 
   type Decision = Done<{ next: KeyRecord | null; detail?: string }>;
   /** Read, decide, compare-and-set; `retry` re-reads and decides again when another change landed first. */

@@ -1,7 +1,8 @@
+// Tested in test/e2e/failover-watch.test.ts, test/e2e/replay-fence.test.ts.
 import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisClient } from './redis-connection.js';
-import type { FailoverCause, ReplayFence } from './replay-fence.js';
+import type { FailoverCause, ReplayFence } from '../replay-fence.js';
 
 /**
  * Raises the replay fence (replay-fence.ts) whenever the connection that admits nonces may have

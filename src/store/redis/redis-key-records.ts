@@ -1,10 +1,11 @@
+// Tested in test/e2e/redis-store.test.ts, test/e2e/store-contract.test.ts, test/e2e/secret-cipher.test.ts.
 import type { Logger } from 'pino';
-import { parseKeyRecord, toExternal, type KeyRecord } from '../keys/key-record.js';
-import { openExternal, SecretCipherError, type SecretCipher } from '../keys/secret-cipher.js';
+import { parseKeyRecord, toExternal, type KeyRecord } from '../../keys/key-record.js';
+import { openExternal, SecretCipherError, type SecretCipher } from '../../keys/secret-cipher.js';
 import { KEY_CHANGE_SCRIPT } from './key-change-script.js';
-import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-write.js';
+import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from '../key-write.js';
 import type { RedisClient } from './redis-connection.js';
-import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from './store.js';
+import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store.js';
 
 /**
  * The key records in Redis: every name of the management state carries the one

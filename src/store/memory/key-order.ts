@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (listing order and paging, on both stores).
 /**
  * The memory store's listing index, its equivalent of the Redis sorted sets
  * (redis-key-records.ts): every apiKey, and each owner's, in sorted arrays, so a

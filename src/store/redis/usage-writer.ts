@@ -1,7 +1,8 @@
+// Tested in test/e2e/usage-batching.test.ts.
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
-import { oldestKeptDay } from '../keys/key-usage.js';
-import { StoreUnavailableError } from './store.js';
+import type { Clock } from '../../clock.js';
+import { oldestKeptDay } from '../../keys/key-usage.js';
+import { StoreUnavailableError } from '../store.js';
 import { createUsageCounter, type UsageBatch } from './usage-counter.js';
 
 export interface UsageWriter {

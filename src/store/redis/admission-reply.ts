@@ -1,4 +1,5 @@
-import type { Admission } from './store.js';
+// Tested in test/e2e/admit-script.test.ts, test/e2e/store-contract.test.ts.
+import type { Admission } from '../store.js';
 
 // Shared answers: the no-limit path allocates nothing per request for its verdict.
 const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });

@@ -1,4 +1,4 @@
-import { utcDay } from '../keys/key-usage.js';
+import { utcDay } from '../../keys/key-usage.js';
 
 /** One key's admitted requests not yet written to Redis: count per UTC day and the latest admission. */
 export interface PendingUsage {

@@ -1,3 +1,4 @@
+// Tested in test/adversarial/redis-batching.test.ts.
 import type { Socket } from 'node:net';
 import { Command, type Redis } from 'ioredis';
 import type { RedisClient } from './redis-connection.js';
