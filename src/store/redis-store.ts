@@ -13,6 +13,8 @@ import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
 import type { SecretCipher } from '../keys/secret-cipher.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
+import { createRedisReachability, type RedisConnectionProblem } from './redis-reachability.js';
+import { describeRedis } from '../config/redis-settings.js';
 import { createKnownKeys, type KnownKeys } from './known-keys.js';
 import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
@@ -67,7 +69,12 @@ export interface RedisStoreEvents {
 export function createRedisStore(
   options: RedisStoreOptions,
   deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
-): Store & { client: RedisClient; pingKeyOperations(): Promise<void> } {
+): Store & {
+  client: RedisClient;
+  pingKeyOperations(): Promise<void>;
+  /** Why the request path's connection is down (its last error), or undefined while it is up (/readyz). */
+  connectionProblem(): RedisConnectionProblem | undefined;
+} {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
   const connection =
@@ -115,14 +122,23 @@ export function createRedisStore(
     { ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }) },
     { logger: deps.logger, clock: deps.clock ?? systemClock() },
   );
+  // The first failure before any connection was ready, named in Redis's terms; /readyz's cause.
+  const reachability = createRedisReachability(
+    { target: describeRedis(connection) ?? 'redis', command: 'client', subscriber: 'subscriber' },
+    { logger: deps.logger },
+  );
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
     ['management', manager],
   ] as const) {
-    conn.on('error', (err: Error) => outages.down(name, err));
+    conn.on('error', (err: Error) => {
+      reachability.error(name, err);
+      outages.down(name, err);
+    });
     const label = name === 'client' ? 'command' : name;
     conn.on('ready', () => {
+      reachability.ready(name);
       outages.up(name);
       // The subscriber is "up" only once its subscription is confirmed (confirmSubscription).
       if (name === 'subscriber') return void confirmSubscription();
@@ -145,6 +161,7 @@ export function createRedisStore(
         // Changes may now be missed: the filter is trusted again only once rebuilt after the next confirmation.
         forgetKnown();
       }
+      reachability.closed(name);
       outages.down(name);
       events.onConnectionState?.(false, label);
     });
@@ -218,7 +235,9 @@ export function createRedisStore(
     {
       publish: (message) => run(() => client.publish(channel, message)),
       onLost: () => {
-        deps.logger.warn('change messages not heard on the subscriber: key caches flushed, subscriber moved');
+        // With a connection itself down, nothing is heard anyway and the outage lines say why: no blame on the subscriber.
+        if (!reachability.down())
+          deps.logger.warn('change messages not heard on the subscriber: key caches flushed, subscriber moved');
         forgetKnown(); // changes may have been missed: not trusted again until rebuilt
         if (subscribed) {
           subscribed = false;
@@ -432,6 +451,7 @@ export function createRedisStore(
         await manager.ping();
       }),
     countKeys: () => run(() => records.countKeys()),
+    connectionProblem: () => reachability.problem(),
     async close() {
       forgetKnown();
       await usage.close();

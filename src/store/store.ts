@@ -1,3 +1,4 @@
+import type { RedisConnectionProblem } from './redis-reachability.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
@@ -115,7 +116,9 @@ export interface Store {
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
-  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0. */
+  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0 with KEYGATE_READY_REQUIRES_KEYS. */
   countKeys(): Promise<number>;
+  /** Redis: why the request path's connection is down (/readyz `redis_unreachable`); undefined while up. */
+  connectionProblem?(): RedisConnectionProblem | undefined;
   close(): Promise<void>;
 }
