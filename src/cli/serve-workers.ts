@@ -12,8 +12,7 @@ import { describeListenError } from './listen-error.js';
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
 type NotReadyAnswer = { reason: string; cause?: string; err?: string };
 type Message =
-  | { type: 'keygate:listening'; port: number }
-  | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer };
+  { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer };
 
 const isMessage = (m: unknown): m is Message =>
   typeof m === 'object' &&

@@ -11,7 +11,7 @@ export const JWKS_MAX_AGE_SECONDS = 60;
 
 export interface Readiness {
   /** Resolves to undefined when ready, or a machine-readable reason (with a cause for redis_unreachable). */
-  (): Promise<Pick<NotReady, 'cause' | 'err'> & { readonly reason: string } | undefined>;
+  (): Promise<(Pick<NotReady, 'cause' | 'err'> & { readonly reason: string }) | undefined>;
 }
 
 /**

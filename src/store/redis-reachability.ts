@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
  * Why a Redis connection failed, in Redis's terms: the vocabulary of `upstreamCause` (docs/running.md
  * "Logs"), plus `auth` and `protocol`. What /readyz answers as `cause` with `redis_unreachable`.
  */
-export type RedisCause = 'refused' | 'dns' | 'unreachable' | 'timeout' | 'tls' | 'reset' | 'auth' | 'protocol' | 'other';
+export type RedisCause =
+  'refused' | 'dns' | 'unreachable' | 'timeout' | 'tls' | 'reset' | 'auth' | 'protocol' | 'other';
 
 /** What to check for each cause: the second half of the line logged when Redis cannot be reached at start. */
 export const REDIS_CAUSE_HINTS: Readonly<Record<RedisCause, string>> = Object.freeze({

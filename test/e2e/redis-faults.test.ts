@@ -55,9 +55,7 @@ describe('Redis faults', () => {
       const r = await fetch(`${gate.adminUrl}/readyz`);
       return { status: r.status, body: await r.json() };
     };
-    await expect
-      .poll(readyz, { timeout: 10_000, interval: 100 })
-      .toEqual({ status: 200, body: { status: 'ready' } });
+    await expect.poll(readyz, { timeout: 10_000, interval: 100 }).toEqual({ status: 200, body: { status: 'ready' } });
     expect((await call()).json()).toMatchObject({ code: 10013 });
     await gate.keygate.store.putKey(makeKey({ apiKey: 'good', secret: SECRET }));
     await expect.poll(async () => (await call()).status, { timeout: 5_000, interval: 100 }).toBe(200);

@@ -64,10 +64,12 @@ describe('an unreachable Redis at start (real serve process)', () => {
       expect(s.lines().filter((l) => l.msg === HEARTBEAT_WARNING)).toEqual([]);
 
       await redis.start();
-      await expect.poll(() => readyz(s), { timeout: guard(10_000), interval: 100 }).toEqual({
-        status: 200,
-        body: { status: 'ready' },
-      });
+      await expect
+        .poll(() => readyz(s), { timeout: guard(10_000), interval: 100 })
+        .toEqual({
+          status: 200,
+          body: { status: 'ready' },
+        });
       const empty = await s.line((l) => String(l.msg).includes('holds no keys'));
       expect(empty).toMatchObject({ level: 40, keys: 0, readyRequiresKeys: false });
       await s.line('redis reconnected');
@@ -77,7 +79,11 @@ describe('an unreachable Redis at start (real serve process)', () => {
   });
 
   it.each([
-    { name: 'dns', url: 'redis://keygate-no-such-host.invalid:6379', shown: 'redis://keygate-no-such-host.invalid:6379' },
+    {
+      name: 'dns',
+      url: 'redis://keygate-no-such-host.invalid:6379',
+      shown: 'redis://keygate-no-such-host.invalid:6379',
+    },
   ])('$name: one line with the cause, /readyz names it', async ({ name, url, shown }) => {
     const s = await serveKeygate({ KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_REDIS_URL: url });
     try {
