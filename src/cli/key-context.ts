@@ -4,7 +4,7 @@ import { createKeyOperations, type Done, type KeyOperations } from '../managemen
 import type { AuditEntry, Store } from '../store/store.js';
 import { CliError, KeyNotFound } from './cli-errors.js';
 import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
-import { createProgress, type MaybeTty, type Progress } from './progress.js';
+import { createProgress, type Progress } from './progress.js';
 
 /**
  * What every `keygate keys` action works with. Changes go through
@@ -79,7 +79,7 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
     load: async (apiKey) => must(await ops.get(apiKey), apiKey),
     audit: deps.audit,
     progress: (label, total) =>
-      createProgress({ label, ...(total !== undefined && { total }) }, { stream: deps.err as MaybeTty, now: deps.now }),
+      createProgress({ label, ...(total !== undefined && { total }) }, { stream: deps.err, now: deps.now }),
     // JSON escapes C0 inside strings itself (the raw newlines are its layout); DEL, C1 and bidi
     // overrides in a stored label would reach the terminal raw.
     print: (value) =>

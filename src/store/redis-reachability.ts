@@ -41,7 +41,8 @@ const CAUSES: ReadonlyArray<readonly [RedisCause, (code: string, message: string
 
 /** The cause of a connection error (ioredis 'error' events: Node socket errors and Redis replies). */
 export function redisCause(err: Error): RedisCause {
-  const code = String((err as { code?: unknown }).code ?? '');
+  const raw = (err as { code?: unknown }).code;
+  const code = typeof raw === 'string' ? raw : '';
   for (const [cause, matches] of CAUSES) if (matches(code, err.message)) return cause;
   return 'other';
 }

@@ -64,7 +64,7 @@ describe('keygate keys: quiet and helpful on long work (real CLI, real Redis)', 
     const { stdout: terminal } = await promisify(execFile)('script', ['-qec', command, '/dev/null'], {
       env: { ...process.env, ...env },
     });
-    expect(terminal).toMatch(/\r\x1b\[2Kimporting [\d,]+ of 1,000 \(\d+%\)/);
+    expect(terminal).toMatch(new RegExp(String.raw`\r\u001b\[2Kimporting [\d,]+ of 1,000 \(\d+%\)`));
     expect(terminal.endsWith('\r\x1b[2K')).toBe(true); // the line is cleared at the end
     expect(JSON.parse(readFileSync(out, 'utf8'))).toEqual({
       total: N,
