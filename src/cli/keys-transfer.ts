@@ -118,7 +118,7 @@ export const importAction: KeyAction = {
       records = loadKeysFile(p.args[0] as string);
     } catch (err) {
       if (!(err instanceof KeysFileError)) throw err;
-      throw new CliError(`nothing imported: ${importProblems(p.args[0] as string, err.problems)}`, 2);
+      throw new CliError(`nothing imported:${importProblems(p.args[0] as string, err.problems)}`, 2);
     }
     const replace = flag(p, 'replace');
     const progress = ctx.progress('importing', records.length);
@@ -163,7 +163,7 @@ function importProblems(file: string, problems: readonly string[]): string {
     // Unreadable or not YAML/JSON: the problems already say so.
   }
   const grouped = groupKeyProblems(problems, file, { ...(total !== undefined && { total }), exportWithoutSecrets });
-  return grouped.length === 1 ? grouped[0]! : `\n  - ${grouped.join('\n  - ')}`;
+  return grouped.length === 1 ? ` ${grouped[0]!}` : `\n  - ${grouped.join('\n  - ')}`;
 }
 
 /** Re-writes every key so its secrets are sealed with the current encryption key. */
