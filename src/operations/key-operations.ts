@@ -118,7 +118,13 @@ export interface KeyOperations {
    * was written, so a file of at most one batch is all or nothing. After that, it stops the import:
    * the report says what was applied and why it stopped (`stopped`); a re-run is safe.
    */
-  importKeys(records: readonly KeyRecord[], replace: boolean, actor: string): Promise<Done<ImportReport>>;
+  importKeys(
+    records: readonly KeyRecord[],
+    replace: boolean,
+    actor: string,
+    /** Called after each step with the keys it covered (the CLI's progress). */
+    onStep?: (keys: number) => void,
+  ): Promise<Done<ImportReport>>;
   /** Re-writes every key as it is (so its secrets are sealed with the current key), each as a compare-and-set. */
   reseal(actor: string): Promise<number>;
 }
@@ -306,7 +312,7 @@ export function createKeyOperations(deps: {
       if (!r.ok) return r;
       return done({ record: r.value, usage: await store.getUsage(apiKey) });
     },
-    async importKeys(records, replace, actor) {
+    async importKeys(records, replace, actor, onStep) {
       const counts = { total: records.length, created: 0, replaced: 0, skipped: 0 };
       // Batch by batch: each reads its heads just before its compare-and-set, so a batch checks
       // versions as fresh as a single change does, and no call carries more than importBatch keys.
@@ -346,6 +352,7 @@ export function createKeyOperations(deps: {
         counts.created += step.created;
         counts.replaced += step.replaced;
         counts.skipped += step.skipped;
+        onStep?.(batch.length);
       }
       return done(counts);
     },

@@ -72,6 +72,14 @@ export interface KeyPage {
  * CLI) call readKey, listKeys, commitKeyChanges, appendAudit, getUsage. Redis runs the
  * two groups on separate connections, so a slow management call never holds a proxy request.
  */
+/** Why a store's connection is down, in its backend's terms (Redis: store/redis/redis-reachability.ts). */
+export interface ConnectionProblem {
+  /** `refused`, `dns`, `unreachable`, `timeout`, `tls`, `reset`, `auth`, `protocol` or `other`. */
+  readonly cause: string;
+  /** The client library's message (an address, a Redis error reply: never a password). */
+  readonly err: string;
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
   /** The request path's read (a key-cache miss). */
@@ -135,7 +143,9 @@ export interface Store {
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
-  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0. */
+  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0 with KEYGATE_READY_REQUIRES_KEYS. */
   countKeys(): Promise<number>;
+  /** Redis: why the request path's connection is down (/readyz `redis_unreachable`); undefined while up. */
+  connectionProblem?(): ConnectionProblem | undefined;
   close(): Promise<void>;
 }

@@ -44,6 +44,8 @@ export function createChangeFeed(
     namesAfter(after: string | undefined, limit: number): Promise<string[]>;
     onConnectionState?: (up: boolean, connection: 'subscriber') => void;
     onReconnect?: () => void;
+    /** A Redis connection itself is down (redis-reachability.ts): the outage lines say so already. */
+    connectionDown(): boolean;
   },
 ): ChangeFeed {
   const { channel } = options;
@@ -66,7 +68,8 @@ export function createChangeFeed(
 
   function handle(event: FeedEvent, err?: Error) {
     const step = feedTransition(state, event, subscriber.status === 'ready');
-    if (event === 'heartbeat-lost')
+    // With a connection itself down, nothing is heard anyway and the outage lines say why: no blame on the subscriber.
+    if (event === 'heartbeat-lost' && !deps.connectionDown())
       logger.warn('change messages not heard on the subscriber: key caches flushed, subscriber moved');
     if (event === 'heartbeat-heard' && step.effects.length > 0)
       logger.info('change messages heard again on the subscriber');

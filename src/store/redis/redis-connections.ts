@@ -9,6 +9,8 @@ import { createDeadlineQueue } from './deadline-queue.js';
 import { watchFailovers } from './failover-watch.js';
 import { CONNECT_TIMEOUT_MS, createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
+import { createRedisReachability, type RedisReachability } from './redis-reachability.js';
+import { describeRedis } from '../../config/redis-settings.js';
 
 export type ConnectionName = 'client' | 'subscriber' | 'management';
 /** How a connection is named to onConnectionState (metrics, readiness). */
@@ -31,6 +33,8 @@ export interface RedisConnections {
   /** The same deadline, with the result mapped in the deadline's one promise (the request path's admit). */
   runThen<T, R>(fn: () => Promise<T>, then: (value: T) => R): Promise<R>;
   readonly deadlineMs: number;
+  /** An unreachable Redis in Redis's terms: the start line, /readyz's cause, whether a connection is down. */
+  readonly reachability: RedisReachability;
   /** Stops the watchers and closes every connection, bounded by the command deadline. */
   close(): Promise<void>;
 }
@@ -91,13 +95,22 @@ export function createRedisConnections(
     { ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }) },
     { logger: deps.logger, clock: deps.clock },
   );
+  // The first failure before any connection was ready, named in Redis's terms; /readyz's cause.
+  const reachability = createRedisReachability(
+    { target: describeRedis(connection) ?? 'redis', command: 'client', subscriber: 'subscriber' },
+    { logger: deps.logger },
+  );
   for (const [name, conn] of [
     ['client', client],
     ['subscriber', subscriber],
     ['management', manager],
   ] as const) {
-    conn.on('error', (err: Error) => outages.down(name, err));
+    conn.on('error', (err: Error) => {
+      reachability.error(name, err);
+      outages.down(name, err);
+    });
     conn.on('ready', () => {
+      reachability.ready(name);
       outages.up(name);
       // The subscriber is "up" only once its subscription is confirmed (change-feed.ts).
       if (name === 'subscriber') return deps.subscriberReady();
@@ -105,6 +118,7 @@ export function createRedisConnections(
       deps.onReady(name);
     });
     conn.on('close', () => {
+      reachability.closed(name);
       outages.down(name);
       if (name === 'subscriber') return deps.subscriberClosed();
       events.onConnectionState?.(false, name === 'client' ? 'command' : name);
@@ -148,6 +162,7 @@ export function createRedisConnections(
     run,
     runThen: (fn, then) => deadlines.run(fn, toStoreError, then),
     deadlineMs,
+    reachability,
     async close() {
       stopWatching();
       stopFence();

@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../../clock.js';
 import type { RedisConnection } from '../../config/redis-settings.js';
 import type { SecretCipher } from '../../keys/secret-cipher.js';
 import type { ReplayFence } from '../replay-fence.js';
-import type { Store } from '../store.js';
+import type { ConnectionProblem, Store } from '../store.js';
 import { createChangeFeed } from './change-feed.js';
 import type { RedisClient } from './redis-connection.js';
 import { createRedisConnections } from './redis-connections.js';
@@ -59,7 +59,12 @@ export interface RedisStoreEvents {
 export function createRedisStore(
   options: RedisStoreOptions,
   deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
-): Store & { client: RedisClient; pingKeyOperations(): Promise<void> } {
+): Store & {
+  client: RedisClient;
+  pingKeyOperations(): Promise<void>;
+  /** Why the request path's connection is down (its last error), or undefined while it is up (/readyz). */
+  connectionProblem(): ConnectionProblem | undefined;
+} {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
   const connection =
@@ -119,6 +124,7 @@ export function createRedisStore(
       publish: (message) => run(() => client.publish(channel, message)),
       countKeys: () => run(() => records.countKeys()),
       namesAfter: (after, limit) => run(() => records.namesAfter(after, limit)),
+      connectionDown: () => connections.reachability.down(),
       ...(events.onConnectionState && { onConnectionState: events.onConnectionState }),
       ...(events.onReconnect && { onReconnect: events.onReconnect }),
     },
@@ -174,6 +180,7 @@ export function createRedisStore(
         await manager.ping();
       }),
     countKeys: () => run(() => records.countKeys()),
+    connectionProblem: () => connections.reachability.problem(),
     async close() {
       feed.stop();
       await requests.close();
