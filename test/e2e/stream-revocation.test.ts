@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKeyOperations, type KeyOperations } from '../../src/management/key-operations.js';
+import { createKeyOperations, type KeyOperations } from '../../src/operations/key-operations.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKeyOperations } from '../../src/management/key-operations.js';
+import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { token } from '../helpers/tokens.js';
 import {
