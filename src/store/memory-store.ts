@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { KeyRecord } from '../keys/key-record.js';
-import { oldestKeptDay, utcDay } from '../keys/key-usage.js';
+import { createUtcDayOf, oldestKeptDay } from '../keys/key-usage.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from './key-write.js';
@@ -53,6 +53,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const nonces = createNonceTable(); // the replay guard: (apiKey, nonce) -> expiry (ms), out of the JS heap
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
+  const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
   const emit = (apiKey: string | null) => {
@@ -73,7 +74,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     let u = usage.get(apiKey);
     if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));
     u.lastUsedAtMs = now;
-    const day = utcDay(now);
+    const day = dayOf(now);
     const n = (u.perDay.get(day) ?? 0) + 1;
     u.perDay.set(day, n);
     // The first request of a day drops the days that fell out of the kept range (as the Redis script does).
