@@ -145,9 +145,15 @@ export function createNonceTable(): NonceTable {
       if (nowMs >= nextEnd) sweep(nowMs);
       let k = keyIndexes.get(apiKey);
       if (k === undefined) keyIndexes.set(apiKey, (k = keyIndexes.size + 1));
+      // The two halves read digit by digit: no substring per request.
       const cut = nonce.length - SPLIT;
-      const hi = cut > 0 ? Number(nonce.slice(0, cut)) : 0;
-      const lo = cut > 0 ? Number(nonce.slice(cut)) : Number(nonce);
+      let hi = 0;
+      let lo = 0;
+      for (let i = 0; i < nonce.length; i++) {
+        const digit = nonce.charCodeAt(i) - 48;
+        if (i < cut) hi = hi * 10 + digit;
+        else lo = lo * 10 + digit;
+      }
       const h = hash(hi, lo, k);
       for (const b of live) {
         const i = probe(b, hi, lo, k, h);
