@@ -244,7 +244,9 @@ async function main() {
       const perRequest = ((cpuUs(t.pid) ?? NaN) - before) / r.requests;
       const gc = t.gc.stop(r.requests, r.seconds);
       if (r.non2xx || r.errors)
-        throw new Error(`${t.name}: ${r.non2xx} non-2xx and ${r.errors} errors at ${RATE} req/s`);
+        throw new Error(
+          `${t.name}: ${r.non2xx} non-2xx (by status: ${JSON.stringify(r.statuses)}) and ${r.errors} errors at ${RATE} req/s`,
+        );
       const s = get(samples, t.name);
       s.cpuUsPerRequest.push(perRequest);
       s.bytesPerRequest.push(gc.bytesPerRequest);
