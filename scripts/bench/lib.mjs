@@ -197,7 +197,8 @@ export const startBareUndici = (children, upstreamUrl, nodeArgs = []) =>
 export async function startKeygate(children, name, upstreamUrl, env, cwd = ROOT, nodeArgs = []) {
   const kg = await serveKeygate(
     { KEYGATE_UPSTREAM: upstreamUrl, KEYGATE_LOG_LEVEL: 'info', ...env },
-    { bin: join(cwd, 'bin', 'keygate.js'), cwd, log: join(children.dir, `${name}.log`), nodeArgs },
+    // 60 s: at a load average of 15 and more on 2 cores a start took longer than serveKeygate's default 15 s.
+    { bin: join(cwd, 'bin', 'keygate.js'), cwd, log: join(children.dir, `${name}.log`), nodeArgs, timeoutMs: 60_000 },
   );
   children.track(() => kg.child.kill('SIGTERM'));
   /** @type {Child} */
