@@ -9,7 +9,10 @@
 // from a different one. The main figure is Keygate's CPU time per request
 // (from /proc) at a fixed offered rate below saturation: at saturation req/s on
 // this 2-core machine swings with whatever else the cores are doing, while CPU
-// per request at a fixed rate moves far less.
+// per request at a fixed rate moves far less. Beside it, every target runs with
+// --trace-gc-nvp and reports the bytes its heap allocated per request and its
+// scavenges per 10,000 requests (gcReader in bench/lib.mjs): those do not depend
+// on the load, so they resolve a change CPU time cannot on a shared machine.
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
@@ -18,17 +21,21 @@ import {
   PATH,
   ROOT as root,
   createChildren,
+  TRACE_GC,
   cpuUs,
+  gcReader,
   get,
   median,
   mintTokens,
   parseOptions,
+  pinToCpu,
   requireWrk,
   round3,
   runFixedRate,
   runMain,
   runWrkSync,
   startBareProxy,
+  startBareUndici,
   startKeygate,
   startRedisWithKey,
   startUpstream,
@@ -46,6 +53,9 @@ Usage: npm run bench:ab -- [options]
   --duration S         seconds per measurement (default 5)
   --rounds N           rounds (default 5)
   --stores LIST        embedded and/or redis (default embedded,redis)
+  --log-level LEVEL    every Keygate's KEYGATE_LOG_LEVEL (default info, as in production)
+  --pin                pin each measured process to CPU 1 and this harness, the load generator,
+                       the upstream and Redis to CPU 0 (taskset; steadier CPU figures)
   --env NAME=VALUE     a setting for the current build's Redis target (repeatable)
   --baseline-env NAME=VALUE  the same for the baseline's Redis target (repeatable)
   --out FILE           result file (default bench-results/ab-latest.json)
@@ -64,6 +74,8 @@ const args = parseOptions(
     stores: { type: 'string', default: 'embedded,redis' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
+    'log-level': { type: 'string', default: 'info' },
+    pin: { type: 'boolean' },
     env: { type: 'string', multiple: true, default: [] },
     'baseline-env': { type: 'string', multiple: true, default: [] },
     out: { type: 'string', default: join(root, 'bench-results', 'ab-latest.json') },
@@ -100,6 +112,13 @@ const envLabel = (/** @type {Record<string, string>} */ env) =>
   Object.entries(env)
     .map(([k, v]) => ` ${k}=${v}`)
     .join('');
+
+/** The CPU the measured processes are pinned to with --pin; everything else runs on CPU 0. */
+const TARGET_CPU = 1;
+if (args.pin) {
+  if (cpus().length < 2) throw new Error('--pin needs 2 CPUs');
+  pinToCpu(process.pid, 0); // the load generator, upstream and Redis are started from here and inherit it
+}
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-ab-'));
 const children = createChildren(dir, root);
@@ -141,7 +160,20 @@ function saturate(url, path = PATH) {
   return { rps: res.rps, non2xx: res.non2xx, errors: res.errors };
 }
 
-/** @typedef {{ name: string, url: string, pid: number, path?: string }} Target */
+/** @typedef {{ name: string, url: string, pid: number, path?: string, gc: ReturnType<typeof gcReader> }} Target */
+
+/**
+ * A started target, pinned with --pin, its collections read from its log file.
+ * @param {string} name
+ * @param {{ url: string, pid: number }} started
+ * @param {string} logName the log file's name in the run's directory
+ * @param {string} [path]
+ * @returns {Target}
+ */
+function target(name, started, logName, path) {
+  if (args.pin) pinToCpu(started.pid, TARGET_CPU);
+  return { name, url: started.url, pid: started.pid, gc: gcReader(join(dir, `${logName}.log`)), ...(path && { path }) };
+}
 
 async function main() {
   const loadBefore = loadavg().map(round3);
@@ -166,16 +198,20 @@ async function main() {
   const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root) : undefined;
   const keysFile = redis?.keysFile ?? writeKeysFile(dir);
   const upstream = await startUpstream(children);
-  const bare = await startBareProxy(children, upstream.url);
+  const bare = await startBareProxy(children, upstream.url, [TRACE_GC]);
+  const bareUndici = await startBareUndici(children, upstream.url, [TRACE_GC]);
   /** @type {Target[]} */
-  const targets = [{ name: 'bare-http-proxy', url: bare.url, pid: bare.pid }];
+  const targets = [target('bare-http-proxy', bare, 'bare-proxy'), target('bare-undici', bareUndici, 'bare-undici')];
+  const logLevel = { KEYGATE_LOG_LEVEL: args['log-level'] };
   for (const store of STORES) {
     for (const b of builds) {
       /** @type {Record<string, string>} */
       const env =
-        redis && store === 'redis' ? { KEYGATE_REDIS_URL: redis.url, ...b.env } : { KEYGATE_KEYS_FILE: keysFile };
-      const kg = await startKeygate(children, `${b.name}-${store}`, upstream.url, env, b.tree);
-      targets.push({ name: `${b.name}:${store}`, url: kg.url, pid: kg.pid });
+        redis && store === 'redis'
+          ? { ...logLevel, KEYGATE_REDIS_URL: redis.url, ...b.env }
+          : { ...logLevel, KEYGATE_KEYS_FILE: keysFile };
+      const kg = await startKeygate(children, `${b.name}-${store}`, upstream.url, env, b.tree, [TRACE_GC]);
+      targets.push(target(`${b.name}:${store}`, kg, `${b.name}-${store}`));
     }
   }
 
@@ -186,25 +222,41 @@ async function main() {
       policy,
       `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`,
     );
-    const env = { KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy };
-    const kg = await startKeygate(children, 'current-public', upstream.url, env);
-    targets.push({ name: 'current:public', url: kg.url, pid: kg.pid, path: PUBLIC_PATH });
+    const env = { ...logLevel, KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy };
+    const kg = await startKeygate(children, 'current-public', upstream.url, env, root, [TRACE_GC]);
+    targets.push(target('current:public', kg, 'current-public', PUBLIC_PATH));
   }
 
   for (const t of targets) fixedRate(t.url, 2, t.path); // warm-up: JIT, connection pools, key cache
-  /** @type {Record<string, { cpuUsPerRequest: number[], rps: number[] }>} */
-  const samples = Object.fromEntries(targets.map((t) => [t.name, { cpuUsPerRequest: [], rps: [] }]));
+  /** @type {Record<string, { cpuUsPerRequest: number[], rps: number[], bytesPerRequest: number[], scavengesPer10k: number[], scavengeMsPer10k: number[] }>} */
+  const samples = Object.fromEntries(
+    targets.map((t) => [
+      t.name,
+      { cpuUsPerRequest: [], rps: [], bytesPerRequest: [], scavengesPer10k: [], scavengeMsPer10k: [] },
+    ]),
+  );
   for (let round = 0; round < ROUNDS; round++) {
     for (let i = 0; i < targets.length; i++) {
       const t = /** @type {Target} */ (targets[(i + round) % targets.length]);
+      t.gc.start();
       const before = cpuUs(t.pid) ?? NaN;
       const r = fixedRate(t.url, DURATION, t.path);
       const perRequest = ((cpuUs(t.pid) ?? NaN) - before) / r.requests;
+      const gc = t.gc.stop(r.requests, r.seconds);
       if (r.non2xx || r.errors)
-        throw new Error(`${t.name}: ${r.non2xx} non-2xx and ${r.errors} errors at ${RATE} req/s`);
-      get(samples, t.name).cpuUsPerRequest.push(perRequest);
+        throw new Error(
+          `${t.name}: ${r.non2xx} non-2xx (by status: ${JSON.stringify(r.statuses)}) and ${r.errors} errors at ${RATE} req/s`,
+        );
+      const s = get(samples, t.name);
+      s.cpuUsPerRequest.push(perRequest);
+      s.bytesPerRequest.push(gc.bytesPerRequest);
+      s.scavengesPer10k.push(gc.scavengesPer10k);
+      s.scavengeMsPer10k.push(gc.scavengeMsPer10k);
       const late = r.late ? ` (behind schedule ${r.late}x)` : '';
-      let line = `round ${round + 1}/${ROUNDS} ${t.name.padEnd(18)} ${perRequest.toFixed(1).padStart(6)} us CPU/request at ${RATE} req/s${late}`;
+      let line =
+        `round ${round + 1}/${ROUNDS} ${t.name.padEnd(18)} ${perRequest.toFixed(1).padStart(6)} us CPU/request at ${RATE} req/s` +
+        `, ${Math.round(gc.bytesPerRequest)} B/request, ${gc.scavengesPer10k.toFixed(1)} scavenges/10k` +
+        ` (${gc.scavengeMsPer10k.toFixed(1)} ms)${late}`;
       if (args.saturate) {
         const s = saturate(t.url, t.path);
         if (s.non2xx || s.errors) throw new Error(`${t.name}: ${s.non2xx} non-2xx and ${s.errors} errors under wrk`);
@@ -215,7 +267,7 @@ async function main() {
     }
   }
 
-  /** @type {Record<string, { cpuUsPerRequest: number, samples: number[], rps?: number }>} */
+  /** @type {Record<string, { cpuUsPerRequest: number, samples: number[], bytesPerRequest: number, bytesSamples: number[], scavengesPer10k: number, scavengeMsPer10k: number, rps?: number }>} */
   const summary = Object.fromEntries(
     targets.map((t) => {
       const s = get(samples, t.name);
@@ -224,12 +276,26 @@ async function main() {
         {
           cpuUsPerRequest: round3(median(s.cpuUsPerRequest)),
           samples: s.cpuUsPerRequest.map(round3),
+          bytesPerRequest: Math.round(median(s.bytesPerRequest)),
+          bytesSamples: s.bytesPerRequest.map(Math.round),
+          scavengesPer10k: round3(median(s.scavengesPer10k)),
+          scavengeMsPer10k: round3(median(s.scavengeMsPer10k)),
           ...(args.saturate && { rps: Math.round(median(s.rps)) }),
         },
       ];
     }),
   );
   const bareTarget = get(summary, 'bare-http-proxy');
+  const undiciTarget = get(summary, 'bare-undici');
+  /** Against the bare undici hop (Keygate's own engine, nothing else): CPU, bytes, scavenges. @param {string} name */
+  const vsUndici = (name) => {
+    const t = get(summary, name);
+    return {
+      cpu: round3(t.cpuUsPerRequest / undiciTarget.cpuUsPerRequest),
+      bytes: round3(t.bytesPerRequest / undiciTarget.bytesPerRequest),
+      scavenges: round3(t.scavengesPer10k / undiciTarget.scavengesPer10k),
+    };
+  };
   const comparison = Object.fromEntries(
     STORES.map((store) => {
       const cur = get(summary, `current:${store}`);
@@ -243,6 +309,10 @@ async function main() {
           cpuCurrentVsBaselinePerRound: { min: round3(perRound[0] ?? NaN), max: round3(perRound.at(-1) ?? NaN) },
           cpuCurrentVsBare: round3(cur.cpuUsPerRequest / bareTarget.cpuUsPerRequest),
           cpuBaselineVsBare: round3(base.cpuUsPerRequest / bareTarget.cpuUsPerRequest),
+          bytesCurrentVsBaseline: round3(cur.bytesPerRequest / base.bytesPerRequest),
+          scavengesCurrentVsBaseline: round3(cur.scavengesPer10k / base.scavengesPer10k),
+          currentVsBareUndici: vsUndici(`current:${store}`),
+          baselineVsBareUndici: vsUndici(`baseline:${store}`),
           ...(args.saturate && {
             rpsCurrentVsBaseline: round3((cur.rps ?? NaN) / (base.rps ?? NaN)),
             rpsCurrentVsBare: round3((cur.rps ?? NaN) / (bareTarget.rps ?? NaN)),
@@ -251,6 +321,7 @@ async function main() {
       ];
     }),
   );
+  const publicRoute = args.public ? { publicVsBareUndici: vsUndici('current:public') } : {};
   const result = {
     startedAt: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },
@@ -265,18 +336,21 @@ async function main() {
       env: ENV,
       saturate: Boolean(args.saturate),
       publicRoute: Boolean(args.public),
+      logLevel: args['log-level'],
+      pinned: Boolean(args.pin),
     },
     targets: summary,
-    comparison,
+    comparison: { ...comparison, ...publicRoute },
   };
   console.log(`current = ${builds[0]?.label}, baseline = ${builds[1]?.label}`);
   for (const [name, s] of Object.entries(summary)) {
     const saturated = s.rps ? `, ${s.rps} req/s saturated` : '';
     console.log(
-      `${name.padEnd(18)} ${s.cpuUsPerRequest.toFixed(1).padStart(7)} us CPU/request (median of ${ROUNDS})${saturated}`,
+      `${name.padEnd(18)} ${s.cpuUsPerRequest.toFixed(1).padStart(7)} us CPU/request (median of ${ROUNDS}), ` +
+        `${s.bytesPerRequest} B/request, ${s.scavengesPer10k} scavenges/10k (${s.scavengeMsPer10k} ms)${saturated}`,
     );
   }
-  console.log(JSON.stringify(comparison, null, 2));
+  console.log(JSON.stringify(result.comparison, null, 2));
   console.log(`load average before ${loadBefore.join(' ')}, after ${result.loadAverage.after.join(' ')}`);
   writeResult(args.out, result);
 }

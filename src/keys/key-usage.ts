@@ -20,6 +20,25 @@ export function utcDay(ms: number): string {
   return new Date(ms).toISOString().slice(0, 10);
 }
 
+/**
+ * utcDay for a clock that moves forward: the day's name is built when the instant leaves the day the
+ * last one fell in (a day index, `ms / DAY_MS`), not per call. Counting usage per request with a
+ * `Date` and `toISOString` each time showed in the profile (about 2 to 4 µs a request).
+ */
+export function createUtcDayOf(): (ms: number) => string {
+  let dayStart = 0;
+  let dayEnd = 0;
+  let day = '';
+  return (ms) => {
+    if (ms < dayStart || ms >= dayEnd) {
+      dayStart = ms - (((ms % DAY_MS) + DAY_MS) % DAY_MS);
+      dayEnd = dayStart + DAY_MS;
+      day = utcDay(ms);
+    }
+    return day;
+  };
+}
+
 /** The oldest day still kept when today is the day of `nowMs`. */
 export function oldestKeptDay(nowMs: number): string {
   return utcDay(nowMs - (USAGE_DAYS - 1) * DAY_MS);

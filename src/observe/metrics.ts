@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { ERROR_CODES, REASONS, type Reason } from '../errors.js';
 import { KEY_ALGS, type KeyAlg } from '../keys/public-key.js';
 import { packageVersion } from './package-version.js';
+import { counterSlots, ScrapeTimeHistogram, type Incrementable, type Observable } from './scrape-time-metrics.js';
 
 /** Outcome label for a forwarded request in keygate_requests_total{code}. */
 export const OK = 'ok';
@@ -33,13 +34,6 @@ export interface Metrics {
   readonly buildInfo: Gauge<'version' | 'node_version'>;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
-}
-
-interface Incrementable {
-  inc(value?: number): void;
-}
-interface Observable {
-  observe(value: number): void;
 }
 
 export interface InFlight {
@@ -90,44 +84,60 @@ export function statusClass(status: number): string {
 export function createMetrics(options: { defaultMetrics?: boolean; version?: string } = {}): Metrics {
   const registry = new Registry();
   if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
-  const requests = new Counter({
+  // The request path's metrics: counted in typed arrays by label-set slot (scrape-time-metrics.ts), added to
+  // prom-client at scrape. The slots are in the order the series were pre-created before, so the
+  // exposition keeps its order.
+  const requestCodes = [...OUTCOMES, ...ERROR_CODES.map(String)];
+  const requestSlots = counterSlots(requestCodes.map((code) => ({ code })));
+  const requests: Counter<'code'> = new Counter({
     name: 'keygate_requests_total',
     help: 'Requests by outcome code: "ok" for forwarded after authentication, "public" for forwarded on a public route, "time" for GET /api/v3/time, otherwise the error code answered',
     labelNames: ['code'],
     registers: [registry],
+    collect: () => requestSlots.flush(requests),
   });
-  const rejections = new Counter({
+  const reasons = Object.entries(REASONS) as Array<[Reason, { code: number }]>;
+  const rejectionSlots = counterSlots(reasons.map(([reason, { code }]) => ({ code: String(code), reason })));
+  const rejections: Counter<'code' | 'reason'> = new Counter({
     name: 'keygate_auth_rejections_total',
     help: 'Requests refused, by error code and operator-facing reason',
     labelNames: ['code', 'reason'],
     registers: [registry],
+    collect: () => rejectionSlots.flush(rejections),
   });
   // Pre-create the series so dashboards and rate() see zeros, not gaps.
-  for (const code of OUTCOMES) requests.inc({ code }, 0);
-  for (const code of ERROR_CODES) requests.inc({ code: String(code) }, 0);
-  for (const [reason, { code }] of Object.entries(REASONS)) rejections.inc({ code: String(code), reason }, 0);
+  for (const code of requestCodes) requests.inc({ code }, 0);
+  for (const [reason, { code }] of reasons) rejections.inc({ code: String(code), reason }, 0);
   // Three values at most: how far a move from HS256 to EdDSA/ES256 has got, never which key.
-  const admittedTokens = new Counter({
+  const algSlots = counterSlots(KEY_ALGS.map((alg) => ({ alg })));
+  const admittedTokens: Counter<'alg'> = new Counter({
     name: 'keygate_admitted_tokens_total',
     help: 'Requests admitted after authentication and authorization, by the alg their token was signed with (HS256, EdDSA, ES256)',
     labelNames: ['alg'],
     registers: [registry],
+    collect: () => algSlots.flush(admittedTokens),
   });
   for (const alg of KEY_ALGS) admittedTokens.inc({ alg }, 0);
-  const authSeconds = new Histogram({
-    name: 'keygate_auth_duration_seconds',
-    help: 'Time from request start to the authentication/authorization decision on /api/v3/ (outcome: allow, deny, error = store unavailable)',
-    labelNames: ['outcome'] as const,
-    buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
-    registers: [registry],
-  });
-  const upstreamSeconds = new Histogram({
-    name: 'keygate_upstream_duration_seconds',
-    help: 'Time from forwarding to the upstream response headers (status_class: 1xx-5xx, error = 502, timeout = 504)',
-    labelNames: ['status_class'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [registry],
-  });
+  const authSeconds = new ScrapeTimeHistogram(
+    {
+      name: 'keygate_auth_duration_seconds',
+      help: 'Time from request start to the authentication/authorization decision on /api/v3/ (outcome: allow, deny, error = store unavailable)',
+      labelNames: ['outcome'] as const,
+      buckets: [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1],
+      registers: [registry],
+    },
+    LABEL_VALUES.authOutcome.map((outcome) => ({ outcome })),
+  );
+  const upstreamSeconds = new ScrapeTimeHistogram(
+    {
+      name: 'keygate_upstream_duration_seconds',
+      help: 'Time from forwarding to the upstream response headers (status_class: 1xx-5xx, error = 502, timeout = 504)',
+      labelNames: ['status_class'] as const,
+      buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+      registers: [registry],
+    },
+    LABEL_VALUES.upstreamStatusClass.map((c) => ({ status_class: c })),
+  );
   const upstreamErrors = new Counter({
     name: 'keygate_upstream_errors_total',
     help: 'Forwarded requests the upstream did not answer, by cause (dns, refused, unreachable, tls, reset, timeout, bad_response, other)',
@@ -157,22 +167,21 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     registers: [registry],
   });
   const bound: BoundMetrics = {
-    requests: new Map([...OUTCOMES, ...ERROR_CODES.map(String)].map((code) => [code, requests.labels({ code })])),
-    rejections: Object.fromEntries(
-      Object.entries(REASONS).map(([reason, { code }]) => [reason, rejections.labels({ code: String(code), reason })]),
-    ) as Record<Reason, Incrementable>,
-    admittedTokens: Object.fromEntries(KEY_ALGS.map((alg) => [alg, admittedTokens.labels({ alg })])) as Record<
+    requests: new Map(requestCodes.map((code, i) => [code, requestSlots.child(i)])),
+    rejections: Object.fromEntries(reasons.map(([reason], i) => [reason, rejectionSlots.child(i)])) as Record<
+      Reason,
+      Incrementable
+    >,
+    admittedTokens: Object.fromEntries(KEY_ALGS.map((alg, i) => [alg, algSlots.child(i)])) as Record<
       KeyAlg,
       Incrementable
     >,
     authSeconds: {
-      allow: authSeconds.labels({ outcome: 'allow' }),
-      deny: authSeconds.labels({ outcome: 'deny' }),
-      error: authSeconds.labels({ outcome: 'error' }),
+      allow: authSeconds.child(0),
+      deny: authSeconds.child(1),
+      error: authSeconds.child(2),
     },
-    upstreamSeconds: new Map(
-      LABEL_VALUES.upstreamStatusClass.map((c) => [c, upstreamSeconds.labels({ status_class: c })]),
-    ),
+    upstreamSeconds: new Map(LABEL_VALUES.upstreamStatusClass.map((c, i) => [c, upstreamSeconds.child(i)])),
     // Bound at 0: an alert on one cause sees a series from the first scrape.
     upstreamErrors: Object.fromEntries(
       LABEL_VALUES.upstreamErrorCause.map((cause) => {

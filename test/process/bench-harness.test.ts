@@ -77,8 +77,13 @@ describe('benchmark harness (short mode)', () => {
       expect(r.builds.baseline).toMatch(/^HEAD \([0-9a-f]{7,}\) KEYGATE_REPLAY_FENCE=off$/);
       expect(r.builds.current).toMatch(/ KEYGATE_REPLAY_FENCE=on$/);
       const targets = ['bare-http-proxy', 'current:embedded', 'baseline:embedded', 'current:redis', 'baseline:redis'];
-      for (const name of [...targets, 'current:public'])
+      for (const name of [...targets, 'bare-undici', 'current:public']) {
         expect(r.targets[name].cpuUsPerRequest, name).toBeGreaterThan(0);
+        // Issue 39: each target's collections, read from its --trace-gc-nvp lines.
+        expect(Number.isFinite(r.targets[name].scavengesPer10k), `${name} scavengesPer10k`).toBe(true);
+      }
+      for (const name of targets.slice(1)) expect(r.targets[name].bytesPerRequest, name).toBeGreaterThan(0);
+      expect(r.settings.logLevel).toBe('info');
       for (const store of ['embedded', 'redis']) {
         expect(r.comparison[store].cpuCurrentVsBaseline, store).toBeGreaterThan(0);
         const { min, max } = r.comparison[store].cpuCurrentVsBaselinePerRound;

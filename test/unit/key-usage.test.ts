@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseUsageDays, usageReport, USAGE_DAYS } from '../../src/keys/key-usage.js';
+import { createUtcDayOf, parseUsageDays, usageReport, USAGE_DAYS, utcDay } from '../../src/keys/key-usage.js';
 
 describe('parseUsageDays', () => {
   it.each<[raw: string | undefined, days: number | undefined]>([
@@ -37,5 +37,24 @@ describe('usageReport', () => {
 
   it('says null for a key never used', () => {
     expect(usageReport({ apiKey: 'k', id: 'i' }, { lastUsedAtMs: undefined, perDay: {} }, 1, 0).lastUsedAt).toBeNull();
+  });
+});
+
+describe('createUtcDayOf', () => {
+  it('names the same day as utcDay at every instant, across midnights, forwards and backwards', () => {
+    const dayOf = createUtcDayOf();
+    const midnight = Date.parse('2026-03-10T00:00:00Z');
+    const instants = [
+      midnight - 1,
+      midnight,
+      midnight + 1,
+      midnight + 86_399_999,
+      midnight + 86_400_000,
+      midnight - 86_400_000 * 3 + 5,
+      0,
+      -1,
+      midnight + 1,
+    ];
+    for (const ms of instants) expect(dayOf(ms), String(ms)).toBe(utcDay(ms));
   });
 });

@@ -1,8 +1,9 @@
 // Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
 import type { Clock } from '../../clock.js';
 import type { KeyRecord } from '../../keys/key-record.js';
-import { oldestKeptDay, utcDay } from '../../keys/key-usage.js';
+import { createUtcDayOf, oldestKeptDay } from '../../keys/key-usage.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
+import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
 import { gcra } from '../rate-limit.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
@@ -50,9 +51,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   // The listing index: kept with every write; after a whole key set is swapped in, rebuilt by the next listing.
   let order: KeyOrder | undefined;
   let lastVersion = 0;
-  const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
+  const nonces = createNonceTable(); // the replay guard: (apiKey, nonce) -> expiry (ms), out of the JS heap
   const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
+  const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
   const emit = (apiKey: string | null) => {
@@ -61,7 +63,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
 
   const sweep = () => {
     const now = deps.clock.nowMs();
-    for (const [k, exp] of nonces) if (exp <= now) nonces.delete(k);
+    nonces.sweep(now);
     // A TAT in the past means "full allowance", the same as none.
     const nowUs = now * 1_000;
     for (const [k, tat] of tats) if (tat <= nowUs) tats.delete(k);
@@ -73,7 +75,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     let u = usage.get(apiKey);
     if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));
     u.lastUsedAtMs = now;
-    const day = utcDay(now);
+    const day = dayOf(now);
     const n = (u.perDay.get(day) ?? 0) + 1;
     u.perDay.set(day, n);
     // The first request of a day drops the days that fell out of the kept range (as the Redis script does).
@@ -184,10 +186,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const now = Number(nowNs / 1_000_000n);
       const step = limit && gcra(tats.get(apiKey) ?? 0, Number(nowNs / 1_000n), limit);
       if (step && !step.allowed) return { outcome: 'limited', rate: step.state };
-      const k = `${apiKey}\0${nonce}`;
-      const exp = nonces.get(k);
-      if (exp !== undefined && exp > now) return { outcome: 'replay' };
-      nonces.set(k, now + ttlMs);
+      if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return { outcome: 'replay' };
       if (step) tats.set(apiKey, step.tatUs);
       countUse(apiKey, now);
       return { outcome: 'admitted', rate: step?.state };
@@ -220,7 +219,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     stageKeys,
     nonceCount() {
-      return nonces.size;
+      return nonces.size();
     },
   };
 }
