@@ -1,3 +1,4 @@
+// Tested in test/e2e/streams.test.ts, test/e2e/stream-revocation.test.ts.
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { prepareKey, type PreparedKey } from '../keys/prepared-key.js';

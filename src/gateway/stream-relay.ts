@@ -1,3 +1,4 @@
+// Tested in test/e2e/streams.test.ts, test/process/stream-backpressure.test.ts.
 import type { Socket } from 'node:net';
 import type { StreamCloseReason } from '../observe/stream-metrics.js';
 import { closeFrame, FrameTracker } from './ws-frames.js';

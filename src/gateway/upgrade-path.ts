@@ -1,3 +1,4 @@
+// Tested in test/e2e/streams.test.ts, test/e2e/stream-revocation.test.ts, test/adversarial/smuggling.test.ts.
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
