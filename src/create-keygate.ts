@@ -8,6 +8,8 @@ import { createForwarder } from './gateway/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
 import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
+import { createStreamMetrics } from './observe/stream-metrics.js';
+import { createStreamRegistry } from './gateway/stream-registry.js';
 import { createReadiness, type NotReady } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
@@ -189,6 +191,14 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
       { logger, clock },
     );
+  // WebSocket streams (proxy mode only): registered per key, closed when the key stops being good.
+  const streamMetrics = createStreamMetrics(metrics.registry);
+  const streams =
+    config.upstream &&
+    createStreamRegistry(
+      { maxPerKey: config.limits.maxStreamsPerKey, idleTimeoutMs: config.limits.streamIdleTimeoutMs },
+      { store, clock, logger, metrics: streamMetrics },
+    );
   const proxy = createGateway(config, {
     logger,
     clock,
@@ -197,6 +207,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     policy: policy.policy,
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
+    ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),
   });
   let closing = false;
   const ready = createReadiness({ requireKeys: config.readyRequiresKeys }, { store, closing: () => closing });
@@ -248,7 +259,13 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       closing = true;
       const closed = new Promise<boolean>((resolve) => proxy.close(() => resolve(true)));
       // Keep-alive connections go idle once their in-flight response is done: close them as they do.
-      const sweep = setInterval(() => proxy.closeIdleConnections(), 50);
+      // Streams never end by themselves: once no request is in flight they get 1001 (the server's
+      // close waits for their connections too).
+      let streamsClosed: Promise<void> | undefined;
+      const sweep = setInterval(() => {
+        proxy.closeIdleConnections();
+        if (metrics.inflight.value === 0) streamsClosed ??= streams?.closeAll();
+      }, 50);
       proxy.closeIdleConnections();
       let timer: NodeJS.Timeout | undefined;
       const deadline = new Promise<boolean>(
@@ -257,6 +274,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       const drained = await Promise.race([closed, deadline]);
       clearInterval(sweep);
       clearTimeout(timer);
+      await (streamsClosed ?? streams?.closeAll());
+      streams?.close();
       if (!drained) {
         const open = await new Promise<number>((resolve) => proxy.getConnections((_err, n) => resolve(n ?? 0)));
         logger.warn(

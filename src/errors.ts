@@ -59,6 +59,7 @@ export const REASONS = Object.freeze({
     10429,
     "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried",
   ),
+  streams_limited: reason(10429, 'the key already holds KEYGATE_MAX_STREAMS_PER_KEY open streams on this instance'),
   unknown_key: reason(10013, 'sub names no key'),
   revoked: reason(10013, 'key is revoked'),
   expired_key: reason(10013, 'key passed its expiry time'),
@@ -79,6 +80,14 @@ export const REASONS = Object.freeze({
   bad_request: reason(40000, 'HTTP parser refused the request line, a header or the message framing'),
   ambiguous_header: reason(40000, 'a header that must appear once (Host) appears more than once'),
   bad_framing: reason(40000, 'Transfer-Encoding other than a single "chunked"'),
+  bad_upgrade: reason(
+    40000,
+    'upgrade request with a body, or a WebSocket handshake Keygate cannot relay (Upgrade repeated, Sec-WebSocket-Key or -Version missing, malformed or repeated)',
+  ),
+  upgrade_not_allowed: reason(
+    40000,
+    'WebSocket upgrade to a route without `upgrade: websocket` (or a public route, a method other than GET, not HTTP/1.1)',
+  ),
   request_timeout: reason(40800, 'request headers or body not received within the configured timeout'),
   body_too_slow: reason(40800, 'request body arrived slower than the configured minimum rate'),
   headers_too_large: reason(43100, 'request headers larger than the configured maximum'),

@@ -23,6 +23,12 @@ export interface Limits {
   readonly bodyRateGraceMs: number;
   readonly shutdownTimeoutMs: number;
   readonly upstreamMaxSockets: number;
+  /** WebSocket streams one key may hold open on one instance (429 streams_limited past it). */
+  readonly maxStreamsPerKey: number;
+  /** A stream with no byte relayed either way for this long is closed (1001). */
+  readonly streamIdleTimeoutMs: number;
+  /** How long Keygate's close frames may take (a frame under way must end first) before a stream's connections are cut. */
+  readonly streamCloseGraceMs: number;
 }
 
 /** Each limit with its default and bounds; problems are recorded, never thrown. */
@@ -46,6 +52,9 @@ export function readLimits(env: Env, problems: string[]): Limits {
     bodyRateGraceMs: int('KEYGATE_BODY_RATE_GRACE_MS', 2_000, 1, 600_000),
     shutdownTimeoutMs: int('KEYGATE_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     upstreamMaxSockets: int('KEYGATE_UPSTREAM_MAX_SOCKETS', 256, 1, 65_536),
+    maxStreamsPerKey: int('KEYGATE_MAX_STREAMS_PER_KEY', 16, 1, 100_000),
+    streamIdleTimeoutMs: int('KEYGATE_STREAM_IDLE_TIMEOUT_MS', 300_000, 1_000, 86_400_000),
+    streamCloseGraceMs: int('KEYGATE_STREAM_CLOSE_GRACE_MS', 500, 10, 60_000),
   };
   if (limits.headersTimeoutMs > limits.requestTimeoutMs)
     problems.push('KEYGATE_HEADERS_TIMEOUT_MS: must not exceed KEYGATE_REQUEST_TIMEOUT_MS');

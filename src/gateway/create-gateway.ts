@@ -16,6 +16,9 @@ import type { Forwarder } from './forwarder.js';
 import type { GatewayMode } from './gateway-mode.js';
 import { createProxyMode } from './proxy-mode.js';
 import { createRequestPath } from './request-path.js';
+import type { StreamMetrics } from '../observe/stream-metrics.js';
+import type { StreamRegistry } from './stream-registry.js';
+import { createUpgradePath } from './upgrade-path.js';
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -28,6 +31,8 @@ export interface GatewayDeps {
   readonly policy: () => Policy;
   /** Signs X-Keygate-Assertion (KEYGATE_ASSERTION_KEYS_FILE); absent = the assertion is off. */
   readonly assertion?: AssertionSigner;
+  /** WebSocket streams (proxy mode): the open streams by key and their metrics; absent = no 'upgrade' listener. */
+  readonly streams?: { readonly registry: StreamRegistry; readonly metrics: StreamMetrics };
 }
 
 /**
@@ -60,9 +65,19 @@ export function createGateway(config: Config, deps: GatewayDeps): Server {
   // With this listener Node does not answer "100 Continue" on its own: only a
   // request that is about to be forwarded is told to send its body.
   server.on('checkContinue', (req: IncomingMessage, res: ServerResponse) => path.handle(req, res, true));
+  // Streams: with this listener, Node hands every request with `Connection: upgrade` and an Upgrade
+  // header here, never to 'request'. It walks the same steps (upgrade-path.ts); only a route that says
+  // `upgrade: websocket` is relayed, anything else is refused. Forward-auth mode registers none: there
+  // an upgrade is the asking proxy's to relay, and Keygate checks it as a plain request.
+  if (deps.streams !== undefined && deps.forwarder !== undefined && config.upstream !== undefined)
+    server.on(
+      'upgrade',
+      createUpgradePath(
+        { upstream: config.upstream, limits, rateLimitHeaders: config.rateLimitHeaders },
+        { ...deps, forwarder: deps.forwarder, streams: deps.streams.registry, streamMetrics: deps.streams.metrics },
+      ),
+    );
   // Node hands CONNECT to this event, never to 'request'; unheard, it drops the socket without a word.
-  // There is deliberately no 'upgrade' listener: without one, Node 20 passes an Upgrade request to
-  // 'request' like any other, so it is authenticated and forwarded as plain HTTP (Upgrade is hop-by-hop).
   server.on('connect', (req: IncomingMessage, socket: Socket) => {
     socket.on('error', () => socket.destroy());
     path.refuseRaw(socket, 'bad_target', { method: req.method, clientIp: normalizeIp(socket.remoteAddress ?? '') });

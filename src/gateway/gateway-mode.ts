@@ -2,6 +2,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Denial, ErrorCode } from '../errors.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';
+import type { KeyRecord } from '../keys/key-record.js';
+import type { RouteMatch } from '../policy/routes.js';
 import type { ForwardOutcome } from './upstream-exchange.js';
 
 /** The request to check: the one received (proxy), or the one the asking proxy describes (forward-auth). */
@@ -25,6 +27,13 @@ export interface PassArgs {
   readonly assertion: string | undefined;
   /** Keygate's own response headers (RateLimit), [name, value, …]. */
   readonly responseHeaders: readonly string[] | undefined;
+  // Streams (upgrade-path.ts): what a stream is re-authorized against while it stays open.
+  /** The route matched (its `upgrade` and scopes). */
+  readonly route: RouteMatch | undefined;
+  /** The caller's IP as authorization read it (checked against the key's allow-list). */
+  readonly ip: string | undefined;
+  /** The authenticated key's record; none on a public route. */
+  readonly keyRecord: KeyRecord | undefined;
 }
 
 /** Called once per pass with what became of it; `upstreamMs` only when something was forwarded. */

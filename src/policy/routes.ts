@@ -8,6 +8,8 @@ export interface RouteRule {
   readonly methods: ReadonlySet<string> | '*';
   readonly pattern: string;
   readonly scopes: readonly string[];
+  /** `upgrade: websocket`: a WebSocket upgrade to this route is relayed as a stream (src/gateway/upgrade-path.ts). */
+  readonly upgrade?: 'websocket';
   /** Where the rule was written ("file: routes[3] (line 12)"), for load-time messages. */
   readonly where: string;
 }
@@ -18,6 +20,8 @@ export interface RouteMatch {
   readonly scopes: readonly string[];
   /** Set when a method override is allowed and only one of the two methods has a route. */
   readonly partial?: true;
+  /** The rule's `upgrade`; a match that merges two rules has none (a stream needs one route that says so). */
+  readonly upgrade?: 'websocket';
 }
 
 /**
@@ -92,8 +96,15 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
   if (!Array.isArray(scopes) || scopes.some((s) => typeof s !== 'string' || s.length === 0)) {
     errors.push(`${where}.scopes: must be a list of non-empty strings`);
   }
+  if (o.upgrade !== undefined && o.upgrade !== 'websocket') errors.push(`${where}.upgrade: must be "websocket"`);
   if (errors.length > before) return undefined;
-  return { methods, pattern: path as string, scopes: [...(scopes as string[])], where };
+  return {
+    methods,
+    pattern: path as string,
+    scopes: [...(scopes as string[])],
+    where,
+    ...(o.upgrade === 'websocket' && { upgrade: 'websocket' as const }),
+  };
 }
 
 /** A rule as messages and logs show it: "GET,HEAD /api/v3/items/:id", "* /health". */

@@ -1,3 +1,4 @@
+import { createStreamMetrics, STREAM_CLOSE_REASONS } from '../../src/observe/stream-metrics.js';
 import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -41,12 +42,14 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_assertions_signed_total: ['mode'],
   keygate_assertion_cache_hits_total: [],
   keygate_build_info: ['version', 'node_version'],
+  keygate_open_streams: [],
+  keygate_streams_closed_total: ['reason'],
+  keygate_upgrade_refusals_total: ['code'],
 };
 
 /** Every value a Keygate label may take: fixed sets, never request data. */
 const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   code: new Set(['ok', 'public', 'time', ...ERROR_CODES.map(String)]),
-  reason: new Set(Object.keys(REASONS)),
   outcome: new Set(LABEL_VALUES.authOutcome),
   status_class: new Set(LABEL_VALUES.upstreamStatusClass),
   cause: new Set(LABEL_VALUES.upstreamErrorCause),
@@ -56,6 +59,7 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   scope: new Set(LABEL_VALUES.invalidationScope),
   mode: new Set(LABEL_VALUES.assertionMode),
   alg: new Set(['HS256', 'EdDSA', 'ES256']),
+  reason: new Set([...Object.keys(REASONS), ...STREAM_CLOSE_REASONS]),
   version: new Set([
     (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
   ]),
@@ -218,6 +222,7 @@ describe('/metrics after a mixed run of good and bad requests (Redis store)', ()
 
   it('every Keygate label takes a value from a fixed set: no key, path, IP or token', () => {
     const own = createMetrics({ defaultMetrics: false });
+    createStreamMetrics(own.registry);
     expect(new Set(own.registry.getMetricsAsArray().map((m) => m.name))).toEqual(new Set(Object.keys(OWN_LABELS)));
     for (const [name, labelNames] of Object.entries(OWN_LABELS)) {
       for (const s of after.get(name)!.samples) {

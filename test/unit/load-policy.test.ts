@@ -175,4 +175,23 @@ describe('loadPolicy', () => {
     const policy = file('p.yaml', 'timeEndpoint: false\npublic:\n  - { method: GET, path: /api/v3/time }\n');
     expect(loaded(policy).publicApiRoutes.rules).toHaveLength(1);
   });
+
+  it('a route may say upgrade: websocket, and its match carries it; nothing else is accepted there', () => {
+    const policy = loaded(
+      file(
+        'p.yaml',
+        'routes:\n  - { method: GET, path: /api/v3/stream/:c, scopes: [s], upgrade: websocket }\n  - { method: GET, path: /api/v3/plain, scopes: [s] }\n',
+      ),
+    );
+    expect(policy.routes.match('GET', '/api/v3/stream/orders')?.upgrade).toBe('websocket');
+    expect(policy.routes.match('GET', '/api/v3/plain')?.upgrade).toBeUndefined();
+    expect(
+      problemsOf(
+        file('p.yaml', 'routes:\n  - { method: GET, path: /api/v3/stream, scopes: [s], upgrade: h2c }\n'),
+      ).join(),
+    ).toMatch(/upgrade/);
+    expect(
+      problemsOf(file('p.yaml', 'public:\n  - { method: GET, path: /stream, upgrade: websocket }\n')).join(),
+    ).toMatch(/upgrade/);
+  });
 });

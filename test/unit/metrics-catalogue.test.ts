@@ -4,6 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { REASONS } from '../../src/errors.js';
 import { createMetrics, LABEL_VALUES } from '../../src/observe/metrics.js';
 import { NOT_READY_REASONS } from '../../src/observe/readiness.js';
+import { createStreamMetrics, STREAM_CLOSE_REASONS } from '../../src/observe/stream-metrics.js';
 import { codeSpans, readDoc, section, tableRows } from '../helpers/markdown.js';
 
 const root = new URL('../../', import.meta.url);
@@ -23,7 +24,10 @@ const alerts = (
 
 describe('docs/reference/metrics.md lists every metric with its labels and their values', () => {
   const metrics = metricsDoc;
-  const own = createMetrics({ defaultMetrics: false }).registry.getMetricsAsArray();
+  const registry = createMetrics({ defaultMetrics: false }).registry;
+  // The streams' metrics live on the same registry (src/observe/stream-metrics.ts).
+  createStreamMetrics(registry);
+  const own = registry.getMetricsAsArray();
   const VALUES_OF: Record<string, string> = {
     keygate_auth_duration_seconds: 'authOutcome',
     keygate_admitted_tokens_total: 'tokenAlg',
@@ -49,6 +53,11 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
     // Every fixed value of its label is spelled out in its row.
     for (const v of LABEL_VALUES[VALUES_OF[name] as keyof typeof LABEL_VALUES] ?? [])
       expect(row, `${name} value ${v}`).toContain(`\`${v}\``);
+  });
+
+  it('spells out every reason a stream closes for', () => {
+    const row = rowOf(metrics, 'keygate_streams_closed_total');
+    for (const reason of STREAM_CLOSE_REASONS) expect(row, reason).toContain(`\`${reason}\``);
   });
 
   it('lists Node default metrics and every alert of deploy/prometheus/alerts.yml', () => {

@@ -1,0 +1,113 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKeyOperations, type KeyOperations } from '../../src/operations/key-operations.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import {
+  openStream,
+  startWsUpstream,
+  STREAM_SCOPE,
+  writeStreamPolicy,
+  type ClientStream,
+} from '../helpers/ws-streams.js';
+
+const SECRET = 'stream-secret-0123456789abcdef';
+const KEYS = ['revoke-me', 'delete-me', 'unscope-me', 'expire-me', 'move-me', 'bystander'];
+
+/**
+ * Two Keygates on one real Redis (replicas of one deployment): the stream is open on `b`, the key is
+ * changed through `a`'s store. What closes the stream is the change message `b` hears: the key cache
+ * TTL is 10 minutes and the idle timeout an hour, so no timer of Keygate's could do it instead.
+ */
+describe('a stream closes when its key stops being good, on another instance than the one that changed it', () => {
+  let redis: TestRedis;
+  let upstream: Awaited<ReturnType<typeof startWsUpstream>>;
+  let a: RunningKeygate;
+  let b: RunningKeygate;
+  let ops: KeyOperations;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    upstream = await startWsUpstream();
+    const env = {
+      KEYGATE_CONFIG: writeStreamPolicy(),
+      KEYGATE_KEY_CACHE_TTL_MS: String(LONG_CACHE_TTL_MS),
+      KEYGATE_STREAM_IDLE_TIMEOUT_MS: '3600000',
+    };
+    const keys = KEYS.map((apiKey) => makeKey({ apiKey, secret: SECRET, scopes: [STREAM_SCOPE, 'accounts:read'] }));
+    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, keys, env });
+    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
+    ops = createKeyOperations({ store: a.keygate.store, now: () => Date.now(), audit: () => {} });
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  /** Opens a stream of `apiKey` on b and returns it with the upstream's side of it. */
+  async function streamOnB(apiKey: string) {
+    const before = upstream.connections.length;
+    const stream = await openStream(b.url, apiKey, SECRET);
+    await expect.poll(() => upstream.connections.length).toBe(before + 1);
+    const upstreamSide = upstream.connections.find((c) => c.headers['x-api-key-id'] === `id-${apiKey}`);
+    if (!upstreamSide) throw new Error('the upstream saw no stream for the key');
+    return { stream, upstreamSide };
+  }
+
+  async function closedAfterChange(label: string, stream: ClientStream, changedAt: number) {
+    const closed = await Promise.race([
+      stream.closed,
+      new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error(`${label}: still open`)), PUBLISHED_WITHIN.timeout),
+      ),
+    ]);
+    console.log(
+      `[streams] ${label}: closed ${closed.at - changedAt} ms after the change returned on the other instance`,
+    );
+    return closed;
+  }
+
+  const closedTotal = async (reason: string) => {
+    const text = await (await fetch(`${b.adminUrl}/metrics`)).text();
+    const line = text.split('\n').find((l) => l.startsWith(`keygate_streams_closed_total{reason="${reason}"}`));
+    return Number(line?.split(' ')[1]);
+  };
+
+  it.each([
+    ['revoke-me', 'revoked', () => ops.revoke('revoke-me', 'test', 'test')],
+    ['delete-me', 'revoked', () => ops.remove('delete-me', 'test')],
+    ['unscope-me', 'scope', () => ops.update('unscope-me', { scopes: ['accounts:read'] }, 'test')],
+    ['move-me', 'scope', () => ops.update('move-me', { allowIps: ['10.9.8.7/32'] }, 'test')],
+  ] as const)('%s: closed with 1008 to the client and to the upstream (reason %s)', async (apiKey, reason, change) => {
+    const { stream, upstreamSide } = await streamOnB(apiKey);
+    const bystander = await openStream(b.url, 'bystander', SECRET);
+    const before = await closedTotal(reason);
+    const result = await change();
+    expect(result.ok).toBe(true);
+    const closed = await closedAfterChange(apiKey, stream, Date.now());
+    expect(closed.code).toBe(1008);
+    expect(await upstreamSide.closed).toBe(1008);
+    await expect.poll(() => closedTotal(reason)).toBe(before + 1);
+    // Another key's stream is untouched.
+    expect(bystander.ws.readyState).toBe(bystander.ws.OPEN);
+    bystander.ws.close(1000);
+    await bystander.closed;
+  });
+
+  it('a key whose expiry is moved close is closed at that expiry by the instance holding the stream', async () => {
+    const { stream, upstreamSide } = await streamOnB('expire-me');
+    const expiresAt = Date.now() + 1_500;
+    const result = await ops.update('expire-me', { expiresAt: new Date(expiresAt).toISOString() }, 'test');
+    expect(result.ok).toBe(true);
+    // Still open before the expiry: the change itself admits the key.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(stream.ws.readyState).toBe(stream.ws.OPEN);
+    const closed = await closedAfterChange('expire-me (from its expiry)', stream, expiresAt);
+    expect(closed.code).toBe(1008);
+    expect(closed.at).toBeGreaterThanOrEqual(expiresAt);
+    expect(await upstreamSide.closed).toBe(1008);
+    expect(await closedTotal('expired')).toBe(1);
+  });
+});
