@@ -10,6 +10,7 @@ import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createReadiness } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
+import { createIpBudget } from './pipeline/ip-budget.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
 import { loadKeysFile } from './keys/keys-file.js';
@@ -159,7 +160,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
     );
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
-  const authenticate = createAuthenticator(
+  const authenticateKey = createAuthenticator(
     {
       maxTokenBytes: config.limits.maxTokenBytes,
       // Getters, so a reloaded policy's recv_window limits apply from the next token on.
@@ -172,9 +173,18 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       get defaultRateLimit() {
         return policy.policy().defaultRateLimit;
       },
+      get defaultOwnerRateLimit() {
+        return policy.policy().defaultOwnerRateLimit;
+      },
     },
     { keys, store, clock, ...(fence && { fence }) },
   );
+  // Issue 42: the failed-authentication budget per client IP, checked before anything else of authentication.
+  const ipBudget = createIpBudget(
+    { limit: () => policy.policy().failedAuthLimit },
+    { inner: authenticateKey, store, clock, logger },
+  );
+  const authenticate = ipBudget.authenticate;
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
   const forwarder =
     config.upstream &&
@@ -278,6 +288,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       policy.close();
       keys.close();
       unsubscribe();
+      ipBudget.close();
       await store.close();
     },
   };

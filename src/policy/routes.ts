@@ -8,6 +8,8 @@ export interface RouteRule {
   readonly methods: ReadonlySet<string> | '*';
   readonly pattern: string;
   readonly scopes: readonly string[];
+  /** What an admitted request on this route spends from each budget that applies (issue 42); 1 when absent. */
+  readonly cost?: number;
   /** Where the rule was written ("file: routes[3] (line 12)"), for load-time messages. */
   readonly where: string;
 }
@@ -16,6 +18,8 @@ export interface RouteRule {
 export interface RouteMatch {
   readonly pattern: string;
   readonly scopes: readonly string[];
+  /** The route's cost (1 when absent); a request matching two routes pays the larger. */
+  readonly cost?: number;
   /** Set when a method override is allowed and only one of the two methods has a route. */
   readonly partial?: true;
 }
@@ -43,6 +47,16 @@ export const DEFAULT_MATCHING: RouteMatching = Object.freeze({ caseSensitive: fa
  */
 export const MAX_PATH_BYTES = 4096;
 export const MAX_PATH_SEGMENTS = 64;
+
+/** Route cost bounds (issue 42); src/store/budgets.ts spends it. */
+export const MIN_COST = 1;
+export const MAX_COST = 1000;
+
+/** The larger cost of two routes a request is authorized against (both run, or either may). */
+export function costOf(a: Pick<RouteMatch, 'cost'>, b: Pick<RouteMatch, 'cost'>): { cost?: number } {
+  const cost = Math.max(a.cost ?? 1, b.cost ?? 1);
+  return cost === 1 ? {} : { cost };
+}
 
 const METHOD = /^[A-Z]{1,16}$/;
 const PARAM = /^:[A-Za-z_][A-Za-z0-9_]*$/;
@@ -92,8 +106,17 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
   if (!Array.isArray(scopes) || scopes.some((s) => typeof s !== 'string' || s.length === 0)) {
     errors.push(`${where}.scopes: must be a list of non-empty strings`);
   }
+  const cost = o.cost;
+  if (cost !== undefined && (typeof cost !== 'number' || !Number.isInteger(cost) || cost < MIN_COST || cost > MAX_COST))
+    errors.push(`${where}.cost: must be an integer from ${MIN_COST} to ${MAX_COST}`);
   if (errors.length > before) return undefined;
-  return { methods, pattern: path as string, scopes: [...(scopes as string[])], where };
+  return {
+    methods,
+    pattern: path as string,
+    scopes: [...(scopes as string[])],
+    ...(cost !== undefined && cost !== 1 && { cost: cost as number }),
+    where,
+  };
 }
 
 /** A rule as messages and logs show it: "GET,HEAD /api/v3/items/:id", "* /health". */

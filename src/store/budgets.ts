@@ -40,10 +40,6 @@ export type ChargeStep =
   | { readonly allowed: true; readonly tatsUs: readonly number[]; readonly states: readonly RateState[] }
   | { readonly allowed: false; readonly refusedBy: number; readonly states: readonly RateState[] };
 
-/** Route cost bounds (the policy's `cost`). */
-export const MIN_COST = 1;
-export const MAX_COST = 1000;
-
 /**
  * One decision over several budgets. `storedTatsUs[i]` is budget i's stored TAT (0 or a past time
  * for a budget at rest). Allowed: the caller stores `tatsUs` (each may expire when it passes).
@@ -96,4 +92,24 @@ export function retryAfterUs(states: readonly RateState[]): number {
   let most = 0;
   for (const s of states) if (s.retryAfterUs > most) most = s.retryAfterUs;
   return most;
+}
+
+/**
+ * The failed-authentication budget per client IP (issue 42): one failure spends 1 when the budget
+ * has room (then `tatUs` is the TAT to store; undefined: nothing to store). `blockedUs` is how long
+ * from now the budget has no room for one more, in µs (0: not empty): while it lasts, the IP is
+ * refused before any check, so no further failure can be spent. The Redis script
+ * (ip-budget-script.ts) does the same arithmetic.
+ */
+export function spendFailure(
+  storedTatUs: number,
+  nowUs: number,
+  limit: CompiledLimit,
+): { readonly tatUs: number | undefined; readonly blockedUs: number } {
+  const capacity = limit.burst * limit.intervalUs;
+  let tat = storedTatUs > nowUs ? storedTatUs : nowUs;
+  let stored: number | undefined;
+  if (tat + limit.intervalUs - nowUs <= capacity) stored = tat = tat + limit.intervalUs;
+  const blocked = tat + limit.intervalUs - nowUs - capacity;
+  return { tatUs: stored, blockedUs: blocked > 0 ? blocked : 0 };
 }

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { systemClock, type Clock } from '../clock.js';
 import type { RedisConnection } from '../config/redis-settings.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
+import { IP_BUDGET_SCRIPT } from './ip-budget-script.js';
 import { createDurability } from './redis-durability.js';
 import { createDeadlineQueue } from './deadline-queue.js';
 import { CONNECT_TIMEOUT_MS, createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
@@ -18,7 +19,7 @@ import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
 import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './subscriber-heartbeat.js';
 import type { ReplayFence } from './replay-fence.js';
-import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
+import { StoreUnavailableError, type Admission, type Charge, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */
@@ -61,6 +62,8 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
+ *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :tat   the same for a key with an owner, in its owner's slot
+ *   {prefix}{owner:<o>}:tat           the owner's GCRA state (issue 42): one slot with its keys' nonces and TATs
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
@@ -70,6 +73,9 @@ export function createRedisStore(
 ): Store & { client: RedisClient; pingKeyOperations(): Promise<void> } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
+  // Issue 42: "<ip or /64> <µs>" when an IP's failed-authentication budget is empty (ip-budget.ts).
+  const ipChannel = `${prefix}ip-blocks`;
+  const ipListeners = new Set<(ipKey: string, blockedUs: number) => void>();
   const connection =
     options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
   if (!connection) throw new Error('createRedisStore: give url or connection');
@@ -157,7 +163,7 @@ export function createRedisStore(
     if (subscribing) return;
     subscribing = true;
     subscriber
-      .subscribe(channel)
+      .subscribe(channel, ipChannel)
       .then(() => {
         subscribing = false;
         if (subscriber.status !== 'ready') return;
@@ -175,11 +181,18 @@ export function createRedisStore(
       });
   }
   subscriber.on('message', (ch: string, message: string) => {
+    if (ch === ipChannel) return void announceBlock(message);
     if (ch !== channel || heartbeat.heard(message)) return;
     if (message === '*') rebuildKnown();
     else noteKnown(message);
     emit(message === '*' ? null : message);
   });
+
+  function announceBlock(message: string) {
+    const [ipKey = '', us = ''] = message.split(' ');
+    const blockedUs = Number(us);
+    if (ipKey !== '' && Number.isFinite(blockedUs) && blockedUs > 0) for (const l of ipListeners) l(ipKey, blockedUs);
+  }
 
   // The deadline starts at the call: ioredis starts its own timer only when a command is
   // written, and with auto-pipelining a command waits while the previous batch is in flight
@@ -315,13 +328,30 @@ export function createRedisStore(
 
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${prefix}{${apiKey}}:`;
-  client.defineCommand('keygateAdmit', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
+  client.defineCommand('keygateAdmit', { lua: ADMIT_SCRIPT }); // numkeys first: 1 + one per budget
+  client.defineCommand('keygateIpBudget', { numberOfKeys: 1, lua: IP_BUDGET_SCRIPT });
   client.defineCommand('keygateUsage', { numberOfKeys: 1, lua: USAGE_FLUSH_SCRIPT });
   const scripts = client as unknown as {
     keygateAdmit(...args: Array<string | number>): Promise<number[]>;
     keygateUsage(...args: Array<string | number>): Promise<number>;
+    keygateIpBudget(...args: Array<string | number>): Promise<number>;
   };
   const admitScript = scripts.keygateAdmit.bind(client);
+  /**
+   * Where the admit step's names live (issue 42): a key without an owner keeps its nonces and TAT
+   * under {<apiKey>} as before; a key with an owner keeps them under {owner:<owner>}, the slot of its
+   * owner's bucket, so one script sees every budget of the request (one round trip, all or nothing,
+   * also on a Cluster). An owner never changes after creation, so a key's nonces never move.
+   */
+  const admitStateOf = (apiKey: string, owner: string | undefined) =>
+    owner === undefined ? stateOf(apiKey) : `${prefix}{owner:${owner}}:key:${apiKey}:`;
+  const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
+    const args: Array<string | number> = [1 + charge.budgets.length, `${state}nonce:${nonce}`];
+    for (const b of charge.budgets) args.push(b.kind === 'key' ? `${state}tat` : `${prefix}{owner:${charge.owner}}:tat`);
+    args.push(ttlMs, charge.cost);
+    for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
+    return args;
+  };
   // The request path's nonce SET: every one a loop turn issues leaves in one write (turn-batch.ts).
   const sendInTurn = createTurnSend(client);
   const usageScript = scripts.keygateUsage.bind(client);
@@ -393,21 +423,32 @@ export function createRedisStore(
       await run(() => dropRequestState([apiKey]));
       return existed;
     },
-    admit: (apiKey, nonce, ttlMs, limit) => {
-      const state = stateOf(apiKey);
-      // A key without a limit needs only the nonce's SET NX: no script, no TIME.
+    admit: (apiKey, nonce, ttlMs, charge) => {
+      const state = admitStateOf(apiKey, charge?.owner);
+      // A request no budget applies to needs only the nonce's SET NX: no script, no TIME.
       // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
-      return limit === undefined
+      return charge === undefined || charge.budgets.length === 0
         ? deadlines.run(
             () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
             toStoreError,
             (reply) => counted(apiKey, parseNonceReply(reply as string | null)),
           )
         : deadlines.run(
-            () => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst),
+            () => admitScript(...admitArgs(state, nonce, ttlMs, charge)),
             toStoreError,
             (reply) => counted(apiKey, parseAdmissionReply(reply)),
           );
+    },
+    // Issue 42: the IP's own slot; a block is announced to every instance before the refusal is answered.
+    spendFailedAuth: (ipKey, limit) =>
+      run(async () => {
+        const blockedUs = await scripts.keygateIpBudget(`${prefix}{ipfail:${ipKey}}`, limit.intervalUs, limit.burst);
+        if (blockedUs > 0) await client.publish(ipChannel, `${ipKey} ${blockedUs}`);
+        return blockedUs;
+      }),
+    onIpBlocked(listener) {
+      ipListeners.add(listener);
+      return () => ipListeners.delete(listener);
     },
     // This process's own counts are written first, so its reads are exact; other replicas' within one interval.
     getUsage: async (apiKey) => {
@@ -436,6 +477,7 @@ export function createRedisStore(
       forgetKnown();
       await usage.close();
       listeners.clear();
+      ipListeners.clear();
       stopWatching();
       stopFence();
       heartbeat.stop();
