@@ -126,8 +126,10 @@ export function createAuthenticator(
     if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
     if (admission.outcome === 'limited') {
       const budgets = (charge as Charge).budgets;
-      const by = budgets[admission.refusedBy]?.kind === 'owner' ? 'owner_rate_limited' : 'rate_limited';
-      return { ...deny(by), keyId, rate: { limits: budgets.map((b) => b.limit), states: admission.rate } };
+      // Named by the first budget without room: the key's own, or its owner's (own metric label and log reason).
+      const refusal =
+        budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
+      return { ...refusal, keyId, rate: { limits: budgets.map((b) => b.limit), states: admission.rate } };
     }
     const rate = admission.rate && charge && { limits: charge.budgets.map((b) => b.limit), states: admission.rate };
     return { ok: true, key, alg: claims.alg, rate };
