@@ -13,7 +13,9 @@ import { retryAfterUs } from '../store/budgets.js';
 const seconds = (us: number) => Math.ceil(us / 1_000_000);
 
 function policyValue(rate: RateInfo): string {
-  return rate.limits.length === 1 ? (rate.limits[0]?.policyHeader ?? '') : rate.limits.map((l) => l.policyHeader).join(', ');
+  return rate.limits.length === 1
+    ? (rate.limits[0]?.policyHeader ?? '')
+    : rate.limits.map((l) => l.policyHeader).join(', ');
 }
 
 function rateLimitValue(rate: RateInfo): string {

@@ -17,7 +17,8 @@ export function budgetPrefix(ip: string): string {
   // An embedded IPv4 in the last 32 bits is two groups; only the first 64 bits matter here.
   if (right.length > 0 && right[right.length - 1]?.includes('.')) right = [...right.slice(0, -1), '0', '0'];
   else if (tail === undefined && left[left.length - 1]?.includes('.')) left.splice(-1, 1, '0', '0');
-  const all = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
+  const all =
+    tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill('0'), ...right];
   return `${all
     .slice(0, 4)
     .map((g) => parseInt(g, 16).toString(16))

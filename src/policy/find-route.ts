@@ -17,7 +17,11 @@ export function findRoute(table: RouteTable, methods: readonly string[], path: s
   }
   if (first === second) return first;
   // The upstream runs the overridden method's handler: log that pattern, require both routes' scopes.
-  return { pattern: second.pattern, scopes: [...new Set([...first.scopes, ...second.scopes])], ...costOf(first, second) };
+  return {
+    pattern: second.pattern,
+    scopes: [...new Set([...first.scopes, ...second.scopes])],
+    ...costOf(first, second),
+  };
 }
 
 /**

@@ -200,7 +200,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     async admit(apiKey, nonce, ttlMs, charge) {
       const nowNs = deps.clock.nowNs();
       const now = Number(nowNs / 1_000_000n);
-      const step = charge && charge.budgets.length > 0 ? chargeInMemory(apiKey, charge, Number(nowNs / 1_000n)) : undefined;
+      const step =
+        charge && charge.budgets.length > 0 ? chargeInMemory(apiKey, charge, Number(nowNs / 1_000n)) : undefined;
       if (step && !step.allowed) return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       const k = `${apiKey}\0${nonce}`;
       const exp = nonces.get(k);

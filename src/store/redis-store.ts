@@ -347,7 +347,8 @@ export function createRedisStore(
     owner === undefined ? stateOf(apiKey) : `${prefix}{owner:${owner}}:key:${apiKey}:`;
   const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
     const args: Array<string | number> = [1 + charge.budgets.length, `${state}nonce:${nonce}`];
-    for (const b of charge.budgets) args.push(b.kind === 'key' ? `${state}tat` : `${prefix}{owner:${charge.owner}}:tat`);
+    for (const b of charge.budgets)
+      args.push(b.kind === 'key' ? `${state}tat` : `${prefix}{owner:${charge.owner}}:tat`);
     args.push(ttlMs, charge.cost);
     for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
     return args;

@@ -92,7 +92,11 @@ describe('chargeBudgets', () => {
   });
 
   const limitArb = fc
-    .record({ count: fc.integer({ min: 1, max: 20 }), burst: fc.integer({ min: 1, max: 30 }), unit: fc.constantFrom('s', 'm') })
+    .record({
+      count: fc.integer({ min: 1, max: 20 }),
+      burst: fc.integer({ min: 1, max: 30 }),
+      unit: fc.constantFrom('s', 'm'),
+    })
     .map(({ count, burst, unit }) => compileRateLimit({ rate: `${count}/${unit}`, burst }));
   const runs = Number(process.env.KEYGATE_PROPERTY_RUNS ?? 150);
 
