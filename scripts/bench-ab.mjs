@@ -46,6 +46,7 @@ Usage: npm run bench:ab -- [options]
   --duration S         seconds per measurement (default 5)
   --rounds N           rounds (default 5)
   --stores LIST        embedded and/or redis (default embedded,redis)
+  --key-owner NAME     give the bench key an owner (its budget: defaultOwnerRateLimit in a policy set with --env)
   --env NAME=VALUE     a setting for the current build's Redis target (repeatable)
   --baseline-env NAME=VALUE  the same for the baseline's Redis target (repeatable)
   --out FILE           result file (default bench-results/ab-latest.json)
@@ -62,6 +63,7 @@ const args = parseOptions(
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '5' },
     stores: { type: 'string', default: 'embedded,redis' },
+    'key-owner': { type: 'string' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
     env: { type: 'string', multiple: true, default: [] },
@@ -163,8 +165,9 @@ async function main() {
     },
   ];
 
-  const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root) : undefined;
-  const keysFile = redis?.keysFile ?? writeKeysFile(dir);
+  const owner = args['key-owner'];
+  const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root, owner) : undefined;
+  const keysFile = redis?.keysFile ?? writeKeysFile(dir, owner);
   const upstream = await startUpstream(children);
   const bare = await startBareProxy(children, upstream.url);
   /** @type {Target[]} */
