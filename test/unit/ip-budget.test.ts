@@ -87,7 +87,7 @@ describe('createIpBudget', () => {
     auth.answer('bad_signature');
     for (let i = 0; i < 50; i++) await budget.authenticate([], { ip: '192.0.2.1' });
     expect(auth.calls()).toBe(50);
-    const { auth: a2, run: _run, budget: b2 } = setup();
+    const { auth: a2, budget: b2 } = setup();
     a2.answer('bad_signature');
     for (let i = 0; i < 10; i++) await b2.authenticate([], {});
     expect(a2.calls()).toBe(10);
