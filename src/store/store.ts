@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (the contract, run against both stores).
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
@@ -13,6 +14,25 @@ export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+  }
+}
+
+/**
+ * Thrown (by the Redis store: store/redis/redis-durability.ts) when a key change was written to the Redis
+ * master but fewer replicas than KEYGATE_REDIS_MIN_REPLICAS acknowledged it in time. The change may or may not survive a
+ * failover; retrying the same operation is safe. A StoreUnavailableError, so every caller that
+ * does not know durability still fails closed (503); the management API and the CLI name it.
+ */
+export class DurabilityError extends StoreUnavailableError {
+  constructor(
+    readonly required: number,
+    readonly acknowledged: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `durability: ${acknowledged} of the ${required} required Redis replica(s) acknowledged the change in time; it may or may not survive a failover (retry the same operation)`,
+      options,
+    );
   }
 }
 
@@ -56,6 +76,14 @@ export interface KeyPage {
  * CLI) call readKey, listKeys, commitKeyChanges, appendAudit, getUsage. Redis runs the
  * two groups on separate connections, so a slow management call never holds a proxy request.
  */
+/** Why a store's connection is down, in its backend's terms (Redis: store/redis/redis-reachability.ts). */
+export interface ConnectionProblem {
+  /** `refused`, `dns`, `unreachable`, `timeout`, `tls`, `reset`, `auth`, `protocol` or `other`. */
+  readonly cause: string;
+  /** The client library's message (an address, a Redis error reply: never a password). */
+  readonly err: string;
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
   /** The request path's read (a key-cache miss). */
@@ -129,7 +157,9 @@ export interface Store {
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
-  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0. */
+  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0 with KEYGATE_READY_REQUIRES_KEYS. */
   countKeys(): Promise<number>;
+  /** Redis: why the request path's connection is down (/readyz `redis_unreachable`); undefined while up. */
+  connectionProblem?(): ConnectionProblem | undefined;
   close(): Promise<void>;
 }

@@ -5,7 +5,7 @@ import { deny, type Reason } from '../../src/errors.js';
 import type { Authenticator } from '../../src/pipeline/authenticate.js';
 import { createIpBudget } from '../../src/pipeline/ip-budget.js';
 import { compileRateLimit, IP_POLICY_NAME } from '../../src/policy/rate-limit-spec.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 
 /** An authenticator that answers what it is told to and counts its calls (the checks the budget must skip). */
 function scripted() {
