@@ -56,6 +56,7 @@ Usage: npm run bench:ab -- [options]
   --log-level LEVEL    every Keygate's KEYGATE_LOG_LEVEL (default info, as in production)
   --pin                pin each measured process to CPU 1 and this harness, the load generator,
                        the upstream and Redis to CPU 0 (taskset; steadier CPU figures)
+  --key-owner NAME     give the bench key an owner (its budget: defaultOwnerRateLimit in a policy set with --env)
   --env NAME=VALUE     a setting for the current build's Redis target (repeatable)
   --baseline-env NAME=VALUE  the same for the baseline's Redis target (repeatable)
   --out FILE           result file (default bench-results/ab-latest.json)
@@ -72,6 +73,7 @@ const args = parseOptions(
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '5' },
     stores: { type: 'string', default: 'embedded,redis' },
+    'key-owner': { type: 'string' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
     'log-level': { type: 'string', default: 'info' },
@@ -195,8 +197,9 @@ async function main() {
     },
   ];
 
-  const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root) : undefined;
-  const keysFile = redis?.keysFile ?? writeKeysFile(dir);
+  const owner = args['key-owner'];
+  const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root, owner) : undefined;
+  const keysFile = redis?.keysFile ?? writeKeysFile(dir, owner);
   const upstream = await startUpstream(children);
   const bare = await startBareProxy(children, upstream.url, [TRACE_GC]);
   const bareUndici = await startBareUndici(children, upstream.url, [TRACE_GC]);

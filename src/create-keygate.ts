@@ -12,6 +12,7 @@ import { createStreamMetrics } from './observe/stream-metrics.js';
 import { createStreamRegistry } from './gateway/stream-registry.js';
 import { createReadiness, type NotReady } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
+import { createIpBudget } from './pipeline/ip-budget.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
 import { loadKeysFile } from './keys/keys-file.js';
@@ -161,7 +162,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
     );
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
-  const authenticate = createAuthenticator(
+  const authenticateKey = createAuthenticator(
     {
       maxTokenBytes: config.limits.maxTokenBytes,
       // Getters, so a reloaded policy's recv_window limits apply from the next token on.
@@ -174,9 +175,18 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       get defaultRateLimit() {
         return policy.policy().defaultRateLimit;
       },
+      get defaultOwnerRateLimit() {
+        return policy.policy().defaultOwnerRateLimit;
+      },
     },
     { keys, store, clock, ...(fence && { fence }) },
   );
+  // Issue 42: the failed-authentication budget per client IP, checked before anything else of authentication.
+  const ipBudget = createIpBudget(
+    { limit: () => policy.policy().failedAuthLimit },
+    { inner: authenticateKey, store, clock, logger },
+  );
+  const authenticate = ipBudget.authenticate;
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
   const forwarder =
     config.upstream &&
@@ -297,6 +307,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       policy.close();
       keys.close();
       unsubscribe();
+      ipBudget.close();
       await store.close();
     },
   };

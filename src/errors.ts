@@ -60,6 +60,14 @@ export const REASONS = Object.freeze({
     "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried",
   ),
   streams_limited: reason(10429, 'the key already holds KEYGATE_MAX_STREAMS_PER_KEY open streams on this instance'),
+  owner_rate_limited: reason(
+    10429,
+    "the key's owner over its budget (its own or the policy's defaultOwnerRateLimit); nothing recorded, the token may be retried",
+  ),
+  ip_blocked: reason(
+    10429,
+    "client IP's failed-authentication budget (failedAuthLimit) is empty: refused before any signature check until it refills",
+  ),
   unknown_key: reason(10013, 'sub names no key'),
   revoked: reason(10013, 'key is revoked'),
   expired_key: reason(10013, 'key passed its expiry time'),

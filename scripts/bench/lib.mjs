@@ -212,11 +212,12 @@ export async function startKeygate(children, name, upstreamUrl, env, cwd = ROOT,
  * @param {Children} children
  * @param {string} dir
  * @param {string} keygateDir
+ * @param {string} [owner] the bench key's owner (none by default)
  */
-export async function startRedisWithKey(children, dir, keygateDir) {
+export async function startRedisWithKey(children, dir, keygateDir, owner = undefined) {
   const redis = await startRedisServer({ dir, log: join(dir, 'redis.log') });
   children.track(redis.stop);
-  const keysFile = writeKeysFile(dir);
+  const keysFile = writeKeysFile(dir, owner);
   await runKeygate(['keys', 'import', keysFile], { KEYGATE_REDIS_URL: redis.url }, undefined, {
     bin: join(keygateDir, 'bin', 'keygate.js'),
     cwd: keygateDir,
@@ -235,10 +236,14 @@ export function redisCli(port, ...args) {
   return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout ?? '';
 }
 
-/** @param {string} dir */
-export function writeKeysFile(dir) {
+/** @param {string} dir @param {string} [owner] the bench key's owner (none by default) */
+export function writeKeysFile(dir, owner = undefined) {
   const file = join(dir, 'keys.yaml');
-  writeFileSync(file, `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench, scopes: [accounts:read] }\n`);
+  const ownerField = owner === undefined ? '' : `, owner: ${owner}`;
+  writeFileSync(
+    file,
+    `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench${ownerField}, scopes: [accounts:read] }\n`,
+  );
   return file;
 }
 

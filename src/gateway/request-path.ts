@@ -209,7 +209,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   function authenticate(w: Walk) {
     const xff = w.peerTrusted ? w.req.headers['x-forwarded-for'] : undefined;
     w.ip = w.log.clientIp = clientIp(w.peer, Array.isArray(xff) ? xff.join(', ') : xff, w.policy.trustedProxies);
-    deps.authenticate(w.req.rawHeaders).then(
+    // The walk is the request's route (its cost) and client IP as the authenticator reads them (issue 42).
+    deps.authenticate(w.req.rawHeaders, w).then(
       (authn) => authorized(w, authn),
       (err: unknown) =>
         // Only a store that did not answer is 503; anything else is Keygate's own fault.

@@ -6,16 +6,29 @@ import type { KeyAlg } from '../keys/public-key.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
-import type { Store } from '../store/store.js';
+import type { Budget, Charge, Store } from '../store/store.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
 import { readCredentials } from './read-credentials.js';
 import { verifySignature } from './verify-signature.js';
 
-/** The limit that applied to a request and where the key stands against it (for the RateLimit headers). */
+/**
+ * The budgets that applied to a request and where it stands against each, in cost units (for the
+ * RateLimit headers, which list every one): the key's, its owner's (issue 42), or the client IP's
+ * failed-authentication budget on an `ip_blocked` refusal. `limits[i]` goes with `states[i]`.
+ */
 export interface RateInfo {
-  readonly limit: CompiledLimit;
-  readonly state: RateState;
+  readonly limits: readonly CompiledLimit[];
+  readonly states: readonly RateState[];
+}
+
+/**
+ * What the request path knows of a request before authentication (its walk, passed as it is): the
+ * route, whose cost the admit step spends (1 when absent), and the client IP (ip-budget.ts).
+ */
+export interface AuthRequest {
+  readonly route?: { readonly cost?: number | undefined } | undefined;
+  readonly ip?: string | undefined;
 }
 
 export interface Authenticated {
@@ -33,23 +46,33 @@ export interface Authenticated {
  */
 export type VerifiedDenial = Denial & { readonly keyId: string };
 
-/** 429 rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
+/** 429 rate_limited / owner_rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
 export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
+/** 429 ip_blocked (ip-budget.ts): no key was looked at, the IP's budget is what the client is told of. */
+export type IpBlocked = Denial & { readonly rate: RateInfo };
 
 export interface Authenticator {
-  (rawHeaders: readonly string[]): Promise<Authenticated | Denial | VerifiedDenial | RateLimited>;
+  (
+    rawHeaders: readonly string[],
+    request?: AuthRequest,
+  ): Promise<Authenticated | Denial | VerifiedDenial | RateLimited | IpBlocked>;
 }
 
 export interface AuthenticateOptions extends DecodeOptions {
   /** The policy's defaultRateLimit, for keys without their own. */
   readonly defaultRateLimit: CompiledLimit | undefined;
+  /** The policy's defaultOwnerRateLimit, for owners without their own (issue 42). */
+  readonly defaultOwnerRateLimit?: CompiledLimit | undefined;
 }
+
+/** An owner's own limit, if it has one (issue 42: the keys file's `owners`, or `keygate owners set` in Redis). */
+export type OwnerLimits = (owner: string) => CompiledLimit | undefined;
 
 /**
  * Authentication, in order; the first failing step decides:
  *   credentials (40004/40107) → token shape and claims (40106) → time window and replay fence (40106)
  *   → key exists, active, not expired (10013) → signature (40106)
- *   → rate limit (10429) → replay guard (40106).
+ *   → the key's and its owner's budgets, for the route's cost (10429) → replay guard (40106).
  * Cheap checks come before crypto and store round trips. The last two are one
  * store call (Store.admit, one Redis round trip), made only once the signature
  * is good: a forged token neither burns a nonce nor spends a key's allowance,
@@ -58,10 +81,25 @@ export interface AuthenticateOptions extends DecodeOptions {
  */
 export function createAuthenticator(
   options: AuthenticateOptions,
-  deps: { keys: KeyCache; store: Store; clock: Clock; fence?: ReplayFence },
+  deps: { keys: KeyCache; store: Store; clock: Clock; fence?: ReplayFence; ownerLimits?: OwnerLimits },
 ): Authenticator {
   const fence = deps.fence;
-  return async function authenticate(rawHeaders) {
+  /**
+   * What the admit step charges (budgets.ts): the route's cost from the key's budget and its owner's,
+   * whichever apply. Undefined when neither applies and the key has no owner (the nonce alone, as before).
+   */
+  function chargeFor(key: PreparedKey, cost: number): Charge | undefined {
+    const keyLimit = key.rateLimit ?? options.defaultRateLimit;
+    const owner = key.record.owner;
+    if (owner === undefined)
+      return keyLimit === undefined ? undefined : { cost, owner, budgets: [{ kind: 'key', limit: keyLimit }] };
+    const ownerLimit = deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit;
+    const budgets: Budget[] = [];
+    if (keyLimit !== undefined) budgets.push({ kind: 'key', limit: keyLimit });
+    if (ownerLimit !== undefined) budgets.push({ kind: 'owner', limit: ownerLimit });
+    return { cost, owner, budgets };
+  }
+  return async function authenticate(rawHeaders, request) {
     const credentials = readCredentials(rawHeaders);
     if (!credentials.ok) return credentials;
     const claims = decodeToken(credentials.token, options);
@@ -78,16 +116,22 @@ export function createAuthenticator(
     const signature = verifySignature(credentials.token, claims.alg, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
 
-    const limit = key.rateLimit ?? options.defaultRateLimit;
-    const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, limit);
+    const charge = chargeFor(key, request?.route?.cost ?? 1);
+    const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
     const keyId = key.record.id;
     if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
     // Checked again on the answer: a failover seen while the admit was under way (the fence goes up
     // before any command reaches the new master) may have put this nonce on a master that never
     // knew it was used. The nonce is burnt; the client signs again.
     if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
-    if (admission.outcome === 'limited')
-      return { ...deny('rate_limited'), keyId, rate: { limit: limit as CompiledLimit, state: admission.rate } };
-    return { ok: true, key, alg: claims.alg, rate: limit && admission.rate && { limit, state: admission.rate } };
+    if (admission.outcome === 'limited') {
+      const budgets = (charge as Charge).budgets;
+      // Named by the first budget without room: the key's own, or its owner's (own metric label and log reason).
+      const refusal =
+        budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
+      return { ...refusal, keyId, rate: { limits: budgets.map((b) => b.limit), states: admission.rate } };
+    }
+    const rate = admission.rate && charge && { limits: charge.budgets.map((b) => b.limit), states: admission.rate };
+    return { ok: true, key, alg: claims.alg, rate };
   };
 }

@@ -1,6 +1,6 @@
 import { compileAutomaton } from './compile-automaton.js';
 import type { RouteTable } from './route-table.js';
-import type { RouteMatch, RouteMatching, RouteRule } from './routes.js';
+import { costOf, type RouteMatch, type RouteMatching, type RouteRule } from './routes.js';
 
 const EXACT: RouteMatching = Object.freeze({ caseSensitive: true, trailingSlash: 'strict' });
 
@@ -30,7 +30,11 @@ export function compileRouteTable(
       const b = exact.match(method, path);
       // b without a cannot happen (folding only merges paths); a without b: a spelling of a listed route.
       if (!b || a === b || !a) return a ?? b;
-      return { pattern: a.pattern, scopes: a.scopes.concat(b.scopes.filter((x) => !a.scopes.includes(x))) };
+      return {
+        pattern: a.pattern,
+        scopes: a.scopes.concat(b.scopes.filter((x) => !a.scopes.includes(x))),
+        ...costOf(a, b),
+      };
     },
   };
 }

@@ -1,5 +1,5 @@
 import type { RouteTable } from './route-table.js';
-import { isPrefixRoot, type RouteMatch } from './routes.js';
+import { costOf, isPrefixRoot, type RouteMatch } from './routes.js';
 
 /**
  * The route a request is authorized against. `methods` is the request method,
@@ -13,11 +13,15 @@ export function findRoute(table: RouteTable, methods: readonly string[], path: s
   const second = table.match(methods[1] as string, path);
   if (!first || !second) {
     const found = first ?? second;
-    return found && { pattern: found.pattern, scopes: found.scopes, partial: true };
+    return found && { pattern: found.pattern, scopes: found.scopes, ...costOf(found, found), partial: true };
   }
   if (first === second) return first;
   // The upstream runs the overridden method's handler: log that pattern, require both routes' scopes.
-  return { pattern: second.pattern, scopes: [...new Set([...first.scopes, ...second.scopes])] };
+  return {
+    pattern: second.pattern,
+    scopes: [...new Set([...first.scopes, ...second.scopes])],
+    ...costOf(first, second),
+  };
 }
 
 /**
@@ -41,6 +45,7 @@ export function findApiRoute(
   return {
     pattern: mounted.pattern,
     scopes: [...new Set([...route.scopes, ...mounted.scopes])],
+    ...costOf(route, mounted),
     ...((route.partial || mounted.partial) && { partial: true as const }),
   };
 }

@@ -7,7 +7,7 @@ import { OVERRIDE_NAMES } from './method-override.js';
 import { overlappingRules } from './overlapping-rules.js';
 import { API_PREFIX, TIME_PATH, type Policy } from './policy.js';
 import { compileRoute, isUnderPrefix, parseMatching, showRule, type RouteMatching, type RouteRule } from './routes.js';
-import { compileRateLimit, parseRateLimitSpec } from './rate-limit-spec.js';
+import { compileRateLimit, IP_POLICY_NAME, OWNER_POLICY_NAME, parseRateLimitSpec } from './rate-limit-spec.js';
 
 type Settings = Record<string, unknown>;
 type LineOf = (at: ReadonlyArray<string | number>) => number | undefined;
@@ -52,6 +52,9 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
   // `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit.
   const rateLimitSpec = parseRateLimitSpec(o.defaultRateLimit, `${file}: defaultRateLimit`, found);
+  // Issue 42: an owner's budget (for owners without their own) and the failed-authentication budget per IP.
+  const ownerLimitSpec = parseRateLimitSpec(o.defaultOwnerRateLimit, `${file}: defaultOwnerRateLimit`, found);
+  const failedAuthSpec = parseRateLimitSpec(o.failedAuthLimit, `${file}: failedAuthLimit`, found);
   problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));
   return {
     routes,
@@ -66,6 +69,8 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     defaultRecvWindowSeconds,
     maxRecvWindowSeconds,
     defaultRateLimit: rateLimitSpec && compileRateLimit(rateLimitSpec),
+    defaultOwnerRateLimit: ownerLimitSpec && compileRateLimit(ownerLimitSpec, OWNER_POLICY_NAME),
+    failedAuthLimit: failedAuthSpec && compileRateLimit(failedAuthSpec, IP_POLICY_NAME),
   };
 }
 

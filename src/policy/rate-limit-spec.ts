@@ -18,10 +18,15 @@ export interface CompiledLimit {
   readonly burst: number;
   /** The IETF RateLimit-Policy field value, built once. */
   readonly policyHeader: string;
+  /** The policy's name in RateLimit-Policy / RateLimit: "keygate" (the key's), "keygate-owner", "keygate-ip". */
+  readonly name: string;
 }
 
 /** The name Keygate gives its policy in RateLimit-Policy / RateLimit (a list: an upstream's own policies can sit beside it). */
 export const POLICY_NAME = 'keygate';
+/** The owner's budget and the failed-authentication budget per IP, beside the key's (issue 42). */
+export const OWNER_POLICY_NAME = 'keygate-owner';
+export const IP_POLICY_NAME = 'keygate-ip';
 export const MAX_RATE_COUNT = 1_000_000;
 export const MAX_BURST = 1_000_000;
 const PERIOD_US: Readonly<Record<string, number>> = { s: 1_000_000, m: 60_000_000, h: 3_600_000_000 };
@@ -64,7 +69,7 @@ export function parseRateLimitSpec(v: unknown, where: string, errors: string[]):
 }
 
 /** Only for specs that passed parseRateLimitSpec. */
-export function compileRateLimit(spec: RateLimitSpec): CompiledLimit {
+export function compileRateLimit(spec: RateLimitSpec, name: string = POLICY_NAME): CompiledLimit {
   const rate = parseRate(spec.rate);
   if (typeof rate === 'string') throw new Error(rate);
   const burst = spec.burst ?? rate.count;
@@ -72,7 +77,7 @@ export function compileRateLimit(spec: RateLimitSpec): CompiledLimit {
   // q = the burst, w = the time the whole burst takes to come back: with the default burst
   // this is exactly the operator's "count per period".
   const windowS = Math.ceil((burst * intervalUs) / 1_000_000);
-  return { intervalUs, burst, policyHeader: `"${POLICY_NAME}";q=${burst};w=${windowS}` };
+  return { intervalUs, burst, policyHeader: `"${name}";q=${burst};w=${windowS}`, name };
 }
 
 /** "100/s", or "100/s burst 200" when the burst is not the default. */

@@ -10,6 +10,8 @@ export interface RouteRule {
   readonly scopes: readonly string[];
   /** `upgrade: websocket`: a WebSocket upgrade to this route is relayed as a stream (src/gateway/upgrade-path.ts). */
   readonly upgrade?: 'websocket';
+  /** What an admitted request on this route spends from each budget that applies (issue 42); 1 when absent. */
+  readonly cost?: number;
   /** Where the rule was written ("file: routes[3] (line 12)"), for load-time messages. */
   readonly where: string;
 }
@@ -18,6 +20,8 @@ export interface RouteRule {
 export interface RouteMatch {
   readonly pattern: string;
   readonly scopes: readonly string[];
+  /** The route's cost (1 when absent); a request matching two routes pays the larger. */
+  readonly cost?: number;
   /** Set when a method override is allowed and only one of the two methods has a route. */
   readonly partial?: true;
   /** The rule's `upgrade`; a match that merges two rules has none (a stream needs one route that says so). */
@@ -47,6 +51,16 @@ export const DEFAULT_MATCHING: RouteMatching = Object.freeze({ caseSensitive: fa
  */
 export const MAX_PATH_BYTES = 4096;
 export const MAX_PATH_SEGMENTS = 64;
+
+/** Route cost bounds (issue 42); src/store/budgets.ts spends it. */
+export const MIN_COST = 1;
+export const MAX_COST = 1000;
+
+/** The larger cost of two routes a request is authorized against (both run, or either may). */
+export function costOf(a: Pick<RouteMatch, 'cost'>, b: Pick<RouteMatch, 'cost'>): { cost?: number } {
+  const cost = Math.max(a.cost ?? 1, b.cost ?? 1);
+  return cost === 1 ? {} : { cost };
+}
 
 const METHOD = /^[A-Z]{1,16}$/;
 const PARAM = /^:[A-Za-z_][A-Za-z0-9_]*$/;
@@ -97,11 +111,15 @@ export function compileRoute(input: unknown, where: string, errors: string[]): R
     errors.push(`${where}.scopes: must be a list of non-empty strings`);
   }
   if (o.upgrade !== undefined && o.upgrade !== 'websocket') errors.push(`${where}.upgrade: must be "websocket"`);
+  const cost = o.cost;
+  if (cost !== undefined && (typeof cost !== 'number' || !Number.isInteger(cost) || cost < MIN_COST || cost > MAX_COST))
+    errors.push(`${where}.cost: must be an integer from ${MIN_COST} to ${MAX_COST}`);
   if (errors.length > before) return undefined;
   return {
     methods,
     pattern: path as string,
     scopes: [...(scopes as string[])],
+    ...(cost !== undefined && cost !== 1 && { cost: cost as number }),
     where,
     ...(o.upgrade === 'websocket' && { upgrade: 'websocket' as const }),
   };

@@ -2,9 +2,11 @@
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
+import type { Charge } from './budgets.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-write.js';
 
 export type { AuditEntry } from './key-write.js';
+export type { Budget, BudgetKind, Charge } from './budgets.js';
 import type { RateState } from './rate-limit.js';
 
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
@@ -36,15 +38,17 @@ export class DurabilityError extends StoreUnavailableError {
 
 /**
  * What the store decided for a request whose signature verified:
- *   admitted — within the key's rate limit and a first use of the nonce (now recorded, usage counted);
+ *   admitted — every budget had room for the cost and the nonce is new (cost spent from every
+ *              budget, nonce recorded, usage counted);
  *   replay   — the nonce was already used (nothing written, no allowance spent);
- *   limited  — over the rate limit (nothing written: the token is not burned and may be retried).
- * `rate` is present whenever the key has a limit.
+ *   limited  — some budget lacks room for the cost (nothing written in any budget: the token is
+ *              not burned and may be retried); `refusedBy` is the first such budget's index.
+ * `rate` has one state per budget of the charge, in its order; undefined when no budget applies.
  */
 export type Admission =
-  | { readonly outcome: 'admitted'; readonly rate: RateState | undefined }
+  | { readonly outcome: 'admitted'; readonly rate: readonly RateState[] | undefined }
   | { readonly outcome: 'replay' }
-  | { readonly outcome: 'limited'; readonly rate: RateState };
+  | { readonly outcome: 'limited'; readonly refusedBy: number; readonly rate: readonly RateState[] };
 
 /** A key change announced to every running instance (`null` = everything may have changed). */
 export type KeyChangeListener = (apiKey: string | null) => void;
@@ -104,12 +108,22 @@ export interface Store {
   deleteKey(apiKey: string): Promise<boolean>;
   /**
    * The request path's one store call, atomic and (in Redis) one round trip:
-   * rate-limit check (GCRA on the store's clock; skipped when `limit` is
-   * undefined), then the nonce (recorded for `ttlMs` if new), then usage
-   * (lastUsedAt, count for today; Redis writes it in batches, see flushUsage).
-   * See Admission for what each outcome wrote.
+   * every budget of the charge checked for its cost, all or nothing (GCRA on the store's clock,
+   * budgets.ts; none when `charge` is undefined or has no budgets), then the nonce (recorded for
+   * `ttlMs` if new), then usage (lastUsedAt, count for today; Redis writes it in batches, see
+   * flushUsage). The charge's owner says where a key's state lives (Redis: its owner's hash slot).
+   * See Admission for what each outcome wrote. (Before issue 42 the last argument was one limit.)
    */
-  admit(apiKey: string, nonce: string, ttlMs: number, limit: CompiledLimit | undefined): Promise<Admission>;
+  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
+  /**
+   * The failed-authentication budget per client IP (issue 42, src/pipeline/ip-budget.ts): spends 1
+   * from `ipKey`'s budget if it has room (GCRA on the store's clock, budgets.ts `spendFailure`) and
+   * answers how long from now it has none, in µs (0: not empty). Redis: one script on the IP's own
+   * slot, and a block is announced to every instance (onIpBlocked) before this resolves.
+   */
+  spendFailedAuth(ipKey: string, limit: CompiledLimit): Promise<number>;
+  /** Blocks announced by any instance (Redis only; the memory store's one process hears its own replies). */
+  onIpBlocked?(listener: (ipKey: string, blockedUs: number) => void): () => void;
   /**
    * When a key was last admitted and its per-day counts (the last USAGE_DAYS days). Redis: exact for
    * this process's own requests (it flushes first), other replicas' counts are at most one flush late.

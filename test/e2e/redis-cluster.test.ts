@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
@@ -10,6 +13,8 @@ import { guard } from '../helpers/slowdown.js';
 
 const SECRET = 'cluster-secret-0123456789abcdef';
 const KEYS = Array.from({ length: 24 }, (_, i) => `ck-${i}`);
+// Issue 42: keys of owners whose budgets (and so the keys' nonces) land in other slots than the keys' names.
+const OWNED = ['co-a', 'co-b', 'co-c'].flatMap((owner) => [1, 2].map((n) => ({ apiKey: `${owner}-${n}`, owner })));
 
 /** Real 3-master Redis Cluster (redis-cli --cluster create) behind three Keygate instances. */
 describe('Redis Cluster', () => {
@@ -21,7 +26,15 @@ describe('Redis Cluster', () => {
     // One replica per master: key changes wait for one (KEYGATE_REDIS_MIN_REPLICAS defaults to 1 on Cluster).
     cluster = await startRedisCluster({ masters: 3, replicasPerMaster: 1, password: 'cluster-pass-0123' });
     upstream = await startRecordingUpstream();
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-cluster-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(
+      policy,
+      `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\n` +
+        'defaultOwnerRateLimit: { rate: 6/h }\nfailedAuthLimit: { rate: 100/h, burst: 100 }\n',
+    );
     const env = (nodes: string) => ({
+      KEYGATE_CONFIG: policy,
       KEYGATE_REDIS_CLUSTER_NODES: nodes,
       KEYGATE_REDIS_PASSWORD: cluster.password!,
       KEYGATE_KEY_CACHE_TTL_MS: String(LONG_CACHE_TTL_MS),
@@ -148,5 +161,46 @@ describe('Redis Cluster', () => {
     await Promise.all(gates.map((g) => g.keygate.store.flushUsage())); // each instance writes its own counts
     expect(Object.values((await store.getUsage('ck-limited')).perDay)).toEqual([5]);
     await store.deleteKey('ck-limited');
+  });
+
+  it('owner budgets on a Cluster: each owner admits exactly its 6 across its two keys and three instances, in one slot per owner', async () => {
+    for (const { apiKey, owner } of OWNED)
+      await gates[0]!.keygate.store.putKey(makeKey({ apiKey, owner, secret: SECRET }));
+    await until('every instance has heard of the owned keys', async () =>
+      gates.every((g) => OWNED.every(({ apiKey }) => g.keygate.store.mayHaveKey?.(apiKey) !== false)),
+    );
+    const before = upstream.received.length;
+    for (const owner of ['co-a', 'co-b', 'co-c']) {
+      const statuses: number[] = [];
+      for (let i = 0; i < 9; i++) statuses.push(await status(gates[i % 3]!, token(`${owner}-${(i % 2) + 1}`, SECRET)));
+      expect(statuses, owner).toEqual([...Array(6).fill(200), ...Array(3).fill(429)]);
+    }
+    expect(upstream.received.length).toBe(before + 18);
+    // The owners' budgets and their keys' nonces are spread over the masters by {owner:<owner>}.
+    const owners = await Promise.all(cluster.masterPorts.map((p) => countOnNode(p, 'keygate:{owner:*}:tat')));
+    expect(owners.reduce((a, b) => a + b, 0)).toBe(3);
+  });
+
+  it('failed-authentication budget on a Cluster: 100 forged tokens from one IP on one instance block it on the others', async () => {
+    for (let i = 0; i < 100; i++)
+      expect(
+        (
+          await send(gates[0]!.url, ACCOUNTS_PATH, {
+            headers: bearer(token('ck-0', 'wrong-secret-0123456789')),
+            from: '127.0.0.41',
+          })
+        ).status,
+      ).toBe(401);
+    // The IP's budget is one name in one slot, spent to empty.
+    const spent = await Promise.all(cluster.masterPorts.map((p) => countOnNode(p, 'keygate:{ipfail:127.0.0.41}')));
+    expect(spent.reduce((a, b) => a + b, 0)).toBe(1);
+    // On a Cluster the block crosses the cluster bus to the node each instance subscribes on: heard a moment later.
+    for (const gate of gates.slice(1)) {
+      const blocked = () =>
+        send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('ck-1', SECRET)), from: '127.0.0.41' });
+      await expect.poll(async () => (await blocked()).status, PUBLISHED_WITHIN).toBe(429);
+      expect((await blocked()).headers['ratelimit-policy']).toBe('"keygate-ip";q=100;w=3600');
+    }
+    expect(await status(gates[2]!, token('ck-2', SECRET))).toBe(200); // from 127.0.0.1
   });
 });

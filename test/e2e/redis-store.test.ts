@@ -75,7 +75,11 @@ describe('redis store: layout', () => {
     expect(Object.keys(usage)).toContain('last');
     expect(Object.keys(usage).filter((f) => f.startsWith('b:'))).toHaveLength(1); // this process's batch mark
     expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(0);
-    await store.admit('kg_one', 'n-2', 60_000, compileRateLimit({ rate: '1/s' }));
+    await store.admit('kg_one', 'n-2', 60_000, {
+      cost: 1,
+      owner: undefined,
+      budgets: [{ kind: 'key', limit: compileRateLimit({ rate: '1/s' }) }],
+    });
     expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(1);
   });
 
@@ -107,7 +111,11 @@ describe('redis store: layout', () => {
   it('deleteKey: the record, its index entries, rate-limit state and usage go; nonces expire on their own', async () => {
     const { store, prefix } = await open();
     await store.putKey(makeKey({ apiKey: 'kg_gone', owner: 'acme' }));
-    await store.admit('kg_gone', 'n-1', 60_000, compileRateLimit({ rate: '5/s' }));
+    await store.admit('kg_gone', 'n-1', 60_000, {
+      cost: 1,
+      owner: undefined,
+      budgets: [{ kind: 'key', limit: compileRateLimit({ rate: '5/s' }) }],
+    });
     expect(await store.deleteKey('kg_gone')).toBe(true);
     expect(
       await raw.exists(`${prefix}{keystore}:key:kg_gone`, `${prefix}{kg_gone}:tat`, `${prefix}{kg_gone}:usage`),

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { createRedisStore } from '../../src/store/redis/redis-store.js';
-import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
-import type { Admission, KeyPageQuery, Store } from '../../src/store/store.js';
+import { compileRateLimit, type CompiledLimit } from '../../src/policy/rate-limit-spec.js';
+import type { Admission, Charge, KeyPageQuery, Store } from '../../src/store/store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
@@ -144,59 +144,64 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await create(peer, 'later')).ok).toBe(true);
   });
 
+  /** The charge of a key with its own limit and no owner, on a route of cost 1 (as before issue 42). */
+  const byKey = (limit: CompiledLimit): Charge => ({ cost: 1, owner: undefined, budgets: [{ kind: 'key', limit }] });
+
   // 5/s burst 10: T = 200 ms, a whole burst back in 2 s. Generous margins: the Redis harness runs on real time.
   const TEN = compileRateLimit({ rate: '5/s', burst: 10 });
 
   it('rate limit: of 25 concurrent requests from two instances exactly the burst passes, then one per interval', async () => {
     const { store, peer, advance } = await h.open();
     const results = await Promise.all(
-      Array.from({ length: 25 }, (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, TEN)),
+      Array.from({ length: 25 }, (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, byKey(TEN))),
     );
     const passed = results.filter(admitted);
     expect(passed).toHaveLength(10);
     // Each admitted request saw a different "remaining": 9, 8, … 0.
     expect(
-      passed.map((a) => (a.outcome === 'admitted' ? a.rate?.remaining : -1)).sort((a, b) => (a ?? 0) - (b ?? 0)),
+      passed.map((a) => (a.outcome === 'admitted' ? a.rate?.[0]?.remaining : -1)).sort((a, b) => (a ?? 0) - (b ?? 0)),
     ).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
     for (const r of results.filter((a) => a.outcome === 'limited')) {
       if (r.outcome !== 'limited') continue;
-      expect(r.rate.remaining).toBe(0);
-      expect(r.rate.retryAfterUs).toBeGreaterThan(0);
-      expect(r.rate.retryAfterUs).toBeLessThanOrEqual(200_000);
-      expect(r.rate.resetUs).toBeGreaterThan(1_600_000);
-      expect(r.rate.resetUs).toBeLessThanOrEqual(2_000_000);
+      expect(r.rate[0]?.remaining).toBe(0);
+      expect(r.rate[0]?.retryAfterUs).toBeGreaterThan(0);
+      expect(r.rate[0]?.retryAfterUs).toBeLessThanOrEqual(200_000);
+      expect(r.rate[0]?.resetUs).toBeGreaterThan(1_600_000);
+      expect(r.rate[0]?.resetUs).toBeLessThanOrEqual(2_000_000);
     }
     await advance(250);
     const next = await Promise.all([
-      store.admit('rl', 'later-1', 10_000, TEN),
-      peer.admit('rl', 'later-2', 10_000, TEN),
+      store.admit('rl', 'later-1', 10_000, byKey(TEN)),
+      peer.admit('rl', 'later-2', 10_000, byKey(TEN)),
     ]);
     expect(next.filter(admitted)).toHaveLength(1);
     // After a whole burst interval the full allowance is back.
     await advance(2_100);
-    const refill = await Promise.all(Array.from({ length: 12 }, (_, i) => store.admit('rl', `again${i}`, 10_000, TEN)));
+    const refill = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => store.admit('rl', `again${i}`, 10_000, byKey(TEN))),
+    );
     expect(refill.filter(admitted)).toHaveLength(10);
   });
 
   it('a limited request records no nonce, and a replay spends no allowance', async () => {
     const { store, peer, advance } = await h.open();
     const two = compileRateLimit({ rate: '2/s' }); // burst defaults to the count: 2
-    expect((await store.admit('k', 'a', 10_000, two)).outcome).toBe('admitted');
-    expect((await peer.admit('k', 'a', 10_000, two)).outcome).toBe('replay'); // spends nothing…
-    expect((await store.admit('k', 'b', 10_000, two)).outcome).toBe('admitted'); // …so the second request still passes
-    expect((await store.admit('k', 'c', 10_000, two)).outcome).toBe('limited');
+    expect((await store.admit('k', 'a', 10_000, byKey(two))).outcome).toBe('admitted');
+    expect((await peer.admit('k', 'a', 10_000, byKey(two))).outcome).toBe('replay'); // spends nothing…
+    expect((await store.admit('k', 'b', 10_000, byKey(two))).outcome).toBe('admitted'); // …so the second request still passes
+    expect((await store.admit('k', 'c', 10_000, byKey(two))).outcome).toBe('limited');
     await advance(1_100);
     // "c" was not burned by its 429: the same token passes once allowed.
-    expect((await peer.admit('k', 'c', 10_000, two)).outcome).toBe('admitted');
-    expect((await store.admit('k', 'c', 10_000, two)).outcome).toBe('replay');
+    expect((await peer.admit('k', 'c', 10_000, byKey(two))).outcome).toBe('admitted');
+    expect((await store.admit('k', 'c', 10_000, byKey(two))).outcome).toBe('replay');
   });
 
   it('limits each key on its own; no limit means no rate state', async () => {
     const { store } = await h.open();
     const one = compileRateLimit({ rate: '1/h' });
-    expect((await store.admit('x', '1', 10_000, one)).outcome).toBe('admitted');
-    expect((await store.admit('x', '2', 10_000, one)).outcome).toBe('limited');
-    expect((await store.admit('y', '1', 10_000, one)).outcome).toBe('admitted');
+    expect((await store.admit('x', '1', 10_000, byKey(one))).outcome).toBe('admitted');
+    expect((await store.admit('x', '2', 10_000, byKey(one))).outcome).toBe('limited');
+    expect((await store.admit('y', '1', 10_000, byKey(one))).outcome).toBe('admitted');
     const open = await Promise.all(
       Array.from({ length: 30 }, (_, i) => store.admit('x', `free${i}`, 10_000, undefined)),
     );
@@ -209,7 +214,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const lim = compileRateLimit({ rate: '5/m' });
     const before = Date.now();
     const results = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, lim)),
+      Array.from({ length: 8 }, (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, byKey(lim))),
     );
     await peer.admit('u', 'n0', 10_000, undefined); // replay: not counted
     await store.admit('u', 'free', 10_000, undefined); // no limit: counted
@@ -230,11 +235,102 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const { store, peer } = await h.open();
     await store.putKey(makeKey({ apiKey: 'gone' }));
     const one = compileRateLimit({ rate: '1/h' });
-    expect((await store.admit('gone', '1', 10_000, one)).outcome).toBe('admitted');
-    expect((await store.admit('gone', '2', 10_000, one)).outcome).toBe('limited');
+    expect((await store.admit('gone', '1', 10_000, byKey(one))).outcome).toBe('admitted');
+    expect((await store.admit('gone', '2', 10_000, byKey(one))).outcome).toBe('limited');
     await store.deleteKey('gone');
     expect(await peer.getUsage('gone')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
-    expect((await peer.admit('gone', '3', 10_000, one)).outcome).toBe('admitted');
+    expect((await peer.admit('gone', '3', 10_000, byKey(one))).outcome).toBe('admitted');
+  });
+
+  // Issue 42: route cost, owner budgets, all or nothing; the failed-authentication budget per IP.
+  const charge = (
+    cost: number,
+    owner: string | undefined,
+    key?: CompiledLimit,
+    ownerLimit?: CompiledLimit,
+  ): Charge => ({
+    cost,
+    owner,
+    budgets: [
+      ...(key ? [{ kind: 'key' as const, limit: key }] : []),
+      ...(ownerLimit ? [{ kind: 'owner' as const, limit: ownerLimit }] : []),
+    ],
+  });
+
+  it('route cost: a key of 50/h burst 50 on a route of cost 5 admits exactly 10 across two instances, counted in cost units', async () => {
+    const { store, peer } = await h.open();
+    const fifty = compileRateLimit({ rate: '50/h', burst: 50 });
+    const results = await Promise.all(
+      Array.from({ length: 14 }, (_, i) =>
+        (i % 2 ? store : peer).admit('cost', `n${i}`, 10_000, charge(5, undefined, fifty)),
+      ),
+    );
+    expect(results.filter(admitted)).toHaveLength(10);
+    const left = results.map((a) => (a.outcome === 'admitted' ? a.rate?.[0]?.remaining : -1)).filter((r) => r !== -1);
+    expect(left.sort((a, b) => (a ?? 0) - (b ?? 0))).toEqual([0, 5, 10, 15, 20, 25, 30, 35, 40, 45]);
+    // A cheaper route still fits nothing: the budget is spent in units, whatever the route.
+    expect((await store.admit('cost', 'one', 10_000, charge(1, undefined, fifty))).outcome).toBe('limited');
+  });
+
+  it('owner budget: two keys of one owner limited to 12/h admit exactly 12 between them on two instances; another owner is untouched', async () => {
+    const { store, peer } = await h.open();
+    const twelve = compileRateLimit({ rate: '12/h' });
+    const own = compileRateLimit({ rate: '100/h' });
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        (i % 2 ? store : peer).admit(i % 4 < 2 ? 'acme-1' : 'acme-2', `n${i}`, 10_000, charge(1, 'acme', own, twelve)),
+      ),
+    );
+    expect(results.filter(admitted)).toHaveLength(12);
+    for (const r of results)
+      if (r.outcome === 'limited') {
+        expect(r.refusedBy).toBe(1); // the owner's budget, not the key's
+        expect(r.rate[1]?.remaining).toBe(0);
+        expect(r.rate[1]?.retryAfterUs).toBeGreaterThan(0);
+      }
+    expect((await store.admit('other-1', 'n0', 10_000, charge(1, 'other', own, twelve))).outcome).toBe('admitted');
+    expect((await peer.admit('acme-3', 'n0', 10_000, charge(1, 'acme', undefined, twelve))).outcome).toBe('limited');
+  });
+
+  it('all or nothing: a refusal by one budget spends none of the others and burns no nonce; the replay guard of an owned key holds', async () => {
+    const { store, peer, advance } = await h.open();
+    const ownerTwo = compileRateLimit({ rate: '2/s' }); // T = 500 ms
+    const keyTen = compileRateLimit({ rate: '10/s' });
+    const c = charge(1, 'o', keyTen, ownerTwo);
+    expect((await store.admit('k1', 'a', 10_000, c)).outcome).toBe('admitted');
+    expect((await peer.admit('k1', 'a', 10_000, c)).outcome).toBe('replay'); // the owned key's nonce, on another instance
+    expect((await store.admit('k2', 'a', 10_000, c)).outcome).toBe('admitted'); // another key of the owner: its own nonces
+    const refused = await peer.admit('k1', 'b', 10_000, c);
+    expect(refused).toMatchObject({ outcome: 'limited', refusedBy: 1 });
+    // The key's budget was not spent by the refusal: 8 of 10 left after its one admitted request (+ one refill at most).
+    expect(refused.outcome === 'limited' && refused.rate[0]?.remaining).toBeGreaterThanOrEqual(9);
+    await advance(600);
+    // "b" was not burnt: the same nonce passes once the owner has room, and only once.
+    expect((await store.admit('k1', 'b', 10_000, c)).outcome).toBe('admitted');
+    // (A budget is checked before the nonce, so the replay shows with the budgets left out: the same names.)
+    expect((await peer.admit('k1', 'b', 10_000, charge(1, 'o'))).outcome).toBe('replay');
+    // An owned key with no budget at all: the replay guard alone, in the owner's slot.
+    expect((await store.admit('k3', 'z', 10_000, charge(1, 'o'))).outcome).toBe('admitted');
+    expect((await peer.admit('k3', 'z', 10_000, charge(1, 'o'))).outcome).toBe('replay');
+  });
+
+  it('failed-authentication budget: spends 1 per failure across instances and says how long the IP is blocked', async () => {
+    const { store, peer } = await h.open();
+    const three = compileRateLimit({ rate: '3/m' }); // T = 20 s
+    const heard: Array<[string, number]> = [];
+    const off = peer.onIpBlocked?.((ip, us) => heard.push([ip, us])) ?? (() => {});
+    expect(await store.spendFailedAuth('192.0.2.1', three)).toBe(0);
+    expect(await peer.spendFailedAuth('192.0.2.1', three)).toBe(0);
+    const blocked = await store.spendFailedAuth('192.0.2.1', three); // the third empties it
+    expect(blocked).toBeGreaterThan(19_000_000);
+    expect(blocked).toBeLessThanOrEqual(20_000_000);
+    // Empty: a further failure spends nothing more (the block does not grow) and still reports it.
+    const again = await peer.spendFailedAuth('192.0.2.1', three);
+    expect(again).toBeGreaterThan(0);
+    expect(again).toBeLessThanOrEqual(blocked);
+    expect(await peer.spendFailedAuth('2001:db8:1:2::/64', three)).toBe(0); // another IP: its own budget
+    if (peer.onIpBlocked) await expect.poll(() => heard.map(([ip]) => ip)).toContain('192.0.2.1');
+    off();
   });
 
   it('announces key changes to listeners, including on another instance', async () => {

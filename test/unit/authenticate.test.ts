@@ -181,7 +181,7 @@ describe('authenticate: what one request leaves for the next (replay guard and r
         defaultRate ? { defaultRateLimit: compileRateLimit({ rate: defaultRate }) } : {},
       );
       const first = await authenticate(bearer(tokenFor(apiKey)));
-      expect(first.ok && first.rate?.state.remaining).toBe(0);
+      expect(first.ok && first.rate?.states[0]?.remaining).toBe(0);
       const second = tokenFor(apiKey);
       const limited = await authenticate(bearer(second));
       expect(limited).toMatchObject({
@@ -189,9 +189,9 @@ describe('authenticate: what one request leaves for the next (replay guard and r
         reason: 'rate_limited',
         code: 10429,
         keyId: expect.any(String),
-        rate: { limit: { burst: 1 } },
+        rate: { limits: [{ burst: 1, name: 'keygate' }] },
       });
-      expect(!limited.ok && 'rate' in limited && limited.rate.state.retryAfterUs).toBeGreaterThan(0);
+      expect(!limited.ok && 'rate' in limited && limited.rate.states[0]?.retryAfterUs).toBeGreaterThan(0);
       clock.advance(1_000);
       expect((await authenticate(bearer(second))).ok).toBe(true);
       await close();

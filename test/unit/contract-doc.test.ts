@@ -33,6 +33,7 @@ const OPTS = { maxTokenBytes: 4096, defaultRecvWindowSeconds: 30, maxRecvWindowS
  * lookup or the admit call throws StoreUnavailableError, which the gateway turns into deny('store_unavailable').
  */
 const AUTH_PATH_STEPS = [
+  'ip-budget',
   'read-credentials',
   'decode-token',
   'check-time',

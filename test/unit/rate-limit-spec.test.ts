@@ -38,18 +38,26 @@ describe('parseRate / parseRateLimitSpec', () => {
       intervalUs: 10_000,
       burst: 100,
       policyHeader: '"keygate";q=100;w=1',
+      name: 'keygate',
     });
     expect(compileRateLimit({ rate: '100/s', burst: 200 })).toEqual({
       intervalUs: 10_000,
       burst: 200,
       policyHeader: '"keygate";q=200;w=2',
+      name: 'keygate',
     });
     expect(compileRateLimit({ rate: '3/s' })).toEqual({
       intervalUs: 333_334,
       burst: 3,
       policyHeader: '"keygate";q=3;w=2',
+      name: 'keygate',
     });
     expect(compileRateLimit({ rate: '1000/h' }).policyHeader).toBe('"keygate";q=1000;w=3600');
+    // Issue 42: the owner's and the IP's budgets carry their own names in the RateLimit fields.
+    expect(compileRateLimit({ rate: '12/h' }, 'keygate-owner')).toMatchObject({
+      policyHeader: '"keygate-owner";q=12;w=3600',
+      name: 'keygate-owner',
+    });
     expect(describeRateLimit({ rate: '10/s', burst: 20 })).toBe('10/s burst 20');
     expect(describeRateLimit(undefined)).toBe('none');
   });

@@ -5,7 +5,7 @@ import { createUtcDayOf, oldestKeptDay } from '../../keys/key-usage.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
-import { gcra } from '../rate-limit.js';
+import { chargeBudgets, spendFailure, type Charge } from '../budgets.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from '../store.js';
 
@@ -43,6 +43,11 @@ export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
 /** Changed keys announced one by one after a swap; past this a single "everything changed" is cheaper. */
 export const ANNOUNCE_LIMIT = 2_000;
 
+/** A budget's name in the memory store: the key's own is its apiKey (as before issue 42); an owner's cannot clash with one. */
+function budgetName(kind: 'key' | 'owner', apiKey: string, owner: string | undefined): string {
+  return kind === 'key' ? apiKey : `\0owner\0${owner ?? ''}`;
+}
+
 export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
   let keys = new Map<string, KeyRecord>();
   let versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
@@ -52,7 +57,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   let order: KeyOrder | undefined;
   let lastVersion = 0;
   const nonces = createNonceTable(); // the replay guard: (apiKey, nonce) -> expiry (ms), out of the JS heap
-  const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
+  const tats = new Map<string, number>(); // budget (budgetName) -> GCRA theoretical arrival time (µs)
+  const ipTats = new Map<string, number>(); // client IP (or IPv6 /64) -> failed-auth GCRA TAT (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
@@ -67,6 +73,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     // A TAT in the past means "full allowance", the same as none.
     const nowUs = now * 1_000;
     for (const [k, tat] of tats) if (tat <= nowUs) tats.delete(k);
+    for (const [k, tat] of ipTats) if (tat <= nowUs) ipTats.delete(k);
   };
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
   timer.unref();
@@ -83,6 +90,18 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const oldest = oldestKeptDay(now);
       for (const d of u.perDay.keys()) if (d < oldest) u.perDay.delete(d);
     }
+  }
+
+  /** The budgets' names in `tats` (a key's, its owner's) and the all-or-nothing decision over them (budgets.ts). */
+  function chargeInMemory(apiKey: string, charge: Charge, nowUs: number) {
+    const names = charge.budgets.map((b) => budgetName(b.kind, apiKey, charge.owner));
+    const step = chargeBudgets(
+      names.map((n) => tats.get(n) ?? 0),
+      nowUs,
+      charge.budgets.map((b) => b.limit),
+      charge.cost,
+    );
+    return { ...step, names };
   }
 
   // One synchronous function, so the checks and the writes of a batch are one step (Node runs one callback at a time).
@@ -181,15 +200,21 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       commit({ writes: [{ apiKey, next: null }], audit: [] });
       return existed;
     },
-    async admit(apiKey, nonce, ttlMs, limit) {
+    async admit(apiKey, nonce, ttlMs, charge) {
       const nowNs = deps.clock.nowNs();
       const now = Number(nowNs / 1_000_000n);
-      const step = limit && gcra(tats.get(apiKey) ?? 0, Number(nowNs / 1_000n), limit);
-      if (step && !step.allowed) return { outcome: 'limited', rate: step.state };
+      const step =
+        charge && charge.budgets.length > 0 ? chargeInMemory(apiKey, charge, Number(nowNs / 1_000n)) : undefined;
+      if (step && !step.allowed) return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return { outcome: 'replay' };
-      if (step) tats.set(apiKey, step.tatUs);
+      if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
       countUse(apiKey, now);
-      return { outcome: 'admitted', rate: step?.state };
+      return { outcome: 'admitted', rate: step?.states };
+    },
+    async spendFailedAuth(ipKey, limit) {
+      const step = spendFailure(ipTats.get(ipKey) ?? 0, Number(deps.clock.nowNs() / 1_000n), limit);
+      if (step.tatUs !== undefined) ipTats.set(ipKey, step.tatUs);
+      return step.blockedUs;
     },
     async getUsage(apiKey) {
       const u = usage.get(apiKey);

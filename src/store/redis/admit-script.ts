@@ -1,39 +1,68 @@
 // Tested in test/e2e/admit-script.test.ts.
 /**
- * The Redis side of Store.admit for a key with a rate limit: limit check and replay guard
- * in one atomic script, so a forwarded request still costs one round trip (EVALSHA).
- * A key without a limit needs no script: its admission is the nonce's SET NX PX alone
- * (redis-store.ts). Usage is not written here: it is counted in process and flushed in
- * batches (usage-flush-script.ts), which took HSET + HINCRBY off every request (issue 29).
+ * The Redis side of Store.admit for a request that some budget applies to: every budget's check
+ * with the route's cost (budgets.ts), then the replay guard, in one atomic script, so a forwarded
+ * request still costs one round trip (EVALSHA). A request no budget applies to needs no script:
+ * its admission is the nonce's SET NX PX alone (redis-store.ts). Usage is not written here: it is
+ * counted in process and flushed in batches (usage-flush-script.ts), which took HSET + HINCRBY off
+ * every request (issue 29).
  *
- * The clock is Redis's own (TIME), so every replica judges a key's allowance
- * by the same time however far their clocks drift. The arithmetic is
- * rate-limit.ts `gcra` line for line, on integer microseconds (exact in Lua's
- * doubles), so the embedded store and Redis decide alike (the store contract
- * suite checks both against the same cases).
+ * All or nothing (issue 42): the cost is spent from every budget only when every budget has room
+ * and the nonce is new; a refusal by any budget writes nothing, so the token is not burnt and no
+ * other budget pays for it.
  *
- * KEYS (one hash slot: every name carries the {apiKey} hash tag):
- *   1  {prefix}{<apiKey>}:nonce:<nonce>   replay guard, SET NX PX
- *   2  {prefix}{<apiKey>}:tat             GCRA theoretical arrival time (µs), expires when it passes
- * ARGV: nonce TTL ms, GCRA interval µs (> 0), burst
- * Returns {0, remaining, resetUs} admitted · {1} replay · {2, 0, resetUs, retryAfterUs} limited.
+ * The clock is Redis's own (TIME), so every replica judges a budget by the same time however far
+ * their clocks drift. The arithmetic is budgets.ts `chargeBudgets` line for line, on integer
+ * microseconds (exact in Lua's doubles), so the embedded store and Redis decide alike (the store
+ * contract suite checks both against the same cases).
+ *
+ * KEYS (one hash slot: every name carries the key's state tag, {<apiKey>}, or {owner:<owner>} for
+ * a key with an owner, whose own bucket then shares the slot; redis-store.ts `stateOf`):
+ *   1      the nonce                  replay guard, SET NX PX
+ *   2..n+1 each budget's TAT (µs)     PX until it passes; the key's first, then its owner's
+ * ARGV: nonce TTL ms, cost, then per budget: interval µs (> 0), burst
+ * Returns {0, 0, per budget: remaining, resetUs, 0} admitted · {1} replay ·
+ *         {2, index of the first budget without room, per budget: remaining, resetUs, retryAfterUs} limited.
  */
 export const ADMIT_SCRIPT = `
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local interval = tonumber(ARGV[2])
-local burst = tonumber(ARGV[3])
-local tat = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
-if tat < now then tat = now end
-local nextTat = tat + interval
-local capacity = burst * interval
-if nextTat - now > capacity then
-  return {2, 0, tat - now, nextTat - now - capacity}
+local cost = tonumber(ARGV[2])
+local n = #KEYS - 1
+local tats, nexts, intervals, caps = {}, {}, {}, {}
+local refused = -1
+for i = 1, n do
+  local interval = tonumber(ARGV[1 + 2 * i])
+  local tat = tonumber(redis.call('GET', KEYS[i + 1]) or '0') or 0
+  if tat < now then tat = now end
+  intervals[i] = interval
+  caps[i] = tonumber(ARGV[2 + 2 * i]) * interval
+  tats[i] = tat
+  nexts[i] = tat + cost * interval
+  if refused < 0 and nexts[i] - now > caps[i] then refused = i - 1 end
 end
-if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
-  return {1}
+local out = {2, refused}
+if refused < 0 then
+  if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
+    return {1}
+  end
+  out[1] = 0
+  out[2] = 0
 end
-redis.call('SET', KEYS[2], string.format('%.0f', nextTat), 'PX', math.ceil((nextTat - now) / 1000))
-return {0, math.floor((capacity - (nextTat - now)) / interval), nextTat - now}
+for i = 1, n do
+  if refused < 0 then
+    redis.call('SET', KEYS[i + 1], string.format('%.0f', nexts[i]), 'PX', math.ceil((nexts[i] - now) / 1000))
+    out[#out + 1] = math.floor((caps[i] - (nexts[i] - now)) / intervals[i])
+    out[#out + 1] = nexts[i] - now
+    out[#out + 1] = 0
+  else
+    local left = math.floor((caps[i] - (tats[i] - now)) / intervals[i])
+    local wait = nexts[i] - now - caps[i]
+    out[#out + 1] = left < 0 and 0 or left
+    out[#out + 1] = tats[i] - now
+    out[#out + 1] = wait < 0 and 0 or wait
+  end
+end
+return out
 `;

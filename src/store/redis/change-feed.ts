@@ -34,7 +34,8 @@ export interface ChangeFeed {
  * goes through `handle`, the one place the state changes.
  */
 export function createChangeFeed(
-  options: { channel: string; heartbeatMs?: number },
+  /** `alsoChannels`: other channels subscribed with the change channel, in the same SUBSCRIBE (their messages are others' to read). */
+  options: { channel: string; alsoChannels?: readonly string[]; heartbeatMs?: number },
   deps: {
     subscriber: RedisClient;
     logger: Logger;
@@ -49,6 +50,7 @@ export function createChangeFeed(
   },
 ): ChangeFeed {
   const { channel } = options;
+  const channels = [channel, ...(options.alsoChannels ?? [])];
   const { subscriber, logger } = deps;
   const listeners = new Set<KeyChangeListener>();
   let state: FeedState = 'unsubscribed';
@@ -82,7 +84,7 @@ export function createChangeFeed(
         // Subscribed means subscribed: SUBSCRIBE is sent on every (re)connect and only its reply marks
         // the subscriber up. Until then key caches re-read keys after a short bound (Store.subscribed).
         return void subscriber
-          .subscribe(channel)
+          .subscribe(...channels)
           .then(() => handle('confirmed'))
           .catch((e: Error) => handle('failed', e));
       case 'rebuild-filter':

@@ -9,6 +9,7 @@ import { createChangeFeed } from './change-feed.js';
 import type { RedisClient } from './redis-connection.js';
 import { createRedisConnections } from './redis-connections.js';
 import { createDurability } from './redis-durability.js';
+import { createIpBlockListener } from './ip-block-listener.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRequestState } from './request-state.js';
 
@@ -53,7 +54,11 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
+ *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :tat   the same for a key with an owner, in its owner's slot
+ *   {prefix}{owner:<o>}:tat           the owner's GCRA state (issue 42): one slot with its keys' nonces and TATs
+ *   {prefix}{ipfail:<ip>}             failed-authentication GCRA state of a client IP or IPv6 /64 (issue 42)
  *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
+ *   {prefix}ip-blocks                 pub/sub channel, message = "<ip or /64> <µs>" (ip-block-listener.ts)
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
@@ -67,6 +72,8 @@ export function createRedisStore(
 } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
+  // Issue 42: "<ip or /64> <µs>" when an IP's failed-authentication budget is empty (ip-budget.ts).
+  const ipChannel = `${prefix}ip-blocks`;
   const connection =
     options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
   if (!connection) throw new Error('createRedisStore: give url or connection');
@@ -117,7 +124,11 @@ export function createRedisStore(
   }
 
   const feed = createChangeFeed(
-    { channel, ...(options.heartbeatMs !== undefined && { heartbeatMs: options.heartbeatMs }) },
+    {
+      channel,
+      alsoChannels: [ipChannel],
+      ...(options.heartbeatMs !== undefined && { heartbeatMs: options.heartbeatMs }),
+    },
     {
       subscriber: connections.subscriber,
       logger: deps.logger,
@@ -129,8 +140,9 @@ export function createRedisStore(
       ...(events.onReconnect && { onReconnect: events.onReconnect }),
     },
   );
+  const ipBlocks = createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
   const requests = createRequestState(
-    { prefix, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
+    { prefix, ipChannel, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
     { connections, clock, logger: deps.logger },
   );
 
@@ -164,6 +176,8 @@ export function createRedisStore(
       return existed;
     },
     admit: requests.admit,
+    spendFailedAuth: requests.spendFailedAuth,
+    onIpBlocked: (listener) => ipBlocks.onIpBlocked(listener),
     getUsage: requests.getUsage,
     flushUsage: requests.flushUsage,
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
@@ -183,6 +197,7 @@ export function createRedisStore(
     connectionProblem: () => connections.reachability.problem(),
     async close() {
       feed.stop();
+      ipBlocks.stop();
       await requests.close();
       await connections.close();
     },

@@ -5,7 +5,9 @@ import type { Clock } from '../../clock.js';
 import type { KeyUsage } from '../../keys/key-usage.js';
 import type { Admission, Store } from '../store.js';
 import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
+import type { Charge } from '../budgets.js';
 import { ADMIT_SCRIPT } from './admit-script.js';
+import { IP_BUDGET_SCRIPT } from './ip-budget-script.js';
 import type { RedisConnections } from './redis-connections.js';
 import { createTurnSend } from './turn-batch.js';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
@@ -13,6 +15,7 @@ import { createUsageWriter } from './usage-writer.js';
 
 export interface RequestState {
   admit: Store['admit'];
+  spendFailedAuth: Store['spendFailedAuth'];
   /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
   getUsage(apiKey: string): Promise<KeyUsage>;
   flushUsage(): Promise<void>;
@@ -24,24 +27,45 @@ export interface RequestState {
 
 /**
  * The request path's state of each key in Redis: the replay guard's nonces, the GCRA state and the usage
- * counts, all under `{prefix}{<apiKey>}:` (one Cluster slot per key, redis-store.ts has the layout).
- * `admit` is one round trip: the nonce's SET NX (batched per loop turn, turn-batch.ts) for a key without a
- * rate limit, the admit script otherwise. Usage is counted in process and written in batches (usage-writer.ts).
+ * counts, all under `{prefix}{<apiKey>}:` (one Cluster slot per key, redis-store.ts has the layout); a key
+ * with an owner keeps its nonces and TAT in its owner's slot instead (issue 42, `admitStateOf`).
+ * `admit` is one round trip: the nonce's SET NX (batched per loop turn, turn-batch.ts) for a request no
+ * budget applies to, the admit script otherwise. Usage is counted in process and written in batches
+ * (usage-writer.ts). The failed-authentication budget per IP is one script on the IP's own slot; a block
+ * is published on `ipChannel` (ip-block-listener.ts hears it on every instance).
  */
 export function createRequestState(
-  options: { prefix: string; usageFlushMs?: number },
+  options: { prefix: string; ipChannel: string; usageFlushMs?: number },
   deps: { connections: RedisConnections; clock: Clock; logger: Logger },
 ): RequestState {
   const { client, manager, run, runThen } = deps.connections;
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${options.prefix}{${apiKey}}:`;
-  client.defineCommand('keygateAdmit', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
+  client.defineCommand('keygateAdmit', { lua: ADMIT_SCRIPT }); // numkeys first: 1 + one per budget
+  client.defineCommand('keygateIpBudget', { numberOfKeys: 1, lua: IP_BUDGET_SCRIPT });
   client.defineCommand('keygateUsage', { numberOfKeys: 1, lua: USAGE_FLUSH_SCRIPT });
   const scripts = client as unknown as {
     keygateAdmit(...args: Array<string | number>): Promise<number[]>;
     keygateUsage(...args: Array<string | number>): Promise<number>;
+    keygateIpBudget(...args: Array<string | number>): Promise<number>;
   };
   const admitScript = scripts.keygateAdmit.bind(client);
+  /**
+   * Where the admit step's names live (issue 42): a key without an owner keeps its nonces and TAT
+   * under {<apiKey>} as before; a key with an owner keeps them under {owner:<owner>}, the slot of its
+   * owner's bucket, so one script sees every budget of the request (one round trip, all or nothing,
+   * also on a Cluster). An owner never changes after creation, so a key's nonces never move.
+   */
+  const admitStateOf = (apiKey: string, owner: string | undefined) =>
+    owner === undefined ? stateOf(apiKey) : `${options.prefix}{owner:${owner}}:key:${apiKey}:`;
+  const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
+    const args: Array<string | number> = [1 + charge.budgets.length, `${state}nonce:${nonce}`];
+    for (const b of charge.budgets)
+      args.push(b.kind === 'key' ? `${state}tat` : `${options.prefix}{owner:${charge.owner}}:tat`);
+    args.push(ttlMs, charge.cost);
+    for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
+    return args;
+  };
   // The request path's nonce SET: every one a loop turn issues leaves in one write (turn-batch.ts).
   const sendInTurn = createTurnSend(client);
   const usageScript = scripts.keygateUsage.bind(client);
@@ -75,20 +99,31 @@ export function createRequestState(
   };
 
   return {
-    admit: (apiKey, nonce, ttlMs, limit) => {
-      const state = stateOf(apiKey);
-      // A key without a limit needs only the nonce's SET NX: no script, no TIME.
+    admit: (apiKey, nonce, ttlMs, charge) => {
+      const state = admitStateOf(apiKey, charge?.owner);
+      // A request no budget applies to needs only the nonce's SET NX: no script, no TIME.
       // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
-      return limit === undefined
+      return charge === undefined || charge.budgets.length === 0
         ? runThen(
             () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
             (reply) => counted(apiKey, parseNonceReply(reply as string | null)),
           )
         : runThen(
-            () => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst),
+            () => admitScript(...admitArgs(state, nonce, ttlMs, charge)),
             (reply) => counted(apiKey, parseAdmissionReply(reply)),
           );
     },
+    // Issue 42: the IP's own slot; a block is announced to every instance before the refusal is answered.
+    spendFailedAuth: (ipKey, limit) =>
+      run(async () => {
+        const blockedUs = await scripts.keygateIpBudget(
+          `${options.prefix}{ipfail:${ipKey}}`,
+          limit.intervalUs,
+          limit.burst,
+        );
+        if (blockedUs > 0) await client.publish(options.ipChannel, `${ipKey} ${blockedUs}`);
+        return blockedUs;
+      }),
     getUsage: async (apiKey) => {
       await usage.flush();
       return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));

@@ -1,0 +1,115 @@
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
+import type { RateState } from './rate-limit.js';
+
+/**
+ * Several budgets charged at once (issue 42): a request costs its route's `cost` (1..1000) and
+ * passes only if EVERY budget that applies to it (the key's, its owner's) has room for that cost.
+ * Then the cost is spent from all of them; otherwise from none (all or nothing), so a refused
+ * request leaves every budget as it was and its nonce unburnt.
+ *
+ * Each budget is GCRA (rate-limit.ts) with a weight: spending `cost` moves the TAT by
+ * `cost * T`; a budget has room when the moved TAT is at most `burst * T` ahead of now. Budgets
+ * count in cost units: a burst of 50 holds ten requests of cost 5. A cost above a budget's burst
+ * never fits (the request is always refused for that key; `Retry-After` then says when the budget
+ * is full, the best a client can be told).
+ *
+ * The Redis admit script (admit-script.ts) does this arithmetic line for line on integer
+ * microseconds; the store contract suite checks both stores against the same cases, and
+ * test/unit/budgets.test.ts checks this function against a reference model.
+ */
+
+/** Which budget a state belongs to: the key's own (or the policy default), or its owner's. */
+export type BudgetKind = 'key' | 'owner';
+
+export interface Budget {
+  readonly kind: BudgetKind;
+  readonly limit: CompiledLimit;
+}
+
+/**
+ * What one admit charges: the route's cost, where the key's state lives (its owner, if any) and the
+ * budgets that apply, the key's first. No budgets: only the replay guard runs (no script in Redis).
+ */
+export interface Charge {
+  readonly cost: number;
+  readonly owner: string | undefined;
+  readonly budgets: readonly Budget[];
+}
+
+export type ChargeStep =
+  | { readonly allowed: true; readonly tatsUs: readonly number[]; readonly states: readonly RateState[] }
+  | { readonly allowed: false; readonly refusedBy: number; readonly states: readonly RateState[] };
+
+/**
+ * One decision over several budgets. `storedTatsUs[i]` is budget i's stored TAT (0 or a past time
+ * for a budget at rest). Allowed: the caller stores `tatsUs` (each may expire when it passes).
+ * Refused: `refusedBy` is the first budget without room; `states` tell, per budget, what is left
+ * now (nothing was spent) and when the cost fits (`retryAfterUs`, 0 for a budget with room).
+ */
+export function chargeBudgets(
+  storedTatsUs: readonly number[],
+  nowUs: number,
+  limits: readonly CompiledLimit[],
+  cost: number,
+): ChargeStep {
+  const n = limits.length;
+  const tats: number[] = new Array<number>(n);
+  let refusedBy = -1;
+  for (let i = 0; i < n; i++) {
+    const limit = limits[i] as CompiledLimit;
+    const stored = storedTatsUs[i] ?? 0;
+    const tat = stored > nowUs ? stored : nowUs;
+    const next = tat + cost * limit.intervalUs;
+    tats[i] = next;
+    if (refusedBy < 0 && next - nowUs > limit.burst * limit.intervalUs) refusedBy = i;
+  }
+  const states: RateState[] = new Array<RateState>(n);
+  for (let i = 0; i < n; i++) {
+    const limit = limits[i] as CompiledLimit;
+    const capacity = limit.burst * limit.intervalUs;
+    const next = tats[i] as number;
+    if (refusedBy < 0) {
+      states[i] = {
+        remaining: Math.floor((capacity - (next - nowUs)) / limit.intervalUs),
+        resetUs: next - nowUs,
+        retryAfterUs: 0,
+      };
+    } else {
+      const stored = storedTatsUs[i] ?? 0;
+      const tat = stored > nowUs ? stored : nowUs;
+      states[i] = {
+        remaining: Math.max(0, Math.floor((capacity - (tat - nowUs)) / limit.intervalUs)),
+        resetUs: tat - nowUs,
+        retryAfterUs: Math.max(0, next - nowUs - capacity),
+      };
+    }
+  }
+  return refusedBy < 0 ? { allowed: true, tatsUs: tats, states } : { allowed: false, refusedBy, states };
+}
+
+/** When a refused charge may be retried: once every budget has room for it, in µs. */
+export function retryAfterUs(states: readonly RateState[]): number {
+  let most = 0;
+  for (const s of states) if (s.retryAfterUs > most) most = s.retryAfterUs;
+  return most;
+}
+
+/**
+ * The failed-authentication budget per client IP (issue 42): one failure spends 1 when the budget
+ * has room (then `tatUs` is the TAT to store; undefined: nothing to store). `blockedUs` is how long
+ * from now the budget has no room for one more, in µs (0: not empty): while it lasts, the IP is
+ * refused before any check, so no further failure can be spent. The Redis script
+ * (ip-budget-script.ts) does the same arithmetic.
+ */
+export function spendFailure(
+  storedTatUs: number,
+  nowUs: number,
+  limit: CompiledLimit,
+): { readonly tatUs: number | undefined; readonly blockedUs: number } {
+  const capacity = limit.burst * limit.intervalUs;
+  let tat = storedTatUs > nowUs ? storedTatUs : nowUs;
+  let stored: number | undefined;
+  if (tat + limit.intervalUs - nowUs <= capacity) stored = tat = tat + limit.intervalUs;
+  const blocked = tat + limit.intervalUs - nowUs - capacity;
+  return { tatUs: stored, blockedUs: blocked > 0 ? blocked : 0 };
+}
