@@ -23,6 +23,8 @@ export interface Metrics {
   /** Requests being handled now: a plain number on the request path, read by the gauge at scrape time. */
   readonly inflight: InFlight;
   readonly keyCache: Counter<'event'>;
+  /** Stored public keys refused when a key was loaded (weak-public-key.ts). */
+  readonly refusedPublicKeys: Counter;
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
@@ -200,6 +202,11 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       name: 'keygate_key_cache_events_total',
       help: 'Key cache lookups and evictions (event: hit, miss, evict_change, evict_flush, evict_size)',
       labelNames: ['event'],
+      registers: [registry],
+    }),
+    refusedPublicKeys: new Counter({
+      name: 'keygate_refused_public_keys_total',
+      help: 'Stored EdDSA/ES256 public keys refused when their key was loaded into the cache (small-order, non-canonical or compressed point): tokens for that key fail',
       registers: [registry],
     }),
     redisErrors: new Counter({
