@@ -85,6 +85,10 @@ export function createStoreFromConfig(
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
           onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
+          onServerReading: (reading, mayEvict) => {
+            deps.metrics?.redisMayEvict.set(mayEvict ? 1 : 0);
+            deps.metrics?.redisEvictedKeys.set(reading.evictedKeys);
+          },
         },
       },
     );

@@ -18,6 +18,7 @@ import { createTurnSend } from './turn-batch.js';
 import { watchFailovers } from './failover-watch.js';
 import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './subscriber-heartbeat.js';
 import type { ReplayFence } from './replay-fence.js';
+import { createRedisServerChecks, gated, type ServerReading } from './redis-server-checks.js';
 import { StoreUnavailableError, type Admission, type KeyChangeListener, type Store } from './store.js';
 
 export interface RedisStoreOptions {
@@ -34,7 +35,14 @@ export interface RedisStoreOptions {
   /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
   cipher?: SecretCipher;
   /** Replicas a key change waits for (WAIT) before it resolves; none when unset or 0. */
-  durability?: { minReplicas: number; timeoutMs: number };
+  durability?: {
+    minReplicas: number;
+    timeoutMs: number;
+    /** Serve although the server may evict nonces (redis-server-checks.ts). */
+    allowEvictingRedis?: boolean;
+    /** Acknowledge key changes although neither AOF nor a replica keeps them (redis-server-checks.ts). */
+    allowVolatileKeyChanges?: boolean;
+  };
   /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
   usageFlushMs?: number;
   /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
@@ -52,6 +60,8 @@ export interface RedisStoreEvents {
    * pub/sub subscriber, or the key operations' management connection.
    */
   onConnectionState?: (up: boolean, connection: 'command' | 'subscriber' | 'management') => void;
+  /** The server's eviction policy and persistence were read (redis-server-checks.ts). */
+  onServerReading?: (reading: ServerReading, mayEvict: boolean) => void;
 }
 
 /**
@@ -131,6 +141,7 @@ export function createRedisStore(
       if (name === 'management') return;
       if (name === 'client') {
         // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
+        checks.connected();
         records
           .migrateLegacy()
           .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
@@ -202,6 +213,15 @@ export function createRedisStore(
     return new StoreUnavailableError(`redis: ${message}`, { cause: err });
   };
   const run = <T>(fn: () => Promise<T>): Promise<T> => deadlines.run(fn, toStoreError);
+  const checks = createRedisServerChecks(
+    {
+      allowEviction: options.durability?.allowEvictingRedis ?? false,
+      allowVolatileKeyChanges: options.durability?.allowVolatileKeyChanges ?? false,
+      minReplicas,
+    },
+    { client, run, logger: deps.logger, ...(events.onServerReading && { onReading: events.onServerReading }) },
+  );
+  const servable = checks.requestRefusal;
 
   const stopFence = deps.fence
     ? watchFailovers(client, deps.fence, {
@@ -363,16 +383,16 @@ export function createRedisStore(
     }
   };
 
-  return {
+  const store: Store & { client: RedisClient; pingKeyOperations(): Promise<void> } = {
     kind: 'redis',
     client,
-    getKey: (apiKey) => run(() => records.getKey(apiKey)),
+    getKey: (apiKey) => gated(servable, () => run(() => records.getKey(apiKey))),
     // A name the complete filter has never seen: no key by that name, as far as change messages tell.
     mayHaveKey: (apiKey) => !(subscribed && known !== null && !known.mayHave(apiKey)),
     readKey: (apiKey) => run(() => changes.readKey(apiKey)),
     listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
-      const result = await commit(() => changes.commitKeyChange(change));
+      const result = await gated(checks.changeRefusal, () => commit(() => changes.commitKeyChange(change)));
       // Ours are known at once, before their change message comes back.
       if (result.ok) for (const w of change.writes) if (w.next !== null) noteKnown(w.apiKey);
       if (result.ok)
@@ -394,6 +414,8 @@ export function createRedisStore(
       return existed;
     },
     admit: (apiKey, nonce, ttlMs, limit) => {
+      const refused = servable();
+      if (refused !== undefined) return gated(servable, () => store.admit(apiKey, nonce, ttlMs, limit));
       const state = stateOf(apiKey);
       // A key without a limit needs only the nonce's SET NX: no script, no TIME.
       // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
@@ -431,13 +453,14 @@ export function createRedisStore(
       run(async () => {
         await manager.ping();
       }),
-    countKeys: () => run(() => records.countKeys()),
+    countKeys: () => gated(servable, () => run(() => records.countKeys())),
     async close() {
       forgetKnown();
       await usage.close();
       listeners.clear();
       stopWatching();
       stopFence();
+      checks.stop();
       heartbeat.stop();
       const all = [client, subscriber, manager];
       outages.stop();
@@ -451,4 +474,5 @@ export function createRedisStore(
       for (const c of all) c.disconnect();
     },
   };
+  return store;
 }

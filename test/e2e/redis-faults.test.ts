@@ -16,7 +16,7 @@ describe('Redis faults', () => {
   const call = () => send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)), timeoutMs: 5_000 });
 
   beforeAll(async () => {
-    redis = await startRedis(); // always our own process: we kill it
+    redis = await startRedis({ persistence: 'none' }); // always our own process: we kill it
     upstream = await startRecordingUpstream();
     gate = await startKeygate({
       upstream: upstream.url,
