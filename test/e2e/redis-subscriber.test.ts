@@ -37,7 +37,7 @@ describe('subscriber: a Keygate started before its Redis subscribes once Redis i
   };
 
   it('revoked through a second instance: 404 10013 within 1 s; the metric tracks PUBSUB NUMSUB', async () => {
-    redis = await startRedis({ persistence: 'none' });
+    redis = await startRedis();
     upstream = await startRecordingUpstream();
     await redis.kill();
     // A long cache TTL: only the change message (or the unsubscribed bound) can end a cached key.
