@@ -5,7 +5,9 @@
  *   cli/                          the `keygate` command
  *   create-keygate.ts  index.ts   wiring: builds the store, cipher, servers from a Config
  *   gateway/      management/     the proxy port (request path, proxy and forward-auth modes, forwarder)
- *                                 | the management API, its console and the key operations it shares with the CLI
+ *                                 | the management API and its console
+ *   operations/                   the key operations (create, update, rotate, revoke, delete, import) that
+ *                                 the management API and `keygate keys` share: below both, above the store
  *   pipeline/     observe/        pure request steps (verdicts) | logs, metrics, readiness, the admin port
  *   store/                        the Store interface, memory and Redis stores, key cache, rate-limit state
  *   keys/         config/         the key model (record, usage, prepared key, keys file, cipher)
@@ -14,6 +16,12 @@
  *   files/                        reading, validating and reloading an operator's data files
  *   net/                          IP addresses, CIDRs, X-Forwarded-For
  *   errors.ts, clock.ts           shared leaves
+ *
+ * Inside store/: store/*.ts is what both backends share (the Store interface, key writes, key cache, rate-limit
+ * math, replay fence); store/memory/ and store/redis/ are one backend each, never importing each other, and the
+ * shared files import neither. A backend is chosen in one place: only create-keygate.ts (and, for Redis, the CLI's
+ * `keygate keys`, which opens the Redis store in cli/keys-command.ts) imports a backend's folder; everything else
+ * sees only the Store interface.
  *
  * client/ (the `keygate/client` export) stands alone: it loads nothing of the server.
  * index.ts is the package entry and may re-export anything but cli/.
@@ -24,14 +32,15 @@
  */
 const WIRING = '|^src/(create-keygate|index)\\.ts$';
 const ABOVE = {
-  files: `^src/(policy|keys|config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  policy: `^src/(keys|config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  keys: `^src/(config|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  config: `^src/(keys|store|pipeline|observe|gateway|management|cli)/${WIRING}`,
-  store: `^src/(pipeline|observe|gateway|management|cli)/${WIRING}`,
-  pipeline: `^src/(observe|gateway|management|cli)/${WIRING}`,
-  observe: `^src/(pipeline|gateway|management|cli)/${WIRING}`,
-  gateway: `^src/(management|cli)/${WIRING}`,
+  files: `^src/(policy|keys|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  policy: `^src/(keys|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  keys: `^src/(config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  config: `^src/(keys|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  store: `^src/(pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  pipeline: `^src/(observe|operations|gateway|management|cli)/${WIRING}`,
+  observe: `^src/(pipeline|operations|gateway|management|cli)/${WIRING}`,
+  operations: `^src/(pipeline|observe|gateway|management|cli)/${WIRING}`,
+  gateway: `^src/(operations|management|cli)/${WIRING}`,
   management: `^src/(gateway|cli)/${WIRING}`,
 };
 
@@ -68,6 +77,35 @@ module.exports = {
       from: { path: `^src/${folder}/` },
       to: { path: above },
     })),
+    {
+      name: 'store-shared-imports-no-backend',
+      severity: 'error',
+      comment: 'store/*.ts is what both backends share: it knows neither store/memory/ nor store/redis/.',
+      from: { path: '^src/store/[^/]+\\.ts$' },
+      to: { path: '^src/store/(memory|redis)/' },
+    },
+    {
+      name: 'store-backends-apart',
+      severity: 'error',
+      comment: 'store/memory/ and store/redis/ are one backend each; what both need belongs in store/.',
+      from: { path: '^src/store/(memory|redis)/' },
+      to: { path: '^src/store/(memory|redis)/', pathNot: '^src/store/$1/' },
+    },
+    {
+      name: 'redis-store-only-from-the-assembly',
+      severity: 'error',
+      comment:
+        'The Redis store is built in create-keygate.ts (serve) and in cli/keys-command.ts (keygate keys); everything else sees the Store interface.',
+      from: { pathNot: '^src/(store/redis/|create-keygate\\.ts$|cli/keys-command\\.ts$)' },
+      to: { path: '^src/store/redis/' },
+    },
+    {
+      name: 'memory-store-only-from-the-assembly',
+      severity: 'error',
+      comment: 'The memory store is built in create-keygate.ts; everything else sees the Store interface.',
+      from: { pathNot: '^src/(store/memory/|create-keygate\\.ts$)' },
+      to: { path: '^src/store/memory/' },
+    },
     {
       name: 'wiring-not-cli',
       severity: 'error',

@@ -29,6 +29,8 @@ const FIELD_WORDS = {
   graceSeconds: 'Grace period',
   reason: 'Reason',
   state: 'State',
+  alg: 'Signing',
+  publicKey: 'Public key',
 };
 function inFormWords(problem) {
   const m = /^(?:body|query|key)\.([A-Za-z.]+)(\[\d+\])?: (.*)$/.exec(problem);
@@ -133,6 +135,8 @@ function row(key) {
     if (key.status === 'active') actions.append(button('Rotate', () => rotate(key)));
     actions.append(button('Revoke', () => revoke(key), 'danger'));
   }
+  // A revoked key can still be deleted (the cleanup after a revoke); deleting asks for the key to be typed.
+  if (canWrite) actions.append(button('Delete', () => remove(key)));
   tr.append(
     cell(key.owner || '', 'owner'),
     cell(key.label || '', 'label'),
@@ -180,10 +184,19 @@ function draw() {
   $('#key-table tbody').replaceChildren(...[...loaded].sort(order).map(row));
 }
 
-function showSecret(title, apiKey, secret) {
+// After a create or rotate: an HS256 key's secret, shown this once; an EdDSA/ES256 key has none (the client
+// holds its private key), so the dialog shows the fingerprint of the public key Keygate now holds instead.
+function showSecret(title, key) {
+  const secret = key.apiSecret;
   $('#secret-title').textContent = title;
-  $('#secret-api-key').textContent = apiKey;
-  $('#secret-value').textContent = secret;
+  $('#secret-api-key').textContent = key.apiKey;
+  $('#secret-value').textContent = secret || '';
+  $('#secret-row').hidden = !secret;
+  $('#fingerprint-row').hidden = Boolean(secret);
+  $('#secret-fingerprint').textContent = secret ? '' : `${key.alg} ${key.publicKeyFingerprint || ''}`;
+  $('#secret-intro').textContent = secret
+    ? 'Copy the secret now: it is shown only once.'
+    : 'The client signs with its own private key: Keygate holds only the public key, so there is no secret to copy.';
   $('#copy-secret').textContent = 'Copy';
   $('#secret-dialog').showModal();
 }
@@ -218,6 +231,40 @@ async function revoke(key) {
   }
 }
 
+let deleting = null;
+function remove(key) {
+  deleting = key;
+  const form = $('#delete-form');
+  form.reset();
+  form.querySelector('.which').textContent = key.apiKey;
+  form.querySelector('.error').textContent = '';
+  form.querySelector('button[type=submit]').disabled = true;
+  $('#delete-dialog').showModal();
+}
+
+// The confirmation is the key itself, typed: a click on the wrong row cannot delete a key.
+const typedKeyMatches = () => deleting !== null && $('#delete-form').elements.confirm.value.trim() === deleting.apiKey;
+$('#delete-form').elements.confirm.addEventListener('input', () => {
+  $('#delete-form button[type=submit]').disabled = !typedKeyMatches();
+});
+
+$('#delete-form').addEventListener('submit', async (event) => {
+  event.preventDefault();
+  const form = event.target;
+  // Enter in the field submits the form even while the button is disabled: check again.
+  if (!typedKeyMatches()) {
+    form.querySelector('.error').textContent = 'Type the API key exactly as shown to delete it.';
+    return;
+  }
+  try {
+    await api('DELETE', `/v1/keys/${encodeURIComponent(deleting.apiKey)}`);
+    $('#delete-dialog').close();
+    await load(false);
+  } catch (err) {
+    form.querySelector('.error').textContent = err.message;
+  }
+});
+
 let rotating = null;
 function rotate(key) {
   rotating = key;
@@ -236,7 +283,7 @@ $('#rotate-form').addEventListener('submit', async (event) => {
   try {
     const rotated = await api('POST', `/v1/keys/${encodeURIComponent(rotating.apiKey)}/rotate`, body);
     $('#rotate-dialog').close();
-    showSecret('Secret rotated', rotated.apiKey, rotated.apiSecret);
+    showSecret('Secret rotated', rotated);
     await load(false);
   } catch (err) {
     form.querySelector('.error').textContent = err.message;
@@ -279,11 +326,17 @@ $('#create-form').addEventListener('submit', async (event) => {
   const rate = form.elements.rate.value.trim();
   const burst = form.elements.burst.value.trim();
   if (rate || burst) body.rateLimit = { ...(rate && { rate }), ...(burst && { burst: Number(burst) }) };
+  const alg = form.elements.alg.value;
+  if (alg !== 'HS256') {
+    body.alg = alg;
+    // Sent as pasted (trimmed): an empty field is the API's to refuse, in the same words as any other problem.
+    body.publicKey = form.elements.publicKey.value.trim();
+  }
   try {
     const created = await api('POST', '/v1/keys', body);
     $('#create-dialog').close();
     form.reset();
-    showSecret('Key created', created.apiKey, created.apiSecret);
+    showSecret('Key created', created);
     await load(false);
   } catch (err) {
     form.querySelector('.error').textContent = err.message;
@@ -307,6 +360,7 @@ $('#copy-secret').addEventListener('click', async () => {
 $('#secret-done').addEventListener('click', () => {
   // The secret leaves the page: it is shown once.
   $('#secret-value').textContent = '';
+  $('#secret-fingerprint').textContent = '';
   $('#secret-dialog').close();
 });
 
@@ -334,7 +388,7 @@ $('#sign-in-form').addEventListener('submit', async (event) => {
   $('#read-only').textContent =
     me.access === 'write'
       ? 'Keygate runs on the embedded store: keys can be read here, and changed only with Redis.'
-      : 'This token can read keys only: sign in with a write token to create, change, rotate or revoke.';
+      : 'This token can read keys only: sign in with a write token to create, change, rotate, revoke or delete.';
   await load(false);
 });
 
@@ -344,9 +398,15 @@ $('#filter').addEventListener('submit', (event) => {
 });
 $('#more').addEventListener('click', () => load(true));
 $('#sort').addEventListener('change', draw);
+// The public key field is there only for the algs that need one.
+const showPublicKeyField = () => {
+  $('#create-form .public-key').hidden = $('#create-form').elements.alg.value === 'HS256';
+};
+$('#create-form').elements.alg.addEventListener('change', showPublicKeyField);
 $('#new-key').addEventListener('click', () => {
   // Each new key starts from an empty form: a cancelled attempt's values are not carried over.
   $('#create-form').reset();
+  showPublicKeyField();
   $('#create-form').querySelector('.error').textContent = '';
   $('#create-dialog').showModal();
 });

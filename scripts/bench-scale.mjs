@@ -17,10 +17,11 @@ import { parseOptions, runMain, sleep } from './bench/lib.mjs';
 import { measureWorkingSets } from './bench/working-set.mjs';
 
 const USAGE = `
-npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100000] [--reload-rounds 1] [--baseline-bin PATH] [--node-args ARGS] [--working-set redis:100,100000] [--json]
+npm run bench:scale -- [--sizes 100000] [--formats json,yaml,flow] [--reload-size 100000] [--reload-format json] [--reload-rounds 1] [--baseline-bin PATH] [--node-args ARGS] [--working-set redis:100,100000] [--json]
   --sizes        key counts to load (comma-separated; 1000000 is slow: run it once)
-  --formats      json and/or yaml
+  --formats      json, yaml (block: what keygate keys export writes) and/or flow (YAML, one flow mapping a key)
   --reload-size  keys in the file replaced under traffic (0 = skip)
+  --reload-format the reloaded file's format: json, yaml or flow
   --reload-rounds reloads per build, the builds alternating round by round
   --baseline-bin another build's bin/keygate.js, measured the same way in the same run
   --working-set  MODE:SIZES, CPU per request by working set instead (scripts/bench/working-set.mjs):
@@ -30,8 +31,9 @@ npm run bench:scale -- [--sizes 100000] [--formats json,yaml] [--reload-size 100
 const opts = parseOptions(
   {
     sizes: { type: 'string', default: '100000' },
-    formats: { type: 'string', default: 'json,yaml' },
+    formats: { type: 'string', default: 'json,yaml,flow' },
     'reload-size': { type: 'string', default: '100000' },
+    'reload-format': { type: 'string', default: 'json' },
     'reload-rounds': { type: 'string', default: '1' },
     'baseline-bin': { type: 'string' },
     'node-args': { type: 'string' },
@@ -49,14 +51,17 @@ const logDir = join(dir, 'logs');
 mkdirSync(logDir);
 const SECRET = 'scale-secret-0123456789abcdef';
 
-/** @param {number} n @param {'json' | 'yaml'} format @param {string[]} extra */
+/** @typedef {'json' | 'yaml' | 'flow'} Format */
+/** @param {number} n @param {Format} format @param {string[]} extra */
 function writeKeys(n, format, extra = []) {
-  const file = join(dir, `keys-${n}.${format}`);
+  const file = join(dir, `keys-${n}-${format}.${format === 'json' ? 'json' : 'yaml'}`);
   const names = [...Array.from({ length: n }, (_, i) => `key-${i}`), ...extra];
   const text =
     format === 'json'
       ? `{"keys":[\n${names.map((k) => JSON.stringify({ apiKey: k, apiSecret: `${SECRET}-${k}`, scopes: ['accounts:read'] })).join(',\n')}\n]}\n`
-      : `keys:\n${names.map((k) => `  - apiKey: ${k}\n    apiSecret: ${SECRET}-${k}\n    scopes: [accounts:read]\n`).join('')}`;
+      : format === 'flow'
+        ? `keys:\n${names.map((k) => `  - { apiKey: ${k}, apiSecret: ${SECRET}-${k}, scopes: [accounts:read] }\n`).join('')}`
+        : `keys:\n${names.map((k) => `  - apiKey: ${k}\n    apiSecret: ${SECRET}-${k}\n    scopes: [accounts:read]\n`).join('')}`;
   writeFileSync(`${file}.tmp`, text);
   renameSync(`${file}.tmp`, file);
   return file;
@@ -118,13 +123,14 @@ async function longest(url, until) {
 
 /** @param {string | undefined} bin @param {number} n */
 async function reload(bin, n) {
-  const file = writeKeys(n, 'json');
+  const format = /** @type {Format} */ (opts['reload-format']);
+  const file = writeKeys(n, format);
   const { kg } = await start(bin, file);
   try {
     const quietUntil = Date.now() + 3_000;
     const quiet = await longest(kg.url, async () => Date.now() > quietUntil);
     const t0 = performance.now();
-    writeKeys(n, 'json', ['newcomer']);
+    writeKeys(n, format, ['newcomer']);
     const seen = () =>
       fetch(`${kg.url}/api/v3/viewer/accounts`, {
         headers: { authorization: `Bearer ${token('newcomer', `${SECRET}-newcomer`)}` },
@@ -135,6 +141,7 @@ async function reload(bin, n) {
     const during = await longest(kg.url, seen);
     return {
       keys: n,
+      format,
       visibleS: Math.round((performance.now() - t0) / 100) / 10,
       duringMaxMs: during.maxMs,
       quietMaxMs: quiet.maxMs,
@@ -174,7 +181,7 @@ async function main() {
     .split(',')
     .map(Number)
     .filter((k) => k > 0)) {
-    for (const format of /** @type {Array<'json' | 'yaml'>} */ (opts.formats.split(','))) {
+    for (const format of /** @type {Format[]} */ (opts.formats.split(','))) {
       const file = writeKeys(n, format);
       for (const [build, bin] of builds) {
         try {

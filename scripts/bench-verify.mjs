@@ -48,7 +48,7 @@ import { checkTarget } from '../dist/pipeline/check-target.js';
 import { createKeyCache } from '../dist/store/key-cache.js';
 import { rotateKey } from '../dist/keys/key-changes.js';
 import { parseKeyRecord } from '../dist/keys/key-record.js';
-import { createMemoryStore } from '../dist/store/memory-store.js';
+import { createMemoryStore } from '../dist/store/memory/memory-store.js';
 import { SECRET, get, mint as mintWith } from './bench/lib.mjs';
 import { claims, signWithKey } from './harness/mint.mjs';
 

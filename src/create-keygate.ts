@@ -8,15 +8,15 @@ import { createForwarder } from './gateway/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
 import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
-import { createReadiness } from './observe/readiness.js';
+import { createReadiness, type NotReady } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
 import { loadKeysFile } from './keys/keys-file.js';
 import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
-import { createMemoryStore, type MemoryStore } from './store/memory-store.js';
-import { createRedisStore } from './store/redis-store.js';
+import { createMemoryStore, type MemoryStore } from './store/memory/memory-store.js';
+import { createRedisStore } from './store/redis/redis-store.js';
 import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
 import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Store } from './store/store.js';
@@ -43,8 +43,8 @@ export interface Keygate {
   readonly management: Server | undefined;
   readonly store: Store;
   readonly metrics: Metrics;
-  /** What /readyz answers: undefined when ready, otherwise the reason (store_unavailable, no_keys, shutting_down). */
-  ready(): Promise<string | undefined>;
+  /** What /readyz answers: undefined when ready, otherwise the reason (NOT_READY_REASONS) and its cause. */
+  ready(): Promise<NotReady | undefined>;
   /**
    * Embedded mode: re-reads KEYGATE_KEYS_FILE (what SIGHUP does) on a worker thread; resolves once the
    * new set is in force (true) or the file was rejected (false).
@@ -214,7 +214,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     ...(assertion && { assertion }),
   });
   let closing = false;
-  const ready = createReadiness({ store, closing: () => closing });
+  const ready = createReadiness({ requireKeys: config.readyRequiresKeys }, { store, closing: () => closing });
   const admin = createAdminServer(
     { limits: config.limits },
     { metrics, ready, ...(assertionKeys && { jwks: () => assertionKeys.current().jwks }) },

@@ -1,9 +1,10 @@
 import type { KeyRecord } from '../keys/key-record.js';
 import { escapeUnprintable } from '../keys/printable-text.js';
-import { createKeyOperations, type Done, type KeyOperations } from '../management/key-operations.js';
+import { createKeyOperations, type Done, type KeyOperations } from '../operations/key-operations.js';
 import type { AuditEntry, Store } from '../store/store.js';
 import { CliError, KeyNotFound } from './cli-errors.js';
 import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
+import { createProgress, type Progress } from './progress.js';
 
 /**
  * What every `keygate keys` action works with. Changes go through
@@ -28,6 +29,8 @@ export interface KeyContext {
   audit(entry: AuditEntry): void;
   /** Pretty JSON on stdout. */
   print(value: unknown): void;
+  /** A progress line on stderr, drawn only when stderr is a terminal (progress.ts). */
+  progress(label: string, total?: number): Progress;
 }
 
 /** Every key action takes --json. */
@@ -75,6 +78,8 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
     must,
     load: async (apiKey) => must(await ops.get(apiKey), apiKey),
     audit: deps.audit,
+    progress: (label, total) =>
+      createProgress({ label, ...(total !== undefined && { total }) }, { stream: deps.err, now: deps.now }),
     // JSON escapes C0 inside strings itself (the raw newlines are its layout); DEL, C1 and bidi
     // overrides in a stored label would reach the terminal raw.
     print: (value) =>

@@ -2,7 +2,7 @@ import { publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.j
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../keys/key-usage.js';
 import { escapeUnprintable } from '../keys/printable-text.js';
 import { describeRateLimit } from '../policy/rate-limit-spec.js';
-import { CURSOR, MAX_PAGE } from '../management/key-operations.js';
+import { CURSOR, MAX_PAGE } from '../operations/key-listing.js';
 import { UsageError } from './cli-errors.js';
 import { flag, str } from './command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
@@ -81,7 +81,19 @@ export const listAction: KeyAction = {
       const page = await ctx.ops.list(filter, { limit, ...(cursor !== undefined && { cursor }) });
       keys.push(...page.records);
       nextCursor = page.nextCursor;
-    } else for await (const page of ctx.ops.listAll(filter)) keys.push(...page);
+    } else {
+      // The whole list of 100k keys takes seconds: a count on a terminal meanwhile (the total only unfiltered).
+      const filtered = owner !== undefined || state !== undefined;
+      const progress = ctx.progress('listing', filtered ? undefined : await ctx.store.countKeys());
+      try {
+        for await (const page of ctx.ops.listAll(filter)) {
+          keys.push(...page);
+          progress.advance(page.length);
+        }
+      } finally {
+        progress.done();
+      }
+    }
     const now = ctx.now();
     const used = await Promise.all(keys.map((r) => lastUsedAtOf(ctx, r)));
     const rows = keys.map((r, i) => ({ ...publicView(r, now), lastUsedAt: used[i] ?? null }));

@@ -3,14 +3,13 @@ import pino from 'pino';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
 import { readRedisDurability } from '../config/read-durability.js';
 import { loadSecretEncryptionKeys } from '../config/secret-encryption.js';
-import { createRedisStore } from '../store/redis-store.js';
+import { createRedisStore } from '../store/redis/redis-store.js';
 import { createSecretCipher } from '../keys/secret-cipher.js';
-import { StoreUnavailableError } from '../store/store.js';
-import { DurabilityError } from '../store/redis-durability.js';
+import { DurabilityError, StoreUnavailableError } from '../store/store.js';
 import { waitUntilAnswers } from '../store/wait-ready.js';
 import { CliError } from './cli-errors.js';
 import type { KeyStoreHandle } from './cli-io.js';
-import type { Command } from './command-line.js';
+import { flag, type Command, type OptionSpec } from './command-line.js';
 import { createKeyContext, type KeyAction } from './key-context.js';
 import { KEY_ACTIONS } from './keys-actions.js';
 import { keygenCommand } from './keygen-command.js';
@@ -18,8 +17,10 @@ import { keygenCommand } from './keygen-command.js';
 const DETAILS = `Keys live in Redis (KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS +
 KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES). Every change is
 published so running Keygate instances drop their cached copy at once, and is
-audited (stderr and the Redis stream keygate:{keystore}:audit), as KEYGATE_ACTOR (default
-user@host). Secrets are printed only by create and rotate.
+audited in the Redis stream keygate:{keystore}:audit as KEYGATE_ACTOR (default
+user@host); --verbose also prints each audit entry on stderr. Import, export and
+list show their progress on stderr when it is a terminal. Secrets are printed
+only by create and rotate.
 A change is done only once KEYGATE_REDIS_MIN_REPLICAS replicas have it
 (default 1 under Sentinel and Cluster); if fewer acknowledge within
 KEYGATE_REDIS_DURABILITY_TIMEOUT_MS it exits 1 and the change may or may not
@@ -75,12 +76,23 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
   return { store, encrypted: cipher !== undefined };
 }
 
+/** Every key action takes --verbose: the audit entries belong in the audit stream, not on the terminal. */
+export const VERBOSE_OPTION: OptionSpec = {
+  name: 'verbose',
+  type: 'boolean',
+  help: 'also print each audit entry (a JSON line per key changed) on stderr',
+};
+
 /** A row of the keys table as a command: parsed and helped like any other, run with a store and a context. */
 const asCommand = (action: KeyAction): Command => ({
-  spec: action.spec,
+  spec: { ...action.spec, options: [...action.spec.options, VERBOSE_OPTION] },
   async run(parsed, io) {
     const { store, encrypted } = await io.openKeyStore(io.env);
-    const audit = pino({ name: 'keygate-audit', base: null }, io.err);
+    // Every entry is in the Redis stream with its change (one atomic step); this is only the terminal's copy.
+    const audit = pino(
+      { name: 'keygate-audit', base: null, level: flag(parsed, 'verbose') ? 'info' : 'silent' },
+      io.err,
+    );
     const ctx = createKeyContext({
       store,
       encrypted,

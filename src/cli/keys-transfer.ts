@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { toExternal, type KeyRecord } from '../keys/key-record.js';
 import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import { groupKeyProblems } from '../keys/key-problems.js';
+import { readDataFile } from '../files/read-data-file.js';
 import { CliError } from './cli-errors.js';
 import { flag, str } from './command-line.js';
 import { JSON_OPTION, type KeyAction } from './key-context.js';
@@ -36,27 +38,34 @@ export const exportAction: KeyAction = {
     const withSecrets = flag(p, 'with-secrets');
     const out = str(p, 'out');
     const keys: Array<Record<string, unknown>> = [];
-    for await (const page of ctx.ops.listAll({}))
-      for (const r of page) {
-        const o = toExternal(r);
-        if (!withSecrets) {
-          delete o.apiSecret;
-          delete o.previousSecrets;
+    const progress = ctx.progress('exporting', await ctx.store.countKeys());
+    try {
+      for await (const page of ctx.ops.listAll({})) {
+        for (const r of page) {
+          const o = toExternal(r);
+          if (!withSecrets) {
+            delete o.apiSecret;
+            delete o.previousSecrets;
+          }
+          keys.push(o);
         }
-        keys.push(o);
+        progress.advance(page.length);
       }
+    } finally {
+      progress.done();
+    }
     const doc = { keys };
     // lineWidth 0: a long label stays on one line, the plain form a keys file loads fast in (files/flat-yaml.ts).
     const text =
       flag(p, 'json') || out?.endsWith('.json')
         ? `${JSON.stringify(doc, null, 2)}\n`
         : `# keygate keys export${withSecrets ? ' (WITH SECRETS: protect this file)' : ' (no secrets: not importable)'}\n${toYaml(doc, { lineWidth: 0 })}`;
-    if (out) {
-      writePrivateFile(out, text);
-      ctx.err.write(`exported ${keys.length} keys to ${out}${withSecrets ? ' with secrets' : ''}\n`);
-    } else {
-      ctx.out.write(text);
-    }
+    if (out) writePrivateFile(out, text);
+    else ctx.out.write(text);
+    // The summary on stderr: stdout may be the export itself.
+    ctx.err.write(
+      `exported ${keys.length} keys${out ? ` to ${out}` : ''}${withSecrets ? ' with secrets' : ' without secrets (not importable)'}\n`,
+    );
     // One entry for the whole export (apiKey "*"), on the audit log: an export changes no key.
     ctx.audit({
       at: new Date(ctx.now()).toISOString(),
@@ -109,10 +118,17 @@ export const importAction: KeyAction = {
       records = loadKeysFile(p.args[0] as string);
     } catch (err) {
       if (!(err instanceof KeysFileError)) throw err;
-      throw new CliError(`nothing imported:\n  - ${err.problems.join('\n  - ')}`, 2);
+      throw new CliError(`nothing imported:${importProblems(p.args[0] as string, err.problems)}`, 2);
     }
     const replace = flag(p, 'replace');
-    const report = ctx.must(await ctx.ops.importKeys(records, replace, ctx.actor));
+    const progress = ctx.progress('importing', records.length);
+    let result;
+    try {
+      result = await ctx.ops.importKeys(records, replace, ctx.actor, (n) => progress.advance(n));
+    } finally {
+      progress.done();
+    }
+    const report = ctx.must(result);
     const { total, created, replaced, skipped, stopped } = report;
     if (flag(p, 'json')) ctx.print({ ...report, complete: stopped === undefined });
     else if (stopped === undefined)
@@ -131,6 +147,24 @@ export const importAction: KeyAction = {
     );
   },
 };
+
+/**
+ * A keys file's problems, grouped (keys/key-problems.ts): one line when there is one kind, so an
+ * export made without --with-secrets is said in one line however many keys it holds; every kind at once.
+ */
+function importProblems(file: string, problems: readonly string[]): string {
+  let total: number | undefined;
+  let exportWithoutSecrets = false;
+  try {
+    const list = (readDataFile(file) as { keys?: unknown } | null)?.keys;
+    if (Array.isArray(list)) total = list.length;
+    exportWithoutSecrets = readFileSync(file, 'utf8').startsWith('# keygate keys export (no secrets');
+  } catch {
+    // Unreadable or not YAML/JSON: the problems already say so.
+  }
+  const grouped = groupKeyProblems(problems, file, { ...(total !== undefined && { total }), exportWithoutSecrets });
+  return grouped.length === 1 ? ` ${grouped[0]!}` : `\n  - ${grouped.join('\n  - ')}`;
+}
 
 /** Re-writes every key so its secrets are sealed with the current encryption key. */
 export const reencryptAction: KeyAction = {

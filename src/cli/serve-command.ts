@@ -12,6 +12,7 @@ import { unknownEnvProblems } from '../config/env-names.js';
 import { workersWarning } from '../config/read-workers.js';
 import { serveWorkers } from './serve-workers.js';
 import { describeListenError } from './listen-error.js';
+import { warnWhenStoreEmpty } from './empty-store-warning.js';
 import { packageVersion } from '../observe/package-version.js';
 import type { Command } from './command-line.js';
 
@@ -145,6 +146,17 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     },
     'keygate started',
   );
+  // No keys file and no Redis is warned about above; otherwise an empty store is said once it answers.
+  const stopEmptyCheck =
+    config.redis || config.keysFile
+      ? warnWhenStoreEmpty(
+          {
+            requireKeys: config.readyRequiresKeys,
+            where: config.redis ? (describeRedis(config.redis) ?? 'redis') : `KEYGATE_KEYS_FILE ${config.keysFile}`,
+          },
+          { store: keygate.store, logger },
+        )
+      : () => {};
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -154,6 +166,7 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
       );
       process.off('SIGTERM', onTerm);
       process.off('SIGINT', onInt);
+      stopEmptyCheck();
       keygate.close().then(resolve, (err: Error) => {
         logger.error({ err: err.message }, 'error during shutdown');
         resolve();

@@ -10,7 +10,9 @@ import { createAssertionKeysSource } from '../keys/assertion-keys-source.js';
 import { describeListenError } from './listen-error.js';
 
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
-type Message = { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; reason?: string };
+type NotReadyAnswer = { reason: string; cause?: string; err?: string };
+type Message =
+  { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer };
 
 const isMessage = (m: unknown): m is Message =>
   typeof m === 'object' &&
@@ -57,8 +59,8 @@ async function runWorker(config: Config, logger: Logger, keys?: readonly KeyReco
     if (!isMessage(m) || m.type !== 'keygate:readyz') return;
     // The same readiness as a single process: store answers, keys loaded, not draining.
     keygate.ready().then(
-      (reason) => process.send?.({ type: 'keygate:readyz', id: m.id, ...(reason !== undefined && { reason }) }),
-      () => process.send?.({ type: 'keygate:readyz', id: m.id, reason: 'store_unavailable' }),
+      (notReady) => process.send?.({ type: 'keygate:readyz', id: m.id, ...(notReady !== undefined && { notReady }) }),
+      () => process.send?.({ type: 'keygate:readyz', id: m.id, notReady: { reason: 'store_unavailable' } }),
     );
   });
   const stopped = Promise.race([
@@ -160,23 +162,23 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
   };
 
   let nextId = 0;
-  const askWorkers = async (): Promise<string | undefined> => {
-    if (stopping) return 'shutting_down';
+  const askWorkers = async (): Promise<NotReadyAnswer | undefined> => {
+    if (stopping) return { reason: 'shutting_down' };
     const workers = live();
-    if (workers.length < config.workers) return 'worker_missing';
+    if (workers.length < config.workers) return { reason: 'worker_missing' };
     const answers = await Promise.all(
       workers.map(
         (w) =>
-          new Promise<string | undefined>((resolve) => {
+          new Promise<NotReadyAnswer | undefined>((resolve) => {
             const id = nextId++;
-            const timer = setTimeout(() => done('worker_unresponsive'), 2_000);
+            const timer = setTimeout(() => done({ reason: 'worker_unresponsive' }), 2_000);
             const onMessage = (m: unknown) => {
-              if (isMessage(m) && m.type === 'keygate:readyz' && m.id === id) done(m.reason);
+              if (isMessage(m) && m.type === 'keygate:readyz' && m.id === id) done(m.notReady);
             };
-            const done = (reason: string | undefined) => {
+            const done = (notReady: NotReadyAnswer | undefined) => {
               clearTimeout(timer);
               w.off('message', onMessage);
-              resolve(reason);
+              resolve(notReady);
             };
             w.on('message', onMessage);
             w.send({ type: 'keygate:readyz', id });

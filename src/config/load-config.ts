@@ -11,6 +11,7 @@ import { readWorkers } from './read-workers.js';
 import { readAssertion, type AssertionSettings } from './read-assertion.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { readRedisDurability, readReplayFence, type RedisDurability } from './read-durability.js';
+import { readReadyRequiresKeys } from './read-readiness.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -33,6 +34,8 @@ export interface Config {
   readonly redisDurability: RedisDurability | undefined;
   /** Refuse nonces older than the last Redis failover seen (KEYGATE_REPLAY_FENCE; src/store/replay-fence.ts). */
   readonly replayFence: boolean;
+  /** /readyz is 503 no_keys while the store is empty (KEYGATE_READY_REQUIRES_KEYS; default false). */
+  readonly readyRequiresKeys: boolean;
   /** Worker processes sharing the ports (KEYGATE_WORKERS; 1 = no cluster). */
   readonly workers: number;
   readonly keysFile: string | undefined;
@@ -70,6 +73,7 @@ export function loadConfig(env: Env): Config {
   const redisDurability = readRedisDurability(env, redis, problems);
   const replayFence = readReplayFence(env, redis, problems);
   const workers = readWorkers(env, redis !== undefined, problems);
+  const readyRequiresKeys = readReadyRequiresKeys(env, problems);
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
 
@@ -100,6 +104,7 @@ export function loadConfig(env: Env): Config {
     redis,
     redisDurability,
     replayFence,
+    readyRequiresKeys,
     workers,
     keysFile,
     secretEncryptionKeys,

@@ -1,7 +1,7 @@
 import { readEnvInt, type Env } from './read-env-int.js';
 import type { RedisConnection } from './redis-settings.js';
 
-/** How durable a key change must be before it is acknowledged (src/store/redis-durability.ts). */
+/** How durable a key change must be before it is acknowledged (src/store/redis/redis-durability.ts). */
 export interface RedisDurability {
   /** Replicas that must have a key change before the API answers 2xx or the CLI exits 0. */
   readonly minReplicas: number;

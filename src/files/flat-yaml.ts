@@ -1,16 +1,19 @@
 /**
- * A fast reader for the plain block YAML that keys files (and `keygate keys export`) are written in:
- * block mappings and sequences, one-line scalars (plain, 'single' or "double" quoted), one-line flow
- * lists and maps of scalars, comments. The `yaml` package builds a concrete syntax tree and a
- * document of nodes before the data: 100,000 keys took it about 10 s and 1 GB (docs/performance.md,
- * Scale). This reads the same text line by line into the data directly.
+ * A fast reader for the YAML that keys files are written in, by people and by tools: block mappings
+ * and sequences, flow sequences and mappings (`[a, b]`, `{ k: v }`, nested, on one line or spread over
+ * several), one-line scalars (plain, 'single' or "double" quoted), comments. The `yaml` package
+ * builds a concrete syntax tree and a document of nodes before the data: 100,000 keys took it about
+ * 10 s and 1 GB (docs/performance.md, Scale). This reads the same text line by line into the data
+ * directly.
  *
  * It gives exactly what `yaml`'s parse gives (YAML 1.2 core schema), or `undefined` when the text
  * uses anything outside that subset (anchors, tags, block or multi-line scalars, tabs, duplicate
  * keys, a scalar the core schema reads as null, a boolean or a number other than a plain decimal,
- * an escape JSON does not share, ...): the caller then parses it with `yaml`, which also reports
- * every syntax error. Declining is always safe, so anything doubtful is declined.
+ * an escape JSON does not share, bytes that are not UTF-8, ...): the caller then parses it with
+ * `yaml`, which also reports every syntax error. Declining is always safe, so anything doubtful is
+ * declined. test/unit/flat-yaml.test.ts compares the two on random documents.
  */
+import { isUtf8 } from 'node:buffer';
 
 /** Thrown inside the reader when the text leaves the subset; never escapes parseFlatYaml. */
 class Declined extends Error {}
@@ -47,6 +50,9 @@ interface Line {
  */
 export function parseFlatYaml(buf: Buffer): unknown {
   if (buf.length === 0 || buf[0] === 0xef) return undefined; // empty, or a BOM
+  // Not text: readDataFile refuses such a file before either reader sees it; declined here as well,
+  // since `copy` below takes a line whose characters match its bytes one for one as ASCII.
+  if (!isUtf8(buf)) return undefined;
   try {
     return read(buf);
   } catch (err) {
@@ -94,14 +100,23 @@ function read(buf: Buffer): unknown {
       : l.text.slice(from, to);
 
   const isDash = (l: Line) => l.text[0] === '-' && (l.text.length === 1 || l.text[1] === ' ');
+  const isFlowStart = (l: Line) => l.text[0] === '[' || l.text[0] === '{';
 
-  const block = (l: Line): unknown => (isDash(l) ? sequence(l.indent) : mapping(l.indent));
+  /** A node that starts a line: a block collection, or a flow one (`parent`: the indentation it sits in). */
+  const block = (l: Line, parent: number): unknown => {
+    if (isFlowStart(l)) {
+      const value = valueAt(l, 0, parent);
+      advance();
+      return value;
+    }
+    return isDash(l) ? sequence(l.indent) : mapping(l.indent);
+  };
 
   /** The value after "key:" or "- " that was empty on its line: a nested block, or null. */
   const nested = (n: number, dashAllowedAtSameIndent: boolean): unknown => {
     advance();
     const l = current();
-    if (l && (l.indent > n || (dashAllowedAtSameIndent && l.indent === n && isDash(l)))) return block(l);
+    if (l && (l.indent > n || (dashAllowedAtSameIndent && l.indent === n && isDash(l)))) return block(l, n);
     return null;
   };
 
@@ -119,7 +134,7 @@ function read(buf: Buffer): unknown {
         line = { text: l.text.slice(at), indent: n + at, byteStart: l.byteStart + at, ascii: l.ascii };
         out.push(mapping(n + at));
       } else {
-        out.push(scalarOrFlow(l, at));
+        out.push(valueAt(l, at, n));
         advance();
       }
     }
@@ -138,7 +153,7 @@ function read(buf: Buffer): unknown {
       const at = m[0].length;
       if (at >= l.text.length || l.text[at] === '#') out[key] = nested(n, true);
       else {
-        out[key] = scalarOrFlow(l, at);
+        out[key] = valueAt(l, at, n);
         advance();
       }
     }
@@ -147,12 +162,16 @@ function read(buf: Buffer): unknown {
     return out;
   };
 
-  /** A value written on the line from column `at` to its end (a trailing comment allowed). */
-  const scalarOrFlow = (l: Line, at: number): unknown => {
+  /**
+   * A value written from column `at` of line `l` (a trailing comment allowed): a scalar, or a flow
+   * collection, which may end on a later line (`line` is then that line). `n`: the indentation of the
+   * block the value belongs to (-1 for the document), which a flow collection's lines must exceed.
+   */
+  const valueAt = (l: Line, at: number, n: number): unknown => {
     const c = l.text[at];
     if (c === '[' || c === '{') {
-      const { value, end } = flow(l, at);
-      rest(l, end);
+      const { value, end } = flow(l, at, n);
+      rest(current()!, end);
       return value;
     }
     const { value, end } = scalar(l, at, false);
@@ -224,50 +243,103 @@ function read(buf: Buffer): unknown {
     return { value: text, end: last };
   };
 
-  /** A one-line flow list of scalars ([a, b]) or flow map of scalars ({ k: v }). */
-  const flow = (l: Line, at: number): { value: unknown; end: number } => {
-    const t = l.text;
-    const close = t[at] === '[' ? ']' : '}';
-    const list: unknown[] = [];
-    const map: Record<string, unknown> = {};
-    let i = at + 1;
-    const spaces = () => {
-      while (t[i] === ' ') i++;
+  /**
+   * A flow sequence ([a, b]) or mapping ({ k: v, "q": w }) starting at column `at` of line `l`, of
+   * scalars and flow collections, spread over any number of lines. Its lines must be indented more
+   * than `n`, the block it sits in, except a line that starts by closing a collection, which may sit
+   * at `n` (as `yaml` reads them). A scalar may not continue onto the next line, a key and its value
+   * must be on one line, and entries are separated by commas (one trailing comma allowed): anything
+   * else is declined. Returns the value and the column just after it, on the line it ended on.
+   */
+  const flow = (start: Line, at: number, n: number): { value: unknown; end: number } => {
+    let l = start;
+    let t = l.text;
+    let i = at;
+    /** To the next token: over spaces, a comment, line ends and blank or comment lines. */
+    const skip = () => {
+      for (;;) {
+        while (t[i] === ' ') i++;
+        if (i < t.length && t[i] !== '#') return;
+        if (t[i] === '#' && t[i - 1] !== ' ') decline();
+        advance();
+        const next = current();
+        if (!next) decline();
+        if (next.indent <= n && !(next.indent === n && (next.text[0] === ']' || next.text[0] === '}'))) decline();
+        l = next;
+        t = l.text;
+        i = 0;
+      }
     };
-    spaces();
-    if (t[i] === close) return { value: close === ']' ? list : map, end: i + 1 };
-    for (;;) {
-      spaces();
-      if (t[i] === '[' || t[i] === '{' || t[i] === ',' || t[i] === close) decline();
-      if (close === ']') {
+    const value = (): unknown => {
+      const c = t[i];
+      if (c === '[' || c === '{') return collection();
+      if (c === ',' || c === ']' || c === '}') decline();
+      const s = scalar(l, i, true);
+      i = s.end;
+      return s.value;
+    };
+    /** A key and its ":" (a plain word, or a quoted scalar, which ":" may follow without a space). */
+    const key = (map: Record<string, unknown>): string => {
+      let k: string;
+      if (t[i] === '"' || t[i] === "'") {
         const s = scalar(l, i, true);
-        list.push(s.value);
+        k = s.value as string;
         i = s.end;
-      } else {
-        const m = KEY.exec(t.slice(i));
-        if (!m || m[0].length === m[1]!.length + 1) decline(); // "k:" with nothing after, on one line
-        const key = m[1]!;
-        if (key === '__proto__' || CORE_NOT_STRING.test(key) || Object.hasOwn(map, key)) decline();
-        i += m[0].length;
-        if (t[i] === '[' || t[i] === '{' || t[i] === ',' || t[i] === close) decline();
-        const s = scalar(l, i, true);
-        map[key] = s.value;
-        i = s.end;
-      }
-      spaces();
-      if (t[i] === ',') {
+        while (t[i] === ' ') i++;
+        if (t[i] !== ':') decline();
         i++;
-        continue;
+        while (t[i] === ' ') i++;
+      } else {
+        KEY_AT.lastIndex = i;
+        const m = KEY_AT.exec(t);
+        if (!m) decline();
+        k = m[1]!;
+        if (CORE_NOT_STRING.test(k)) decline();
+        i += m[0].length;
       }
-      if (t[i] === close) return { value: close === ']' ? list : map, end: i + 1 };
-      decline();
-    }
+      // The value on the next line, or none ("k:" then "," or "}"): declined.
+      if (i >= t.length || t[i] === '#') decline();
+      if (k === '__proto__' || Object.hasOwn(map, k)) decline();
+      return k;
+    };
+    const collection = (): unknown => {
+      const close = t[i] === '[' ? ']' : '}';
+      const list: unknown[] = [];
+      const map: Record<string, unknown> = {};
+      const done = (): unknown => (close === ']' ? list : map);
+      i++;
+      skip();
+      if (t[i] === close) {
+        i++;
+        return done();
+      }
+      for (;;) {
+        if (close === ']') list.push(value());
+        else {
+          const k = key(map);
+          map[k] = value();
+        }
+        skip();
+        if (t[i] === ',') {
+          i++;
+          skip();
+          if (t[i] !== close) continue;
+        }
+        if (t[i] === close) {
+          i++;
+          return done();
+        }
+        decline();
+      }
+    };
+    const value0 = collection();
+    return { value: value0, end: i };
   };
 
   advance();
   const first = current();
   if (!first) decline();
-  const value = block(first);
+  const value = block(first, -1);
   if (current()) decline();
   return value;
 }

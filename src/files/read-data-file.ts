@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { parseFlatYaml } from './flat-yaml.js';
+import { firstInvalidUtf8 } from './utf8-check.js';
+import { parseYamlOffThread } from './yaml-off-thread.js';
+import { isMainThread } from 'node:worker_threads';
 import { isNode, LineCounter, parse as parseYaml, parseDocument, YAMLError } from 'yaml';
 
 /**
@@ -19,6 +22,36 @@ export class DataFileSyntaxError extends Error {
     const at = line === undefined ? 'syntax error' : `syntax error at line ${line}, column ${column}`;
     super(`not valid ${format}: ${at}${kind ? ` (${kind})` : ''}; the text is not shown, as it may hold secrets`);
   }
+}
+
+/**
+ * A file whose bytes are not UTF-8 text, located by the byte offset of the first bad sequence (and its
+ * line). Refused whole, by whichever reader would read it: a byte replaced or reinterpreted would give
+ * a key a secret that depends on how the file was read (issue 45).
+ */
+export class DataFileEncodingError extends Error {
+  override readonly name = 'DataFileEncodingError';
+  constructor(
+    readonly offset: number,
+    readonly line: number,
+  ) {
+    super(
+      `not valid UTF-8: the first bad byte sequence is at byte offset ${offset} (line ${line}); ` +
+        'the file must be UTF-8 text (a BOM is allowed); the text is not shown, as it may hold secrets',
+    );
+  }
+}
+
+/** The file's bytes, refused with DataFileEncodingError unless they are all UTF-8. */
+function readUtf8File(path: string): Buffer {
+  const bytes = readFileSync(path);
+  const bad = firstInvalidUtf8(bytes);
+  if (bad >= 0) {
+    let line = 1;
+    for (let i = bytes.indexOf(10); i >= 0 && i < bad; i = bytes.indexOf(10, i + 1)) line++;
+    throw new DataFileEncodingError(bad, line);
+  }
+  return bytes;
 }
 
 /** Line and column (1-based) of a character offset. */
@@ -43,7 +76,7 @@ function parseJson(text: string): unknown {
   }
 }
 
-function parseYamlText(text: string): unknown {
+export function parseYamlText(text: string): unknown {
   try {
     // logLevel 'error': YAML warnings (an unknown tag) would otherwise be printed to stderr with a code frame.
     return parseYaml(text, { maxAliasCount: 100, logLevel: 'error', prettyErrors: false });
@@ -56,16 +89,35 @@ function parseYamlText(text: string): unknown {
 }
 
 /**
- * Reads a JSON or YAML file (by extension; YAML is a superset of JSON anyway). YAML in the plain
- * block form keys files use is read by flat-yaml.ts (the same data, in a fraction of the time and
- * memory); anything else, and every syntax error, by the `yaml` package.
+ * Reads a JSON or YAML file (by extension; YAML is a superset of JSON anyway). The file must be UTF-8
+ * (DataFileEncodingError otherwise; a leading BOM is skipped). YAML in the forms keys files are
+ * written in (block and flow collections of plain and quoted one-line scalars) is read by
+ * flat-yaml.ts (the same data, in a fraction of the time and memory); anything else, and every
+ * syntax error, by the `yaml` package.
  */
 export function readDataFile(path: string): unknown {
-  if (path.endsWith('.json')) return parseJson(readFileSync(path, 'utf8'));
-  const bytes = readFileSync(path);
+  const bytes = readUtf8File(path);
+  if (path.endsWith('.json')) {
+    const bom = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf ? 3 : 0;
+    return parseJson(bytes.toString('utf8', bom));
+  }
   const flat = parseFlatYaml(bytes);
-  return flat !== undefined ? flat : parseYamlText(bytes.toString('utf8'));
+  if (flat !== undefined) return flat;
+  if (!isMainThread || bytes.length < YAML_OFF_THREAD_BYTES) return parseYamlText(bytes.toString('utf8'));
+  const answer = parseYamlOffThread(bytes.toString('utf8'));
+  if (answer.ok) return answer.data;
+  if (answer.line === undefined && answer.kind === undefined) throw new Error(answer.message);
+  throw new DataFileSyntaxError('YAML', answer.line, answer.column, answer.kind);
 }
+
+/**
+ * A YAML file the fast reader declines and at least this large is parsed on a worker thread when read
+ * on the main thread (yaml-off-thread.ts): the `yaml` package's syntax tree is then freed with the
+ * worker instead of staying resident. Below it (a policy file, a few hundred keys) the tree is small
+ * and starting a thread costs more. A worker thread (the reload's loader) parses in place: it is
+ * itself ended once its records are handed over.
+ */
+export const YAML_OFF_THREAD_BYTES = 1024 * 1024;
 
 /**
  * Like readDataFile, plus where each value was written, so a problem can name

@@ -1,3 +1,4 @@
+// Tested in test/e2e/create-gateway.test.ts.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/forwarding.test.ts, test/e2e/create-gateway.test.ts, test/adversarial/upstream-faults.test.ts.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';

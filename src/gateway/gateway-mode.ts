@@ -1,3 +1,4 @@
+// Tested in test/unit/forward-auth-mode.test.ts, test/e2e/forward-auth.test.ts, test/e2e/forwarding.test.ts (both modes behind this interface).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Denial, ErrorCode } from '../errors.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/rate-limit.test.ts.
 import type { RateInfo } from '../pipeline/authenticate.js';
 import { POLICY_NAME } from '../policy/rate-limit-spec.js';
 

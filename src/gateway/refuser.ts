@@ -1,3 +1,4 @@
+// Tested in test/e2e/render.test.ts, test/adversarial/request-path.test.ts.
 import type { ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';

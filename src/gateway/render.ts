@@ -1,3 +1,4 @@
+// Tested in test/e2e/render.test.ts.
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js';

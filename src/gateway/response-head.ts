@@ -1,3 +1,4 @@
+// Tested in test/unit/upstream-exchange.test.ts, test/adversarial/bodiless-responses.test.ts.
 // Hop-by-hop response headers: they describe the upstream connection, not the response.
 const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',

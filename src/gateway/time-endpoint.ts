@@ -1,3 +1,4 @@
+// Tested in test/e2e/forwarding.test.ts, test/e2e/forward-auth.test.ts.
 import type { ServerResponse } from 'node:http';
 
 /** On every 40106 caused by the nonce window, and on the time endpoint: the server's time in nanoseconds. */

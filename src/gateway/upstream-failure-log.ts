@@ -1,3 +1,4 @@
+// Tested in test/e2e/upstream-failures.test.ts.
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import type { UpstreamCause } from '../observe/metrics.js';

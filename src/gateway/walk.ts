@@ -1,3 +1,4 @@
+// Tested in test/adversarial/request-path.test.ts.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestLog } from '../observe/request-record.js';
 import type { Methods } from '../pipeline/check-override.js';

@@ -13,7 +13,7 @@ import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
 /**
  * Every change an operator can make to a key, as pure functions of
  * (record, input, now): the key model's side of a change. The key operations
- * (src/management/key-operations.ts) load, check state, write and audit around
+ * (src/operations/key-operations.ts) load, check state, write and audit around
  * them for both `keygate keys` and the management API; tests drive them with a
  * clock. Each result is re-validated with parseKeyRecord.
  */

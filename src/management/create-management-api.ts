@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import type { Limits } from '../config/read-limits.js';
 import { createManagementTokensSource, type ManagementTokensSource } from '../config/management-tokens-source.js';
 import type { Store } from '../store/store.js';
-import { createKeyOperations } from './key-operations.js';
+import { createKeyOperations } from '../operations/key-operations.js';
 import { createManagementServer } from './management-server.js';
 
 export interface ManagementApi {

@@ -2,7 +2,7 @@ import { OWNER, OWNER_RULE, type KeyStatus } from '../keys/key-record.js';
 import { parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
 import { invalid, keyView, refusal, type Handler } from './management-answer.js';
 import { onlyParams } from './request-fields.js';
-import { CURSOR, MAX_PAGE } from './key-operations.js';
+import { CURSOR, MAX_PAGE } from '../operations/key-listing.js';
 
 const STATES: readonly KeyStatus[] = ['active', 'revoked', 'expired'];
 

@@ -2,7 +2,7 @@ import type { ManagementError } from '../errors.js';
 import { publicView, type KeyRecord } from '../keys/key-record.js';
 import { lastUsedAt } from '../keys/key-usage.js';
 import type { Store } from '../store/store.js';
-import type { KeyOperations, Refusal } from './key-operations.js';
+import type { KeyOperations, Refusal } from '../operations/key-operations.js';
 
 /**
  * What a handler decided: a JSON answer, or a catalogue error (src/errors.ts

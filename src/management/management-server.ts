@@ -6,9 +6,8 @@ import type { Logger } from 'pino';
 import type { Limits } from '../config/read-limits.js';
 import { matchToken, type ManagementToken } from '../config/management-tokens.js';
 import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
-import type { KeyOperations } from './key-operations.js';
-import { StoreUnavailableError, type Store } from '../store/store.js';
-import { DurabilityError } from '../store/redis-durability.js';
+import type { KeyOperations } from '../operations/key-operations.js';
+import { DurabilityError, StoreUnavailableError, type Store } from '../store/store.js';
 import { ROUTES, type Answer, type Route } from './management-routes.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
 

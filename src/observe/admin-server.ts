@@ -2,6 +2,7 @@ import { createServer, type Server } from 'node:http';
 import type { Registry, RegistryContentType } from 'prom-client';
 import type { Limits } from '../config/read-limits.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
+import type { NotReady } from './readiness.js';
 
 /** Where the admin port publishes the assertion keys' public parts. */
 export const JWKS_PATH = '/.well-known/jwks.json';
@@ -9,8 +10,8 @@ export const JWKS_PATH = '/.well-known/jwks.json';
 export const JWKS_MAX_AGE_SECONDS = 60;
 
 export interface Readiness {
-  /** Resolves to undefined when ready, or a machine-readable reason. */
-  (): Promise<string | undefined>;
+  /** Resolves to undefined when ready, or a machine-readable reason (with a cause for redis_unreachable). */
+  (): Promise<(Pick<NotReady, 'cause' | 'err'> & { readonly reason: string }) | undefined>;
 }
 
 /**
@@ -40,8 +41,8 @@ export function createAdminServer(
     if (path === '/healthz') return json(200, { status: 'ok' });
     if (path === '/readyz') {
       deps.ready().then(
-        (reason) =>
-          reason === undefined ? json(200, { status: 'ready' }) : json(503, { status: 'not ready', reason }),
+        (notReady) =>
+          notReady === undefined ? json(200, { status: 'ready' }) : json(503, { status: 'not ready', ...notReady }),
         (err: Error) => json(503, { status: 'not ready', reason: err.message }),
       );
       return;

@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (both stores), test/unit/key-operations.test.ts.
 import type { KeyRecord } from '../keys/key-record.js';
 
 /** Who changed which key, how and when. Never a secret. */

@@ -1,3 +1,4 @@
+// Tested in test/e2e/store-contract.test.ts (the contract, run against both stores).
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
@@ -11,6 +12,39 @@ export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
+  }
+}
+
+/**
+ * Thrown (by the Redis store: store/redis/redis-durability.ts) when a key change was written to the Redis
+ * master but fewer replicas than KEYGATE_REDIS_MIN_REPLICAS acknowledged it in time. The change may or may not survive a
+ * failover; retrying the same operation is safe. A StoreUnavailableError, so every caller that
+ * does not know durability still fails closed (503); the management API and the CLI name it.
+ */
+export class DurabilityError extends StoreUnavailableError {
+  constructor(
+    readonly required: number,
+    readonly acknowledged: number,
+    options?: { cause?: unknown },
+  ) {
+    super(
+      `durability: ${acknowledged} of the ${required} required Redis replica(s) acknowledged the change in time; it may or may not survive a failover (retry the same operation)`,
+      options,
+    );
+  }
+}
+
+/**
+ * Thrown (by the Redis store: store/redis/redis-server-checks.ts) for every request while the Redis
+ * server's maxmemory-policy is not noeviction: Redis may evict nonces, and a token would then be
+ * admitted twice. A StoreUnavailableError (503); /readyz names it `redis_may_evict`.
+ */
+export class RedisMayEvictError extends StoreUnavailableError {
+  constructor(readonly policy: string) {
+    super(
+      `redis maxmemory-policy is ${policy}: Redis may evict nonces, and a token would then be admitted twice. ` +
+        'Set maxmemory-policy noeviction, or accept the risk with KEYGATE_ALLOW_EVICTING_REDIS=true',
+    );
   }
 }
 
@@ -52,6 +86,14 @@ export interface KeyPage {
  * CLI) call readKey, listKeys, commitKeyChanges, appendAudit, getUsage. Redis runs the
  * two groups on separate connections, so a slow management call never holds a proxy request.
  */
+/** Why a store's connection is down, in its backend's terms (Redis: store/redis/redis-reachability.ts). */
+export interface ConnectionProblem {
+  /** `refused`, `dns`, `unreachable`, `timeout`, `tls`, `reset`, `auth`, `protocol` or `other`. */
+  readonly cause: string;
+  /** The client library's message (an address, a Redis error reply: never a password). */
+  readonly err: string;
+}
+
 export interface Store {
   readonly kind: 'memory' | 'redis';
   /** The request path's read (a key-cache miss). */
@@ -115,7 +157,15 @@ export interface Store {
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
-  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0. */
+  /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0 with KEYGATE_READY_REQUIRES_KEYS. */
   countKeys(): Promise<number>;
+  /**
+   * Redis: resolves when the server's settings allow serving requests (read at connect and every few
+   * seconds, redis-server-checks.ts); rejects with RedisMayEvictError (/readyz `redis_may_evict`) or
+   * StoreUnavailableError (not read yet). Absent: nothing to check.
+   */
+  servable?(): Promise<void>;
+  /** Redis: why the request path's connection is down (/readyz `redis_unreachable`); undefined while up. */
+  connectionProblem?(): ConnectionProblem | undefined;
   close(): Promise<void>;
 }

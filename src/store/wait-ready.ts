@@ -1,3 +1,4 @@
+// Tested in test/e2e/redis-outage-log.test.ts.
 import type { Store } from './store.js';
 
 /** Waits until `ping` resolves (Redis connects asynchronously); rethrows the last failure after `timeoutMs`. */

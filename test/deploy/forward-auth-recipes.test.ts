@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -256,8 +257,22 @@ describe('Kubernetes forward-auth example (deploy/kubernetes/forward-auth), as k
   const policyText = (find('ConfigMap') as unknown as { data: Record<string, string> }).data['routes.yaml']!;
   const policyFile = join(mkdtempSync(join(tmpdir(), 'keygate-fa-k8s-')), 'routes.yaml');
   writeFileSync(policyFile, policyText);
-  const env = Object.fromEntries(container.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!]));
+  // The Secret's files as the kubelet mounts them (redis-url, secret-encryption-key), under a temp dir.
+  const secretsDir = mkdtempSync(join(tmpdir(), 'keygate-fa-secrets-'));
+  writeFileSync(join(secretsDir, 'redis-url'), 'redis://:password@redis:6379\n');
+  writeFileSync(join(secretsDir, 'secret-encryption-key'), `${randomBytes(32).toString('base64')}\n`);
+  const mounted = (value: string) =>
+    value.startsWith('/run/secrets/keygate/') ? join(secretsDir, value.slice('/run/secrets/keygate/'.length)) : value;
+  const env = Object.fromEntries(
+    container.env.filter((e) => e.value !== undefined).map((e) => [e.name, mounted(e.value!)]),
+  );
   const config = loadConfig({ ...env, KEYGATE_CONFIG: policyFile });
+
+  it('passes secrets as files, never as environment variables', () => {
+    expect(container.env.filter((e) => e.value === undefined).map((e) => e.name)).toEqual([]);
+    expect(config.redisUrl).toBe('redis://:password@redis:6379');
+    expect(config.secretEncryptionKeys!.current).toHaveLength(32);
+  });
   const port = (p: string | number) =>
     typeof p === 'number' ? p : container.ports.find((x) => x.name === p)!.containerPort;
 

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -12,6 +12,8 @@ import { token } from '../helpers/tokens.js';
 import { promtoolVersion, recordPromtoolAbsent, runPromtool } from '../helpers/promtool.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { repoRoot } from '../helpers/deploy.js';
+import { headingAnchors, readDoc } from '../helpers/markdown.js';
 
 const root = new URL('../../', import.meta.url);
 const ALERTS = 'deploy/prometheus/alerts.yml';
@@ -221,5 +223,24 @@ describe('auth latency has one definition: allow/deny decisions, outcome="error"
   });
   it.each(latency)('%s', (expr) => {
     expect(expr).toContain('outcome!="error"');
+  });
+});
+
+// An alert that fires at 3 a.m. says where to start: each rule's runbook_url names a section of the docs.
+describe('every alert has a runbook_url naming an existing docs heading', () => {
+  it.each(rules.map((r) => [r.alert, r] as const))('%s', (_name, rule) => {
+    const url = rule.annotations?.runbook_url;
+    expect(url, `${rule.alert} has no runbook_url`).toBeDefined();
+    const [path, anchor] = url!.split('#');
+    // A repository path into docs/ (docs/alerts.md says how to prefix it with where the docs are read).
+    expect(path).toMatch(/^docs\/[\w/-]+\.md$/);
+    expect(existsSync(join(repoRoot, path!)), path).toBe(true);
+    expect([...headingAnchors(readDoc(path!))], url).toContain(anchor);
+    // The section is this alert's own, not a page an alert shares with others.
+    expect(anchor).toBe(rule.alert.toLowerCase());
+  });
+
+  it('the anchor check refuses a heading that does not exist', () => {
+    expect([...headingAnchors(readDoc('docs/alerts.md'))]).not.toContain('keygatenosuchalert');
   });
 });

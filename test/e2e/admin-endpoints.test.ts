@@ -10,7 +10,15 @@ import { serveKeygate } from '../helpers/spawn-keygate.js';
 describe('admin endpoints', () => {
   const cases = [
     { name: 'store answers and holds keys', keys: [makeKey({ apiKey: 'k' })], status: 200, body: { status: 'ready' } },
-    { name: 'store holds no keys', keys: [], status: 503, body: { status: 'not ready', reason: 'no_keys' } },
+    // An empty store is a valid state (every token gets 10013): ready by default (issue 41).
+    { name: 'store holds no keys', keys: [], status: 200, body: { status: 'ready' } },
+    {
+      name: 'store holds no keys, KEYGATE_READY_REQUIRES_KEYS=true',
+      keys: [],
+      env: { KEYGATE_READY_REQUIRES_KEYS: 'true' },
+      status: 503,
+      body: { status: 'not ready', reason: 'no_keys' },
+    },
     {
       name: 'only revoked keys (still loaded: they answer 10013)',
       keys: [makeKey({ apiKey: 'r', state: 'revoked' })],
@@ -18,9 +26,9 @@ describe('admin endpoints', () => {
       body: { status: 'ready' },
     },
   ];
-  it.each(cases)('/readyz when $name: $status', async ({ keys, status, body }) => {
+  it.each(cases)('/readyz when $name: $status', async ({ keys, env, status, body }) => {
     const upstream = await startRecordingUpstream();
-    const gate = await startKeygate({ upstream: upstream.url, keys });
+    const gate = await startKeygate({ upstream: upstream.url, keys, ...(env && { env }) });
     try {
       const res = await fetch(`${gate.adminUrl}/readyz`);
       expect(res.status).toBe(status);

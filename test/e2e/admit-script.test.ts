@@ -3,8 +3,8 @@ import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { utcDay, USAGE_DAYS } from '../../src/keys/key-usage.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 

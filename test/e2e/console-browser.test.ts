@@ -10,7 +10,7 @@ import { bearer, send } from '../helpers/http.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
-import { token } from '../helpers/tokens.js';
+import { claims, signWithKey, token } from '../helpers/tokens.js';
 import { guard } from '../helpers/slowdown.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
@@ -40,7 +40,7 @@ describe('operator console in a real browser', () => {
     await page.click('#sign-in-form button[type=submit]');
     await page.waitForSelector('#key-table tbody tr');
   };
-  type Listed = { apiKey: string; id: string; createdAt: string; lastUsedAt: string | null };
+  type Listed = { apiKey: string; id: string; createdAt: string; lastUsedAt: string | null; alg: string };
   const listed = async () => ((await api.call('GET', '/v1/keys')).json() as { keys: Listed[] }).keys;
   const shownKeys = () =>
     page.locator('#key-table tbody tr').evaluateAll((rows) => rows.map((r) => (r as HTMLElement).dataset.apiKey));
@@ -295,6 +295,123 @@ describe('operator console in a real browser', () => {
     },
   );
 
+  /** Signed in as `name` from whatever state the previous test left. */
+  const signInAgain = async (name: 'operator' | 'viewer') => {
+    if (await page.isVisible('#sign-out')) await page.click('#sign-out');
+    await signIn(name);
+  };
+
+  it.each(['EdDSA', 'ES256'] as const)(
+    'a write token creates an %s key from a pasted public key: no secret shown, its fingerprint is, and the private key signs',
+    async (alg) => {
+      await signInAgain('operator');
+      const { publicKey, privateKey } =
+        alg === 'EdDSA' ? generateKeyPairSync('ed25519') : generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+      const pem = publicKey.export({ type: 'spki', format: 'pem' }).toString();
+      await page.click('#new-key');
+      // The field is offered only for the algs that need it.
+      expect(await page.isVisible('#create-form textarea[name=publicKey]')).toBe(false);
+      await page.selectOption('#create-form select[name=alg]', alg);
+      expect(await page.isVisible('#create-form textarea[name=publicKey]')).toBe(true);
+      // The other curve's key is refused, in the form's words, and nothing is created.
+      const before = (await listed()).length;
+      const other = (
+        alg === 'EdDSA' ? generateKeyPairSync('ec', { namedCurve: 'prime256v1' }) : generateKeyPairSync('ed25519')
+      ).publicKey
+        .export({ type: 'spki', format: 'pem' })
+        .toString();
+      await page.fill('#create-form textarea[name=publicKey]', other);
+      await page.fill('#create-form input[name=scopes]', 'accounts:read');
+      await page.click('#create-form button[type=submit]');
+      await expect.poll(() => page.textContent('#create-form .error'), UI_WAIT).toMatch(/^Public key: /);
+      expect((await listed()).length).toBe(before);
+
+      await page.fill('#create-form input[name=label]', `pasted ${alg}`);
+      await page.fill('#create-form textarea[name=publicKey]', pem);
+      await page.click('#create-form button[type=submit]');
+      await page.waitForSelector('#secret-dialog[open]');
+      const apiKey = (await page.textContent('#secret-api-key')) as string;
+      const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as {
+        alg: string;
+        publicKeyFingerprint: string;
+        label: string;
+      };
+      expect(stored).toMatchObject({ alg, label: `pasted ${alg}` });
+      // No secret row, no copy button: the fingerprint of the key Keygate holds instead.
+      expect(await page.isVisible('#secret-row')).toBe(false);
+      expect(await page.isVisible('#copy-secret')).toBe(false);
+      expect(await page.textContent('#secret-fingerprint')).toBe(`${alg} ${stored.publicKeyFingerprint}`);
+      expect(await page.textContent('#secret-intro')).toContain('no secret to copy');
+      await page.click('#secret-done');
+      const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
+      await expect.poll(() => row.locator('.alg').textContent(), UI_WAIT).toMatch(new RegExp(`^${alg} sha256:`));
+
+      const signed = signWithKey({ alg, typ: 'JWT' }, claims(apiKey), privateKey);
+      const seen = upstream.received.length;
+      expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(signed) })).status).toBe(200);
+      expect(upstream.received.length - seen).toBe(1);
+
+      // The next HS256 key shows its secret again: the dialog is not left in the public-key form.
+      await page.click('#new-key');
+      await page.fill('#create-form input[name=scopes]', 'accounts:read');
+      await page.click('#create-form button[type=submit]');
+      await page.waitForSelector('#secret-dialog[open]');
+      expect(await page.isVisible('#secret-row')).toBe(true);
+      expect(Buffer.from((await page.textContent('#secret-value')) as string, 'base64url')).toHaveLength(32);
+      await page.click('#secret-done');
+    },
+  );
+
+  it('a write token deletes a key only once the key is typed; a read token is offered no Delete', async () => {
+    const { apiKey, apiSecret } = (
+      await api.call('POST', '/v1/keys', {
+        json: { owner: 'acct_9001', label: 'to delete', scopes: ['accounts:read'] },
+      })
+    ).json() as { apiKey: string; apiSecret: string };
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, apiSecret)) })).status).toBe(200);
+    await signInAgain('viewer');
+    expect(await page.locator('#key-table td.actions button', { hasText: 'Delete' }).count()).toBe(0);
+    await signInAgain('operator');
+    const row = page.locator(`#key-table tbody tr[data-api-key="${apiKey}"]`);
+    const submit = page.locator('#delete-form button[type=submit]');
+
+    // Cancel keeps the key.
+    await row.locator('button', { hasText: 'Delete' }).click();
+    await page.waitForSelector('#delete-dialog[open]');
+    expect(await page.textContent('#delete-form .which')).toBe(apiKey);
+    await page.click('#delete-form .cancel');
+    expect((await api.call('GET', `/v1/keys/${apiKey}`)).status).toBe(200);
+
+    await row.locator('button', { hasText: 'Delete' }).click();
+    await page.waitForSelector('#delete-dialog[open]');
+    expect(await submit.isDisabled()).toBe(true);
+    // Another key's name, or a prefix of this one, does not arm the button; Enter does not get round it.
+    await page.fill('#delete-form input[name=confirm]', apiKey.slice(0, -1));
+    expect(await submit.isDisabled()).toBe(true);
+    await page.press('#delete-form input[name=confirm]', 'Enter');
+    // Submitting anyway (as a script or an older browser could) is refused by the page itself.
+    await page.evaluate(() => (document.querySelector('#delete-form') as HTMLFormElement).requestSubmit());
+    await expect.poll(() => page.textContent('#delete-form .error'), UI_WAIT).toContain('Type the API key');
+    expect(await page.isVisible('#delete-dialog')).toBe(true);
+    expect((await api.call('GET', `/v1/keys/${apiKey}`)).status).toBe(200);
+
+    await page.fill('#delete-form input[name=confirm]', apiKey);
+    expect(await submit.isDisabled()).toBe(false);
+    await submit.click();
+    await expect.poll(() => row.count(), UI_WAIT).toBe(0);
+    expect(await page.isVisible('#delete-dialog')).toBe(false);
+    expect((await api.call('GET', `/v1/keys/${apiKey}`)).status).toBe(404);
+    const refused = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, apiSecret)) });
+    expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
+    // Audited, with the console's token as the actor.
+    const raw = new Redis(redis.url);
+    const audit = (await raw.xrange('keygate:{keystore}:audit', '-', '+')).map(
+      ([, f]) => JSON.parse(f[1] as string) as { action: string; apiKey: string; actor: string },
+    );
+    raw.disconnect();
+    expect(audit.filter((e) => e.apiKey === apiKey && e.action === 'delete').map((e) => e.actor)).toEqual(['operator']);
+  });
+
   it("shows each key's alg, and for an EdDSA/ES256 key the fingerprint of the public key it holds", async () => {
     const created: Array<{ apiKey: string; alg: string; publicKeyFingerprint: string }> = [];
     for (const alg of ['EdDSA', 'ES256'] as const) {
@@ -316,7 +433,8 @@ describe('operator console in a real browser', () => {
       expect(await alg.textContent()).toBe(`${k.alg} ${k.publicKeyFingerprint.slice(0, 19)}…`);
       expect(await alg.locator('.fingerprint').getAttribute('title')).toBe(k.publicKeyFingerprint);
     }
-    const hs = (await listed()).filter((k) => !created.some((c) => c.apiKey === k.apiKey));
+    const hs = (await listed()).filter((k) => k.alg === 'HS256');
+    expect(hs.some((k) => created.some((c) => c.apiKey === k.apiKey))).toBe(false);
     expect(hs.length).toBeGreaterThan(0);
     for (const k of hs) {
       const alg = page.locator(`#key-table tbody tr[data-api-key="${k.apiKey}"] .alg`);

@@ -9,7 +9,7 @@ import { createForwarder, type Forwarder } from '../../src/gateway/forwarder.js'
 import { createMetrics } from '../../src/observe/metrics.js';
 import { createAuthenticator, type Authenticator } from '../../src/pipeline/authenticate.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { KEYS, POLICY, SECRET } from '../helpers/adversarial.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';
 import { token } from '../helpers/tokens.js';

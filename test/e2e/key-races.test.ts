@@ -1,9 +1,9 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
-import { createKeyOperations, type KeyOperations } from '../../src/management/key-operations.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createKeyOperations, type KeyOperations } from '../../src/operations/key-operations.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/store.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';

@@ -55,6 +55,27 @@ describe('embedded mode: keys file reload', () => {
     expect(line).not.toContain('short"'); // the (bad) secret value itself is not logged
   });
 
+  it('refuses a file that is not UTF-8 whole, naming the offset of the first bad byte, and keeps the last good set', async () => {
+    // A Latin-1 é in one secret: once read as Latin-1 by the fast reader and as U+FFFD by yaml.
+    const good = doc(['three', 'four']);
+    const at = Buffer.byteLength(good) + '  - { apiKey: latin, apiSecret: caf'.length;
+    writeFileSync(
+      file,
+      Buffer.concat([
+        Buffer.from(`${good}  - { apiKey: latin, apiSecret: caf`),
+        Buffer.from([0xe9]),
+        Buffer.from(`-${S}, scopes: [accounts:read] }\n`),
+      ]),
+    );
+    await expect.poll(() => gate.logs.some((l) => l.includes('not valid UTF-8')), { timeout: 5_000 }).toBe(true);
+    const line = gate.logs.find((l) => l.includes('not valid UTF-8'))!;
+    expect(line).toContain('keys file rejected');
+    expect(line).toContain(`byte offset ${at} (line 4)`);
+    expect(line).not.toContain(S);
+    expect(await status('three')).toBe(200);
+    expect(await status('four')).toBe(404);
+  });
+
   it('never loads a file half-written: a key revoked in two writes goes from 403 (its CIDR) to 404, never 200', async () => {
     const entry = `keys:\n  - apiKey: cut\n    apiSecret: ${S}\n    scopes: [accounts:read]\n`;
     writeFileSync(file, `${entry}    allowIps: [10.0.0.0/8]\n`);

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { REASONS } from '../../src/errors.js';
 import { createLogger } from '../../src/observe/logger.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 import {
   MIXED_SECRET,

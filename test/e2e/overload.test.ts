@@ -1,7 +1,7 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import type { Store } from '../../src/store/store.js';
 import { KEYS, SECRET, startFixture } from '../helpers/adversarial.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { waitStoreReady } from '../../src/store/wait-ready.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { guard } from '../helpers/slowdown.js';

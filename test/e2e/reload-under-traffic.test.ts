@@ -1,4 +1,4 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,6 +10,7 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { guard } from '../helpers/slowdown.js';
 import { loadKeysFile } from '../../src/keys/keys-file.js';
+import { parseFlatYaml } from '../../src/files/flat-yaml.js';
 
 /**
  * A keys file reload must not stop the proxy: the file is read, parsed and validated on a worker
@@ -25,27 +26,34 @@ import { loadKeysFile } from '../../src/keys/keys-file.js';
  */
 const KEYS = 40_000;
 const SECRET = 'reload-secret-0123456789abcdef';
-const keysDoc = (n: number, extra: string[] = []) =>
-  JSON.stringify({
-    keys: [
-      ...Array.from({ length: n }, (_, i) => ({
-        apiKey: `key-${i}`,
-        apiSecret: `${SECRET}-${i}`,
-        scopes: ['accounts:read'],
-      })),
-      ...extra.map((k) => ({ apiKey: k, apiSecret: SECRET, scopes: ['accounts:read'] })),
-    ],
-  });
+const entries = (n: number, extra: string[]) => [
+  ...Array.from({ length: n }, (_, i) => ({ apiKey: `key-${i}`, apiSecret: `${SECRET}-${i}` })),
+  ...extra.map((k) => ({ apiKey: k, apiSecret: SECRET })),
+];
+/**
+ * The file in each format: JSON, and YAML in flow style, one flow mapping a key (the most compact
+ * style, common in generated files), which the fast YAML reader reads (issue 45).
+ */
+const FORMATS = {
+  json: (n: number, extra: string[] = []) =>
+    JSON.stringify({ keys: entries(n, extra).map((e) => ({ ...e, scopes: ['accounts:read'] })) }),
+  'flow-style yaml': (n: number, extra: string[] = []) =>
+    `keys:\n${entries(n, extra)
+      .map((e) => `  - { apiKey: ${e.apiKey}, apiSecret: ${e.apiSecret}, scopes: [accounts:read] }\n`)
+      .join('')}`,
+};
 
-describe('a keys file reload under traffic', () => {
+describe.each(Object.entries(FORMATS))('a keys file reload under traffic (%s)', (format, keysDoc) => {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-reload-traffic-'));
-  const file = join(dir, 'keys.json');
+  const file = join(dir, format === 'json' ? 'keys.json' : 'keys.yaml');
   const agent = new Agent({ keepAlive: true, maxSockets: 8 });
   let upstream: RecordingUpstream;
   let gate: RunningKeygate;
 
   beforeAll(async () => {
     writeFileSync(file, keysDoc(KEYS, ['steady', 'leaver']));
+    // The fast reader takes the file (no fall back to the yaml package).
+    if (format !== 'json') expect(parseFlatYaml(readFileSync(file))).not.toBeUndefined();
     upstream = await startRecordingUpstream();
     // No watch-triggered reloads: the test asks for them (SIGHUP's path).
     gate = await startKeygate({
@@ -98,7 +106,7 @@ describe('a keys file reload under traffic', () => {
       const after = await traffic(new Promise((r) => setTimeout(r, reloadMs)));
       const quietMaxMs = Math.max(before.maxMs, after.maxMs, 1);
       console.log(
-        `[reload] ${KEYS} keys in ${reloadMs.toFixed(0)} ms (${onLoopMs.toFixed(0)} ms on the event loop); longest answer ` +
+        `[reload] ${KEYS} keys (${format}) in ${reloadMs.toFixed(0)} ms (${onLoopMs.toFixed(0)} ms on the event loop); longest answer ` +
           `${during.maxMs.toFixed(1)} ms during (${during.count} requests), ${quietMaxMs.toFixed(1)} ms without ` +
           `(${before.count + after.count} requests)`,
       );

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pino from 'pino';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { parseEncryptionKey } from '../../src/config/secret-encryption.js';
 import { createSecretCipher, SecretCipherError } from '../../src/keys/secret-cipher.js';
 import { StoreUnavailableError } from '../../src/store/store.js';

@@ -1,8 +1,8 @@
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
 import type { Admission, KeyPageQuery, Store } from '../../src/store/store.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';

@@ -5,7 +5,7 @@ import { loadConfig, type Config } from '../../src/config/load-config.js';
 import { createKeygate, type Keygate } from '../../src/create-keygate.js';
 import { REDACT_PATHS } from '../../src/observe/logger.js';
 import { parseKeyRecord, type KeyRecord } from '../../src/keys/key-record.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/store/store.js';
 import { systemClock } from '../../src/clock.js';
 import { waitStoreReady } from '../../src/store/wait-ready.js';

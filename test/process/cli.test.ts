@@ -318,6 +318,24 @@ describe('keygate CLI', () => {
     }
   });
 
+  it('serve refuses at start a keys file that is not UTF-8, naming the offset of the first bad byte (issue 45)', async () => {
+    const latin1 = mkdtempSync(join(tmpdir(), 'keygate-cli-latin1-'));
+    const head = 'keys:\n  - { apiKey: k, apiSecret: caf';
+    writeFileSync(
+      join(latin1, 'keys.yaml'),
+      Buffer.concat([Buffer.from(head), Buffer.from([0xe9]), Buffer.from('-s3cret-0123456789abcdef }\n')]),
+    );
+    const err = (await cli(['serve'], {
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+      KEYGATE_KEYS_FILE: join(latin1, 'keys.yaml'),
+      KEYGATE_REDIS_URL: '',
+    }).catch((e: unknown) => e)) as { code: number; stderr: string };
+    expect(err.code).toBe(1);
+    expect(err.stderr).toContain(`KEYGATE_KEYS_FILE: ${join(latin1, 'keys.yaml')}: not valid UTF-8`);
+    expect(err.stderr).toContain(`byte offset ${head.length} (line 2)`);
+    expect(err.stderr).not.toContain('s3cret-0123456789abcdef');
+  });
+
   it('serve masks a Redis password given as ?password= in its startup log', async () => {
     const child = spawnKeygate(['serve'], {
       env: {

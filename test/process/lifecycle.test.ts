@@ -3,7 +3,7 @@ import { Agent } from 'node:http';
 import { connect } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRedisStore } from '../../src/store/redis-store.js';
+import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { ACCOUNTS_PATH, DEMO_KEY, DEMO_SECRET } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, waitStoreReady } from '../helpers/keygate.js';

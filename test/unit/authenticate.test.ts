@@ -3,7 +3,7 @@ import { manualClock } from '../../src/clock.js';
 import type { Reason } from '../../src/errors.js';
 import { createAuthenticator, type AuthenticateOptions } from '../../src/pipeline/authenticate.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { createReplayFence } from '../../src/store/replay-fence.js';
 import type { Store } from '../../src/store/store.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';

@@ -6,7 +6,7 @@ import { repoRoot } from '../helpers/deploy.js';
 import { codeSpans, readDoc, section, tableRows } from '../helpers/markdown.js';
 
 /** The forbidden rules of .dependency-cruiser.cjs, as far as this test reads them. */
-type Rule = { name: string; to: { path?: string } };
+type Rule = { name: string; from: { path?: string; pathNot?: string }; to: { path?: string } };
 const cruiser = createRequire(import.meta.url)(join(repoRoot, '.dependency-cruiser.cjs')) as {
   forbidden: Rule[];
 };
@@ -39,5 +39,23 @@ describe('DEVELOPERS.md "Layers" is the layering .dependency-cruiser.cjs enforce
       .map((d) => d.name),
   )('src/%s/ has a row', (folder) => {
     expect(rowOf(folder)).toBeDefined();
+  });
+});
+
+/** The rules that name who may import a store backend: `^src/(a/|b\\.ts$|…)` → ["a/", "b.ts", …]. */
+const backendRules = cruiser.forbidden.filter((rule) => rule.name.endsWith('-only-from-the-assembly'));
+const importers = (rule: Rule) =>
+  (/^\^src\/\((.+)\)$/.exec(rule.from.pathNot ?? '')?.[1] ?? '')
+    .split('|')
+    .map((p) => p.replace(/\\/g, '').replace(/\$$/, ''));
+
+describe('DEVELOPERS.md "Layers" names who may import a store backend, as .dependency-cruiser.cjs does', () => {
+  const spans = codeSpans(section(readDoc('DEVELOPERS.md'), 'Layers'));
+  it('reads the rules (the Redis and the memory store)', () => {
+    expect(backendRules.map((r) => r.to.path)).toEqual(['^src/store/redis/', '^src/store/memory/']);
+  });
+  it.each(backendRules.map((r) => [r.name, importers(r)] as const))('%s: %j', (_name, files) => {
+    expect(files.length).toBeGreaterThan(1);
+    for (const file of files) expect(spans).toContain(file);
   });
 });

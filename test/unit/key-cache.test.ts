@@ -1,7 +1,7 @@
 import { describe, expect, it, vi } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 

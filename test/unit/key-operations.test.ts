@@ -1,18 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import {
-  createKeyOperations,
-  CURSOR,
-  IMPORT_BATCH,
-  LIST_SCAN_BUDGET,
-  type KeyFilter,
-  type KeyPage,
-} from '../../src/management/key-operations.js';
+import { createKeyOperations, IMPORT_BATCH } from '../../src/operations/key-operations.js';
+import { CURSOR, LIST_SCAN_BUDGET, type KeyFilter, type KeyPage } from '../../src/operations/key-listing.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
 import type { KeyCommit } from '../../src/store/key-write.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
-import { DurabilityError } from '../../src/store/redis-durability.js';
-import { StoreUnavailableError, type AuditEntry, type KeyPageQuery, type Store } from '../../src/store/store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
+import {
+  DurabilityError,
+  StoreUnavailableError,
+  type AuditEntry,
+  type KeyPageQuery,
+  type Store,
+} from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 
 /**

@@ -6,7 +6,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { KEY_ACTIONS } from '../../src/cli/keys-actions.js';
 import { main } from '../../src/cli/main.js';
-import { createMemoryStore, type MemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore, type MemoryStore } from '../../src/store/memory/memory-store.js';
 import { makeKey } from '../helpers/keygate.js';
 
 /**
@@ -113,14 +113,21 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
       (r) => expect(r.out).toBe('imported 1 new, replaced 0, skipped 1 existing (use --replace to overwrite)\n'),
     ],
   ])('%s', async (_name, args, check) => {
-    const r = await keys(...args);
+    const r = await keys(...args, '--verbose');
     expect(r.code, r.err).toBe(0);
     check(r);
     for (const entry of auditActions(r)) expect(entry.actor).toBe('unit-test');
   });
 
+  it('the audit entries reach the terminal only with --verbose (issue 41: 1,001 lines for a 1,000-key import)', async () => {
+    const quiet = await keys('import', KEYS_FILE, '--replace');
+    expect([quiet.code, quiet.err]).toEqual([0, '']);
+    const verbose = await keys('import', KEYS_FILE, '--replace', '--verbose');
+    expect(auditActions(verbose).map((a) => a.action)).toEqual(['import-replace', 'import-replace']);
+  });
+
   it('every change is audited once with its action, through the shared key operations', async () => {
-    const audited = async (...args: string[]) => auditActions(await keys(...args)).map((a) => a.action);
+    const audited = async (...args: string[]) => auditActions(await keys(...args, '--verbose')).map((a) => a.action);
     expect(await audited('create')).toEqual(['create']);
     expect(await audited('update', 'active', '--label', 'l')).toEqual(['update']);
     expect(await audited('rotate', 'active')).toEqual(['rotate']);
@@ -297,7 +304,7 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
     [
       'an invalid keys file, nothing imported',
       ['import', BROKEN_FILE],
-      /^keygate keys import: nothing imported:\n {2}- /,
+      /^keygate keys import: nothing imported: \S+broken\.yaml: keys\[1\]\.apiSecret: required\n$/,
     ],
     [
       'reencrypt without an encryption key',

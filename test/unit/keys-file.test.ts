@@ -121,4 +121,21 @@ describe('loadKeysFile', () => {
     expect(found[0]).toMatch(/^F: not valid YAML: syntax error at line \d+, column \d+/);
     expect(found[0]).not.toContain(SECRET);
   });
+
+  it('refuses a keys file with a Latin-1 byte in a secret, naming its byte offset (whichever reader)', () => {
+    for (const [ext, head, tail] of [
+      ['yaml', 'keys:\n  - { apiKey: a, apiSecret: caf', `-${SECRET} }\n`],
+      ['yaml', 'keys:\n  - apiKey: a\n    apiSecret: caf', `-${SECRET}\n`],
+      ['json', '{"keys": [{"apiKey": "a", "apiSecret": "caf', `-${SECRET}"}]}`],
+    ] as const) {
+      const file = join(dir, `latin1-${ext}-${head.length}.${ext}`);
+      writeFileSync(file, Buffer.concat([Buffer.from(head), Buffer.from([0xe9]), Buffer.from(tail)]));
+      const found = problems(file);
+      expect(found).toHaveLength(1);
+      expect(found[0]).toMatch(
+        new RegExp(`^F: not valid UTF-8: .*byte offset ${Buffer.byteLength(head)} \\(line \\d+\\)`),
+      );
+      expect(found[0]).not.toContain(SECRET);
+    }
+  });
 });

@@ -4,7 +4,7 @@ import { parse } from 'yaml';
 import { systemClock } from '../../src/clock.js';
 import { main } from '../../src/cli/main.js';
 import { parseFlatYaml } from '../../src/files/flat-yaml.js';
-import { createMemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { makeKey } from '../helpers/keygate.js';
 
 async function exportYaml(label: string): Promise<string> {

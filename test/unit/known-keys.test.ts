@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { createKnownKeys } from '../../src/store/known-keys.js';
+import { createKnownKeys } from '../../src/store/redis/known-keys.js';
 
 describe("createKnownKeys (the Redis store's filter of names that may exist)", () => {
   it('never says "absent" for a name it was given', () => {

@@ -1,9 +1,9 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
-import { createKeyOperations } from '../../src/management/key-operations.js';
+import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { ROUTES, type Answer, type Call, type RouteDeps } from '../../src/management/management-routes.js';
-import { createMemoryStore, type MemoryStore } from '../../src/store/memory-store.js';
+import { createMemoryStore, type MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { AuditEntry } from '../../src/store/store.js';
 import { makeKey } from '../helpers/keygate.js';
 

@@ -3,11 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { DataFileSyntaxError, readDataFile } from '../../src/files/read-data-file.js';
+import { DataFileEncodingError, DataFileSyntaxError, readDataFile } from '../../src/files/read-data-file.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-read-data-'));
 let n = 0;
-const write = (ext: string, text: string) => {
+const write = (ext: string, text: string | Buffer) => {
   const file = join(dir, `f${n++}.${ext}`);
   writeFileSync(file, text);
   return file;
@@ -44,5 +44,50 @@ describe('readDataFile', () => {
     expect(err.format).toBe(format);
     expect(err.line).toBeGreaterThan(0);
     expect(err.message).not.toContain(SECRET);
+  });
+
+  // A keys, policy or tokens file has one meaning: its bytes must be UTF-8, whichever reader reads it.
+  it.each<[string, string]>([
+    ['yaml', 'the fast reader'],
+    ['yaml', 'the yaml package'],
+    ['json', 'JSON.parse'],
+  ])(
+    'refuses a .%s file read by %s that is not UTF-8, naming the offset of the first bad byte, never the text',
+    (ext, by) => {
+      const head =
+        ext === 'json'
+          ? `{"keys": [{"apiKey": "a",\n "apiSecret": "caf`
+          : `${by === 'the yaml package' ? '---\n' : ''}keys:\n  - apiKey: a\n    apiSecret: caf`;
+      const tail = ext === 'json' ? `-${SECRET}"}]}\n` : `-${SECRET}\n`;
+      const file = write(ext, Buffer.concat([Buffer.from(head), Buffer.from([0xe9]), Buffer.from(tail)]));
+      let caught: unknown;
+      try {
+        readDataFile(file);
+      } catch (err) {
+        caught = err;
+      }
+      expect(caught).toBeInstanceOf(DataFileEncodingError);
+      const err = caught as DataFileEncodingError;
+      expect(err.offset).toBe(Buffer.byteLength(head));
+      expect(err.line).toBe(head.split('\n').length);
+      expect(err.message).toContain(`byte offset ${Buffer.byteLength(head)}`);
+      expect(err.message).not.toContain(SECRET);
+    },
+  );
+
+  it.each(['yaml', 'json'])('reads a .%s file that starts with a BOM', (ext) => {
+    const text = ext === 'json' ? '{"a": ["b"]}' : 'a: [b]\n';
+    expect(readDataFile(write(ext, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)])))).toStrictEqual(
+      {
+        a: ['b'],
+      },
+    );
+  });
+
+  it.each<[string, string]>([
+    ['flow mappings, one a line', 'keys:\n  - { apiKey: a, scopes: [x, "y"] }\n  - {apiKey: b}\n'],
+    ['flow collections over lines', 'keys: [\n  { apiKey: a,\n    scopes: [x] },\n]\n'],
+  ])('reads YAML with %s as yaml.parse does', (_name, text) => {
+    expect(readDataFile(write('yaml', text))).toStrictEqual(parse(text));
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createUsageCounter } from '../../src/store/usage-counter.js';
+import { createUsageCounter } from '../../src/store/redis/usage-counter.js';
 
 const DAY = 86_400_000;
 const T = Date.UTC(2026, 0, 31, 23, 59, 59, 0);

@@ -1,0 +1,226 @@
+// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
+import type { Clock } from '../../clock.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import { oldestKeptDay, utcDay } from '../../keys/key-usage.js';
+import { createKeyOrder, type KeyOrder } from './key-order.js';
+import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
+import { gcra } from '../rate-limit.js';
+import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
+import type { KeyChangeListener, Store } from '../store.js';
+
+export interface MemoryStoreOptions {
+  keys?: readonly KeyRecord[];
+  /** How often expired nonces are swept, in ms. */
+  sweepIntervalMs?: number;
+}
+
+/**
+ * Embedded store: keys, the replay guard, rate-limit state and usage live in
+ * this process only (usage is lost on restart). Node runs one callback at a
+ * time, so admit() is atomic within the process; it is NOT shared between
+ * processes (see KEYGATE_WORKERS). Same GCRA as the Redis script, on this
+ * process's clock.
+ */
+export interface MemoryStore extends Store {
+  /** Swaps the whole key set in one step and announces the keys whose record changed (see stageKeys). */
+  replaceAll(records: readonly KeyRecord[]): void;
+  /**
+   * Starts a new key set built beside the live one (a keys file reloading in batches). After the
+   * records are added and `scan()` has run, `commit()` puts it in force in one synchronous step
+   * and announces only the keys that were added, changed or removed (or everything, past
+   * ANNOUNCE_LIMIT), so a key cache keeps every unchanged entry. `abandon()` drops it.
+   */
+  stageKeys(): StagedKeys;
+  nonceCount(): number;
+}
+
+export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
+  commit(): void;
+  abandon(): void;
+}
+
+/** Changed keys announced one by one after a swap; past this a single "everything changed" is cheaper. */
+export const ANNOUNCE_LIMIT = 2_000;
+
+export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Clock }): MemoryStore {
+  let keys = new Map<string, KeyRecord>();
+  let versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
+  let ids = new Map<string, string>(); // id -> apiKey: an id names one key
+  const staging = new Set<StagedKeySet>(); // key sets being built beside these (stageKeys)
+  // The listing index: kept with every write; after a whole key set is swapped in, rebuilt by the next listing.
+  let order: KeyOrder | undefined;
+  let lastVersion = 0;
+  const nonces = new Map<string, number>(); // "apiKey\0nonce" -> expiry (ms)
+  const tats = new Map<string, number>(); // apiKey -> GCRA theoretical arrival time (µs)
+  const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
+  const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
+  const listeners = new Set<KeyChangeListener>();
+  const emit = (apiKey: string | null) => {
+    for (const l of listeners) l(apiKey);
+  };
+
+  const sweep = () => {
+    const now = deps.clock.nowMs();
+    for (const [k, exp] of nonces) if (exp <= now) nonces.delete(k);
+    // A TAT in the past means "full allowance", the same as none.
+    const nowUs = now * 1_000;
+    for (const [k, tat] of tats) if (tat <= nowUs) tats.delete(k);
+  };
+  const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
+  timer.unref();
+
+  function countUse(apiKey: string, now: number) {
+    let u = usage.get(apiKey);
+    if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));
+    u.lastUsedAtMs = now;
+    const day = utcDay(now);
+    const n = (u.perDay.get(day) ?? 0) + 1;
+    u.perDay.set(day, n);
+    // The first request of a day drops the days that fell out of the kept range (as the Redis script does).
+    if (n === 1) {
+      const oldest = oldestKeptDay(now);
+      for (const d of u.perDay.keys()) if (d < oldest) u.perDay.delete(d);
+    }
+  }
+
+  // One synchronous function, so the checks and the writes of a batch are one step (Node runs one callback at a time).
+  function commit(change: KeyCommit): KeyWriteResult {
+    const headOf = (apiKey: string) => {
+      const r = keys.get(apiKey);
+      return r && { version: versions.get(apiKey) ?? 0, id: r.id, state: r.state };
+    };
+    const t = Number(deps.clock.nowNs() / 1_000_000n);
+    const claim = change.claim;
+    const there = claim && claims.get(claim.name);
+    if (claim && there && there.until > t)
+      return { ok: false, conflict: 'claimed', name: claim.name, value: there.value };
+    const conflict = checkKeyWrites(change.writes, headOf, (id) => ids.get(id));
+    if (conflict) return { ok: false, ...conflict };
+    const out: number[] = [];
+    for (const w of change.writes) {
+      const old = keys.get(w.apiKey);
+      if (old && ids.get(old.id) === w.apiKey) ids.delete(old.id);
+      if (old) order?.remove(w.apiKey, old.owner);
+      if (w.next) order?.add(w.apiKey, w.next.owner);
+      if (w.next) {
+        keys.set(w.apiKey, w.next);
+        versions.set(w.apiKey, ++lastVersion);
+        ids.set(w.next.id, w.apiKey);
+        out.push(lastVersion);
+      } else {
+        keys.delete(w.apiKey);
+        versions.delete(w.apiKey);
+        tats.delete(w.apiKey);
+        usage.delete(w.apiKey);
+        out.push(0);
+      }
+    }
+    if (claim) {
+      if (claims.size >= 10_000) for (const [k, c] of claims) if (c.until <= t) claims.delete(k);
+      claims.set(claim.name, { value: claimedValue(out[0] ?? 0, claim.value), until: t + claim.ttlMs });
+    }
+    for (const w of change.writes) {
+      for (const s of staging) s.touch(w.apiKey);
+      emit(w.apiKey);
+    }
+    return { ok: true, versions: out };
+  }
+  const seed = (records: readonly KeyRecord[]) =>
+    commit({ writes: records.map((r) => ({ apiKey: r.apiKey, next: r })), audit: [] });
+  seed(options.keys ?? []);
+
+  function stageKeys(): StagedKeys {
+    const staged = createStagedKeySet(keys, ANNOUNCE_LIMIT, {
+      versionOf: (apiKey) => versions.get(apiKey),
+      fresh: () => ++lastVersion,
+    });
+    staging.add(staged);
+    return {
+      add: staged.add,
+      scan: staged.scan,
+      commit() {
+        staging.delete(staged);
+        for (const apiKey of staged.touched)
+          if (staged.next.has(apiKey)) staged.nextVersions.set(apiKey, ++lastVersion);
+        keys = staged.next;
+        order = undefined;
+        versions = staged.nextVersions;
+        ids = staged.nextIds;
+        const changed = staged.changed();
+        if (changed === null) emit(null);
+        else for (const apiKey of changed) emit(apiKey);
+      },
+      abandon: () => void staging.delete(staged),
+    };
+  }
+
+  return {
+    kind: 'memory',
+    async getKey(apiKey) {
+      return keys.get(apiKey) ?? null;
+    },
+    async readKey(apiKey) {
+      const record = keys.get(apiKey);
+      return record ? { record, version: versions.get(apiKey) ?? 0 } : null;
+    },
+    async listKeys({ owner, after, limit }) {
+      order ??= createKeyOrder(keys.values());
+      const { apiKeys, more } = order.page(owner, after, limit);
+      return { records: apiKeys.map((k) => keys.get(k) as KeyRecord), more };
+    },
+    async commitKeyChanges(change) {
+      return commit(change);
+    },
+    async putKey(record) {
+      seed([record]);
+    },
+    async deleteKey(apiKey) {
+      const existed = keys.has(apiKey);
+      commit({ writes: [{ apiKey, next: null }], audit: [] });
+      return existed;
+    },
+    async admit(apiKey, nonce, ttlMs, limit) {
+      const nowNs = deps.clock.nowNs();
+      const now = Number(nowNs / 1_000_000n);
+      const step = limit && gcra(tats.get(apiKey) ?? 0, Number(nowNs / 1_000n), limit);
+      if (step && !step.allowed) return { outcome: 'limited', rate: step.state };
+      const k = `${apiKey}\0${nonce}`;
+      const exp = nonces.get(k);
+      if (exp !== undefined && exp > now) return { outcome: 'replay' };
+      nonces.set(k, now + ttlMs);
+      if (step) tats.set(apiKey, step.tatUs);
+      countUse(apiKey, now);
+      return { outcome: 'admitted', rate: step?.state };
+    },
+    async getUsage(apiKey) {
+      const u = usage.get(apiKey);
+      return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
+    },
+    async flushUsage() {}, // counted exactly at admission: nothing pending
+    // Changes are emitted synchronously in this process: none can be missed.
+    subscribed: () => true,
+    onKeyChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    async appendAudit() {},
+    async ping() {},
+    async countKeys() {
+      return keys.size;
+    },
+    async close() {
+      clearInterval(timer);
+      listeners.clear();
+    },
+    replaceAll(records) {
+      const staged = stageKeys();
+      staged.add(records);
+      void staged.scan(true);
+      staged.commit();
+    },
+    stageKeys,
+    nonceCount() {
+      return nonces.size;
+    },
+  };
+}

@@ -1,0 +1,221 @@
+// Tested in test/e2e/redis-store.test.ts, test/e2e/store-contract.test.ts (both stores).
+import type { Logger } from 'pino';
+import { systemClock, type Clock } from '../../clock.js';
+import type { RedisConnection } from '../../config/redis-settings.js';
+import type { SecretCipher } from '../../keys/secret-cipher.js';
+import type { ReplayFence } from '../replay-fence.js';
+import type { ConnectionProblem, Store } from '../store.js';
+import { createChangeFeed } from './change-feed.js';
+import type { RedisClient } from './redis-connection.js';
+import { createRedisConnections } from './redis-connections.js';
+import { createDurability } from './redis-durability.js';
+import { createRedisKeyRecords } from './redis-key-records.js';
+import { createRequestState } from './request-state.js';
+import { createRedisServerChecks, gated, type ServerReading } from './redis-server-checks.js';
+
+export interface RedisStoreOptions {
+  /** A single server. Give either `url` or `connection`. */
+  url?: string;
+  /** A single server, a Sentinel-managed master or a Cluster. */
+  connection?: RedisConnection;
+  /** Prefix of every Redis key and channel this store uses. */
+  prefix?: string;
+  /** A command that takes longer than this fails (→ 503), in ms. */
+  commandTimeoutMs?: number;
+  /** Time allowed to establish a connection, in ms. */
+  connectTimeoutMs?: number;
+  /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
+  cipher?: SecretCipher;
+  /** Replicas a key change waits for (WAIT) before it resolves; none when unset or 0. */
+  durability?: {
+    minReplicas: number;
+    timeoutMs: number;
+    /** Serve although the server may evict nonces (redis-server-checks.ts). */
+    allowEvictingRedis?: boolean;
+    /** Acknowledge key changes although neither AOF nor a replica keeps them (redis-server-checks.ts). */
+    allowVolatileKeyChanges?: boolean;
+  };
+  /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
+  usageFlushMs?: number;
+  /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
+  outageLogMs?: number;
+  /** How often the subscriber's health is proven with a heartbeat on the change channel, in ms (default 1,000). */
+  heartbeatMs?: number;
+}
+
+export interface RedisStoreEvents {
+  /** Called when a connection becomes ready again; key caches must be flushed. */
+  onReconnect?: () => void;
+  onCommandError?: (kind: 'timeout' | 'error') => void;
+  /**
+   * A connection became ready (true) or closed (false): the request path's command client, the
+   * pub/sub subscriber, or the key operations' management connection.
+   */
+  onConnectionState?: (up: boolean, connection: 'command' | 'subscriber' | 'management') => void;
+  /** The server's eviction policy and persistence were read (redis-server-checks.ts). */
+  onServerReading?: (reading: ServerReading, mayEvict: boolean) => void;
+}
+
+/**
+ * Redis layout (every command touches one key, or keys of one hash slot, so it also works on Redis Cluster):
+ *   {prefix}{keystore}:…              key records, their indexes and the audit stream (redis-key-records.ts)
+ *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
+ *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
+ *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
+ *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
+ *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
+ * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
+ */
+export function createRedisStore(
+  options: RedisStoreOptions,
+  deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
+): Store & {
+  client: RedisClient;
+  pingKeyOperations(): Promise<void>;
+  /** Why the request path's connection is down (its last error), or undefined while it is up (/readyz). */
+  connectionProblem(): ConnectionProblem | undefined;
+} {
+  const prefix = options.prefix ?? 'keygate:';
+  const channel = `${prefix}key-events`;
+  const connection =
+    options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
+  if (!connection) throw new Error('createRedisStore: give url or connection');
+  const events = deps.events ?? {};
+  const clock = deps.clock ?? systemClock();
+  const connections = createRedisConnections(connection, options, {
+    logger: deps.logger,
+    clock,
+    ...(deps.fence && { fence: deps.fence }),
+    events,
+    onReady: (name) => {
+      // The request path's caches follow the command and subscriber connections only.
+      if (name === 'management') return;
+      // Nothing is served on the command connection until the server's settings have been read again.
+      checks.connected();
+      // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
+      records
+        .migrateLegacy()
+        .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
+      // Anything may have changed while we were away: flush caches.
+      feed.flush();
+    },
+    subscriberReady: () => feed.subscriberReady(),
+    subscriberClosed: () => feed.subscriberClosed(),
+  });
+  const { client, manager, run } = connections;
+  // What the server must keep (noeviction; AOF or a replica), read from it (issue 46): the request
+  // path's reads and admits, and key changes, wait for the first reading and are refused by a bad one.
+  const checks = createRedisServerChecks(
+    {
+      allowEviction: options.durability?.allowEvictingRedis ?? false,
+      allowVolatileKeyChanges: options.durability?.allowVolatileKeyChanges ?? false,
+      minReplicas: options.durability?.minReplicas ?? 0,
+    },
+    { client, run, logger: deps.logger, ...(events.onServerReading && { onReading: events.onServerReading }) },
+  );
+  const servable = checks.requestRefusal;
+
+  const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
+  // The request path's reads on its connection; the key operations' reads and changes on theirs,
+  // where WAIT can count the changes.
+  const records = createRedisKeyRecords(recordOptions, { client, logger: deps.logger });
+  const changes = createRedisKeyRecords(recordOptions, { client: manager, logger: deps.logger });
+  const durability = createDurability(
+    {
+      minReplicas: options.durability?.minReplicas ?? 0,
+      timeoutMs: options.durability?.timeoutMs ?? 1_000,
+      replyMarginMs: options.commandTimeoutMs ?? 500,
+    },
+    { client: manager },
+  );
+  /**
+   * The one place a key change is acknowledged: `write` runs on the management connection under the
+   * command deadline, then only once the required replicas have it (every management name shares
+   * the {keystore} hash tag: one master to wait on; `also` for the names outside it).
+   */
+  async function commit<T>(write: () => Promise<T>, also: readonly string[] = []): Promise<T> {
+    const result = await run(write);
+    await durability.ensure([`${prefix}{keystore}:index`, ...also]);
+    return result;
+  }
+
+  const feed = createChangeFeed(
+    { channel, ...(options.heartbeatMs !== undefined && { heartbeatMs: options.heartbeatMs }) },
+    {
+      subscriber: connections.subscriber,
+      logger: deps.logger,
+      publish: (message) => run(() => client.publish(channel, message)),
+      countKeys: () => run(() => records.countKeys()),
+      namesAfter: (after, limit) => run(() => records.namesAfter(after, limit)),
+      connectionDown: () => connections.reachability.down(),
+      ...(events.onConnectionState && { onConnectionState: events.onConnectionState }),
+      ...(events.onReconnect && { onReconnect: events.onReconnect }),
+    },
+  );
+  const requests = createRequestState(
+    { prefix, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
+    { connections, clock, logger: deps.logger },
+  );
+
+  return {
+    kind: 'redis',
+    client,
+    getKey: (apiKey) => gated(servable, () => run(() => records.getKey(apiKey))),
+    // A name the complete filter has never seen: no key by that name, as far as change messages tell.
+    mayHaveKey: (apiKey) => feed.mayHaveKey(apiKey),
+    readKey: (apiKey) => run(() => changes.readKey(apiKey)),
+    listKeys: (query) => run(() => changes.listKeys(query)),
+    commitKeyChanges: async (change) => {
+      const result = await gated(checks.changeRefusal, () => commit(() => changes.commitKeyChange(change)));
+      // Ours are known at once, before their change message comes back.
+      if (result.ok) for (const w of change.writes) if (w.next !== null) feed.noteKnown(w.apiKey);
+      if (result.ok) await requests.drop(change.writes.filter((w) => w.next === null).map((w) => w.apiKey));
+      return result;
+    },
+    putKey: (record) =>
+      commit(async () => {
+        await changes.commitKeyChange({ writes: [{ apiKey: record.apiKey, next: record }], audit: [] });
+        feed.noteKnown(record.apiKey);
+      }),
+    deleteKey: async (apiKey) => {
+      const existed = await commit(async () => {
+        const there = (await changes.readKey(apiKey)) !== null;
+        await changes.commitKeyChange({ writes: [{ apiKey, next: null }], audit: [] });
+        return there;
+      });
+      await requests.drop([apiKey]);
+      return existed;
+    },
+    admit: (apiKey, nonce, ttlMs, limit) => {
+      // One call on the request path when the settings allow; no closure unless they do not.
+      const refused = servable();
+      return refused === undefined
+        ? requests.admit(apiKey, nonce, ttlMs, limit)
+        : gated(servable, () => requests.admit(apiKey, nonce, ttlMs, limit), refused);
+    },
+    getUsage: requests.getUsage,
+    flushUsage: requests.flushUsage,
+    appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
+    subscribed: () => feed.subscribed(),
+    onKeyChange: (listener) => feed.onKeyChange(listener),
+    ping: () =>
+      run(async () => {
+        await client.ping();
+      }),
+    // The key operations' own connection connects on its own schedule: a one-shot command (the CLI)
+    // waits for it too, or its first command meets a connection not yet open (no offline queue).
+    pingKeyOperations: () =>
+      run(async () => {
+        await manager.ping();
+      }),
+    countKeys: () => gated(servable, () => run(() => records.countKeys())),
+    servable: () => gated(servable, async () => {}),
+    connectionProblem: () => connections.reachability.problem(),
+    async close() {
+      checks.stop();
+      feed.stop();
+      await requests.close();
+      await connections.close();
+    },
+  };
+}

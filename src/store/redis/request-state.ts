@@ -1,0 +1,107 @@
+// Tested in test/e2e/admit-script.test.ts, test/e2e/store-contract.test.ts (both stores), test/e2e/usage-batching.test.ts, test/adversarial/redis-batching.test.ts.
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Clock } from '../../clock.js';
+import type { KeyUsage } from '../../keys/key-usage.js';
+import type { Admission, Store } from '../store.js';
+import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
+import { ADMIT_SCRIPT } from './admit-script.js';
+import type { RedisConnections } from './redis-connections.js';
+import { createTurnSend } from './turn-batch.js';
+import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
+import { createUsageWriter } from './usage-writer.js';
+
+export interface RequestState {
+  admit: Store['admit'];
+  /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
+  getUsage(apiKey: string): Promise<KeyUsage>;
+  flushUsage(): Promise<void>;
+  /** A deleted key's rate-limit state and usage, also what this process has not written yet. */
+  drop(apiKeys: readonly string[]): Promise<void>;
+  /** Writes what is pending, then stops the flush timer. */
+  close(): Promise<void>;
+}
+
+/**
+ * The request path's state of each key in Redis: the replay guard's nonces, the GCRA state and the usage
+ * counts, all under `{prefix}{<apiKey>}:` (one Cluster slot per key, redis-store.ts has the layout).
+ * `admit` is one round trip: the nonce's SET NX (batched per loop turn, turn-batch.ts) for a key without a
+ * rate limit, the admit script otherwise. Usage is counted in process and written in batches (usage-writer.ts).
+ */
+export function createRequestState(
+  options: { prefix: string; usageFlushMs?: number },
+  deps: { connections: RedisConnections; clock: Clock; logger: Logger },
+): RequestState {
+  const { client, manager, run, runThen } = deps.connections;
+  // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
+  const stateOf = (apiKey: string) => `${options.prefix}{${apiKey}}:`;
+  client.defineCommand('keygateAdmit', { numberOfKeys: 2, lua: ADMIT_SCRIPT });
+  client.defineCommand('keygateUsage', { numberOfKeys: 1, lua: USAGE_FLUSH_SCRIPT });
+  const scripts = client as unknown as {
+    keygateAdmit(...args: Array<string | number>): Promise<number[]>;
+    keygateUsage(...args: Array<string | number>): Promise<number>;
+  };
+  const admitScript = scripts.keygateAdmit.bind(client);
+  // The request path's nonce SET: every one a loop turn issues leaves in one write (turn-batch.ts).
+  const sendInTurn = createTurnSend(client);
+  const usageScript = scripts.keygateUsage.bind(client);
+
+  // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
+  // this process's batches from other replicas' so a retried batch is applied once.
+  const mark = `b:${randomBytes(6).toString('hex')}`;
+  const usage = createUsageWriter(
+    { flushMs: options.usageFlushMs ?? 1_000 },
+    {
+      clock: deps.clock,
+      logger: deps.logger,
+      write: (b, oldest, nowMs) =>
+        run(() =>
+          usageScript(
+            `${stateOf(b.apiKey)}usage`,
+            mark,
+            b.seq,
+            b.usage.lastUsedAtMs,
+            oldest,
+            nowMs,
+            ...[...b.usage.perDay].flat(),
+          ),
+        ),
+    },
+  );
+  /** An admission that came in time, with its usage counted: mapped inside the deadline's one promise. */
+  const counted = (apiKey: string, admission: Admission) => {
+    if (admission.outcome === 'admitted') usage.count(apiKey);
+    return admission;
+  };
+
+  return {
+    admit: (apiKey, nonce, ttlMs, limit) => {
+      const state = stateOf(apiKey);
+      // A key without a limit needs only the nonce's SET NX: no script, no TIME.
+      // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
+      return limit === undefined
+        ? runThen(
+            () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
+            (reply) => counted(apiKey, parseNonceReply(reply as string | null)),
+          )
+        : runThen(
+            () => admitScript(`${state}nonce:${nonce}`, `${state}tat`, ttlMs, limit.intervalUs, limit.burst),
+            (reply) => counted(apiKey, parseAdmissionReply(reply)),
+          );
+    },
+    getUsage: async (apiKey) => {
+      await usage.flush();
+      return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));
+    },
+    flushUsage: () => usage.flush(),
+    // Another slot than the record, so after the commit (a leftover is harmless: nothing reads it without the record).
+    drop: (apiKeys) =>
+      run(async () => {
+        for (const k of apiKeys) {
+          usage.drop(k);
+          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+        }
+      }),
+    close: () => usage.close(),
+  };
+}

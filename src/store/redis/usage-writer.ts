@@ -1,0 +1,79 @@
+// Tested in test/e2e/usage-batching.test.ts.
+import type { Logger } from 'pino';
+import type { Clock } from '../../clock.js';
+import { oldestKeptDay } from '../../keys/key-usage.js';
+import { StoreUnavailableError } from '../store.js';
+import { createUsageCounter, type UsageBatch } from './usage-counter.js';
+
+export interface UsageWriter {
+  /** Counts one admitted request of the key, now. */
+  count(apiKey: string): void;
+  /** Writes what is pending; rejects with StoreUnavailableError when a batch failed (it is kept). */
+  flush(): Promise<void>;
+  /** Forgets the key's pending counts (the key was deleted). */
+  drop(apiKey: string): void;
+  /** Stops the timer and writes what is pending (graceful shutdown); logs what could not be written. */
+  close(): Promise<void>;
+}
+
+/**
+ * Usage counted in this process and written once per interval (issue 29): a crash loses at
+ * most the last interval's counts; close() (graceful shutdown, SIGTERM) writes them first.
+ * A failed write keeps its counts for the next flush (logged with how many requests wait).
+ * `write` stores one batch (usage-flush-script.ts in Redis) under the store's deadline.
+ */
+export function createUsageWriter(
+  options: { flushMs: number },
+  deps: {
+    clock: Clock;
+    logger: Logger;
+    write: (batch: UsageBatch, oldestDay: string, nowMs: number) => Promise<unknown>;
+  },
+): UsageWriter {
+  const counter = createUsageCounter();
+
+  async function writeBatches(): Promise<number> {
+    const batches = counter.take();
+    if (batches.length === 0) return 0;
+    const nowMs = deps.clock.nowMs();
+    const oldest = oldestKeptDay(nowMs);
+    const results = await Promise.allSettled(batches.map((b) => deps.write(b, oldest, nowMs)));
+    let failed = 0;
+    results.forEach((r, i) => (r.status === 'fulfilled' ? counter.done(batches[i] as UsageBatch) : failed++));
+    if (failed > 0) {
+      const requests = counter.pendingRequests();
+      deps.logger.warn(
+        { keys: failed, requests },
+        'usage write to redis failed; the counts are kept for the next flush',
+      );
+    }
+    return failed;
+  }
+
+  // One flush at a time; a caller waits for the flush that takes the counts made before its call.
+  let flushing: Promise<number> = Promise.resolve(0);
+  async function flush() {
+    flushing = flushing.then(writeBatches, writeBatches);
+    const failed = await flushing;
+    if (failed > 0) throw new StoreUnavailableError(`redis: usage of ${failed} key(s) not written; kept for later`);
+  }
+  const timer = setInterval(() => {
+    flush().catch(() => {}); // logged in writeBatches; retried next interval
+  }, options.flushMs);
+  timer.unref();
+
+  return {
+    count: (apiKey) => counter.count(apiKey, deps.clock.nowMs()),
+    flush,
+    drop: (apiKey) => counter.drop(apiKey),
+    async close() {
+      clearInterval(timer);
+      await flush().catch((err: Error) =>
+        deps.logger.error(
+          { err: err.message, requests: counter.pendingRequests() },
+          'usage not written to redis at shutdown; lost',
+        ),
+      );
+    },
+  };
+}
