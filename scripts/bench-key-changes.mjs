@@ -159,6 +159,8 @@ async function runTopology(topology, redisEnv, minReplicas, upstreamUrl, masterP
     const kg = await startKeygate(children, `${topology}-wait${n}`, upstreamUrl, {
       ...redisEnv,
       KEYGATE_REDIS_MIN_REPLICAS: String(n),
+      // The comparison without WAIT on replicas that keep no AOF: volatile by design (issue 46).
+      ...(n === 0 && { KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: 'true' }),
       KEYGATE_MANAGEMENT_PORT: String(managementPort),
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokensFile,
       KEYGATE_LOG_LEVEL: 'warn',

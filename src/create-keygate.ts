@@ -88,6 +88,10 @@ export function createStoreFromConfig(
         events: {
           onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
           onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
+          onServerReading: (reading, mayEvict) => {
+            deps.metrics?.redisMayEvict.set(mayEvict ? 1 : 0);
+            deps.metrics?.redisEvictedKeys.set(reading.evictedKeys);
+          },
         },
       },
     );
@@ -118,6 +122,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       ...(fence && { fence }),
       ...(deps.keys && { keys: deps.keys }),
     });
+  const refusedLogged = new Set<string>();
   const keys = createKeyCache(
     {
       ttlMs: config.limits.keyCacheTtlMs,
@@ -131,6 +136,16 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         onHit: () => metrics.keyCache.inc({ event: 'hit' }),
         onMiss: () => metrics.keyCache.inc({ event: 'miss' }),
         onEvict: (cause) => metrics.keyCache.inc({ event: `evict_${cause}` }),
+        onRefusedCredentials: (keyId, problems) => {
+          metrics.refusedPublicKeys.inc(problems.length);
+          // One line per key and process, not per cache fill: the metric counts every refusal.
+          if (refusedLogged.size >= 10_000 || refusedLogged.has(keyId)) return;
+          refusedLogged.add(keyId);
+          logger.error(
+            { keyId, problems },
+            'stored public key refused (weak): tokens for this key fail until it is rotated to a sound key with --grace 0, or revoked',
+          );
+        },
       },
     },
   );

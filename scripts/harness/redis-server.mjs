@@ -1,7 +1,9 @@
 // @ts-check
 // A throwaway redis-server on a free loopback port, shared by the tests (test/helpers/redis-server.ts
-// adds the suite's rules on top) and the benchmark/soak scripts. No persistence (--save '',
-// --appendonly no); it can be killed, frozen (SIGSTOP) and restarted on the same port.
+// adds the suite's rules on top) and the benchmark/soak scripts. AOF on (--appendonly yes, fsync every
+// second) and no RDB snapshots by default: Keygate refuses key changes a restart could undo (issue 46);
+// `persistence: 'none'` for a test about what a restart without persistence forgets. It can be killed,
+// frozen (SIGSTOP) and restarted on the same port (from its own directory: AOF and dump are kept).
 import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -66,9 +68,10 @@ export async function flushRedis(url) {
 /**
  * Starts redis-server on a free port of 127.0.0.1 and resolves once it answers PING. Throws when
  * redis-server is not on PATH (callers say how to install it).
- * @param {{ dir?: string, log?: string }} [options] `dir`: its working directory (default a new temp
- *   directory, removed by stop()); `log`: a file for its output (default: discarded). A benchmark
- *   passes a file, never a pipe: nothing would drain it while load runs.
+ * @param {{ dir?: string, log?: string, persistence?: 'aof' | 'none', args?: string[] }} [options] `dir`: its
+ *   working directory (default a new temp directory, removed by stop()); `log`: a file for its output
+ *   (default: discarded). A benchmark passes a file, never a pipe: nothing would drain it while load
+ *   runs. `persistence`: 'aof' (default) or 'none'; `args`: more redis-server options, after these.
  * @returns {Promise<RedisServer>}
  */
 export async function startRedisServer(options = {}) {
@@ -80,7 +83,9 @@ export async function startRedisServer(options = {}) {
   let proc;
   const start = async () => {
     const fd = options.log === undefined ? undefined : openSync(options.log, 'a');
-    const argv = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir];
+    const aof = (options.persistence ?? 'aof') === 'aof' ? 'yes' : 'no';
+    const argv = ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', aof, '--dir', dir];
+    argv.push(...(options.args ?? []));
     const child = spawn('redis-server', argv, { stdio: fd === undefined ? 'ignore' : ['ignore', fd, fd] });
     if (fd !== undefined) closeSync(fd);
     proc = child;

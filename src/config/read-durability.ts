@@ -7,6 +7,18 @@ export interface RedisDurability {
   readonly minReplicas: number;
   /** How long to wait for them, in ms; past it the change answers 503 not_durable. */
   readonly timeoutMs: number;
+  /** KEYGATE_ALLOW_EVICTING_REDIS: serve although the server's maxmemory-policy may evict nonces. */
+  readonly allowEvictingRedis: boolean;
+  /** KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: acknowledge key changes neither AOF nor a replica keeps. */
+  readonly allowVolatileKeyChanges: boolean;
+}
+
+/** "true" or "false" (default false): an operator accepting a risk says so in words. */
+function readRiskFlag(env: Env, name: string, problems: string[]): boolean {
+  const raw = env[name] || undefined;
+  if (raw === undefined || raw === 'false') return false;
+  if (raw !== 'true') problems.push(`${name}: "true" or "false", got ${JSON.stringify(raw)}`);
+  return raw === 'true';
 }
 
 /**
@@ -21,7 +33,12 @@ export function readRedisDurability(
   redis: RedisConnection | undefined,
   problems: string[],
 ): RedisDurability | undefined {
-  const names = ['KEYGATE_REDIS_MIN_REPLICAS', 'KEYGATE_REDIS_DURABILITY_TIMEOUT_MS'];
+  const names = [
+    'KEYGATE_REDIS_MIN_REPLICAS',
+    'KEYGATE_REDIS_DURABILITY_TIMEOUT_MS',
+    'KEYGATE_ALLOW_EVICTING_REDIS',
+    'KEYGATE_ALLOW_VOLATILE_KEY_CHANGES',
+  ];
   if (!redis) {
     for (const name of names)
       if (env[name]) problems.push(`${name}: only used with Redis (KEYGATE_REDIS_URL, _SENTINELS or _CLUSTER_NODES)`);
@@ -31,6 +48,8 @@ export function readRedisDurability(
   return {
     minReplicas: readEnvInt(env, 'KEYGATE_REDIS_MIN_REPLICAS', def, 0, 16, problems),
     timeoutMs: readEnvInt(env, 'KEYGATE_REDIS_DURABILITY_TIMEOUT_MS', 1_000, 1, 60_000, problems),
+    allowEvictingRedis: readRiskFlag(env, 'KEYGATE_ALLOW_EVICTING_REDIS', problems),
+    allowVolatileKeyChanges: readRiskFlag(env, 'KEYGATE_ALLOW_VOLATILE_KEY_CHANGES', problems),
   };
 }
 

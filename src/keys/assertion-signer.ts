@@ -37,6 +37,9 @@ interface CachedAssertion {
   readonly signing: AssertionKey;
   readonly owner: string | undefined;
   readonly scope: string;
+  /** The bounds its exp was computed from: a change of either re-signs (issue 46). */
+  readonly expiresAt: string | undefined;
+  readonly state: KeyRecord['state'];
   readonly refreshAtMs: number;
 }
 
@@ -44,9 +47,10 @@ const b64url = (data: string | Buffer) => Buffer.from(data).toString('base64url'
 
 /**
  * Signs X-Keygate-Assertion. Identity mode: the assertion depends only on the key's identity (id,
- * owner, scopes) and the signing key, so it is kept per key and re-signed once three quarters of its
- * lifetime are gone (an upstream always gets at least a quarter of the TTL), at once when the
- * key's identity changes or another key signs. Request mode adds jti/htm/htu and signs every time.
+ * owner, scopes), its bounds (expiry, state) and the signing key, so it is kept per key and re-signed
+ * once three quarters of its lifetime are gone (an upstream always gets at least a quarter of the
+ * TTL), at once when the key's identity or bounds change or another key signs. Every instance
+ * compares the record its own key cache holds, which a change message replaces on each of them. Request mode adds jti/htm/htu and signs every time.
  *
  * Signing is node:crypto's synchronous sign: the request path gets its answer in the same turn,
  * with no Promise per request (jose's SignJWT is async); the JWS is three base64url parts.
@@ -86,7 +90,9 @@ export function createAssertionSigner(
     // Never outlive the key itself: an expired key's assertion must not keep working upstream.
     if (record.expiresAt !== undefined) {
       const keyExp = Math.floor(Date.parse(record.expiresAt) / 1000);
-      if (Number.isFinite(keyExp) && keyExp < exp) exp = Math.max(iat + 1, keyExp);
+      // exp = min(now + TTL, the key's expiry), never past it (a key expiring within this second
+      // gets exp = iat: expired at once for a verifier without leeway, as the key nearly is).
+      if (Number.isFinite(keyExp) && keyExp < exp) exp = keyExp;
     }
     return {
       iss: issuer,
@@ -110,7 +116,13 @@ export function createAssertionSigner(
       }
       const hit = cache.get(record.id);
       if (hit !== undefined && hit.signing === signing && nowMs < hit.refreshAtMs) {
-        if (hit.record === record || (hit.owner === record.owner && hit.scope === record.scopes.join(' '))) {
+        if (
+          hit.record === record ||
+          (hit.owner === record.owner &&
+            hit.scope === record.scopes.join(' ') &&
+            hit.expiresAt === record.expiresAt &&
+            hit.state === record.state)
+        ) {
           hit.record = record;
           deps.events?.onCacheHit?.();
           return hit.token;
@@ -125,7 +137,16 @@ export function createAssertionSigner(
       cache.delete(record.id);
       // Oldest first out: Map keeps insertion order, and a re-signed key moves to the end.
       if (cache.size >= options.maxEntries) cache.delete(cache.keys().next().value as string);
-      cache.set(record.id, { token, record, signing, owner: record.owner, scope, refreshAtMs });
+      cache.set(record.id, {
+        token,
+        record,
+        signing,
+        owner: record.owner,
+        scope,
+        expiresAt: record.expiresAt,
+        state: record.state,
+        refreshAtMs,
+      });
       return token;
     },
   };

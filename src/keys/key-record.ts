@@ -10,6 +10,7 @@ import {
   type PublicKeyAlg,
 } from './public-key.js';
 import { hasUnprintable, PRINTABLE_RULE } from './printable-text.js';
+import { publicKeyProblem } from './weak-public-key.js';
 
 /** One API key as stored. `apiKey` is the JWT `sub`; `id` is what the upstream sees. */
 export interface KeyRecord {
@@ -119,7 +120,7 @@ export function parseKeyRecord(
   const apiKey = str('apiKey', true);
   if (apiKey !== undefined && !TOKEN_ID.test(apiKey))
     errors.push(`${where}.apiKey: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
-  const credential = parseCredential(o, where, errors);
+  const credential = parseCredential(o, where, errors, stored);
   const id = str('id', false) ?? apiKey;
   if (id !== undefined && !TOKEN_ID.test(id))
     errors.push(`${where}.id: only A-Z a-z 0-9 _ . - allowed, at most 128 chars`);
@@ -144,7 +145,7 @@ export function parseKeyRecord(
   const expiresAt = str('expiresAt', false);
   if (expiresAt !== undefined && Number.isNaN(Date.parse(expiresAt))) errors.push(`${where}.expiresAt: not a date`);
   const updatedAt = str('updatedAt', false);
-  const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors);
+  const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors, stored);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
   if (errors.length > 0 || apiKey === undefined || credential === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
@@ -174,7 +175,12 @@ type Credential = { secret: string } | { alg: PublicKeyAlg; publicKey: string };
  * least 16 bytes and no public key; EdDSA/ES256 need an SPKI PEM of that key
  * type and no secret, so a public key can never be mistaken for an HMAC secret.
  */
-function parseCredential(o: Record<string, unknown>, where: string, errors: string[]): Credential | undefined {
+function parseCredential(
+  o: Record<string, unknown>,
+  where: string,
+  errors: string[],
+  stored: boolean,
+): Credential | undefined {
   const alg = o.alg ?? 'HS256';
   if (!isKeyAlg(alg)) {
     errors.push(`${where}.alg: must be "HS256", "EdDSA" or "ES256"`);
@@ -191,11 +197,23 @@ function parseCredential(o: Record<string, unknown>, where: string, errors: stri
     return undefined;
   }
   if (secret !== undefined) errors.push(`${where}.apiSecret: an ${alg} key has no secret (only its publicKey)`);
-  const publicKey = parsePublicKey(o.publicKey, alg, `${where}.publicKey`, errors);
+  const publicKey = parsePublicKey(o.publicKey, alg, `${where}.publicKey`, errors, stored);
   return publicKey === undefined || secret !== undefined ? undefined : { alg, publicKey };
 }
 
-function parsePublicKey(v: unknown, alg: PublicKeyAlg, where: string, errors: string[]): string | undefined {
+/**
+ * A public key that comes in (keys file, CLI, API, import, and every change re-validated) is also
+ * checked for what node:crypto lets through (weak-public-key.ts): a small-order or non-canonical
+ * Ed25519 point, a compressed P-256 point. A stored one is not, so a weak key already in Redis still
+ * loads, lists, revokes and deletes; prepareKey refuses to verify with it.
+ */
+function parsePublicKey(
+  v: unknown,
+  alg: PublicKeyAlg,
+  where: string,
+  errors: string[],
+  stored: boolean,
+): string | undefined {
   if (typeof v !== 'string' || v.length === 0) {
     errors.push(`${where}: required for an ${alg} key (an SPKI PEM)`);
     return undefined;
@@ -205,10 +223,15 @@ function parsePublicKey(v: unknown, alg: PublicKeyAlg, where: string, errors: st
     errors.push(`${where}: ${imported.error}`);
     return undefined;
   }
+  const weak = stored ? undefined : publicKeyProblem(imported.key);
+  if (weak !== undefined) {
+    errors.push(`${where}: ${weak}`);
+    return undefined;
+  }
   return canonicalPem(imported.key);
 }
 
-function previousSecretList(v: unknown, where: string, errors: string[]): PreviousSecret[] {
+function previousSecretList(v: unknown, where: string, errors: string[], stored: boolean): PreviousSecret[] {
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) {
     errors.push(`${where}: must be a list`);
@@ -232,7 +255,7 @@ function previousSecretList(v: unknown, where: string, errors: string[]): Previo
         errors.push(`${where}[${i}].alg: must be "HS256", "EdDSA" or "ES256"`);
         return;
       }
-      const publicKey = parsePublicKey(e.publicKey, e.alg, `${where}[${i}].publicKey`, errors);
+      const publicKey = parsePublicKey(e.publicKey, e.alg, `${where}[${i}].publicKey`, errors, stored);
       if (publicKey !== undefined) out.push({ alg: e.alg, publicKey, validUntil: e.validUntil });
       return;
     }

@@ -4,6 +4,7 @@ import { parseCidrList } from '../net/cidr.js';
 import { MAX_PREVIOUS_SECRETS, type KeyRecord, type PreviousSecret } from './key-record.js';
 import { importPublicKey, type KeyAlg } from './public-key.js';
 import { compileRateLimit, type CompiledLimit } from '../policy/rate-limit-spec.js';
+import { publicKeyProblem } from './weak-public-key.js';
 
 /**
  * One credential imported once as a node:crypto KeyObject, pinned to its alg:
@@ -28,6 +29,11 @@ export interface PreparedKey {
   readonly scopes: ReadonlySet<string>;
   /** The key's own rate limit, compiled; undefined = the policy default applies. */
   readonly rateLimit: CompiledLimit | undefined;
+  /**
+   * Stored public keys left out of verifyKeys, and why (weak-public-key.ts): a key written before
+   * Keygate checked them. Empty for every key that entered through a checked door.
+   */
+  readonly refusedCredentials: readonly string[];
 }
 
 /**
@@ -44,14 +50,24 @@ function importSecret(secret: string): KeyObject {
  * secret for HS256, a PEM of the alg's key type otherwise); anything else is a
  * bug, and throwing fails the cache fill closed rather than admit a token.
  */
-function importCredential(c: Pick<PreviousSecret, 'secret' | 'alg' | 'publicKey'>, validUntilMs: number): VerifyKey {
+function importCredential(
+  c: Pick<PreviousSecret, 'secret' | 'alg' | 'publicKey'>,
+  validUntilMs: number,
+  refused: string[],
+): VerifyKey | undefined {
   const alg: KeyAlg = c.alg ?? 'HS256';
   if (alg === 'HS256') {
     if (c.secret === undefined) throw new Error('HS256 credential without a secret');
     return { alg, key: importSecret(c.secret), validUntilMs };
   }
+  // A weak key stored before the check (or written by an older Keygate) verifies nothing: a token
+  // for it is refused like any bad signature, and the cache reports it (log line and metric).
   const imported = importPublicKey(c.publicKey ?? '', alg);
-  if ('error' in imported) throw new Error(`${alg} credential: public key ${imported.error}`);
+  const weak = 'error' in imported ? imported.error : publicKeyProblem(imported.key);
+  if (weak !== undefined || 'error' in imported) {
+    refused.push(`${alg} public key ${weak}`);
+    return undefined;
+  }
   return alg === 'ES256'
     ? { alg, key: { key: imported.key, dsaEncoding: 'ieee-p1363' }, validUntilMs }
     : { alg, key: imported.key, validUntilMs };
@@ -59,12 +75,18 @@ function importCredential(c: Pick<PreviousSecret, 'secret' | 'alg' | 'publicKey'
 
 /** Built once per cache fill (src/store/key-cache.ts), so the pipeline never parses a record per request. */
 export function prepareKey(record: KeyRecord): PreparedKey {
-  const verifyKeys: VerifyKey[] = [importCredential(record, Infinity)];
+  const refused: string[] = [];
+  const verifyKeys: VerifyKey[] = [];
+  const current = importCredential(record, Infinity, refused);
+  if (current) verifyKeys.push(current);
   // The newest MAX_PREVIOUS_SECRETS only: what a forged token can cost stays bounded.
   const previous = [...(record.previousSecrets ?? [])]
     .sort((x, y) => Date.parse(y.validUntil) - Date.parse(x.validUntil))
     .slice(0, MAX_PREVIOUS_SECRETS);
-  for (const p of previous) verifyKeys.push(importCredential(p, Date.parse(p.validUntil)));
+  for (const p of previous) {
+    const v = importCredential(p, Date.parse(p.validUntil), refused);
+    if (v) verifyKeys.push(v);
+  }
   return {
     record,
     verifyKeys,
@@ -72,5 +94,6 @@ export function prepareKey(record: KeyRecord): PreparedKey {
     allowList: record.allowIps.length > 0 ? parseCidrList(record.allowIps, 'allowIps').list : null,
     scopes: new Set(record.scopes),
     rateLimit: record.rateLimit && compileRateLimit(record.rateLimit),
+    refusedCredentials: refused,
   };
 }

@@ -1,4 +1,5 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { ecSpkiProblem } from './weak-public-key.js';
 
 /**
  * The signing algorithms a key may have. HS256 is the contract's scheme (a
@@ -36,6 +37,12 @@ export function importPublicKey(pem: string, alg: PublicKeyAlg): { key: KeyObjec
     text.split('-----BEGIN').length !== 2
   )
     return { error: 'must be one SPKI public key in PEM form (-----BEGIN PUBLIC KEY-----)' };
+  // Checked before node:crypto imports it: the P-256 point at infinity imports, then aborts the
+  // process when its details are read (weak-public-key.ts).
+  const body = text.replace(/-----(BEGIN|END) PUBLIC KEY-----/g, '').replace(/\s+/g, '');
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(body)) return { error: 'is not a readable SPKI public key' };
+  const ecProblem = ecSpkiProblem(Buffer.from(body, 'base64'));
+  if (ecProblem !== undefined) return { error: ecProblem };
   let key: KeyObject;
   try {
     key = createPublicKey({ key: text, format: 'pem' });

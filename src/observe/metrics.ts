@@ -24,6 +24,12 @@ export interface Metrics {
   /** Requests being handled now: a plain number on the request path, read by the gauge at scrape time. */
   readonly inflight: InFlight;
   readonly keyCache: Counter<'event'>;
+  /** 1 while the Redis maxmemory-policy may evict nonces (redis-server-checks.ts). */
+  readonly redisMayEvict: Gauge;
+  /** The Redis server's evicted_keys (summed over Cluster masters). */
+  readonly redisEvictedKeys: Gauge;
+  /** Stored public keys refused when a key was loaded (weak-public-key.ts). */
+  readonly refusedPublicKeys: Counter;
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
@@ -209,6 +215,23 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       name: 'keygate_key_cache_events_total',
       help: 'Key cache lookups and evictions (event: hit, miss, evict_change, evict_flush, evict_size)',
       labelNames: ['event'],
+      registers: [registry],
+    }),
+    redisMayEvict: new Gauge({
+      name: 'keygate_redis_may_evict',
+      help: '1 while the Redis maxmemory-policy is not noeviction (nonces may be evicted; requests are refused unless KEYGATE_ALLOW_EVICTING_REDIS=true), 0 under noeviction',
+      aggregator: 'max',
+      registers: [registry],
+    }),
+    redisEvictedKeys: new Gauge({
+      name: 'keygate_redis_evicted_keys',
+      help: "The Redis server's evicted_keys (INFO stats, summed over Cluster masters), read every 5 s: any rise under KEYGATE_ALLOW_EVICTING_REDIS=true may have let a token in twice",
+      aggregator: 'max',
+      registers: [registry],
+    }),
+    refusedPublicKeys: new Counter({
+      name: 'keygate_refused_public_keys_total',
+      help: 'Stored EdDSA/ES256 public keys refused when their key was loaded into the cache (small-order, non-canonical or compressed point): tokens for that key fail',
       registers: [registry],
     }),
     redisErrors: new Counter({

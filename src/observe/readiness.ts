@@ -1,10 +1,11 @@
-import type { Store } from '../store/store.js';
+import { RedisMayEvictError, type Store } from '../store/store.js';
 
 /** Why /readyz answers 503. docs/running.md "Health and readiness" lists the same reasons. */
 export const NOT_READY_REASONS = Object.freeze({
   shutting_down: 'SIGTERM/SIGINT received: draining in-flight requests, take this instance out of rotation',
   redis_unreachable: 'no connection to Redis: `cause` says why (refused, dns, timeout, tls, auth, ...)',
   store_unavailable: 'the key/nonce store (Redis) did not answer',
+  redis_may_evict: 'Redis maxmemory-policy is not noeviction: nonces may be evicted (KEYGATE_ALLOW_EVICTING_REDIS)',
   no_keys: 'the store holds no keys (only with KEYGATE_READY_REQUIRES_KEYS=true)',
 });
 
@@ -45,6 +46,15 @@ const CHECKS: readonly ReadinessCheck[] = [
       return undefined;
     } catch {
       return notReady('store_unavailable');
+    }
+  },
+  // Redis: the server's settings, read by the store (redis-server-checks.ts), allow serving requests.
+  async (_o, d) => {
+    try {
+      await d.store.servable?.();
+      return undefined;
+    } catch (err) {
+      return notReady(err instanceof RedisMayEvictError ? 'redis_may_evict' : 'store_unavailable');
     }
   },
   async (o, d) => {

@@ -19,6 +19,8 @@ export interface KeyCacheEvents {
   onHit?(): void;
   onMiss?(): void;
   onEvict?(cause: 'change' | 'flush' | 'size'): void;
+  /** A stored key came with public keys prepareKey refused (weak-public-key.ts): told on every fill. */
+  onRefusedCredentials?(keyId: string, problems: readonly string[]): void;
 }
 
 export interface KeyCache {
@@ -106,6 +108,8 @@ export function createKeyCache(
     const record = deps.store.mayHaveKey?.(apiKey) === false ? null : await deps.store.getKey(apiKey);
     // The HMAC key objects are built here, on first use, never when a keys file loads.
     const value = record ? prepareKey(record) : null;
+    if (value && value.refusedCredentials.length > 0)
+      events.onRefusedCredentials?.(value.record.id, value.refusedCredentials);
     if (generation === startGeneration) remember(apiKey, value, live);
     return value;
   }

@@ -37,6 +37,20 @@ export class DurabilityError extends StoreUnavailableError {
 }
 
 /**
+ * Thrown (by the Redis store: store/redis/redis-server-checks.ts) for every request while the Redis
+ * server's maxmemory-policy is not noeviction: Redis may evict nonces, and a token would then be
+ * admitted twice. A StoreUnavailableError (503); /readyz names it `redis_may_evict`.
+ */
+export class RedisMayEvictError extends StoreUnavailableError {
+  constructor(readonly policy: string) {
+    super(
+      `redis maxmemory-policy is ${policy}: Redis may evict nonces, and a token would then be admitted twice. ` +
+        'Set maxmemory-policy noeviction, or accept the risk with KEYGATE_ALLOW_EVICTING_REDIS=true',
+    );
+  }
+}
+
+/**
  * What the store decided for a request whose signature verified:
  *   admitted — every budget had room for the cost and the nonce is new (cost spent from every
  *              budget, nonce recorded, usage counted);
@@ -159,6 +173,12 @@ export interface Store {
   ping(): Promise<void>;
   /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0 with KEYGATE_READY_REQUIRES_KEYS. */
   countKeys(): Promise<number>;
+  /**
+   * Redis: resolves when the server's settings allow serving requests (read at connect and every few
+   * seconds, redis-server-checks.ts); rejects with RedisMayEvictError (/readyz `redis_may_evict`) or
+   * StoreUnavailableError (not read yet). Absent: nothing to check.
+   */
+  servable?(): Promise<void>;
   /** Redis: why the request path's connection is down (/readyz `redis_unreachable`); undefined while up. */
   connectionProblem?(): ConnectionProblem | undefined;
   close(): Promise<void>;

@@ -72,7 +72,7 @@ describe('adversarial: Redis faults', () => {
   }
 
   beforeAll(async () => {
-    redis = await startRedis(); // our own process: we kill and freeze it
+    redis = await startRedis({ persistence: 'none' }); // our own process: we kill and freeze it
     f = await startFixture({ redisUrl: redis.url, env: { KEYGATE_REDIS_TIMEOUT_MS: String(REDIS_TIMEOUT_MS) } });
     const healthy = await burst(20);
     expect(healthy.map((r) => r.reply?.status)).toEqual(Array(20).fill(200));

@@ -37,7 +37,10 @@ async function startPair(redis: TestSentinel, upstream: RecordingUpstream, extra
     ...extraEnv,
   };
   const durable = await startKeygate({ upstream: upstream.url, env });
-  const asBefore = await startKeygate({ upstream: upstream.url, env: { ...env, KEYGATE_REDIS_MIN_REPLICAS: '0' } });
+  const asBefore = await startKeygate({
+    upstream: upstream.url,
+    env: { ...env, KEYGATE_REDIS_MIN_REPLICAS: '0', KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: 'true' },
+  });
   const api = (g: RunningKeygate) => managementClient(g.managementUrl!, tokens.tokens.ops!);
   return { gates: [durable, asBefore] as const, apis: [api(durable), api(asBefore)] as const };
 }

@@ -242,6 +242,7 @@ describe('Redis Cluster (3 masters, 3 replicas): a node that hangs', () => {
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
       // Durability needs a replica of the key records' master; the frozen node may be it: propagation only.
       KEYGATE_REDIS_MIN_REPLICAS: '0',
+      KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: 'true',
     });
     const api = managementClient(ops.managementUrl!, tokens.tokens.ops!);
 

@@ -17,7 +17,7 @@ const INTERVAL_MS = 1_000;
 describe('Redis outage log', () => {
   let redis: TestRedis;
   beforeAll(async () => {
-    redis = await startRedis(); // our own process: we kill it
+    redis = await startRedis({ persistence: 'none' }); // our own process: we kill it
   });
   afterAll(() => redis?.stop());
 

@@ -207,6 +207,7 @@ describe('Redis Sentinel failover during traffic', () => {
     await runKeygate(['keys', 'revoke', revokeKey], {
       KEYGATE_REDIS_URL: '',
       KEYGATE_REDIS_MIN_REPLICAS: '0',
+      KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: 'true',
       ...sentinelEnv(),
     });
     const cliDone = Date.now();

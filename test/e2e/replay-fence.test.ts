@@ -249,7 +249,7 @@ describe('replay fence: one server restarted without persistence (a new run_id o
   let upstream: RecordingUpstream;
   let gates: RunningKeygate[] = [];
   beforeAll(async () => {
-    redis = await startRedis();
+    redis = await startRedis({ persistence: 'none' });
     upstream = await startRecordingUpstream();
     const env = { KEYGATE_REDIS_URL: redis.url, KEYGATE_LOG_LEVEL: 'warn' };
     gates = [

@@ -26,6 +26,7 @@ describe('usage written in batches', () => {
   let pair: InstancePair | undefined;
   beforeAll(async () => {
     pair = await startInstancePair({
+      persistence: 'none',
       keys: ['exact', 'outage'].map((apiKey) => makeKey({ apiKey, secret: SECRET })),
       env: { KEYGATE_REDIS_TIMEOUT_MS: '1000' },
     });

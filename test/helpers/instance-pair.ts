@@ -18,8 +18,10 @@ export interface InstancePair {
 export async function startInstancePair(options: {
   keys: readonly KeyRecord[];
   env: Record<string, string>;
+  /** The Redis's persistence (redis-server.ts): 'aof' by default. */
+  persistence?: 'aof' | 'none';
 }): Promise<InstancePair> {
-  const redis = await startRedis();
+  const redis = await startRedis(options.persistence ? { persistence: options.persistence } : {});
   const upstream = await startRecordingUpstream();
   const common = { upstream: upstream.url, redisUrl: redis.url, env: options.env };
   const a = await startKeygate({ ...common, keys: [...options.keys] });

@@ -22,11 +22,15 @@ export interface TestRedis {
 
 /**
  * A real redis-server for one test file, on a free port (scripts/harness/redis-server.mjs, shared with
- * the benchmark and soak scripts), so fault tests can kill, pause and restart it. With `shared: true`
+ * the benchmark and soak scripts), with AOF on unless `persistence: 'none'` (a test of what a restart
+ * without persistence forgets); `args`: more redis-server options. Fault tests can kill, pause and
+ * restart it. With `shared: true`
  * and KEYGATE_TEST_REDIS_URL set, that server is used instead (no fault injection possible).
  * Fails loudly, never skips, when no Redis can be had.
  */
-export async function startRedis(options: { shared?: boolean } = {}): Promise<TestRedis> {
+export async function startRedis(
+  options: { shared?: boolean; persistence?: 'aof' | 'none'; args?: string[] } = {},
+): Promise<TestRedis> {
   const external = process.env.KEYGATE_TEST_REDIS_URL;
   if (options.shared && external) {
     await waitForRedis(external);
@@ -51,6 +55,9 @@ export async function startRedis(options: { shared?: boolean } = {}): Promise<Te
         'Install it (apt-get install -y redis-server) or point KEYGATE_TEST_REDIS_URL at one.',
     );
   }
-  const server = await startRedisServer();
+  const server = await startRedisServer({
+    ...(options.persistence && { persistence: options.persistence }),
+    ...(options.args && { args: options.args }),
+  });
   return { ...server, owned: true, flush: () => flushRedis(server.url) };
 }

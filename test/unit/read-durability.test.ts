@@ -4,40 +4,62 @@ import type { RedisConnection } from '../../src/config/redis-settings.js';
 
 const ONE: RedisConnection = { mode: 'standalone', url: 'redis://r:6379' };
 const SENTINEL: RedisConnection = { mode: 'sentinel', sentinels: [{ host: 's', port: 26379 }], masterName: 'm' };
+const NO_RISK = { allowEvictingRedis: false, allowVolatileKeyChanges: false };
 const CLUSTER: RedisConnection = { mode: 'cluster', nodes: [{ host: 'c', port: 7000 }] };
 
 describe('readRedisDurability', () => {
   const cases: Array<[string, Record<string, string>, RedisConnection | undefined, unknown, string[]]> = [
-    ['one server: does not wait by default', {}, ONE, { minReplicas: 0, timeoutMs: 1_000 }, []],
-    ['Sentinel: one replica by default', {}, SENTINEL, { minReplicas: 1, timeoutMs: 1_000 }, []],
-    ['Cluster: one replica by default', {}, CLUSTER, { minReplicas: 1, timeoutMs: 1_000 }, []],
+    ['one server: does not wait by default', {}, ONE, { minReplicas: 0, timeoutMs: 1_000, ...NO_RISK }, []],
+    ['Sentinel: one replica by default', {}, SENTINEL, { minReplicas: 1, timeoutMs: 1_000, ...NO_RISK }, []],
+    ['Cluster: one replica by default', {}, CLUSTER, { minReplicas: 1, timeoutMs: 1_000, ...NO_RISK }, []],
     [
       'set explicitly',
       { KEYGATE_REDIS_MIN_REPLICAS: '2', KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: '250' },
       ONE,
-      { minReplicas: 2, timeoutMs: 250 },
+      { minReplicas: 2, timeoutMs: 250, ...NO_RISK },
       [],
     ],
     [
       '0 under Sentinel: the old behaviour, on request',
       { KEYGATE_REDIS_MIN_REPLICAS: '0' },
       SENTINEL,
-      { minReplicas: 0, timeoutMs: 1_000 },
+      { minReplicas: 0, timeoutMs: 1_000, ...NO_RISK },
       [],
     ],
     [
       'out of range',
       { KEYGATE_REDIS_MIN_REPLICAS: '17' },
       CLUSTER,
-      { minReplicas: 1, timeoutMs: 1_000 },
+      { minReplicas: 1, timeoutMs: 1_000, ...NO_RISK },
       ['KEYGATE_REDIS_MIN_REPLICAS: must be an integer between 0 and 16'],
     ],
     [
       'not a number',
       { KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: 'soon' },
       ONE,
-      { minReplicas: 0, timeoutMs: 1_000 },
+      { minReplicas: 0, timeoutMs: 1_000, ...NO_RISK },
       ['KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: must be an integer'],
+    ],
+    [
+      'the risks accepted in words',
+      { KEYGATE_ALLOW_EVICTING_REDIS: 'true', KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: 'true' },
+      ONE,
+      { minReplicas: 0, timeoutMs: 1_000, allowEvictingRedis: true, allowVolatileKeyChanges: true },
+      [],
+    ],
+    [
+      'a risk flag that is not true or false',
+      { KEYGATE_ALLOW_EVICTING_REDIS: 'yes' },
+      ONE,
+      { minReplicas: 0, timeoutMs: 1_000, ...NO_RISK },
+      ['KEYGATE_ALLOW_EVICTING_REDIS: "true" or "false"'],
+    ],
+    [
+      'a risk flag without Redis',
+      { KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: 'true' },
+      undefined,
+      undefined,
+      ['KEYGATE_ALLOW_VOLATILE_KEY_CHANGES: only used with Redis'],
     ],
     [
       'without Redis',

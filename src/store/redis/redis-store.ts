@@ -12,6 +12,7 @@ import { createDurability } from './redis-durability.js';
 import { createIpBlockListener } from './ip-block-listener.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRequestState } from './request-state.js';
+import { createRedisServerChecks, gated, type ServerReading } from './redis-server-checks.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */
@@ -27,7 +28,14 @@ export interface RedisStoreOptions {
   /** Encrypts secrets at rest (KEYGATE_SECRET_ENCRYPTION_KEY); plain JSON without it. */
   cipher?: SecretCipher;
   /** Replicas a key change waits for (WAIT) before it resolves; none when unset or 0. */
-  durability?: { minReplicas: number; timeoutMs: number };
+  durability?: {
+    minReplicas: number;
+    timeoutMs: number;
+    /** Serve although the server may evict nonces (redis-server-checks.ts). */
+    allowEvictingRedis?: boolean;
+    /** Acknowledge key changes although neither AOF nor a replica keeps them (redis-server-checks.ts). */
+    allowVolatileKeyChanges?: boolean;
+  };
   /** How often usage counted in this process is written to Redis, in ms (default 1,000). */
   usageFlushMs?: number;
   /** How often a connection that stays down is logged again, in ms (default REDIS_OUTAGE_LOG_INTERVAL_MS). */
@@ -45,6 +53,8 @@ export interface RedisStoreEvents {
    * pub/sub subscriber, or the key operations' management connection.
    */
   onConnectionState?: (up: boolean, connection: 'command' | 'subscriber' | 'management') => void;
+  /** The server's eviction policy and persistence were read (redis-server-checks.ts). */
+  onServerReading?: (reading: ServerReading, mayEvict: boolean) => void;
 }
 
 /**
@@ -87,6 +97,8 @@ export function createRedisStore(
     onReady: (name) => {
       // The request path's caches follow the command and subscriber connections only.
       if (name === 'management') return;
+      // Nothing is served on the command connection until the server's settings have been read again.
+      checks.connected();
       // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
       records
         .migrateLegacy()
@@ -98,6 +110,17 @@ export function createRedisStore(
     subscriberClosed: () => feed.subscriberClosed(),
   });
   const { client, manager, run } = connections;
+  // What the server must keep (noeviction; AOF or a replica), read from it (issue 46): the request
+  // path's reads and admits, and key changes, wait for the first reading and are refused by a bad one.
+  const checks = createRedisServerChecks(
+    {
+      allowEviction: options.durability?.allowEvictingRedis ?? false,
+      allowVolatileKeyChanges: options.durability?.allowVolatileKeyChanges ?? false,
+      minReplicas: options.durability?.minReplicas ?? 0,
+    },
+    { client, run, logger: deps.logger, ...(events.onServerReading && { onReading: events.onServerReading }) },
+  );
+  const servable = checks.requestRefusal;
 
   const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
   // The request path's reads on its connection; the key operations' reads and changes on theirs,
@@ -149,13 +172,13 @@ export function createRedisStore(
   return {
     kind: 'redis',
     client,
-    getKey: (apiKey) => run(() => records.getKey(apiKey)),
+    getKey: (apiKey) => gated(servable, () => run(() => records.getKey(apiKey))),
     // A name the complete filter has never seen: no key by that name, as far as change messages tell.
     mayHaveKey: (apiKey) => feed.mayHaveKey(apiKey),
     readKey: (apiKey) => run(() => changes.readKey(apiKey)),
     listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
-      const result = await commit(() => changes.commitKeyChange(change));
+      const result = await gated(checks.changeRefusal, () => commit(() => changes.commitKeyChange(change)));
       // Ours are known at once, before their change message comes back.
       if (result.ok) for (const w of change.writes) if (w.next !== null) feed.noteKnown(w.apiKey);
       if (result.ok) await requests.drop(change.writes.filter((w) => w.next === null).map((w) => w.apiKey));
@@ -175,7 +198,14 @@ export function createRedisStore(
       await requests.drop([apiKey]);
       return existed;
     },
-    admit: requests.admit,
+    admit: (apiKey, nonce, ttlMs, charge) => {
+      // One call on the request path when the settings allow; no closure unless they do not.
+      const refused = servable();
+      return refused === undefined
+        ? requests.admit(apiKey, nonce, ttlMs, charge)
+        : gated(servable, () => requests.admit(apiKey, nonce, ttlMs, charge), refused);
+    },
+    // A failed authentication's spend is refused anyway: an evicted IP budget only forgets a block.
     spendFailedAuth: requests.spendFailedAuth,
     onIpBlocked: (listener) => ipBlocks.onIpBlocked(listener),
     getUsage: requests.getUsage,
@@ -193,9 +223,11 @@ export function createRedisStore(
       run(async () => {
         await manager.ping();
       }),
-    countKeys: () => run(() => records.countKeys()),
+    countKeys: () => gated(servable, () => run(() => records.countKeys())),
+    servable: () => gated(servable, async () => {}),
     connectionProblem: () => connections.reachability.problem(),
     async close() {
+      checks.stop();
       feed.stop();
       ipBlocks.stop();
       await requests.close();
