@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -475,6 +476,19 @@ describe('shipped forward-auth snippets', () => {
     const env = Object.fromEntries(
       container.env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value as string]),
     );
+    // The Secret's files (mounted under /run/secrets/keygate in the Pod) as the kubelet would lay them out.
+    const secretDir = mkdtempSync(join(tmpdir(), 'keygate-fa-secrets-'));
+    const secretValues: Record<string, string> = {
+      KEYGATE_REDIS_URL_FILE: 'redis://127.0.0.1:6379',
+      KEYGATE_SECRET_ENCRYPTION_KEY_FILE: randomBytes(32).toString('base64'),
+    };
+    for (const [name, path] of Object.entries(env)) {
+      if (!name.endsWith('_FILE')) continue;
+      expect(secretValues[name], `${name}: a secret file this test knows how to fill`).toBeDefined();
+      const local = join(secretDir, path.split('/').pop()!);
+      writeFileSync(local, secretValues[name]!);
+      env[name] = local;
+    }
     const config = loadConfig({ ...env, KEYGATE_CONFIG: policyFile });
     expect(config.mode).toBe('forward-auth');
     expect(config.policy.trustedProxyCidrs.length).toBeGreaterThan(0);
