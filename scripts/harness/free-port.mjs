@@ -5,10 +5,27 @@
 import { createServer } from 'node:net';
 
 /**
- * A TCP port on 127.0.0.1 that nothing listens on right now.
+ * Ports this process has handed out: the kernel may give a port just closed to the next `listen(0)`,
+ * so two calls in a row (a proxy port and an admin port) could otherwise name the same port before
+ * either child has bound it (seen once in CI: `KEYGATE_ADMIN_PORT: must differ from KEYGATE_PORT`).
+ */
+const handedOut = new Set();
+
+/**
+ * A TCP port on 127.0.0.1 that nothing listens on right now and that this process has not handed out before.
  * @returns {Promise<number>}
  */
-export function freePort() {
+export async function freePort() {
+  for (;;) {
+    const port = await unboundPort();
+    if (handedOut.has(port)) continue;
+    handedOut.add(port);
+    return port;
+  }
+}
+
+/** @returns {Promise<number>} */
+function unboundPort() {
   return new Promise((resolve, reject) => {
     const s = createServer();
     s.once('error', reject);
