@@ -246,8 +246,9 @@ function read(buf: Buffer): unknown {
   /**
    * A flow sequence ([a, b]) or mapping ({ k: v, "q": w }) starting at column `at` of line `l`, of
    * scalars and flow collections, spread over any number of lines. Its lines must be indented more
-   * than `n`, the block it sits in, except a line that starts by closing a collection, which may sit
-   * at `n` (as `yaml` reads them). A scalar may not continue onto the next line, a key and its value
+   * than `n`, the block it sits in, except a line that starts by closing the outermost collection,
+   * which may sit at `n`: `yaml`'s lexer allows that one bracket only (flowLevel 1), and refuses a
+   * line at `n` that closes a nested one (`a: [ [` then `] ]`). A scalar may not continue onto the next line, a key and its value
    * must be on one line, and entries are separated by commas (one trailing comma allowed): anything
    * else is declined. Returns the value and the column just after it, on the line it ended on.
    */
@@ -255,6 +256,8 @@ function read(buf: Buffer): unknown {
     let l = start;
     let t = l.text;
     let i = at;
+    /** How many collections are open: a line at `n` may only close the last one. */
+    let depth = 0;
     /** To the next token: over spaces, a comment, line ends and blank or comment lines. */
     const skip = () => {
       for (;;) {
@@ -264,7 +267,8 @@ function read(buf: Buffer): unknown {
         advance();
         const next = current();
         if (!next) decline();
-        if (next.indent <= n && !(next.indent === n && (next.text[0] === ']' || next.text[0] === '}'))) decline();
+        const closesOutermost = depth === 1 && (next.text[0] === ']' || next.text[0] === '}');
+        if (next.indent < n || (next.indent === n && !closesOutermost)) decline();
         l = next;
         t = l.text;
         i = 0;
@@ -306,7 +310,11 @@ function read(buf: Buffer): unknown {
       const close = t[i] === '[' ? ']' : '}';
       const list: unknown[] = [];
       const map: Record<string, unknown> = {};
-      const done = (): unknown => (close === ']' ? list : map);
+      const done = (): unknown => {
+        depth--;
+        return close === ']' ? list : map;
+      };
+      depth++;
       i++;
       skip();
       if (t[i] === close) {

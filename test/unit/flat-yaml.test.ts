@@ -66,6 +66,11 @@ describe('parseFlatYaml', () => {
     ['a nested flow list', 'a: [[1], [x, [y]]]\n'],
     ['a trailing comma', 'a: [x, ]\nb: {c: d,}\n'],
     ['the least indentation yaml allows', 'k:\n  - a: [x,\n     y\n    ]\n  - [\n     z\n    ]\nm: {\n p: q\n}\n'],
+    // A line at the block's indentation may close the outermost flow collection, and only that one.
+    ['the outermost bracket closed at the key’s indentation', 'a:\n  [\n]\nb: [[x],\n]\nc: {d: [x],\n}\n'],
+    ['the outermost bracket closed at the dash’s indentation', '- [\n]\n-\n  { a: [x]\n}\n'],
+    ['a nested bracket closed at column 0 in a flow document', '[ [\n] ]\n'],
+    ['a nested bracket closed at column 0 in a flow mapping document', '{ a: [\nx\n] }\n'],
   ])('reads %s exactly as yaml does', (_name, text) => {
     const got = flat(text);
     expect(got).not.toBeUndefined();
@@ -102,6 +107,13 @@ describe('parseFlatYaml', () => {
     ['a flow line at the key’s indentation', 'k:\n  x: [\n  a]\n'],
     ['a flow line at the dash’s indentation', 'k:\n  - [a,\n  b]\n'],
     ['a closing bracket left of the block', 'k:\n  - [\n    a\n ]\n'],
+    // yaml refuses these: its lexer lets a line at the block's indentation close the outermost only.
+    ['a nested bracket closed at the key’s indentation (a flow value on its own line)', 'a:\n  { a: [\n] }\n'],
+    ['a nested bracket closed at the key’s indentation', 'a: [ [\n] ]\n'],
+    ['a nested bracket after an entry closed at the key’s indentation', 'a: [x, [\n]]\n'],
+    ['a nested bracket closed at a nested key’s indentation', 'k:\n  x: { a: [\n  ] }\n'],
+    ['a nested bracket closed at the dash’s indentation', '- [ [\n] ]\n'],
+    ['a nested bracket closed at a nested dash’s indentation', 'k:\n  - [ {a: b,\n  } ]\n'],
     ['a flow key with its value on the next line', 'a: { b:\n  c }\n'],
     ['a flow key without a value', 'a: { b }\n'],
     ['an explicit key in a flow map', 'a: { ? b : c }\n'],
