@@ -145,8 +145,9 @@ describe('WebSocket streams through Keygate', () => {
       const g = await startKeygate({
         upstream: raw.url,
         keys: keys(),
-        // A grace long enough that the frame under way can end before anything is cut.
-        env: { KEYGATE_CONFIG: writeStreamPolicy(), KEYGATE_STREAM_CLOSE_GRACE_MS: '60000' },
+        // A grace long enough that the frame under way can end before anything is cut (the test ends it
+        // within milliseconds), and short enough that closing this Keygate, which may wait it out, ends in time.
+        env: { KEYGATE_CONFIG: writeStreamPolicy(), KEYGATE_STREAM_CLOSE_GRACE_MS: '10000' },
       });
       try {
         const client = await rawHandshake(g.port, token('streamer', SECRET));
