@@ -202,8 +202,9 @@ function batchedWrite(stream: LineStream): (line: string) => void {
   };
   return (line) => {
     pending += line;
-    // The line is short and flat: measuring it is cheap (unlike measuring the batch).
-    pendingBytes += Buffer.byteLength(line);
+    // Characters, not bytes: the line is ASCII but for a rare escaped value, and this only decides
+    // when a batch is big enough (measuring bytes would flatten the line into one more copy).
+    pendingBytes += line.length;
     if (pendingBytes >= REQUEST_BATCH_BYTES) drain();
     else if (timer === undefined) timer = setTimeout(drain, LOG_FLUSH_INTERVAL_MS).unref();
   };
