@@ -2,7 +2,6 @@ import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import {
   boundedDestination,
@@ -132,12 +131,13 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
     const dir = mkdtempSync(join(tmpdir(), 'request-logger-'));
     try {
       const file = join(dir, 'out.log');
-      const logger = createLogger({ level: 'info' }, boundedDestination({ fd: openSync(file, 'w') }));
+      const destination = boundedDestination({ fd: openSync(file, 'w') });
+      const logger = createLogger({ level: 'info' }, destination);
       const log = createRequestLogger(logger);
       for (let i = 0; i < 5; i++) log({ requestId: `r-${i}` }, false);
       logger.info('between');
       log({ requestId: 'r-5' }, true);
-      (logger[pino.symbols.streamSym] as unknown as { flushSync(): void }).flushSync();
+      (destination as unknown as { flushSync(): void }).flushSync();
       const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
       const ids = lines.filter((l) => l.msg === 'request').map((l) => l.requestId);
       expect(ids).toEqual(['r-0', 'r-1', 'r-2', 'r-3', 'r-4', 'r-5']);
