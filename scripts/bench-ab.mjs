@@ -333,7 +333,9 @@ async function main() {
         publicBaselineVsBareUndici: vsUndici('baseline:public'),
         publicCurrentVsBaseline: {
           cpu: round3(get(summary, 'current:public').cpuUsPerRequest / get(summary, 'baseline:public').cpuUsPerRequest),
-          bytes: round3(get(summary, 'current:public').bytesPerRequest / get(summary, 'baseline:public').bytesPerRequest),
+          bytes: round3(
+            get(summary, 'current:public').bytesPerRequest / get(summary, 'baseline:public').bytesPerRequest,
+          ),
         },
       }
     : {};

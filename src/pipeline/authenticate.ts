@@ -92,8 +92,7 @@ export function createAuthenticator(
    */
   function chargeFor(key: PreparedKey, cost: number): KeyCharge | undefined {
     const owner = key.record.owner;
-    const ownerLimit =
-      owner === undefined ? undefined : (deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit);
+    const ownerLimit = owner === undefined ? undefined : (deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit);
     return chargeOf(key, key.rateLimit ?? options.defaultRateLimit, ownerLimit, cost);
   }
   return async function authenticate(rawHeaders, request) {

@@ -138,7 +138,10 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
       logger.info('between');
       log({ requestId: 'r-5' }, true);
       (destination as unknown as { flushSync(): void }).flushSync();
-      const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      const lines = readFileSync(file, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
       const ids = lines.filter((l) => l.msg === 'request').map((l) => l.requestId);
       expect(ids).toEqual(['r-0', 'r-1', 'r-2', 'r-3', 'r-4', 'r-5']);
       expect(lines.some((l) => l.msg === 'between')).toBe(true);

@@ -35,14 +35,26 @@ describe('compileRequestPlan: what a route needs, decided once per policy', () =
 
   it('authenticates an /api/v3/ route against its scopes and cost, and hands every request the same decision', () => {
     const d = plan.decide(['POST'], '/api/v3/orders');
-    expect(d).toMatchObject({ api: true, isPublic: false, route: { pattern: '/api/v3/orders', scopes: ['orders:write'], cost: 5 } });
+    expect(d).toMatchObject({
+      api: true,
+      isPublic: false,
+      route: { pattern: '/api/v3/orders', scopes: ['orders:write'], cost: 5 },
+    });
     expect(plan.decide(['POST'], '/API/V3/orders/')).toBe(d);
     expect(Object.isFrozen(d)).toBe(true);
   });
 
   it('passes a public route with no key, inside and outside /api/v3/', () => {
-    expect(plan.decide(['GET'], '/api/v3/ping')).toMatchObject({ api: true, isPublic: true, route: { pattern: '/api/v3/ping' } });
-    expect(plan.decide(['GET'], '/status')).toMatchObject({ api: false, isPublic: true, route: { pattern: '/status' } });
+    expect(plan.decide(['GET'], '/api/v3/ping')).toMatchObject({
+      api: true,
+      isPublic: true,
+      route: { pattern: '/api/v3/ping' },
+    });
+    expect(plan.decide(['GET'], '/status')).toMatchObject({
+      api: false,
+      isPublic: true,
+      route: { pattern: '/status' },
+    });
   });
 
   it('leaves an unlisted /api/v3/ path to authentication and anything else outside it unmatched', () => {
