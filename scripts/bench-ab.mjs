@@ -48,7 +48,7 @@ Usage: npm run bench:ab -- [options]
 
   --baseline REV       the revision to compare with (default HEAD)
   --saturate           also wrk req/s at saturation
-  --public             also the current build on a public route (no auth)
+  --public             also both builds on a public route (no auth)
   --rate N             offered rate, requests per second (default 1500)
   --duration S         seconds per measurement (default 5)
   --rounds N           rounds (default 5)
@@ -226,8 +226,11 @@ async function main() {
       `routes:\n  - { method: GET, path: ${PATH}, scopes: [accounts:read] }\npublic:\n  - { method: GET, path: /public/* }\n`,
     );
     const env = { ...logLevel, KEYGATE_KEYS_FILE: keysFile, KEYGATE_CONFIG: policy };
-    const kg = await startKeygate(children, 'current-public', upstream.url, env, root, [TRACE_GC]);
-    targets.push(target('current:public', kg, 'current-public', PUBLIC_PATH));
+    // Both builds, so a change to the path around authentication has its own before and after.
+    for (const b of builds) {
+      const kg = await startKeygate(children, `${b.name}-public`, upstream.url, env, b.tree, [TRACE_GC]);
+      targets.push(target(`${b.name}:public`, kg, `${b.name}-public`, PUBLIC_PATH));
+    }
   }
 
   for (const t of targets) fixedRate(t.url, 2, t.path); // warm-up: JIT, connection pools, key cache
@@ -324,7 +327,18 @@ async function main() {
       ];
     }),
   );
-  const publicRoute = args.public ? { publicVsBareUndici: vsUndici('current:public') } : {};
+  const publicRoute = args.public
+    ? {
+        publicVsBareUndici: vsUndici('current:public'),
+        publicBaselineVsBareUndici: vsUndici('baseline:public'),
+        publicCurrentVsBaseline: {
+          cpu: round3(get(summary, 'current:public').cpuUsPerRequest / get(summary, 'baseline:public').cpuUsPerRequest),
+          bytes: round3(
+            get(summary, 'current:public').bytesPerRequest / get(summary, 'baseline:public').bytesPerRequest,
+          ),
+        },
+      }
+    : {};
   const result = {
     startedAt: new Date().toISOString(),
     machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version },

@@ -20,6 +20,8 @@ import {
   ROOT as root,
   createChildren,
   cpuUs,
+  gcReader,
+  TRACE_GC,
   currentRssMb,
   get,
   median,
@@ -52,11 +54,12 @@ import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.m
 /**
  * One process (tree) under load. `pids`: several trees measured together (nginx + Keygate);
  * `noTokens`: sent without tokens; `redis`: its Redis commands and CPU are counted too.
- * @typedef {{ name: string, url: string, pid: number, pids?: number[], noTokens?: boolean, path?: string, redis?: { port: number, pid: number } }} Target
+ * `gc`: its collections, for a Node process started with TRACE_GC (bytes allocated per request, scavenges).
+ * @typedef {{ name: string, url: string, pid: number, pids?: number[], noTokens?: boolean, path?: string, redis?: { port: number, pid: number }, gc?: ReturnType<typeof gcReader> }} Target
  */
 /**
  * One wrk run with what the harness measured around it.
- * @typedef {WrkResult & { cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number>, redisReadsPerRequest?: number }} Measured
+ * @typedef {WrkResult & { cpuUsPerRequest: number, redisCpuUsPerRequest?: number, redisCallsPerRequest?: Record<string, number>, redisReadsPerRequest?: number, bytesPerRequest?: number, scavengesPer10k?: number }} Measured
  */
 
 const USAGE = `
@@ -565,13 +568,16 @@ async function main() {
   };
   const upstream = await startUpstream(children);
   const upstreamUrl = upstream.url;
-  const bare = await startBareProxy(children, upstreamUrl);
-  const bareUndici = await startBareUndici(children, upstreamUrl);
+  // Every Node target logs its collections (TRACE_GC): bytes allocated per request and scavenges beside CPU.
+  const bare = await startBareProxy(children, upstreamUrl, [TRACE_GC]);
+  const bareUndici = await startBareUndici(children, upstreamUrl, [TRACE_GC]);
+  /** @param {string} name the log's name */
+  const gcOf = (name) => gcReader(join(dir, `${name}.log`));
 
   /** @param {string} name @param {Record<string, string>} env @returns {Promise<Target & { child: import('./bench/lib.mjs').Child }>} */
   async function keygate(name, env) {
-    const { child, url, pid } = await startKeygate(children, name, upstreamUrl, env);
-    return { name, child, url, pid };
+    const { child, url, pid } = await startKeygate(children, name, upstreamUrl, env, root, [TRACE_GC]);
+    return { name, child, url, pid, gc: gcOf(name) };
   }
   const kgRedis = await keygate('keygate-redis', { KEYGATE_REDIS_URL: redisUrl });
   const kgMemory = await keygate('keygate-embedded', { KEYGATE_KEYS_FILE: keysFile });
@@ -605,8 +611,8 @@ async function main() {
   /** @type {Target[]} */
   const targets = [
     { name: 'upstream-direct', url: upstreamUrl, pid: upstream.pid, noTokens: true },
-    { name: 'bare-http-proxy', url: bare.url, pid: bare.pid, noTokens: true },
-    { name: 'bare-undici', url: bareUndici.url, pid: bareUndici.pid, noTokens: true },
+    { name: 'bare-http-proxy', url: bare.url, pid: bare.pid, noTokens: true, gc: gcOf('bare-proxy') },
+    { name: 'bare-undici', url: bareUndici.url, pid: bareUndici.pid, noTokens: true, gc: gcOf('bare-undici') },
     kgPublic,
     kgRedis,
     kgRedisLimited,
@@ -702,9 +708,15 @@ async function main() {
         const cpuBefore = targetSum(t, cpuUs);
         const redisCpuBefore = cpuUs(redis.pid) ?? NaN;
         const readsBefore = redisReads(redisPort);
+        t.gc?.start();
         const w = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
         /** @type {Measured} */
         const r = { ...w, cpuUsPerRequest: (targetSum(t, cpuUs) - cpuBefore) / w.requests };
+        if (t.gc) {
+          const gc = t.gc.stop(w.requests, DURATION);
+          r.bytesPerRequest = gc.bytesPerRequest;
+          r.scavengesPer10k = gc.scavengesPer10k;
+        }
         if (t.redis) r.redisCpuUsPerRequest = ((cpuUs(redis.pid) ?? NaN) - redisCpuBefore) / r.requests;
         // Commands Redis ran per request, from INFO commandstats (those run inside the admit script included).
         if (t.redis) r.redisCallsPerRequest = commandStats(redisPort, r.requests);
@@ -716,7 +728,7 @@ async function main() {
         get(results, t.name).push(r);
         const redisCalls = r.redisCallsPerRequest ? ` redis/req ${JSON.stringify(r.redisCallsPerRequest)}` : '';
         process.stdout.write(
-          `c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}${redisCalls}\n`,
+          `c=${connections} round ${round + 1}/${ROUNDS} ${t.name.padEnd(17)} cpu ${r.cpuUsPerRequest.toFixed(1)} us/req${gcText(r)} ${Math.round(r.rps)} req/s p50 ${r.p50Us} us p99 ${r.p99Us} us non2xx ${r.non2xx}${redisCalls}\n`,
         );
       }
     }
@@ -734,6 +746,10 @@ async function main() {
         errors: rs.reduce((a, r) => a + r.errors, 0),
         tokensWrapped: rs.some((r) => r.tokensWrapped === 1),
         peakRssMb: Math.round(targetSum(t, peakRssMb) * 10) / 10,
+        ...(rs[0]?.bytesPerRequest !== undefined && {
+          bytesPerRequest: Math.round(median(rs.map((r) => r.bytesPerRequest ?? NaN))),
+          scavengesPer10k: round3(median(rs.map((r) => r.scavengesPer10k ?? NaN))),
+        }),
         ...(rs[0]?.redisCallsPerRequest && {
           redisCallsPerRequest: last?.redisCallsPerRequest,
           redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest ?? NaN)) * 10) / 10,
@@ -744,7 +760,13 @@ async function main() {
     // The floor a Node hop can reach: every target against the bare undici hop of the same run (issue 29).
     const undiciS = summary['bare-undici'];
     if (undiciS)
-      for (const s of Object.values(summary)) s.cpuVsUndici = round3(s.cpuUsPerRequest / undiciS.cpuUsPerRequest);
+      for (const s of Object.values(summary)) {
+        s.cpuVsUndici = round3(s.cpuUsPerRequest / undiciS.cpuUsPerRequest);
+        if (s.bytesPerRequest !== undefined && undiciS.bytesPerRequest !== undefined) {
+          s.bytesVsUndici = round3(s.bytesPerRequest / undiciS.bytesPerRequest);
+          s.scavengesVsUndici = round3((s.scavengesPer10k ?? NaN) / (undiciS.scavengesPer10k ?? NaN));
+        }
+      }
     const bareS = get(summary, 'bare-http-proxy');
     for (const s of Object.values(summary)) {
       s.vsBare = {
@@ -873,9 +895,19 @@ async function main() {
  *   cpuUsPerRequest: number, rps: number, p50Us: number, p99Us: number, non2xx: number, errors: number,
  *   tokensWrapped: boolean, peakRssMb: number, redisCallsPerRequest?: Record<string, number>,
  *   redisCpuUsPerRequest?: number, redisReadsPerRequest?: number, vsBare?: VsBare, cpuVsUndici?: number,
+ *   bytesPerRequest?: number, scavengesPer10k?: number, bytesVsUndici?: number, scavengesVsUndici?: number,
  *   cpuPerRequestVsUnlimited?: { medianOfRoundRatios: number, rounds: number[] },
  * }} Summary A target's medians over the rounds at one connection count.
  */
+
+/**
+ * A measurement's allocation figures for its progress line ('' for a target without a GC log: nginx).
+ * @param {Measured} r
+ */
+function gcText(r) {
+  if (r.bytesPerRequest === undefined) return '';
+  return ` ${Math.round(r.bytesPerRequest)} B/req ${(r.scavengesPer10k ?? NaN).toFixed(1)} scavenges/10k`;
+}
 
 /**
  * A target's processes: one tree, or several (nginx + Keygate in forward-auth) summed.
@@ -896,13 +928,13 @@ function printTable(sweep) {
   for (const [connections, summary] of Object.entries(sweep)) {
     console.log(`\n${connections} connections (median of ${ROUNDS} round(s) x ${DURATION} s)`);
     console.log(
-      '| Target | CPU per request | vs bare | vs bare undici | Redis CPU per request | Redis reads per request | req/s | vs bare | p50 | p99 | added p99 |',
+      '| Target | CPU per request | vs bare | vs bare undici | bytes per request (vs undici) | scavenges per 10k (vs undici) | Redis CPU per request | Redis reads per request | req/s | vs bare | p50 | p99 | added p99 |',
     );
-    console.log('|---|---|---|---|---|---|---|---|---|---|---|');
+    console.log('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
     for (const [name, s] of Object.entries(summary)) {
       const v = s.vsBare;
       console.log(
-        `| ${name} | ${s.cpuUsPerRequest} µs | ${v?.cpuPerRequest}× | ${s.cpuVsUndici ?? '–'}× | ${s.redisCpuUsPerRequest ?? '–'} µs | ${s.redisReadsPerRequest ?? '–'} | ${s.rps} | ${v?.throughput}× | ${ms(s.p50Us)} | ${ms(s.p99Us)} | ${v?.addedP99Ms} ms |`,
+        `| ${name} | ${s.cpuUsPerRequest} µs | ${v?.cpuPerRequest}× | ${s.cpuVsUndici ?? '–'}× | ${s.bytesPerRequest ?? '–'} (${s.bytesVsUndici ?? '–'}×) | ${s.scavengesPer10k ?? '–'} (${s.scavengesVsUndici ?? '–'}×) | ${s.redisCpuUsPerRequest ?? '–'} µs | ${s.redisReadsPerRequest ?? '–'} | ${s.rps} | ${v?.throughput}× | ${ms(s.p50Us)} | ${ms(s.p99Us)} | ${v?.addedP99Ms} ms |`,
       );
     }
     // What a rate limit on every key costs, measured side by side in this run.

@@ -16,14 +16,13 @@ import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget, type Target } from '../pipeline/check-target.js';
 import { requestIdOf } from '../pipeline/forward-headers.js';
 import { checkHeaders } from '../pipeline/check-headers.js';
-import { API_PREFIX, TIME_PATH, type Policy } from '../policy/policy.js';
-import { findApiRoute, findRoute } from '../policy/find-route.js';
-import { isUnderPrefix } from '../policy/routes.js';
+import { TIME_PATH, type Policy } from '../policy/policy.js';
 import { StoreUnavailableError } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { allowedHeaders } from './rate-limit-headers.js';
 import { renderRawError } from './render.js';
 import { createRefuser } from './refuser.js';
+import { compileRequestPlan } from './request-plan.js';
 import { Walk } from './walk.js';
 
 /**
@@ -78,6 +77,9 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   const recorder = createRequestRecorder(deps);
   const authSeconds = metrics.bound.authSeconds;
   const { refuse, internalError, closing } = createRefuser(deps);
+  /** The policy in force as a plan (request-plan.ts): compiled once per policy, at its first request. */
+  let plan = compileRequestPlan(deps.policy());
+  const planOf = (policy: Policy) => (policy === plan.policy ? plan : (plan = compileRequestPlan(policy)));
 
   /** Admission control (overload shed); from here the request is recorded once, when its response closes. */
   function admit(req: IncomingMessage, res: ServerResponse, expectContinue: boolean) {
@@ -91,7 +93,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       // Node parses pipelined requests before the answer to an earlier one is written. Once
       // Keygate has answered "Connection: close" on this socket, what follows is never served.
       if (closing.has(req.socket)) return void res.destroy();
-      walk(new Walk(req, res, log, started, expectContinue, deps.policy()));
+      walk(new Walk(req, res, log, started, expectContinue, planOf(deps.policy())));
     } catch (err) {
       internalError(res, log, err);
     }
@@ -127,7 +129,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /** The request to check: the one received, or (forward-auth) the one the asking proxy describes. */
   function originalRequest(w: Walk): boolean {
-    w.peerTrusted = w.policy.trustedProxies !== null && ipAllowed(w.policy.trustedProxies, w.peer);
+    w.peerTrusted = w.plan.trustedProxies !== null && ipAllowed(w.plan.trustedProxies, w.peer);
     const asked = mode.original(w.req, w.peerTrusted);
     if (!asked.ok) return refuse(w.res, w.log, asked);
     w.log.method = asked.method;
@@ -150,7 +152,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   /** GET/HEAD /api/v3/time is answered here (unless the policy turns it off): no token, nothing forwarded. */
   function serveTime(w: Walk): boolean {
     const target = w.target as Target;
-    if (target.path !== TIME_PATH || (w.method !== 'GET' && w.method !== 'HEAD') || !w.policy.timeEndpoint) return true;
+    if (target.path !== TIME_PATH || (w.method !== 'GET' && w.method !== 'HEAD') || !w.plan.timeEndpoint) return true;
     w.log.code = TIME;
     w.log.route = TIME_PATH;
     mode.serveTime(w.res, deps.clock.nowNs(), w.log.requestId);
@@ -159,7 +161,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   function checkMethodOverride(w: Walk): boolean {
     const target = w.target as Target;
-    const methods = checkOverride(w.method, w.req.headers, target.query, w.policy.methodOverride);
+    const methods = checkOverride(w.method, w.req.headers, target.query, w.plan.methodOverride);
     if (!methods.ok) return refuse(w.res, w.log, methods);
     w.methods = methods.methods;
     return true;
@@ -167,21 +169,15 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /**
    * Matched once, the way the upstream's router reads the path (case, trailing slash, HEAD as GET, allowed
-   * method overrides): the pattern (never the raw path or query) is logged, also on refusals. Public routes
-   * first: under /api/v3/ only the operator's opt-ins, which load refused to let overlap `routes`. A public
-   * match for only one of two methods (an override) is not public: it is authenticated.
+   * method overrides): the pattern (never the raw path or query) is logged, also on refusals. What the
+   * route needs (public or authenticated, its scopes and cost) was decided when the plan was compiled.
    */
   function matchRoute(w: Walk): boolean {
-    const { policy, methods } = w;
-    const path = (w.target as Target).path;
-    w.api = isUnderPrefix(path, API_PREFIX, policy.matching);
-    const open =
-      w.api && policy.publicApiRoutes.rules.length === 0
-        ? undefined
-        : findRoute(w.api ? policy.publicApiRoutes : policy.publicRoutes, methods, path);
-    w.isPublic = open !== undefined && !open.partial;
-    w.route = w.api && !w.isPublic ? findApiRoute(policy.routes, methods, path, API_PREFIX) : open;
-    w.log.route = w.route?.pattern;
+    const decision = w.plan.decide(w.methods, (w.target as Target).path);
+    w.api = decision.api;
+    w.isPublic = decision.isPublic;
+    w.route = decision.route;
+    w.log.route = decision.route?.pattern;
     return true;
   }
 
@@ -208,7 +204,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   function authenticate(w: Walk) {
     const xff = w.peerTrusted ? w.req.headers['x-forwarded-for'] : undefined;
-    w.ip = w.log.clientIp = clientIp(w.peer, Array.isArray(xff) ? xff.join(', ') : xff, w.policy.trustedProxies);
+    w.ip = w.log.clientIp = clientIp(w.peer, Array.isArray(xff) ? xff.join(', ') : xff, w.plan.trustedProxies);
     // The walk is the request's route (its cost) and client IP as the authenticator reads them (issue 42).
     deps.authenticate(w.req.rawHeaders, w).then(
       (authn) => authorized(w, authn),
@@ -235,7 +231,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       w.log.keyId = authn.key.record.id;
       w.keyOwner = authn.key.record.owner;
       w.keyRecord = authn.key.record;
-      const authz = authorize(authn.key, w.ip, w.route, w.policy.unlistedRoutes);
+      const authz = authorize(authn.key, w.ip, w.route, w.plan.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
       else {
         decision = authz;

@@ -1,4 +1,4 @@
-// Tested in test/unit/upstream-exchange.test.ts, test/adversarial/bodiless-responses.test.ts.
+// Tested in test/unit/response-head.test.ts, test/unit/upstream-exchange.test.ts, test/adversarial/bodiless-responses.test.ts.
 // Hop-by-hop response headers: they describe the upstream connection, not the response.
 const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'connection',
@@ -9,6 +9,9 @@ const HOP_BY_HOP: ReadonlySet<string> = new Set([
   'trailer',
   'te',
 ]);
+
+/** A Connection value that names only `keep-alive` and/or `close` (any case, spaces, commas). */
+const ONLY_HOP_BY_HOP = /^[\t ,]*(?:keep-alive|close)(?:[\t ]*,[\t ,]*(?:keep-alive|close))*[\t ,]*$/i;
 
 /**
  * The upstream's end-to-end response headers as a flat [name, value, …] list
@@ -44,6 +47,8 @@ export function responseHead(raw: readonly Buffer[], requestId: string, status =
 
 /** Removes, in place, every header the upstream named in Connection (other than the fixed hop-by-hop set, already gone). */
 function dropNamed(out: string[], connection: string): void {
+  // The usual value names only a hop-by-hop header already left out: nothing to build or remove.
+  if (ONLY_HOP_BY_HOP.test(connection)) return;
   const named = new Set<string>();
   for (const token of connection.split(',')) named.add(token.trim().toLowerCase());
   let w = 0;

@@ -57,19 +57,31 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     private readonly extraHeaders: readonly string[] | undefined,
   ) {
     shared.waiting.add(this);
+    // One listener function for every exchange (never a closure per request): the exchange rides on
+    // its request and response under a symbol no other code reads.
+    (res as Carrier)[EXCHANGE] = this;
     if (!req.complete) {
       this.rateFrom = this.queuedAt;
       this.rateBytes = req.socket.bytesRead;
       shared.uploading.add(this);
-      req.once('end', () => shared.uploading.delete(this));
+      (req as Carrier)[EXCHANGE] = this;
+      req.on('end', bodyReceived);
     }
-    res.once('close', () => {
-      this.finished = true;
-      shared.waiting.delete(this);
-      shared.uploading.delete(this);
-      // The client went away: release the upstream exchange too.
-      if (!res.writableFinished) this.abortFn?.();
-    });
+    res.on('close', clientClosed);
+  }
+
+  /** The client's response closed, however it ended. */
+  closed() {
+    this.finished = true;
+    this.shared.waiting.delete(this);
+    this.shared.uploading.delete(this);
+    // The client went away: release the upstream exchange too.
+    if (!this.res.writableFinished) this.abortFn?.();
+  }
+
+  /** The request body has all arrived: no longer a body whose rate is watched. */
+  received() {
+    this.shared.uploading.delete(this);
   }
 
   /** Answer the client instead of the upstream, and drop the upstream exchange. */
@@ -193,6 +205,17 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
 }
 
 function noop() {}
+
+const EXCHANGE = Symbol('upstreamExchange');
+type Carrier = { [EXCHANGE]?: UpstreamExchange };
+
+function clientClosed(this: ServerResponse) {
+  (this as Carrier)[EXCHANGE]?.closed();
+}
+
+function bodyReceived(this: IncomingMessage) {
+  (this as Carrier)[EXCHANGE]?.received();
+}
 
 /** undici's or Node's error → the cause label an operator (and an alert) can act on. */
 export function upstreamCause(err: Error & { code?: string }): UpstreamCause {

@@ -5,9 +5,9 @@ import type { Methods } from '../pipeline/check-override.js';
 import type { Target } from '../pipeline/check-target.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';
 import type { KeyRecord } from '../keys/key-record.js';
-import type { Policy } from '../policy/policy.js';
 import type { RouteMatch } from '../policy/routes.js';
 import type { OriginalRequest, PassArgs } from './gateway-mode.js';
+import type { RequestPlan } from './request-plan.js';
 
 /** Replaced by buildUpstreamHead before any pass; frozen, so a step out of order throws (500) rather than forwards. */
 const UNBUILT: UpstreamHead = Object.freeze({
@@ -48,6 +48,7 @@ export class Walk implements PassArgs {
     readonly log: RequestLog,
     readonly started: number,
     readonly expectContinue: boolean,
-    readonly policy: Policy,
+    /** The policy in force when the request arrived, as compiled for the path (request-plan.ts). */
+    readonly plan: RequestPlan,
   ) {}
 }

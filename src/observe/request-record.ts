@@ -38,22 +38,33 @@ export interface RequestRecorder {
   record(log: RequestLog): void;
 }
 
+const LOG = Symbol('requestLog');
+const STARTED = Symbol('requestStarted');
+type OpenResponse = ServerResponse & { [LOG]?: RequestLog; [STARTED]?: number };
+
 /** The one place an outcome becomes metrics and a log line. */
 export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }): RequestRecorder {
   const { metrics } = deps;
   const bound = metrics.bound;
   const requestLogger = createRequestLogger(deps.logger);
+  // One 'close' listener for every response (never a closure per request): the request's log and start
+  // time ride on the response itself, under a symbol no other code reads.
+  function closed(this: ServerResponse) {
+    const open = this as OpenResponse;
+    const log = open[LOG] as RequestLog;
+    metrics.inflight.dec();
+    if (log.status === undefined) log.status = this.statusCode;
+    log.durationMs = roundMs(performance.now() - (open[STARTED] as number));
+    if (!this.writableFinished) log.aborted = true;
+    record(log);
+  }
   const open = (res: ServerResponse, requestId: string, method: string | undefined, started: number) => {
     metrics.inflight.inc();
     const log: RequestLog = { requestId, method, route: undefined, clientIp: undefined };
     // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
-    res.once('close', () => {
-      metrics.inflight.dec();
-      if (log.status === undefined) log.status = res.statusCode;
-      log.durationMs = roundMs(performance.now() - started);
-      if (!res.writableFinished) log.aborted = true;
-      record(log);
-    });
+    (res as OpenResponse)[LOG] = log;
+    (res as OpenResponse)[STARTED] = started;
+    res.on('close', closed);
     return log;
   };
   const record = (log: RequestLog) => {

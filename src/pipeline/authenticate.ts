@@ -6,9 +6,10 @@ import type { KeyAlg } from '../keys/public-key.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
-import type { Budget, Charge, Store } from '../store/store.js';
+import type { Store } from '../store/store.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
+import { chargeOf, type KeyCharge } from './key-charge.js';
 import { readCredentials } from './read-credentials.js';
 import { verifySignature } from './verify-signature.js';
 
@@ -87,17 +88,12 @@ export function createAuthenticator(
   /**
    * What the admit step charges (budgets.ts): the route's cost from the key's budget and its owner's,
    * whichever apply. Undefined when neither applies and the key has no owner (the nonce alone, as before).
+   * Prepared once per key and limits (key-charge.ts): a request only picks the Charge for its cost.
    */
-  function chargeFor(key: PreparedKey, cost: number): Charge | undefined {
-    const keyLimit = key.rateLimit ?? options.defaultRateLimit;
+  function chargeFor(key: PreparedKey, cost: number): KeyCharge | undefined {
     const owner = key.record.owner;
-    if (owner === undefined)
-      return keyLimit === undefined ? undefined : { cost, owner, budgets: [{ kind: 'key', limit: keyLimit }] };
-    const ownerLimit = deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit;
-    const budgets: Budget[] = [];
-    if (keyLimit !== undefined) budgets.push({ kind: 'key', limit: keyLimit });
-    if (ownerLimit !== undefined) budgets.push({ kind: 'owner', limit: ownerLimit });
-    return { cost, owner, budgets };
+    const ownerLimit = owner === undefined ? undefined : (deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit);
+    return chargeOf(key, key.rateLimit ?? options.defaultRateLimit, ownerLimit, cost);
   }
   return async function authenticate(rawHeaders, request) {
     const credentials = readCredentials(rawHeaders);
@@ -125,13 +121,13 @@ export function createAuthenticator(
     // knew it was used. The nonce is burnt; the client signs again.
     if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
     if (admission.outcome === 'limited') {
-      const budgets = (charge as Charge).budgets;
+      const { budgets, limits } = charge as KeyCharge;
       // Named by the first budget without room: the key's own, or its owner's (own metric label and log reason).
       const refusal =
         budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
-      return { ...refusal, keyId, rate: { limits: budgets.map((b) => b.limit), states: admission.rate } };
+      return { ...refusal, keyId, rate: { limits, states: admission.rate } };
     }
-    const rate = admission.rate && charge && { limits: charge.budgets.map((b) => b.limit), states: admission.rate };
+    const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
     return { ok: true, key, alg: claims.alg, rate };
   };
 }

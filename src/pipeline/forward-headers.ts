@@ -1,6 +1,6 @@
-import { randomUUID } from 'node:crypto';
 import { deny, type Denial } from '../errors.js';
 import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
+import { newRequestId } from './request-id.js';
 
 export const KEY_ID_HEADER = 'x-api-key-id';
 /** The key's owner (the service's account id), beside X-Api-Key-Id, when the key has one. Client copies are dropped with every x-api-key* name. */
@@ -87,7 +87,7 @@ export interface UpstreamHead {
 
 /** The request id: the client's when it is sane, otherwise a fresh UUID. */
 export function requestIdOf(sent: string | string[] | undefined): string {
-  return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : randomUUID();
+  return typeof sent === 'string' && REQUEST_ID.test(sent) ? sent : newRequestId();
 }
 
 /**

@@ -1,6 +1,14 @@
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createLogger, createRequestLogger, REQUEST_LINE_FIELDS } from '../../src/observe/logger.js';
+import {
+  boundedDestination,
+  createLogger,
+  createRequestLogger,
+  REQUEST_LINE_FIELDS,
+} from '../../src/observe/logger.js';
 
 function capture(level = 'info') {
   const lines: string[] = [];
@@ -108,5 +116,43 @@ describe('createRequestLogger', () => {
     expect(quiet.lines).toHaveLength(0);
     log({ requestId: 'r' }, true);
     expect(JSON.parse(quiet.lines[0]!)).toMatchObject({ level: 40, requestId: 'r', msg: 'request' });
+  });
+});
+
+describe('createRequestLogger on Keygate’s own destination (lines handed over in batches)', () => {
+  it('writes every allow-listed field it is given', () => {
+    const fast = capture();
+    const line = Object.fromEntries(REQUEST_LINE_FIELDS.map((name) => [name, `v-${name}`]));
+    createRequestLogger(fast.logger)(line, false);
+    expect(JSON.parse(fast.lines[0]!)).toMatchObject(line);
+  });
+
+  it('loses no line and keeps their order: flush() and flushSync() first take the lines still batched', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'request-logger-'));
+    try {
+      const file = join(dir, 'out.log');
+      const destination = boundedDestination({ fd: openSync(file, 'w') });
+      const logger = createLogger({ level: 'info' }, destination);
+      const log = createRequestLogger(logger);
+      for (let i = 0; i < 5; i++) log({ requestId: `r-${i}` }, false);
+      logger.info('between');
+      log({ requestId: 'r-5' }, true);
+      (destination as unknown as { flushSync(): void }).flushSync();
+      const lines = readFileSync(file, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Record<string, unknown>);
+      const ids = lines.filter((l) => l.msg === 'request').map((l) => l.requestId);
+      expect(ids).toEqual(['r-0', 'r-1', 'r-2', 'r-3', 'r-4', 'r-5']);
+      expect(lines.some((l) => l.msg === 'between')).toBe(true);
+      // Past the batch size the lines go out without a flush.
+      const many = Array.from({ length: 400 }, (_, i) => `m-${i}`);
+      for (const id of many) log({ requestId: id, route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1' }, false);
+      await new Promise<void>((resolve) => logger.flush(() => resolve()));
+      const after = readFileSync(file, 'utf8').trim().split('\n');
+      expect(after.slice(-400).map((l) => (JSON.parse(l) as { requestId: string }).requestId)).toEqual(many);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
