@@ -110,5 +110,5 @@ function chooseMode(config: Config, forwarder: Forwarder | undefined, clock: Clo
     return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix }, { clock });
   }
   if (forwarder === undefined) throw new Error('createGateway: proxy mode needs a forwarder');
-  return createProxyMode(forwarder);
+  return createProxyMode(forwarder, { boundBodyMaxBytes: config.limits.boundBodyMaxBytes });
 }

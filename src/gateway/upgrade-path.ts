@@ -68,7 +68,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
   const { streams, streamMetrics } = deps;
   /** What the listener learnt before the walk, for the pass: the client's early bytes and its handshake. */
   const handshakes = new WeakMap<IncomingMessage, { head: Buffer }>();
-  const plain = createProxyMode(deps.forwarder);
+  const plain = createProxyMode(deps.forwarder, { boundBodyMaxBytes: limits.boundBodyMaxBytes });
 
   const mode: GatewayMode = {
     preempt: () => false,
