@@ -37,7 +37,16 @@ export function createProxyMode(
       const forward = (bytes: Buffer | undefined) => {
         const sent = performance.now();
         forwarder.forward(
-          { req, res, path: req.url as string, headers: head.headers, body: head.body, bytes, requestId, responseHeaders },
+          {
+            req,
+            res,
+            path: req.url as string,
+            headers: head.headers,
+            body: head.body,
+            bytes,
+            requestId,
+            responseHeaders,
+          },
           (outcome) => done(outcome, roundMs(performance.now() - sent)),
         );
       };

@@ -127,7 +127,12 @@ export function createAuthenticator(
     if (!signature.ok) return signature;
     // Before the admit: a token presented with another method or target burns no nonce (check-binding.ts).
     let bodySha256: string | undefined;
-    if (key.record.binding !== undefined || claims.method !== undefined || claims.path !== undefined || claims.bodySha256 !== undefined) {
+    if (
+      key.record.binding !== undefined ||
+      claims.method !== undefined ||
+      claims.path !== undefined ||
+      claims.bodySha256 !== undefined
+    ) {
       const bound = checkBinding(claims, key.record.binding, boundRequest(request));
       if (!bound.ok) return { ...bound, keyId: key.record.id };
       bodySha256 = bound.bodySha256;
