@@ -1,7 +1,9 @@
+import { execFile, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createToken, type TokenBinding } from '../../src/client/create-token.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
@@ -18,6 +20,14 @@ const SECRET = 'binding-secret-0123456789abcdef';
 const MAX = 4096;
 const ORDERS = '/api/v3/orders';
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('base64url');
+const run = promisify(execFile);
+
+/** A python3 with PyJWT (Debian's python3-jwt), or a failure naming it. */
+function pythonWithJwt(): string {
+  for (const py of ['python3', '/usr/bin/python3'])
+    if (spawnSync(py, ['-c', 'import jwt'], { stdio: 'ignore' }).status === 0) return py;
+  throw new Error('no python3 with PyJWT: apt-get install -y python3-jwt');
+}
 
 function policyFile(yaml: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'keygate-binding-'));
@@ -202,6 +212,24 @@ describe('binding a token to its request (proxy mode)', () => {
     expect(statusOf(res.text)).toBe(200);
     await expect.poll(() => upstream.received[0]?.complete).toBe(true);
     expect(upstream.received[0]!.body).toBe(body.toString('latin1'));
+  });
+
+  it('the PyJWT example (examples/python_bound_client.py) binds a GET with its query and a POST with its body', async () => {
+    const py = pythonWithJwt();
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-binding-py-'));
+    const bodyFile = join(dir, 'order.json');
+    const body = '{"symbol":"BTC","qty":"0.5"}\n';
+    writeFileSync(bodyFile, body);
+    const get = await run(py, ['examples/python_bound_client.py', 'GET', `${gate.url}${ORDERS}?symbol=BTC`, 'strict', SECRET]);
+    expect(get.stdout).toMatch(/^200 /);
+    const post = await run(py, ['examples/python_bound_client.py', 'post', `${gate.url}${ORDERS}`, 'strict', SECRET, bodyFile]);
+    expect(post.stdout).toMatch(/^200 /);
+    await expect.poll(() => upstream.received[1]?.complete).toBe(true);
+    expect(upstream.received.map((r) => [r.method, r.url, r.body])).toEqual([
+      ['GET', `${ORDERS}?symbol=BTC`, ''],
+      ['POST', ORDERS, body],
+    ]);
+    expect(sha(upstream.received[1]!.body)).toBe(sha(body));
   });
 
   it('a bodiless request may bind the empty digest; any other digest is a mismatch', async () => {
