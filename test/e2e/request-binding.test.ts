@@ -46,8 +46,7 @@ const KEYS = [
   makeKey({ apiKey: 'strict', id: 'key-strict', secret: SECRET, scopes: ['orders'], binding: 'required' }),
 ];
 
-const mint = (apiKey: string, bind?: TokenBinding) =>
-  createToken({ apiKey, apiSecret: SECRET, ...(bind && { bind }) });
+const mint = (apiKey: string, bind?: TokenBinding) => createToken({ apiKey, apiSecret: SECRET, ...(bind && { bind }) });
 
 /** A raw HTTP/1.1 request: the exact bytes of the target and the body, as a client sends them. */
 function raw(method: string, target: string, token: string, head: string[] = [], body: Buffer | string = ''): Buffer {
@@ -107,10 +106,7 @@ describe('binding a token to its request (proxy mode)', () => {
 
   it('another query is refused binding_mismatch; the same token then passes on its own target (the nonce was not used)', async () => {
     const token = await mint('open', { method: 'GET', path: `${ORDERS}?symbol=BTC` });
-    await expectRefused(
-      await send(gate.url, `${ORDERS}?symbol=ETH`, { headers: bearer(token) }),
-      'binding_mismatch',
-    );
+    await expectRefused(await send(gate.url, `${ORDERS}?symbol=ETH`, { headers: bearer(token) }), 'binding_mismatch');
     const own = await send(gate.url, `${ORDERS}?symbol=BTC`, { headers: bearer(token) });
     expect(own.status).toBe(200);
     expect(upstream.received.map((r) => r.url)).toEqual([`${ORDERS}?symbol=BTC`]);
@@ -166,7 +162,10 @@ describe('binding a token to its request (proxy mode)', () => {
     expect(upstream.received).toHaveLength(0);
     expect(upstream.wire()).toBe('');
     // Read only once admitted: the token was used by the changed request.
-    const own = await exchange(gate.port, raw('POST', ORDERS, token, ['Content-Length: 9', 'Connection: close'], '{"qty":1}'));
+    const own = await exchange(
+      gate.port,
+      raw('POST', ORDERS, token, ['Content-Length: 9', 'Connection: close'], '{"qty":1}'),
+    );
     expect(statusOf(own.text)).toBe(401);
     await expect.poll(lastReason).toBe('replay');
     expect(upstream.received).toHaveLength(0);
@@ -220,9 +219,22 @@ describe('binding a token to its request (proxy mode)', () => {
     const bodyFile = join(dir, 'order.json');
     const body = '{"symbol":"BTC","qty":"0.5"}\n';
     writeFileSync(bodyFile, body);
-    const get = await run(py, ['examples/python_bound_client.py', 'GET', `${gate.url}${ORDERS}?symbol=BTC`, 'strict', SECRET]);
+    const get = await run(py, [
+      'examples/python_bound_client.py',
+      'GET',
+      `${gate.url}${ORDERS}?symbol=BTC`,
+      'strict',
+      SECRET,
+    ]);
     expect(get.stdout).toMatch(/^200 /);
-    const post = await run(py, ['examples/python_bound_client.py', 'post', `${gate.url}${ORDERS}`, 'strict', SECRET, bodyFile]);
+    const post = await run(py, [
+      'examples/python_bound_client.py',
+      'post',
+      `${gate.url}${ORDERS}`,
+      'strict',
+      SECRET,
+      bodyFile,
+    ]);
     expect(post.stdout).toMatch(/^200 /);
     await expect.poll(() => upstream.received[1]?.complete).toBe(true);
     expect(upstream.received.map((r) => [r.method, r.url, r.body])).toEqual([

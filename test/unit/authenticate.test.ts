@@ -251,14 +251,14 @@ describe('authenticate: binding claims (issue 43), after the signature and befor
     expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: true });
     // Now used: a replay is refused as one.
     expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: false, reason: 'replay' });
-    close();
+    await close();
   });
 
   it('a forged token with binding claims is refused for its signature first', async () => {
     const { authenticate, close } = setup();
     const token = tokenFor('good', { ...bound('/elsewhere'), secret: 'another-secret-0123456789' });
     expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: false, reason: 'bad_signature' });
-    close();
+    await close();
   });
 
   it('a body to check is handed on as the digest to compare once read; a caller that gives no request matches no claim', async () => {
@@ -269,13 +269,13 @@ describe('authenticate: binding claims (issue 43), after the signature and befor
     expect(await authenticate(bearer(tokenFor('good', bound('/api/v3/orders'))))).toMatchObject({
       reason: 'binding_mismatch',
     });
-    close();
+    await close();
   });
 
   it('forward-auth (bodyUnseen) refuses body_sha256 with its own reason', async () => {
     const { authenticate, close } = setup({ bodyUnseen: true });
     const token = tokenFor('good', { extra: { body_sha256: '47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU' } });
     expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: false, reason: 'body_not_bindable' });
-    close();
+    await close();
   });
 });

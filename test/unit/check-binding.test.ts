@@ -1,11 +1,16 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { checkBinding, EMPTY_BODY_SHA256, type BoundRequest } from '../../src/pipeline/check-binding.js';
+import {
+  checkBinding,
+  EMPTY_BODY_SHA256,
+  type BindingClaims,
+  type BoundRequest,
+} from '../../src/pipeline/check-binding.js';
 
 const GET: BoundRequest = { method: 'GET', target: '/api/v3/orders?symbol=BTC', body: 'none' };
 const POST: BoundRequest = { method: 'POST', target: '/api/v3/orders', body: 'present' };
-const none = { method: undefined, path: undefined, bodySha256: undefined };
-const claims = (c: Partial<typeof none>) => ({ ...none, ...c });
+const none: BindingClaims = { method: undefined, path: undefined, bodySha256: undefined };
+const claims = (c: Partial<BindingClaims>): BindingClaims => ({ ...none, ...c });
 const reason = (v: ReturnType<typeof checkBinding>) => (v.ok ? 'pass' : v.reason);
 
 describe('checkBinding', () => {

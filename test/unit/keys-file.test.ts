@@ -86,17 +86,23 @@ describe('loadKeysFile', () => {
     '',
   ].join('\n');
 
-  it.each(forms(boundYaml, boundJson))('reads binding (issue 43) from %s (fast reader: %s): off is absent', (ext, fast, text) => {
-    const file = write(`bound-${ext}-${fast}-${text.length}.${ext}`, text);
-    expect(loadKeysFile(file).map((r) => [r.apiKey, r.binding])).toEqual([
-      ['a', 'required'],
-      ['b', undefined],
-      ['c', undefined],
-    ]);
-  });
+  it.each(forms(boundYaml, boundJson))(
+    'reads binding (issue 43) from %s (fast reader: %s): off is absent',
+    (ext, fast, text) => {
+      const file = write(`bound-${ext}-${fast}-${text.length}.${ext}`, text);
+      expect(loadKeysFile(file).map((r) => [r.apiKey, r.binding])).toEqual([
+        ['a', 'required'],
+        ['b', undefined],
+        ['c', undefined],
+      ]);
+    },
+  );
 
   it('refuses a binding other than off or required', () => {
-    const file = write('bad-binding.json', JSON.stringify({ keys: [{ apiKey: 'a', apiSecret: SECRET, binding: 'yes' }] }));
+    const file = write(
+      'bad-binding.json',
+      JSON.stringify({ keys: [{ apiKey: 'a', apiSecret: SECRET, binding: 'yes' }] }),
+    );
     expect(problems(file).join('\n')).toMatch(/binding/);
   });
 
