@@ -13,6 +13,16 @@ const NO_HEADERS: readonly string[] = Object.freeze([]);
 /** KEYGATE_BOUND_BODY_MAX_BYTES's default: 1 MiB. */
 export const BOUND_BODY_MAX_BYTES = 1_048_576;
 
+/** A bound body's limits from the settings: its size, and the minimum pace a streamed body has too. */
+export function boundBodyOptions(limits: {
+  readonly boundBodyMaxBytes: number;
+  readonly minBodyBytesPerSecond: number;
+  readonly bodyRateGraceMs: number;
+}) {
+  const { boundBodyMaxBytes, minBodyBytesPerSecond, bodyRateGraceMs } = limits;
+  return { boundBodyMaxBytes, minBodyBytesPerSecond, bodyRateGraceMs };
+}
+
 /**
  * Proxy mode (KEYGATE_MODE=proxy): the request checked is the one received, and
  * a pass forwards it to the upstream with the key's identity added. A body bound by the token's
@@ -21,8 +31,17 @@ export const BOUND_BODY_MAX_BYTES = 1_048_576;
  */
 export function createProxyMode(
   forwarder: Forwarder,
-  options: { readonly boundBodyMaxBytes: number } = { boundBodyMaxBytes: BOUND_BODY_MAX_BYTES },
+  options: {
+    readonly boundBodyMaxBytes: number;
+    readonly minBodyBytesPerSecond?: number;
+    readonly bodyRateGraceMs?: number;
+  } = { boundBodyMaxBytes: BOUND_BODY_MAX_BYTES },
 ): GatewayMode {
+  const bodyLimits = {
+    maxBytes: options.boundBodyMaxBytes,
+    minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
+    graceMs: options.bodyRateGraceMs ?? 0,
+  };
   return {
     preempt: () => false,
     original: (req: IncomingMessage): OriginalRequest => ({ ok: true, method: req.method, url: req.url }),
@@ -59,7 +78,7 @@ export function createProxyMode(
       // Declared too large: refused before the client is asked for it.
       if (declaredTooLarge(head.body, options.boundBodyMaxBytes)) return done({ reason: 'bound_body_too_large' });
       if (expectContinue) res.writeContinue();
-      readBoundBody(req, options.boundBodyMaxBytes, (body) => {
+      readBoundBody(req, bodyLimits, (body) => {
         // The client went away (or KEYGATE_REQUEST_TIMEOUT_MS cut it): nobody to answer; recorded as aborted.
         if (!body.ok) return body.reason === 'aborted' ? void res.destroy() : done({ reason: body.reason });
         // The nonce was admitted (authenticate.ts): it stays used, and nothing is forwarded.

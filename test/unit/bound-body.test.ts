@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { createServer, request, type IncomingMessage, type Server } from 'node:http';
 import { connect, type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { declaredTooLarge, readBoundBody, type BoundBody } from '../../src/gateway/bound-body.js';
+import { declaredTooLarge, readBoundBody, type BoundBody, type BoundBodyLimits } from '../../src/gateway/bound-body.js';
 
 const MAX = 1024;
 const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('base64url');
@@ -11,12 +11,15 @@ const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('base6
 let server: Server;
 let port: number;
 const verdicts: Array<(v: BoundBody, req: IncomingMessage) => void> = [];
+const NO_PACE: BoundBodyLimits = { maxBytes: MAX, minBytesPerSecond: 0, graceMs: 0 };
+let limits = NO_PACE;
 beforeAll(async () => {
   server = createServer((req, res) => {
-    readBoundBody(req, MAX, (v) => {
+    readBoundBody(req, limits, (v) => {
       verdicts.shift()?.(v, req);
       if (v.ok) res.end('ok');
       else if (v.reason === 'bound_body_too_large') res.writeHead(413, { connection: 'close' }).end();
+      else if (v.reason === 'body_too_slow') res.writeHead(408, { connection: 'close' }).end();
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -75,6 +78,26 @@ describe('readBoundBody: the whole body, hashed as it arrives, bounded', () => {
     setTimeout(() => socket.destroy(), 50);
     expect(await seen).toEqual({ ok: false, reason: 'aborted' });
     expect(verdicts).toHaveLength(0);
+  });
+});
+
+describe('readBoundBody: the minimum pace', () => {
+  it('a body that trickles in below the minimum after the grace is cut as body_too_slow; a steady one is read', async () => {
+    limits = { maxBytes: MAX, minBytesPerSecond: 1000, graceMs: 100 };
+    try {
+      const slow = next();
+      const socket = connect(port, '127.0.0.1');
+      socket.write('POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nab');
+      const started = performance.now();
+      expect(await slow).toEqual({ ok: false, reason: 'body_too_slow' });
+      expect(performance.now() - started).toBeGreaterThanOrEqual(90);
+      socket.destroy();
+      const steady = next();
+      expect(await post(Buffer.alloc(MAX, 1))).toBe(200);
+      expect((await steady).ok).toBe(true);
+    } finally {
+      limits = NO_PACE;
+    }
   });
 });
 
