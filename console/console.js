@@ -26,6 +26,7 @@ const FIELD_WORDS = {
   rateLimit: 'Rate limit',
   'rateLimit.rate': 'Rate limit',
   'rateLimit.burst': 'Burst',
+  binding: 'Binding',
   graceSeconds: 'Grace period',
   reason: 'Reason',
   state: 'State',
@@ -297,6 +298,7 @@ function edit(key) {
   form.querySelector('.which').textContent = key.apiKey;
   form.elements.scopes.value = key.scopes.join(', ');
   form.elements.allowIps.value = key.allowIps.join(', ');
+  form.elements.binding.value = key.binding || 'off';
   form.querySelector('.error').textContent = '';
   $('#edit-dialog').showModal();
 }
@@ -308,6 +310,7 @@ $('#edit-form').addEventListener('submit', async (event) => {
     await api('PATCH', `/v1/keys/${encodeURIComponent(editing.apiKey)}`, {
       scopes: list(form.elements.scopes.value),
       allowIps: list(form.elements.allowIps.value),
+      binding: form.elements.binding.value,
     });
     $('#edit-dialog').close();
     await load(false);
@@ -326,6 +329,7 @@ $('#create-form').addEventListener('submit', async (event) => {
   const rate = form.elements.rate.value.trim();
   const burst = form.elements.burst.value.trim();
   if (rate || burst) body.rateLimit = { ...(rate && { rate }), ...(burst && { burst: Number(burst) }) };
+  if (form.elements.binding.value !== 'off') body.binding = form.elements.binding.value;
   const alg = form.elements.alg.value;
   if (alg !== 'HS256') {
     body.alg = alg;

@@ -14,6 +14,7 @@
 // scavenges per 10,000 requests (gcReader in bench/lib.mjs): those do not depend
 // on the load, so they resolve a change CPU time cannot on a shared machine.
 import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,8 +27,11 @@ import {
   gcReader,
   get,
   median,
+  API_KEY,
+  mintSignedTokens,
   mintTokens,
   parseOptions,
+  SECRET,
   pinToCpu,
   requireWrk,
   round3,
@@ -42,6 +46,7 @@ import {
   writeKeysFile,
   writeResult,
 } from './bench/lib.mjs';
+import { token } from './harness/mint.mjs';
 
 const USAGE = `
 Usage: npm run bench:ab -- [options]
@@ -56,6 +61,9 @@ Usage: npm run bench:ab -- [options]
   --log-level LEVEL    every Keygate's KEYGATE_LOG_LEVEL (default info, as in production)
   --pin                pin each measured process to CPU 1 and this harness, the load generator,
                        the upstream and Redis to CPU 0 (taskset; steadier CPU figures)
+  --bind get|post      issue 43: the current build's targets send tokens bound to their request (method, path,
+                       and with post the body_sha256 of a 1 KiB JSON body every target sends with POST), the
+                       baseline's plain tokens; with --baseline HEAD (same code), binding's own cost
   --key-owner NAME     give the bench key an owner (its budget: defaultOwnerRateLimit in a policy set with --env)
   --env NAME=VALUE     a setting for the current build's Redis target (repeatable)
   --baseline-env NAME=VALUE  the same for the baseline's Redis target (repeatable)
@@ -63,6 +71,7 @@ Usage: npm run bench:ab -- [options]
 
   npm run bench:ab -- --baseline HEAD~1                 CPU per request at 1,500 req/s
   npm run bench:ab -- --baseline v0.1.0 --saturate      also wrk req/s at saturation
+  npm run bench:ab -- --baseline HEAD --bind post --pin  a bound 1 KiB POST against an unbound one
   npm run bench:ab -- --stores redis --env KEYGATE_REPLAY_FENCE=on --baseline-env KEYGATE_REPLAY_FENCE=off
                                                         one build, a setting on against off
 `;
@@ -74,6 +83,7 @@ const args = parseOptions(
     rounds: { type: 'string', default: '5' },
     stores: { type: 'string', default: 'embedded,redis' },
     'key-owner': { type: 'string' },
+    bind: { type: 'string' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
     'log-level': { type: 'string', default: 'info' },
@@ -92,6 +102,9 @@ if (STORES.some((s) => s !== 'embedded' && s !== 'redis')) {
   throw new Error(`--stores takes embedded and/or redis, not ${args.stores}`);
 }
 if (args.saturate) requireWrk('bench:ab --saturate');
+if (args.bind !== undefined && args.bind !== 'get' && args.bind !== 'post')
+  throw new Error(`--bind takes get or post, not ${args.bind}`);
+if (args.bind && (args.saturate || args.public)) throw new Error('--bind goes with neither --saturate nor --public');
 
 /**
  * NAME=VALUE settings as an environment. They apply to the Redis targets only: settings such as
@@ -150,9 +163,26 @@ function buildBaseline(ref) {
 
 const PUBLIC_PATH = '/public/bench';
 
-/** @param {string} url @param {number} seconds @param {string} [path] */
-function fixedRate(url, seconds, path = PATH) {
-  return runFixedRate(url, RATE, seconds, mintTokens(dir, Math.round(RATE * seconds)), path);
+/**
+ * --bind: every target sends the same requests (GET, or POST with one 1 KiB JSON body); `bound` targets
+ * sign each token over it (method, path, body_sha256), the others send plain contract tokens.
+ */
+const BIND_BODY = Buffer.from(JSON.stringify({ order: 'x'.repeat(1024 - 13) }));
+const bindRequest = args.bind === 'post' ? { method: 'POST', bodyFile: join(dir, 'body.json') } : { method: 'GET' };
+if (args.bind === 'post') writeFileSync(bindRequest.bodyFile ?? '', BIND_BODY);
+/** @param {number} count */
+function boundTokens(count) {
+  const body = args.bind === 'post' ? { body_sha256: createHash('sha256').update(BIND_BODY).digest('base64url') } : {};
+  return mintSignedTokens(dir, count, (nonce) =>
+    token(API_KEY, SECRET, { nonce: nonce.toString(), method: bindRequest.method, path: PATH, ...body }),
+  );
+}
+
+/** @param {string} url @param {number} seconds @param {string} [path] @param {boolean} [bound] */
+function fixedRate(url, seconds, path = PATH, bound = false) {
+  const count = Math.round(RATE * seconds);
+  if (!args.bind) return runFixedRate(url, RATE, seconds, mintTokens(dir, count), path);
+  return runFixedRate(url, RATE, seconds, bound ? boundTokens(count) : mintTokens(dir, count), path, bindRequest);
 }
 
 /** @param {string} url @param {string} [path] */
@@ -162,7 +192,7 @@ function saturate(url, path = PATH) {
   return { rps: res.rps, non2xx: res.non2xx, errors: res.errors };
 }
 
-/** @typedef {{ name: string, url: string, pid: number, path?: string, gc: ReturnType<typeof gcReader> }} Target */
+/** @typedef {{ name: string, url: string, pid: number, path?: string, bound?: boolean, gc: ReturnType<typeof gcReader> }} Target */
 
 /**
  * A started target, pinned with --pin, its collections read from its log file.
@@ -206,6 +236,9 @@ async function main() {
   /** @type {Target[]} */
   const targets = [target('bare-http-proxy', bare, 'bare-proxy'), target('bare-undici', bareUndici, 'bare-undici')];
   const logLevel = { KEYGATE_LOG_LEVEL: args['log-level'] };
+  // --bind post: the bench route takes POST too.
+  const postPolicy = join(dir, 'post-policy.yaml');
+  writeFileSync(postPolicy, `routes:\n  - { method: [GET, POST], path: ${PATH}, scopes: [accounts:read] }\n`);
   for (const store of STORES) {
     for (const b of builds) {
       /** @type {Record<string, string>} */
@@ -213,8 +246,12 @@ async function main() {
         redis && store === 'redis'
           ? { ...logLevel, KEYGATE_REDIS_URL: redis.url, ...b.env }
           : { ...logLevel, KEYGATE_KEYS_FILE: keysFile };
+      if (args.bind === 'post') env.KEYGATE_CONFIG = postPolicy;
       const kg = await startKeygate(children, `${b.name}-${store}`, upstream.url, env, b.tree, [TRACE_GC]);
-      targets.push(target(`${b.name}:${store}`, kg, `${b.name}-${store}`));
+      targets.push({
+        ...target(`${b.name}:${store}`, kg, `${b.name}-${store}`),
+        bound: Boolean(args.bind) && b.name === 'current',
+      });
     }
   }
 
@@ -233,7 +270,7 @@ async function main() {
     }
   }
 
-  for (const t of targets) fixedRate(t.url, 2, t.path); // warm-up: JIT, connection pools, key cache
+  for (const t of targets) fixedRate(t.url, 2, t.path, t.bound); // warm-up: JIT, connection pools, key cache
   /** @type {Record<string, { cpuUsPerRequest: number[], rps: number[], bytesPerRequest: number[], scavengesPer10k: number[], scavengeMsPer10k: number[] }>} */
   const samples = Object.fromEntries(
     targets.map((t) => [
@@ -246,7 +283,7 @@ async function main() {
       const t = /** @type {Target} */ (targets[(i + round) % targets.length]);
       t.gc.start();
       const before = cpuUs(t.pid) ?? NaN;
-      const r = fixedRate(t.url, DURATION, t.path);
+      const r = fixedRate(t.url, DURATION, t.path, t.bound);
       const perRequest = ((cpuUs(t.pid) ?? NaN) - before) / r.requests;
       const gc = t.gc.stop(r.requests, r.seconds);
       if (r.non2xx || r.errors)
@@ -351,6 +388,7 @@ async function main() {
       rounds: ROUNDS,
       stores: STORES,
       env: ENV,
+      bind: args.bind ?? null,
       saturate: Boolean(args.saturate),
       publicRoute: Boolean(args.public),
       logLevel: args['log-level'],

@@ -193,6 +193,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       get defaultOwnerRateLimit() {
         return policy.policy().defaultOwnerRateLimit;
       },
+      // The asking proxy never sends the body: a body_sha256 claim cannot be checked there (issue 43).
+      bodyUnseen: config.mode === 'forward-auth',
     },
     { keys, store, clock, ...(fence && { fence }) },
   );

@@ -20,6 +20,7 @@ export const ERRORS = Object.freeze({
   40300: { status: 403, message: 'Forbidden' },
   40400: { status: 404, message: 'Not found' },
   40800: { status: 408, message: 'Request timeout' },
+  41300: { status: 413, message: 'Payload too large' },
   43100: { status: 431, message: 'Request header fields too large' },
   50000: { status: 500, message: 'Internal error' },
   50200: { status: 502, message: 'Bad gateway' },
@@ -51,6 +52,15 @@ export const REASONS = Object.freeze({
   nonce_window: reason(40106, 'nonce outside recv_window of the server time'),
   bad_signature: reason(40106, "signature does not verify with the key's credential of the token's alg"),
   replay: reason(40106, 'nonce already used by this key inside its window'),
+  unbound: reason(
+    40106,
+    "the key's binding is required and the token lacks method and path, or body_sha256 for a request with a body",
+  ),
+  binding_mismatch: reason(40106, "the token's method, path or body_sha256 claim differs from the request's"),
+  body_not_bindable: reason(
+    40106,
+    'body_sha256 in forward-auth mode, where the request body never reaches Keygate: it cannot be checked',
+  ),
   fenced: reason(
     40106,
     'nonce older than the Redis failover this instance last saw (replay fence, KEYGATE_REPLAY_FENCE): retry with a fresh token',
@@ -98,6 +108,10 @@ export const REASONS = Object.freeze({
   ),
   request_timeout: reason(40800, 'request headers or body not received within the configured timeout'),
   body_too_slow: reason(40800, 'request body arrived slower than the configured minimum rate'),
+  bound_body_too_large: reason(
+    41300,
+    'a body bound by body_sha256 larger than KEYGATE_BOUND_BODY_MAX_BYTES: refused before anything is forwarded',
+  ),
   headers_too_large: reason(43100, 'request headers larger than the configured maximum'),
   too_many_headers: reason(43100, 'more header fields than the configured maximum'),
   internal_error: reason(50000, 'unexpected error inside Keygate (logged with its stack)'),

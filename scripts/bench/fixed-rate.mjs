@@ -4,11 +4,14 @@
 // what it sent and got. Used by bench-ab.mjs to compare CPU per request at
 // the same offered load (below saturation), which is steadier than req/s.
 //
-//   node fixed-rate.mjs <base-url> <rate> <seconds> <tokens-file> [path]
+//   node fixed-rate.mjs <base-url> <rate> <seconds> <tokens-file> [path] [method] [body-file]
+// With a body file every request sends its bytes (with a Content-Length), e.g. POST.
 import { readFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 
-const [base, rateArg, secondsArg, tokensFile, path = '/api/v3/viewer/accounts'] = process.argv.slice(2);
+const [base, rateArg, secondsArg, tokensFile, path = '/api/v3/viewer/accounts', method = 'GET', bodyFile] =
+  process.argv.slice(2);
+const body = bodyFile === undefined ? undefined : readFileSync(bodyFile);
 if (!base || !tokensFile) {
   process.stderr.write('usage: node fixed-rate.mjs <base-url> <rate> <seconds> <tokens-file> [path]\n');
   process.exit(2);
@@ -45,8 +48,12 @@ function send() {
       agent,
       host: url.hostname,
       port: url.port,
-      path: url.pathname,
-      headers: { authorization: `Bearer ${tokens[sent++]}` },
+      method,
+      path: url.pathname + url.search,
+      headers: {
+        authorization: `Bearer ${tokens[sent++]}`,
+        ...(body && { 'content-type': 'application/json', 'content-length': String(body.length) }),
+      },
     },
     (res) => {
       if (!res.statusCode || res.statusCode < 200 || res.statusCode > 299) {
@@ -61,7 +68,7 @@ function send() {
     errors++;
     finish();
   });
-  req.end();
+  req.end(body);
 }
 
 const timer = setInterval(() => {

@@ -305,11 +305,13 @@ export function runWrkSync(o) {
  * @param {number} seconds
  * @param {string} tokensFile
  * @param {string} [path]
+ * @param {{ method: string, bodyFile?: string }} [request] another method, and a body sent with every request
  * @returns {FixedRateResult}
  */
-export function runFixedRate(url, rate, seconds, tokensFile, path = PATH) {
+export function runFixedRate(url, rate, seconds, tokensFile, path = PATH, request = undefined) {
   const script = join(ROOT, 'scripts/bench/fixed-rate.mjs');
-  const r = spawnSync(process.execPath, [script, url, String(rate), String(seconds), tokensFile, path], {
+  const extra = request ? [request.method, ...(request.bodyFile ? [request.bodyFile] : [])] : [];
+  const r = spawnSync(process.execPath, [script, url, String(rate), String(seconds), tokensFile, path, ...extra], {
     encoding: 'utf8',
   });
   const line = r.stdout.trim().split('\n').pop();

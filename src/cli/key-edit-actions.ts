@@ -25,7 +25,12 @@ const RATE_LIMIT = opt(
   'requests per second, minute or hour (/s /m /h); without one the policy defaultRateLimit applies',
 );
 const BURST = opt('burst', 'n', 'requests allowed at once above the rate (needs a rate)');
-const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL];
+const BINDING = opt(
+  'binding',
+  'off|required',
+  'required: every token must name its method and path (and body_sha256 with a body); default off',
+);
+const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL, BINDING];
 
 const splitList = (v: string | undefined) =>
   v === undefined
@@ -45,7 +50,13 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
   const ttl = str(p, 'ttl');
   const rateLimit = str(p, 'rate-limit');
   const burstText = str(p, 'burst');
+  const binding = str(p, 'binding');
   if (scopes) changes.scopes = scopes;
+  if (binding !== undefined) {
+    if (binding !== 'off' && binding !== 'required')
+      throw new UsageError(`--binding: expected off or required, got ${binding}`);
+    changes.binding = binding;
+  }
   if (allowIps) changes.allowIps = allowIps;
   if (label !== undefined) changes.label = label;
   if ([expiresAt !== undefined, ttl !== undefined, flag(p, 'no-expiry')].filter(Boolean).length > 1)
@@ -104,13 +115,15 @@ export const createAction: KeyAction = {
         ...(record.label && { label: record.label }),
         ...(record.expiresAt && { expiresAt: record.expiresAt }),
         ...(record.rateLimit && { rateLimit: record.rateLimit }),
+        ...(record.binding && { binding: record.binding }),
       });
       return;
     }
     ctx.out.write(
       `Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n${record.owner ? `  owner:     ${record.owner}\n` : ''}` +
         `  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\n` +
-        `  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\nThe secret is shown only now; store it safely.\n`,
+        `  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\n` +
+        `  binding:   ${record.binding ?? 'off'}\nThe secret is shown only now; store it safely.\n`,
     );
   },
 };
@@ -127,6 +140,7 @@ function printPublicKeyKey(ctx: KeyContext, record: KeyRecord, json: boolean): v
       ...(view.owner && { owner: view.owner }),
       scopes: view.scopes,
       allowIps: view.allowIps,
+      ...(view.binding && { binding: view.binding }),
     });
     return;
   }
@@ -140,7 +154,7 @@ function printPublicKeyKey(ctx: KeyContext, record: KeyRecord, json: boolean): v
 export const updateAction: KeyAction = {
   spec: {
     name: 'update',
-    summary: "change a key's scopes, addresses, label, expiry or rate limit; prints the key as JSON",
+    summary: "change a key's scopes, addresses, label, expiry, rate limit or binding; prints the key as JSON",
     args: ['<apiKey>'],
     options: [
       ...CHANGES,
@@ -154,7 +168,7 @@ export const updateAction: KeyAction = {
     const changes = changesFrom(p, ctx.now());
     if (Object.keys(changes).length === 0)
       throw new UsageError(
-        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit or --burst)',
+        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit, --burst or --binding)',
       );
     ctx.print(publicView(ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p)), ctx.now()));
   },

@@ -1,6 +1,6 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createToken } from '../client/create-token.js';
+import { createToken, type TokenBinding } from '../client/create-token.js';
 import { algOfPrivateKey } from '../keys/public-key.js';
 import { DEFAULT_ROUTES_FILE } from '../policy/policy.js';
 import { loadPolicy } from '../policy/load-policy.js';
@@ -11,6 +11,7 @@ export const tokenCommand: Command = {
   spec: {
     name: 'token',
     summary: 'print a freshly signed token (use it as: Authorization: Bearer <token>)',
+    args: ['[path]'],
     options: [
       { name: 'key', type: 'string', value: 'apiKey', help: 'the API key (default: KEYGATE_API_KEY)' },
       {
@@ -32,6 +33,18 @@ export const tokenCommand: Command = {
         value: 'seconds',
         help: "how long the token is valid after its nonce time (at most the policy's maxRecvWindowSeconds)",
       },
+      {
+        name: 'bind',
+        type: 'string',
+        value: 'METHOD',
+        help: 'bind the token to one request: --bind METHOD PATH (the target exactly as sent, with its query)',
+      },
+      {
+        name: 'body',
+        type: 'string',
+        value: 'file',
+        help: "with --bind: the request body's exact bytes, hashed into body_sha256",
+      },
     ],
     details: `Each token carries a new nonce and is accepted once.
 An EdDSA or ES256 key signs with its private key: --private-key FILE (e.g. the
@@ -41,7 +54,9 @@ in order of preference:
   --secret-stdin       e.g. keygate token --key K --secret-stdin < secret.txt
   --secret <S>         visible to every local user
 --recv-window above maxRecvWindowSeconds of the policy file (KEYGATE_CONFIG, or the
-shipped config/routes.yaml: 60) is refused: the server would answer 40106.`,
+shipped config/routes.yaml: 60) is refused: the server would answer 40106.
+--bind GET '/api/v3/orders?symbol=BTC' [--body FILE] binds the token to that
+request (method, target as sent, body bytes): Keygate refuses it for any other.`,
   },
   async run(parsed, io) {
     const key = str(parsed, 'key') ?? io.env.KEYGATE_API_KEY;
@@ -49,7 +64,10 @@ shipped config/routes.yaml: 60) is refused: the server would answer 40106.`,
     if (rw !== undefined && !/^[1-9]\d{0,5}$/.test(rw))
       throw new UsageError('--recv-window must be a positive whole number of seconds');
     if (rw !== undefined) checkRecvWindow(Number(rw), io.env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE);
-    const recvWindow = rw !== undefined ? { recvWindow: Number(rw) } : {};
+    const recvWindow = {
+      ...(rw !== undefined && { recvWindow: Number(rw) }),
+      ...bindingOf(parsed.args, str(parsed, 'bind'), str(parsed, 'body')),
+    };
     const privateKeyFile = str(parsed, 'private-key');
     if (privateKeyFile !== undefined) {
       if (str(parsed, 'secret') !== undefined || flag(parsed, 'secret-stdin'))
@@ -72,6 +90,33 @@ shipped config/routes.yaml: 60) is refused: the server would answer 40106.`,
     return 0;
   },
 };
+
+/** `--bind METHOD PATH [--body FILE]` as createToken's `bind`; a half-given binding is a usage error. */
+function bindingOf(
+  args: readonly string[],
+  method: string | undefined,
+  bodyFile: string | undefined,
+): { bind?: TokenBinding } {
+  const path = args[0];
+  if (method === undefined) {
+    if (path !== undefined || bodyFile !== undefined)
+      throw new UsageError('a path or --body goes with --bind METHOD PATH');
+    return {};
+  }
+  if (!/^[A-Za-z]{1,16}$/.test(method)) throw new UsageError(`--bind: expected a method such as GET, got ${method}`);
+  if (path === undefined || !path.startsWith('/'))
+    throw new UsageError(
+      '--bind METHOD PATH: the path (and query) exactly as the request will send it, starting with /',
+    );
+  if (bodyFile === undefined) return { bind: { method, path } };
+  let body: Buffer;
+  try {
+    body = readFileSync(bodyFile);
+  } catch (err) {
+    throw new UsageError(`--body ${bodyFile}: ${(err as Error).message}`);
+  }
+  return { bind: { method, path, body } };
+}
 
 /** The PEM text; a file that cannot be read or is not a usable key is a usage error naming the file, never a stack. */
 function readPrivateKey(file: string): KeyObject {

@@ -1,4 +1,4 @@
-import { createHmac, createPrivateKey, sign, type KeyObject } from 'node:crypto';
+import { createHash, createHmac, createPrivateKey, sign, type KeyObject } from 'node:crypto';
 
 /** An HS256 key: the API secret exactly as issued, used as a plain string (never Base64-decoded or encoded). */
 export interface SecretCredentials {
@@ -23,7 +23,27 @@ export type CreateTokenOptions = (SecretCredentials | PrivateKeyCredentials) & {
   recvWindow?: number;
   /** Nanoseconds since the epoch; defaults to now (unique per call within this process). */
   now?: bigint;
+  /**
+   * Binds the token to one request (issue 43; docs/contract.md, "Binding a token to its request"):
+   * `method` (sent upper case), `path` (the request target exactly as it will be sent: path and
+   * query, percent-encoding as is), and `body` (its exact bytes; a string is its UTF-8 bytes) whose
+   * SHA-256 becomes `body_sha256`. Without `body` the claim is left out (a request without a body).
+   */
+  bind?: TokenBinding;
 };
+
+export interface TokenBinding {
+  method: string;
+  path: string;
+  body?: string | Uint8Array;
+}
+
+/** The binding claims for a request, as Keygate checks them. */
+export function bindingClaims(bind: TokenBinding): Record<string, string> {
+  const claims: Record<string, string> = { method: bind.method.toUpperCase(), path: bind.path };
+  if (bind.body !== undefined) claims.body_sha256 = createHash('sha256').update(bind.body).digest('base64url');
+  return claims;
+}
 
 let lastNonce = 0n;
 
@@ -61,7 +81,7 @@ function signerFor(options: SecretCredentials | PrivateKeyCredentials): Signer {
 /**
  * Mints a token exactly as the service's creation steps say: header
  * {alg, typ: JWT}; payload {type: "OpenAPIV2", sub, nonce, recv_window?}
- * with string values. HS256 with the plain secret is the contract's scheme;
+ * with string values, and with `bind` the binding claims method, path, body_sha256?. HS256 with the plain secret is the contract's scheme;
  * a key created as EdDSA or ES256 signs the same claims with its private key.
  */
 
@@ -73,6 +93,7 @@ export async function createToken(options: CreateTokenOptions): Promise<string> 
     nonce: (options.now ?? nonceNow()).toString(),
   };
   if (options.recvWindow !== undefined) payload.recv_window = String(options.recvWindow);
+  if (options.bind !== undefined) Object.assign(payload, bindingClaims(options.bind));
   const input = `${b64url({ alg: signer.alg, typ: 'JWT' })}.${b64url(payload)}`;
   return `${input}.${signer.sign(Buffer.from(input)).toString('base64url')}`;
 }

@@ -21,6 +21,8 @@ export interface Limits {
   /** A body still arriving after bodyRateGraceMs must average at least this many bytes per second (0 = off). */
   readonly minBodyBytesPerSecond: number;
   readonly bodyRateGraceMs: number;
+  /** The largest body a token's body_sha256 may bind (read whole before forwarding); over it 413 bound_body_too_large. */
+  readonly boundBodyMaxBytes: number;
   readonly shutdownTimeoutMs: number;
   readonly upstreamMaxSockets: number;
   /** WebSocket streams one key may hold open on one instance (429 streams_limited past it). */
@@ -50,6 +52,7 @@ export function readLimits(env: Env, problems: string[]): Limits {
     upstreamQueueTimeoutMs: int('KEYGATE_UPSTREAM_QUEUE_TIMEOUT_MS', 2_000, 1, 600_000),
     minBodyBytesPerSecond: int('KEYGATE_MIN_BODY_BYTES_PER_SECOND', 1_024, 0, 1_073_741_824),
     bodyRateGraceMs: int('KEYGATE_BODY_RATE_GRACE_MS', 2_000, 1, 600_000),
+    boundBodyMaxBytes: int('KEYGATE_BOUND_BODY_MAX_BYTES', 1_048_576, 0, 268_435_456),
     shutdownTimeoutMs: int('KEYGATE_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 600_000),
     upstreamMaxSockets: int('KEYGATE_UPSTREAM_MAX_SOCKETS', 256, 1, 65_536),
     maxStreamsPerKey: int('KEYGATE_MAX_STREAMS_PER_KEY', 16, 1, 100_000),

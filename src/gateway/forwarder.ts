@@ -28,6 +28,8 @@ export interface ForwardRequest {
   readonly path: string;
   readonly headers: string[];
   readonly body: BodyFraming;
+  /** The whole body, already read (a body bound by body_sha256): sent with its exact length instead of streaming `req`. */
+  readonly bytes?: Buffer | undefined;
   /** Added to the response when the upstream sends no X-Request-Id. */
   readonly requestId: string;
   /** Keygate's own response headers (RateLimit), appended after the upstream's: [name, value, …]. */
@@ -83,9 +85,11 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
   sweeper.unref();
 
   return {
-    forward({ req, res, path, headers, body, requestId, responseHeaders }, done) {
+    forward({ req, res, path, headers, body, bytes, requestId, responseHeaders }, done) {
       const exchange = new UpstreamExchange(shared, req, res, requestId, done, responseHeaders);
-      if (typeof body === 'number') headers.push('content-length', String(body));
+      // Bytes read whole are sent with their length (a chunked request's bytes too: the same bytes, framed by length).
+      if (bytes !== undefined) headers.push('content-length', String(bytes.length));
+      else if (typeof body === 'number') headers.push('content-length', String(body));
       pool.dispatch(
         {
           origin: options.upstream.origin,
@@ -93,7 +97,7 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
           path,
           headers,
           // No body: undici writes no framing. A length: undici checks the bytes sent against it. Chunked: no length given.
-          body: body === 'none' || body === 0 ? null : req,
+          body: bytes ?? (body === 'none' || body === 0 ? null : req),
         },
         exchange,
       );

@@ -2,6 +2,7 @@
 import type { IncomingMessage } from 'node:http';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
 import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
+import { declaredTooLarge, readBoundBody } from './bound-body.js';
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { roundMs } from '../observe/request-record.js';
@@ -9,29 +10,81 @@ import { writeTime } from './time-endpoint.js';
 
 const NO_HEADERS: readonly string[] = Object.freeze([]);
 
+/** KEYGATE_BOUND_BODY_MAX_BYTES's default: 1 MiB. */
+export const BOUND_BODY_MAX_BYTES = 1_048_576;
+
+/** A bound body's limits from the settings: its size, and the minimum pace a streamed body has too. */
+export function boundBodyOptions(limits: {
+  readonly boundBodyMaxBytes: number;
+  readonly minBodyBytesPerSecond: number;
+  readonly bodyRateGraceMs: number;
+}) {
+  const { boundBodyMaxBytes, minBodyBytesPerSecond, bodyRateGraceMs } = limits;
+  return { boundBodyMaxBytes, minBodyBytesPerSecond, bodyRateGraceMs };
+}
+
 /**
  * Proxy mode (KEYGATE_MODE=proxy): the request checked is the one received, and
- * a pass forwards it to the upstream with the key's identity added.
+ * a pass forwards it to the upstream with the key's identity added. A body bound by the token's
+ * body_sha256 (issue 43) is read whole (up to `boundBodyMaxBytes`) and checked first; every other
+ * body streams through as it arrives.
  */
-export function createProxyMode(forwarder: Forwarder): GatewayMode {
+export function createProxyMode(
+  forwarder: Forwarder,
+  options: {
+    readonly boundBodyMaxBytes: number;
+    readonly minBodyBytesPerSecond?: number;
+    readonly bodyRateGraceMs?: number;
+  } = { boundBodyMaxBytes: BOUND_BODY_MAX_BYTES },
+): GatewayMode {
+  const bodyLimits = {
+    maxBytes: options.boundBodyMaxBytes,
+    minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
+    graceMs: options.bodyRateGraceMs ?? 0,
+  };
   return {
     preempt: () => false,
     original: (req: IncomingMessage): OriginalRequest => ({ ok: true, method: req.method, url: req.url }),
     upstreamHead: (raw, peerIp, peerTrusted, requestId) => forwardHeaders(raw, { peerIp, peerTrusted, requestId }),
     serveTime: (res, nowNs, requestId) => writeTime(res, nowNs, requestId, NO_HEADERS),
     refusing: () => undefined,
-    pass({ req, res, log, head, expectContinue, keyOwner, assertion, responseHeaders }, done) {
+    pass({ req, res, log, head, expectContinue, keyOwner, assertion, responseHeaders, bodySha256 }, done) {
       const { requestId, keyId } = log;
       if (keyId !== undefined) head.headers.push(KEY_ID_HEADER, keyId);
       if (keyOwner !== undefined) head.headers.push(KEY_OWNER_HEADER, keyOwner);
       if (assertion !== undefined) head.headers.push(ASSERTION_HEADER, assertion);
-      // Only a request about to be forwarded is told to send its body (see the checkContinue listener).
+      const forward = (bytes: Buffer | undefined) => {
+        const sent = performance.now();
+        forwarder.forward(
+          {
+            req,
+            res,
+            path: req.url as string,
+            headers: head.headers,
+            body: head.body,
+            bytes,
+            requestId,
+            responseHeaders,
+          },
+          (outcome) => done(outcome, roundMs(performance.now() - sent)),
+        );
+      };
+      // Nothing to read first (no body_sha256; authentication already checked a bodiless one).
+      if (bodySha256 === undefined || head.body === 'none' || head.body === 0) {
+        // Only a request about to be forwarded is told to send its body (see the checkContinue listener).
+        if (expectContinue) res.writeContinue();
+        return forward(undefined);
+      }
+      // Declared too large: refused before the client is asked for it.
+      if (declaredTooLarge(head.body, options.boundBodyMaxBytes)) return done({ reason: 'bound_body_too_large' });
       if (expectContinue) res.writeContinue();
-      const sent = performance.now();
-      forwarder.forward(
-        { req, res, path: req.url as string, headers: head.headers, body: head.body, requestId, responseHeaders },
-        (outcome) => done(outcome, roundMs(performance.now() - sent)),
-      );
+      readBoundBody(req, bodyLimits, (body) => {
+        // The client went away (or KEYGATE_REQUEST_TIMEOUT_MS cut it): nobody to answer; recorded as aborted.
+        if (!body.ok) return body.reason === 'aborted' ? void res.destroy() : done({ reason: body.reason });
+        // The nonce was admitted (authenticate.ts): it stays used, and nothing is forwarded.
+        if (body.sha256 !== bodySha256) return done({ reason: 'binding_mismatch' });
+        forward(body.bytes);
+      });
     },
   };
 }

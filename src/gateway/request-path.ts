@@ -252,7 +252,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     metrics.bound.admittedTokens[(authn as Authenticated).alg].inc();
     // The client went away while we were checking, or an earlier answer closed its connection.
     if (w.res.destroyed || closing.has(w.req.socket)) return void w.res.destroy();
-    const rate = (authn as Authenticated).rate;
+    const { rate, bodySha256 } = authn as Authenticated;
+    w.bodySha256 = bodySha256;
     if (rate && rateLimitHeaders) w.responseHeaders = allowedHeaders(rate);
     pass(w, OK);
   }

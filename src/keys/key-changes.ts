@@ -27,6 +27,8 @@ export interface KeyChanges {
   rateLimit?: RateLimitSpec | null;
   /** A new burst for the key's current rate (update only; needs a limit). */
   burst?: number;
+  /** Whether every token must be bound to its request (issue 43). */
+  binding?: 'off' | 'required';
 }
 
 export type KeyChangeResult = { record: KeyRecord; errors: [] } | { record?: undefined; errors: string[] };
@@ -72,6 +74,7 @@ export function newKey(changes: NewKeyInput, nowMs: number): KeyChangeResult {
     createdAt: new Date(nowMs).toISOString(),
     ...(changes.expiresAt && { expiresAt: changes.expiresAt }),
     ...(changes.rateLimit && { rateLimit: changes.rateLimit }),
+    ...(changes.binding !== undefined && { binding: changes.binding }),
   });
 }
 
@@ -84,6 +87,8 @@ export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number)
   else if (changes.expiresAt !== undefined) o.expiresAt = changes.expiresAt;
   if (changes.rateLimit === null) delete o.rateLimit;
   else if (changes.rateLimit !== undefined) o.rateLimit = changes.rateLimit;
+  if (changes.binding === 'off') delete o.binding;
+  else if (changes.binding !== undefined) o.binding = changes.binding;
   if (changes.burst !== undefined) {
     const current = o.rateLimit as RateLimitSpec | undefined;
     if (!current) return { errors: ['key.rateLimit: --burst needs a rate (give --rate-limit, or set one first)'] };

@@ -35,6 +35,11 @@ export interface KeyRecord {
   readonly updatedAt?: string;
   /** This key's own rate limit; without one the policy's defaultRateLimit applies (if any). */
   readonly rateLimit?: RateLimitSpec;
+  /**
+   * `required`: every token must name its request (method, path, and body_sha256 when there is a body),
+   * issue 43; absent means `off` (claims that are present are still checked), so older records read the same.
+   */
+  readonly binding?: 'required';
   /** Credentials replaced by `keys rotate` (secrets or public keys), still accepted until `validUntil`. */
   readonly previousSecrets?: readonly PreviousSecret[];
 }
@@ -147,6 +152,8 @@ export function parseKeyRecord(
   const updatedAt = str('updatedAt', false);
   const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors, stored);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
+  const binding = o.binding ?? 'off';
+  if (binding !== 'off' && binding !== 'required') errors.push(`${where}.binding: must be "off" or "required"`);
   if (errors.length > 0 || apiKey === undefined || credential === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
     id,
@@ -163,6 +170,7 @@ export function parseKeyRecord(
     ...(expiresAt !== undefined && { expiresAt }),
     ...(updatedAt !== undefined && { updatedAt }),
     ...(rateLimit !== undefined && { rateLimit }),
+    ...(binding === 'required' && { binding }),
     ...(previousSecrets.length > 0 && { previousSecrets }),
   };
   return { record, errors };

@@ -20,6 +20,7 @@ export class KeysFileError extends Error {
  *       allowIps: [10.0.0.0/8]
  *       state: active | revoked
  *       rateLimit: { rate: 100/s, burst: 200 }   # optional; /s, /m or /h; burst defaults to the count
+ *       binding: required   # optional (default off): every token must name its request (issue 43)
  * Throws KeysFileError listing every problem.
  */
 export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {

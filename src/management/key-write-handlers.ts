@@ -3,8 +3,18 @@ import { OWNER_RULE } from '../keys/key-record.js';
 import { asBody, invalid, keyView, refusal, type Handler } from './management-answer.js';
 import { changesOf, credentialOf, fields } from './request-fields.js';
 
-const CREATE_FIELDS = ['owner', 'scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'alg', 'publicKey'] as const;
-const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit'] as const;
+const CREATE_FIELDS = [
+  'owner',
+  'scopes',
+  'allowIps',
+  'label',
+  'expiresAt',
+  'rateLimit',
+  'binding',
+  'alg',
+  'publicKey',
+] as const;
+const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'binding'] as const;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 /** POST /v1/keys: a new key, its secret shown this once (or, with alg and publicKey, a client public key); a retry with the same Idempotency-Key replays it. */
@@ -40,7 +50,7 @@ const create: Handler = async ({ body, actor, idempotencyKey }, deps) => {
   };
 };
 
-/** PATCH /v1/keys/{apiKey}: changes scopes, allowIps, label, expiry or limit; null removes an expiry or a limit. */
+/** PATCH /v1/keys/{apiKey}: changes scopes, allowIps, label, expiry, limit or binding; null removes an expiry or a limit. */
 const patch: Handler = async ({ apiKey, body, actor }, deps) => {
   const problems: string[] = [];
   const o = fields(body, PATCH_FIELDS, problems);

@@ -59,6 +59,10 @@ export function changesOf(o: Record<string, unknown>, problems: string[], nullab
       problems.push(`body.expiresAt: an ISO 8601 date and time${nullable ? ', or null to remove the expiry' : ''}`);
     else changes.expiresAt = new Date(t).toISOString();
   }
+  if (o.binding !== undefined) {
+    if (o.binding === 'off' || o.binding === 'required') changes.binding = o.binding;
+    else problems.push('body.binding: must be "off" or "required"');
+  }
   if (o.rateLimit === null && nullable) changes.rateLimit = null;
   else if (o.rateLimit !== undefined) {
     // Its shape and values are the keys file's: parseKeyRecord reports them.

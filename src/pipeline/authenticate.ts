@@ -7,8 +7,10 @@ import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
 import type { Store } from '../store/store.js';
+import { checkBinding, type BoundRequest } from './check-binding.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
+import type { BodyFraming } from './forward-headers.js';
 import { chargeOf, type KeyCharge } from './key-charge.js';
 import { readCredentials } from './read-credentials.js';
 import { verifySignature } from './verify-signature.js';
@@ -30,6 +32,10 @@ export interface RateInfo {
 export interface AuthRequest {
   readonly route?: { readonly cost?: number | undefined } | undefined;
   readonly ip?: string | undefined;
+  /** What a token's binding claims are compared with (issue 43): the method, the target as sent, the body framing. */
+  readonly method?: string | undefined;
+  readonly asked?: { readonly url: string | undefined } | undefined;
+  readonly head?: { readonly body: BodyFraming } | undefined;
 }
 
 export interface Authenticated {
@@ -39,6 +45,8 @@ export interface Authenticated {
   readonly alg: KeyAlg;
   /** Present when a rate limit applies to the key. */
   readonly rate: RateInfo | undefined;
+  /** The token's body_sha256 when the body must be read and checked before anything is forwarded (issue 43). */
+  readonly bodySha256?: string | undefined;
 }
 
 /**
@@ -64,6 +72,8 @@ export interface AuthenticateOptions extends DecodeOptions {
   readonly defaultRateLimit: CompiledLimit | undefined;
   /** The policy's defaultOwnerRateLimit, for owners without their own (issue 42). */
   readonly defaultOwnerRateLimit?: CompiledLimit | undefined;
+  /** Forward-auth: the request body never reaches Keygate, so a body_sha256 claim is refused (check-binding.ts). */
+  readonly bodyUnseen?: boolean;
 }
 
 /** An owner's own limit, if it has one (issue 42: the keys file's `owners`, or `keygate owners set` in Redis). */
@@ -72,7 +82,7 @@ export type OwnerLimits = (owner: string) => CompiledLimit | undefined;
 /**
  * Authentication, in order; the first failing step decides:
  *   credentials (40004/40107) → token shape and claims (40106) → time window and replay fence (40106)
- *   → key exists, active, not expired (10013) → signature (40106)
+ *   → key exists, active, not expired (10013) → signature (40106) → binding (40106, check-binding.ts)
  *   → the key's and its owner's budgets, for the route's cost (10429) → replay guard (40106).
  * Cheap checks come before crypto and store round trips. The last two are one
  * store call (Store.admit, one Redis round trip), made only once the signature
@@ -111,6 +121,18 @@ export function createAuthenticator(
 
     const signature = verifySignature(credentials.token, claims.alg, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
+    // Before the admit: a token presented with another method or target burns no nonce (check-binding.ts).
+    let bodySha256: string | undefined;
+    if (
+      key.record.binding !== undefined ||
+      claims.method !== undefined ||
+      claims.path !== undefined ||
+      claims.bodySha256 !== undefined
+    ) {
+      const bound = checkBinding(claims, key.record.binding, boundRequest(request));
+      if (!bound.ok) return { ...bound, keyId: key.record.id };
+      bodySha256 = bound.bodySha256;
+    }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
     const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
@@ -128,6 +150,16 @@ export function createAuthenticator(
       return { ...refusal, keyId, rate: { limits, states: admission.rate } };
     }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
-    return { ok: true, key, alg: claims.alg, rate };
+    return { ok: true, key, alg: claims.alg, rate, bodySha256 };
   };
+
+  /** The request as the binding claims see it; a caller that gives none matches no claim (fail closed). */
+  function boundRequest(request: AuthRequest | undefined): BoundRequest {
+    const framing = request?.head?.body ?? 'none';
+    return {
+      method: request?.method ?? '',
+      target: request?.asked?.url ?? '',
+      body: options.bodyUnseen ? 'unseen' : framing === 'none' || framing === 0 ? 'none' : 'present',
+    };
+  }
 }

@@ -13,6 +13,10 @@ export interface Claims {
   readonly recvWindowSeconds: number;
   readonly exp: number | undefined;
   readonly nbf: number | undefined;
+  /** Binding claims (issue 43, check-binding.ts): the request method, its target as sent, its body's digest. */
+  readonly method: string | undefined;
+  readonly path: string | undefined;
+  readonly bodySha256: string | undefined;
 }
 
 export interface DecodeOptions {
@@ -118,7 +122,7 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
   const shape = SIGNATURE_SHAPE[alg];
   if (s.length !== shape.length || !shape.last.test(s)) return deny('malformed');
 
-  const { type, sub, nonce, recv_window: recvWindow, exp, nbf } = payload;
+  const { type, sub, nonce, recv_window: recvWindow, exp, nbf, method, path, body_sha256: bodySha256 } = payload;
   if (type !== 'OpenAPIV2') return deny('bad_claims');
   if (typeof sub !== 'string' || sub.length === 0 || sub.length > 256) return deny('bad_claims');
   if (typeof nonce !== 'string' || !NONCE.test(nonce)) return deny('bad_claims');
@@ -130,6 +134,22 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
   }
   if (exp !== undefined && (typeof exp !== 'number' || !Number.isFinite(exp))) return deny('bad_claims');
   if (nbf !== undefined && (typeof nbf !== 'number' || !Number.isFinite(nbf))) return deny('bad_claims');
+  // The binding claims are optional; present, they must be strings (their values are check-binding.ts's).
+  if (method !== undefined && typeof method !== 'string') return deny('bad_claims');
+  if (path !== undefined && typeof path !== 'string') return deny('bad_claims');
+  if (bodySha256 !== undefined && typeof bodySha256 !== 'string') return deny('bad_claims');
   const nonceNs = BigInt(nonce);
-  return { ok: true, alg, sub, nonce: nonceNs.toString(), nonceNs, recvWindowSeconds, exp, nbf };
+  return {
+    ok: true,
+    alg,
+    sub,
+    nonce: nonceNs.toString(),
+    nonceNs,
+    recvWindowSeconds,
+    exp,
+    nbf,
+    method,
+    path,
+    bodySha256,
+  };
 }

@@ -246,6 +246,7 @@ describe('operator console in a real browser', () => {
       await page.fill('#create-form input[name=expiresAt]', '2031-01-15');
       await page.fill('#create-form input[name=rate]', '20/m');
       await page.fill('#create-form input[name=burst]', '5');
+      await page.selectOption('#create-form select[name=binding]', 'required');
       await page.click('#create-form button[type=submit]');
       await page.waitForSelector('#secret-dialog[open]');
       const limitedKey = (await page.textContent('#secret-api-key')) as string;
@@ -253,6 +254,7 @@ describe('operator console in a real browser', () => {
       expect((await api.call('GET', `/v1/keys/${limitedKey}`)).json()).toMatchObject({
         expiresAt: '2031-01-15T00:00:00.000Z',
         rateLimit: { rate: '20/m', burst: 5 },
+        binding: 'required',
       });
       await page.click('#new-key');
       await page.fill('#create-form input[name=rate]', 'fast');

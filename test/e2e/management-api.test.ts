@@ -135,6 +135,27 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
     expect((await readUsage()).lastUsedAt).not.toBeNull();
   });
 
+  it('binding (issue 43): create with binding required refuses plain tokens on both instances; PATCH off lets them in; a bad value is 400', async () => {
+    const { r, k } = await create({ scopes: ['accounts:read'], binding: 'required' });
+    expect(r.status).toBe(201);
+    expect(k).toMatchObject({ binding: 'required' });
+    expect((await reader.call('GET', `/v1/keys/${k.apiKey}`)).json()).toMatchObject({ binding: 'required' });
+    const secret = k.apiSecret as string;
+    for (const gate of [a, b]) {
+      expect(seen(await proxied(gate, k.apiKey, secret))).toEqual([401, 40106]);
+      const bound = token(k.apiKey, secret, { method: 'GET', path: ACCOUNTS_PATH });
+      used.add(bound);
+      expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(bound) })).status).toBe(200);
+    }
+    const off = await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { binding: 'off' } });
+    expect(off.status).toBe(200);
+    expect((off.json() as { binding?: string }).binding).toBeUndefined();
+    for (const gate of [a, b]) await expect.poll(async () => (await proxied(gate, k.apiKey, secret)).status).toBe(200);
+    const bad = await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { binding: 'maybe' } });
+    expect(bad.status).toBe(400);
+    expect((bad.json() as { problems: string[] }).problems).toContain('body.binding: must be "off" or "required"');
+  });
+
   it('PATCH the scopes: 403 10403 on both instances within 1 s; revoke: 404 10013 on both within 1 s; delete: 404', async () => {
     const { k } = await create({ owner: 'acct_7', scopes: ['accounts:read'] });
     const secret = k.apiSecret as string;

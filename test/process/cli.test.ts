@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
@@ -49,6 +50,47 @@ describe('keygate CLI', () => {
     expect(payload).toMatchObject({ type: 'OpenAPIV2', sub: 'k1', recv_window: '10' });
     expect(payload.nonce).toMatch(/^\d{19}$/);
     expect(Number(BigInt(payload.nonce as string) / 1_000_000n) - Date.now()).toBeLessThan(5_000);
+  });
+
+  it('token --bind METHOD PATH --body FILE signs the binding claims (issue 43): the body file hashed byte for byte', async () => {
+    const file = join(mkdtempSync(join(tmpdir(), 'keygate-bind-')), 'order.json');
+    const body = Buffer.from('{"qty":1}\r\n\u0000\xff', 'latin1');
+    writeFileSync(file, body);
+    const target = '/api/v3/orders?symbol=BTC%2DUSD&limit=5';
+    const { stdout } = await cli([
+      'token',
+      '--key',
+      'k1',
+      '--secret',
+      's3cret-0123456789abcdef',
+      '--bind',
+      'post',
+      target,
+      '--body',
+      file,
+    ]);
+    const { payload } = await jwtVerify(stdout.trim(), new TextEncoder().encode('s3cret-0123456789abcdef'), {
+      algorithms: ['HS256'],
+    });
+    expect(payload).toMatchObject({
+      sub: 'k1',
+      method: 'POST',
+      path: target,
+      body_sha256: createHash('sha256').update(body).digest('base64url'),
+    });
+    const bare = await cli([
+      'token',
+      '--key',
+      'k1',
+      '--secret',
+      's3cret-0123456789abcdef',
+      '--bind',
+      'GET',
+      '/api/v3/x',
+    ]);
+    const { payload: get } = await jwtVerify(bare.stdout.trim(), new TextEncoder().encode('s3cret-0123456789abcdef'));
+    expect(get).toMatchObject({ method: 'GET', path: '/api/v3/x' });
+    expect(get.body_sha256).toBeUndefined();
   });
 
   it.each<[string, string[], Record<string, string>, string | undefined]>([
@@ -216,6 +258,14 @@ describe('keygate CLI', () => {
     [['keys', 'create', '--ttl'], "keygate keys create: option '--ttl' needs a value"],
     [['keys', 'frobnicate'], 'keygate keys: unknown command "frobnicate"'],
     [['token', '--key'], "keygate token: option '--key' needs a value"],
+    [
+      ['token', '--key', 'k', '--secret', 's', '--bind', 'GET'],
+      'keygate token: --bind METHOD PATH: the path (and query) exactly as the request will send it, starting with /',
+    ],
+    [
+      ['token', '--key', 'k', '--secret', 's', '/api/v3/x'],
+      'keygate token: a path or --body goes with --bind METHOD PATH',
+    ],
     [
       ['token', '--recv-window', '0', '--key', 'k', '--secret', 's'],
       'keygate token: --recv-window must be a positive whole number of seconds',

@@ -238,3 +238,44 @@ describe('authenticate: the replay fence (a Redis failover seen by this instance
     await close();
   });
 });
+
+describe('authenticate: binding claims (issue 43), after the signature and before the nonce is used', () => {
+  const GET = { method: 'GET', asked: { url: '/api/v3/orders?symbol=BTC' }, head: { body: 'none' as const } };
+  const bound = (path: string, method = 'GET') => ({ extra: { method, path } });
+
+  it('a token bound to another target is refused without using its nonce: the same token then passes where it belongs', async () => {
+    const { authenticate, close } = setup();
+    const token = tokenFor('good', bound('/api/v3/orders?symbol=BTC'));
+    const other = await authenticate(bearer(token), { ...GET, asked: { url: '/api/v3/orders?symbol=ETH' } });
+    expect(other).toMatchObject({ ok: false, reason: 'binding_mismatch', keyId: 'key-good' });
+    expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: true });
+    // Now used: a replay is refused as one.
+    expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: false, reason: 'replay' });
+    await close();
+  });
+
+  it('a forged token with binding claims is refused for its signature first', async () => {
+    const { authenticate, close } = setup();
+    const token = tokenFor('good', { ...bound('/elsewhere'), secret: 'another-secret-0123456789' });
+    expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: false, reason: 'bad_signature' });
+    await close();
+  });
+
+  it('a body to check is handed on as the digest to compare once read; a caller that gives no request matches no claim', async () => {
+    const { authenticate, close } = setup();
+    const post = { method: 'POST', asked: { url: '/api/v3/orders' }, head: { body: 12 } };
+    const token = tokenFor('good', { extra: { method: 'POST', path: '/api/v3/orders', body_sha256: 'digest' } });
+    expect(await authenticate(bearer(token), post)).toMatchObject({ ok: true, bodySha256: 'digest' });
+    expect(await authenticate(bearer(tokenFor('good', bound('/api/v3/orders'))))).toMatchObject({
+      reason: 'binding_mismatch',
+    });
+    await close();
+  });
+
+  it('forward-auth (bodyUnseen) refuses body_sha256 with its own reason', async () => {
+    const { authenticate, close } = setup({ bodyUnseen: true });
+    const token = tokenFor('good', { extra: { body_sha256: '47DEQpj8HBSa-_TImW-5JCeuQeRkm5NMpJWZG3hSuFU' } });
+    expect(await authenticate(bearer(token), GET)).toMatchObject({ ok: false, reason: 'body_not_bindable' });
+    await close();
+  });
+});

@@ -13,6 +13,9 @@ const claims = (nonceNs: bigint, extra: Partial<Claims> = {}): Claims => ({
   recvWindowSeconds: 30,
   exp: undefined,
   nbf: undefined,
+  method: undefined,
+  path: undefined,
+  bodySha256: undefined,
   ...extra,
 });
 

@@ -38,6 +38,7 @@ const AUTH_PATH_STEPS = [
   'decode-token',
   'check-time',
   'verify-signature',
+  'check-binding',
   'authenticate',
   'authorize',
 ];

@@ -23,6 +23,19 @@ describe('decodeToken: structure and claims (all failures are 40106)', () => {
     expect(decodeToken(tok({ ...good, recv_window: '45' }), OPTS)).toMatchObject({ ok: true, recvWindowSeconds: 45 });
   });
 
+  it('reads the binding claims (issue 43) when they are strings, and refuses any other type as bad_claims', () => {
+    const claims = { method: 'GET', path: '/api/v3/x?a=1', body_sha256: 'abc' };
+    expect(decodeToken(tok({ ...good, ...claims }), OPTS)).toMatchObject({
+      ok: true,
+      method: 'GET',
+      path: '/api/v3/x?a=1',
+      bodySha256: 'abc',
+    });
+    expect(decodeToken(tok(good), OPTS)).toMatchObject({ method: undefined, path: undefined, bodySha256: undefined });
+    for (const bad of [{ method: 1 }, { path: ['/'] }, { body_sha256: null }])
+      expect(decodeToken(tok({ ...good, ...bad }), OPTS), JSON.stringify(bad)).toMatchObject({ reason: 'bad_claims' });
+  });
+
   // The table the end-to-end test sends too (test/helpers/cases/malformed-tokens.ts), built with this file's key and nonce.
   const kit: TokenKit = {
     claims: (extra = {}) => ({ ...good, ...extra }),

@@ -266,6 +266,7 @@ describe('keygate keys: usage errors are exit 2 on stderr, naming the action', (
     [['create', '--burst', 'many', '--rate-limit', '1/s'], '--burst: expected a whole number of requests, got many'],
     [['update', 'active', '--rate-limit', 'none', '--burst', '2'], '--burst cannot go with --rate-limit none'],
     [['update', 'active'], /^nothing to change/],
+    [['create', '--binding', 'strict'], '--binding: expected off or required, got strict'],
     [['list', '--state', 'dormant'], '--state must be active, revoked or expired'],
     [['list', '--sort', 'name'], /^--sort: only "last-used"/],
     [['list', '--limit', '0'], '--limit: a whole number from 1 to 500'],
@@ -380,6 +381,37 @@ describe('keygate keys <action> --help', () => {
     expect(r.code).toBe(0);
     for (const a of KEY_ACTIONS)
       expect(r.out).toMatch(new RegExp(`^ {2}${a.spec.name} +${a.spec.summary.replace(/[()]/g, '\\$&')}$`, 'm'));
+  });
+});
+
+describe('keygate keys: binding (issue 43) through create, update, export and import', () => {
+  it('create --binding required stores it and shows it; update --binding off removes it', async () => {
+    const made = await keys('create', '--binding', 'required', '--json');
+    expect(made.code).toBe(0);
+    const { apiKey, binding } = JSON.parse(made.out) as { apiKey: string; binding?: string };
+    expect(binding).toBe('required');
+    expect(await store.getKey(apiKey)).toMatchObject({ binding: 'required' });
+    const text = await keys('create', '--binding', 'required');
+    expect(text.out).toMatch(/^ {2}binding: {3}required$/m);
+    const off = await keys('update', apiKey, '--binding', 'off');
+    expect(off.code).toBe(0);
+    expect((JSON.parse(off.out) as { binding?: string }).binding).toBeUndefined();
+    expect((await store.getKey(apiKey))?.binding).toBeUndefined();
+    await keys('update', apiKey, '--binding', 'required');
+    expect(JSON.parse((await keys('show', apiKey, '--json')).out)).toMatchObject({ binding: 'required' });
+  });
+
+  it('export carries it and import brings it back', async () => {
+    await keys('update', 'active', '--binding', 'required');
+    const out = join(dir, 'bound-export.json');
+    const r = await keys('export', '--with-secrets', '--out', out);
+    expect(r.code, r.err).toBe(0);
+    const exported = JSON.parse(readFileSync(out, 'utf8')) as { keys: Array<{ apiKey: string; binding?: string }> };
+    expect(exported.keys.find((k) => k.apiKey === 'active')?.binding).toBe('required');
+    await keys('delete', 'active');
+    const imported = await keys('import', out);
+    expect(imported.code, imported.err).toBe(0);
+    expect(await store.getKey('active')).toMatchObject({ binding: 'required' });
   });
 });
 

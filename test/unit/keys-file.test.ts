@@ -66,6 +66,46 @@ describe('loadKeysFile', () => {
     expect(records[0]!.scopes).toBe(records[1]!.scopes);
   });
 
+  const boundJson = {
+    keys: [
+      { apiKey: 'a', apiSecret: SECRET, binding: 'required' },
+      { apiKey: 'b', apiSecret: SECRET, binding: 'off' },
+      { apiKey: 'c', apiSecret: SECRET },
+    ],
+  };
+  const boundYaml = [
+    'keys:',
+    '  - apiKey: a',
+    `    apiSecret: ${SECRET}`,
+    '    binding: required',
+    '  - apiKey: b',
+    `    apiSecret: ${SECRET}`,
+    '    binding: off',
+    '  - apiKey: c',
+    `    apiSecret: ${SECRET}`,
+    '',
+  ].join('\n');
+
+  it.each(forms(boundYaml, boundJson))(
+    'reads binding (issue 43) from %s (fast reader: %s): off is absent',
+    (ext, fast, text) => {
+      const file = write(`bound-${ext}-${fast}-${text.length}.${ext}`, text);
+      expect(loadKeysFile(file).map((r) => [r.apiKey, r.binding])).toEqual([
+        ['a', 'required'],
+        ['b', undefined],
+        ['c', undefined],
+      ]);
+    },
+  );
+
+  it('refuses a binding other than off or required', () => {
+    const file = write(
+      'bad-binding.json',
+      JSON.stringify({ keys: [{ apiKey: 'a', apiSecret: SECRET, binding: 'yes' }] }),
+    );
+    expect(problems(file).join('\n')).toMatch(/binding/);
+  });
+
   const bad = {
     keys: [
       { apiKey: 'a', apiSecret: SECRET },
