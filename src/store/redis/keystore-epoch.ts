@@ -30,10 +30,14 @@ export interface KeystoreEpoch {
   /** Reads the marker (writing it if there is none); at connect and on every heartbeat. One at a time. */
   check(): Promise<void>;
   /**
-   * Undefined once the marker has been read; until then the reading under way, or why it failed (and a new
-   * one is started). Nothing is served before: an emptying is noticed only against a marker read before it.
+   * Undefined once the marker has been read since the last connect; until then the reading under way, or why
+   * it failed (and a new one is started). Nothing is served before: an emptying is noticed only against a
+   * marker read before it, and a server that came back empty (a restart without persistence) is noticed
+   * before anything is admitted on the new connection.
    */
   refusal(): StoreUnavailableError | Promise<void> | undefined;
+  /** A connection is (again) ready: read the marker now, and serve nothing until it has been read. */
+  connected(): void;
 }
 
 /**
@@ -64,17 +68,23 @@ export function createKeystoreEpoch(
   const script = (deps.client as unknown as { keygateEpoch(key: string, value: string): Promise<[string, number]> })
     .keygateEpoch;
   let known: string | undefined;
+  /** The marker was read since the last connect. */
+  let current = false;
+  /** Counts connects: a reading sent before the last one does not make the marker current. */
+  let generation = 0;
   let inFlight: Promise<void> | undefined;
   let failure: StoreUnavailableError | undefined;
 
   async function read() {
+    const g = generation;
     const [value, wrote] = await deps.run(() =>
       script.call(deps.client, options.name, randomBytes(12).toString('hex')),
     );
     const verdict = epochVerdict(known, value);
     known = value;
+    if (verdict === 'emptied') deps.onEmptied();
+    if (g === generation) current = true;
     if (verdict === 'emptied') {
-      deps.onEmptied();
       deps.logger.error(
         { marker: options.name },
         'redis keystore emptied (its epoch marker was gone: a FLUSHDB/FLUSHALL, or a restart without persistence): ' +
@@ -82,11 +92,14 @@ export function createKeystoreEpoch(
           'keys must be restored, and Keygate wants a Redis (or database number) of its own (docs/redis.md)',
       );
     }
+    // Not awaited: nothing waits for the replicas (requests wait for this reading). Not replicated in time,
+    // a failover may lose it, and that reads as an emptied keystore (fail closed).
     if (wrote === 1)
-      await deps.ensure([options.name]).catch((err: Error) => {
-        // Not replicated in time: a failover may lose it, and that reads as an emptied keystore.
-        deps.logger.debug({ err: err.message }, 'keystore epoch marker not yet on the replicas');
-      });
+      deps
+        .ensure([options.name])
+        .catch((err: Error) =>
+          deps.logger.debug({ err: err.message }, 'keystore epoch marker not yet on the replicas'),
+        );
   }
 
   function check() {
@@ -106,11 +119,17 @@ export function createKeystoreEpoch(
   return {
     check,
     refusal() {
-      if (known !== undefined) return undefined;
+      if (current) return undefined;
       if (inFlight !== undefined) return inFlight;
       const f = failure;
       const p = check();
       return f ?? p;
+    },
+    connected() {
+      current = false;
+      generation++;
+      // A reading sent before the reconnect answers for the old connection: read again after it.
+      void (inFlight ?? Promise.resolve()).then(check);
     },
   };
 }

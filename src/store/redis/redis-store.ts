@@ -104,10 +104,10 @@ export function createRedisStore(
     ...(deps.fence && options.watchFailovers !== false && { fence: deps.fence }),
     events,
     onReady: (name) => {
-      // Emptied while we were away (a restart without persistence)? Read at once, not at the next heartbeat.
-      void epoch.check();
       // The request path's caches follow the command and subscriber connections only.
-      if (name === 'management') return;
+      if (name === 'management') return void epoch.check();
+      // Emptied while we were away (a restart without persistence)? Read before anything is served again.
+      epoch.connected();
       // Nothing is served on the command connection until the server's settings have been read again.
       checks.connected();
       // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
