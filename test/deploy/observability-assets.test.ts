@@ -259,11 +259,11 @@ describe('the reasons the alert texts name are the ones Keygate answers', () => 
   const readyzReasons = (text: string) => [...text.matchAll(/\/readyz answers 503 (\w+)/g)].map((m) => m[1]!);
 
   it.each(texts)('%s', (_name, text) => {
-    for (const reason of readyzReasons(text!)) expect(Object.keys(NOT_READY_REASONS)).toContain(reason);
-    for (const list of text!.matchAll(/by reason: ([\w ,()]+)/g))
+    for (const reason of readyzReasons(text)) expect(Object.keys(NOT_READY_REASONS)).toContain(reason);
+    for (const list of text.matchAll(/by reason: ([\w ,()]+)/g))
       for (const reason of list[1]!.split(',').map((s) => s.trim().split(' ')[0]!))
         expect(Object.keys(REASONS)).toContain(reason);
-    for (const m of text!.matchAll(/\(reason (\w+)\)/g)) expect(Object.keys(REASONS)).toContain(m[1]);
+    for (const m of text.matchAll(/\(reason (\w+)\)/g)) expect(Object.keys(REASONS)).toContain(m[1]);
   });
 
   it('KeygateRedisDown: /readyz with the command connection down (nothing listens at the Redis address)', async () => {
