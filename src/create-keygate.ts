@@ -80,6 +80,7 @@ export function createStoreFromConfig(
         commandTimeoutMs: config.limits.redisCommandTimeoutMs,
         ...(cipher && { cipher }),
         ...(config.redisDurability && { durability: config.redisDurability }),
+        watchFailovers: config.replayFence,
       },
       {
         logger: deps.logger,
@@ -92,6 +93,7 @@ export function createStoreFromConfig(
             deps.metrics?.redisMayEvict.set(mayEvict ? 1 : 0);
             deps.metrics?.redisEvictedKeys.set(reading.evictedKeys);
           },
+          onKeystoreEmptied: () => deps.metrics?.redisKeystoreEmptied.inc(),
         },
       },
     );
@@ -111,8 +113,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const clock = deps.clock ?? systemClock();
   const metrics = deps.metrics ?? createMetrics();
   const logger = deps.logger;
-  // One fence per process, raised by the store that sees the failover, checked by the authenticator.
-  const fence = config.replayFence ? createReplayFence({ clock }) : undefined;
+  // One fence per process, raised by the store that sees a failover (KEYGATE_REPLAY_FENCE) or an emptied
+  // keystore (always: that loss is certain), checked by the authenticator.
+  const fence = config.redis ? createReplayFence({ clock }) : undefined;
   const store =
     deps.store ??
     createStoreFromConfig(config, {

@@ -63,7 +63,7 @@ export const REASONS = Object.freeze({
   ),
   fenced: reason(
     40106,
-    'nonce older than the Redis failover this instance last saw (replay fence, KEYGATE_REPLAY_FENCE): retry with a fresh token',
+    'nonce older than the last Redis failover (KEYGATE_REPLAY_FENCE) or emptied keystore this instance saw (replay fence): retry with a fresh token',
   ),
   rate_limited: reason(
     10429,

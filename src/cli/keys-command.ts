@@ -5,7 +5,8 @@ import { readRedisDurability } from '../config/read-durability.js';
 import { loadSecretEncryptionKeys } from '../config/secret-encryption.js';
 import { createRedisStore } from '../store/redis/redis-store.js';
 import { createSecretCipher } from '../keys/secret-cipher.js';
-import { DurabilityError, StoreUnavailableError } from '../store/store.js';
+import { REDIS_CAUSE_HINTS, type RedisCause } from '../store/redis/redis-reachability.js';
+import { DurabilityError, StoreUnavailableError, type ConnectionProblem } from '../store/store.js';
 import { waitUntilAnswers } from '../store/wait-ready.js';
 import { CliError } from './cli-errors.js';
 import type { KeyStoreHandle } from './cli-io.js';
@@ -35,10 +36,16 @@ or Redis did not answer within 2 s, 2 usage.`;
  */
 export const CLI_REDIS_WAIT_MS = 2_000;
 
-/** Why `keygate keys` stopped, in our words: which Redis (never its password) and what to check. */
-export function redisUnreachable(target: string): string {
+/**
+ * Why `keygate keys` stopped, in our words: which Redis (never its password), the cause in Redis's terms as
+ * /readyz gives it (redis-reachability.ts; a connection that opened and never answered is a timeout too), and
+ * what to check.
+ */
+export function redisUnreachable(target: string, problem?: ConnectionProblem): string {
+  const cause = (problem?.cause ?? 'timeout') as RedisCause;
+  const hint = cause === 'other' ? (problem?.err ?? 'no detail') : (REDIS_CAUSE_HINTS[cause] ?? problem?.err);
   return (
-    `Redis at ${target} did not answer within ${CLI_REDIS_WAIT_MS / 1000} s. ` +
+    `Redis at ${target} did not answer within ${CLI_REDIS_WAIT_MS / 1000} s (cause: ${cause}; ${hint}). ` +
     'Check that it is running and reachable from this host, and the Redis settings this command read ' +
     '(KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS + KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES; ' +
     'a password in KEYGATE_REDIS_PASSWORD or the URL).'
@@ -68,10 +75,11 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
     // Both connections a key command uses: the first command goes over the key operations' own.
     await waitUntilAnswers(() => Promise.all([store.ping(), store.pingKeyOperations()]), CLI_REDIS_WAIT_MS, 50);
   } catch (err) {
+    const problem = store.connectionProblem();
     await store.close();
     if (!(err instanceof StoreUnavailableError)) throw err;
     // The client library's own text ("Stream isn't writeable…") names none of our settings: say it ourselves.
-    throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address'), 1);
+    throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address', problem), 1);
   }
   return { store, encrypted: cipher !== undefined };
 }

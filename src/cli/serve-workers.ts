@@ -7,12 +7,17 @@ import type { KeyRecord } from '../keys/key-record.js';
 import { createKeygate } from '../create-keygate.js';
 import { createAdminServer } from '../observe/admin-server.js';
 import { createAssertionKeysSource } from '../keys/assertion-keys-source.js';
+import { describeRedis } from '../config/redis-settings.js';
+import { warnWhenStoreEmpty } from './empty-store-warning.js';
 import { describeListenError } from './listen-error.js';
 
 /** IPC between the primary and its workers (besides prom-client's own metrics messages). */
 type NotReadyAnswer = { reason: string; cause?: string; err?: string };
 type Message =
-  { type: 'keygate:listening'; port: number } | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer };
+  | { type: 'keygate:listening'; port: number }
+  | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer }
+  /** The primary asks a worker how many keys the store holds (the empty-store warning); `err` when it could not tell. */
+  | { type: 'keygate:count-keys'; id: number; count?: number; err?: string };
 
 const isMessage = (m: unknown): m is Message =>
   typeof m === 'object' &&
@@ -56,6 +61,11 @@ async function runWorker(config: Config, logger: Logger, keys?: readonly KeyReco
   new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
   AggregatorRegistry.setRegistries([keygate.metrics.registry]);
   process.on('message', (m: unknown) => {
+    if (isMessage(m) && m.type === 'keygate:count-keys')
+      return void keygate.store.countKeys().then(
+        (count) => process.send?.({ type: 'keygate:count-keys', id: m.id, count }),
+        (err: Error) => process.send?.({ type: 'keygate:count-keys', id: m.id, err: err.message }),
+      );
     if (!isMessage(m) || m.type !== 'keygate:readyz') return;
     // The same readiness as a single process: store answers, keys loaded, not draining.
     keygate.ready().then(
@@ -188,6 +198,25 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     return answers.find((a) => a !== undefined);
   };
 
+  /** A worker's count of the store's keys; rejects when it cannot tell (no worker, Redis down, no answer in 5 s). */
+  const countKeysOf = (w: Worker | undefined) =>
+    new Promise<number>((resolve, reject) => {
+      if (w === undefined) return reject(new Error('no worker'));
+      const id = nextId++;
+      const timer = setTimeout(() => done(undefined, 'no answer'), 5_000);
+      const onMessage = (m: unknown) => {
+        if (isMessage(m) && m.type === 'keygate:count-keys' && m.id === id) done(m.count, m.err);
+      };
+      const done = (count: number | undefined, err: string | undefined) => {
+        clearTimeout(timer);
+        w.off('message', onMessage);
+        if (count === undefined) reject(new Error(err ?? 'no count'));
+        else resolve(count);
+      };
+      w.on('message', onMessage);
+      w.send({ type: 'keygate:count-keys', id });
+    });
+
   const signals = firstSignal((signal) => logger.info({ signal }, 'signal received'));
   // Each worker reloads its own policy; the primary only passes the signal on (and is not stopped by it).
   // The primary serves the admin port, so it publishes the assertion keys itself (and reloads them like the workers do).
@@ -231,6 +260,11 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     return 1;
   }
   logger.info({ workers: live().map((w) => w.process.pid), port: proxyPort, adminPort }, 'keygate started');
+  // The empty-store warning of a single process, said once by the primary (it has no store: a worker counts).
+  const stopEmptyCheck = warnWhenStoreEmpty(
+    { requireKeys: config.readyRequiresKeys, where: (config.redis && describeRedis(config.redis)) ?? 'redis' },
+    { store: { countKeys: () => countKeysOf(live()[0]) }, logger },
+  );
 
   const reason = await Promise.race([signals, gaveUp]);
   const failed = !['SIGTERM', 'SIGINT'].includes(reason);
@@ -238,6 +272,7 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     { reason, deadlineMs: config.limits.shutdownTimeoutMs },
     'shutting down: workers drain in-flight requests',
   );
+  stopEmptyCheck();
   const clean = await stopAll();
   admin.closeAllConnections();
   await new Promise<void>((resolve) => admin.close(() => resolve()));

@@ -56,8 +56,9 @@ export function readRedisDurability(
 /**
  * KEYGATE_REPLAY_FENCE=on|off (src/store/replay-fence.ts): after a failover, refuse every token whose
  * nonce is older than the switch. On by default under Sentinel and Cluster, where a promoted
- * replica may lack nonces the old master admitted; off for one server (a restart that loses data
- * is the operator's to fence: turn it on). Only with Redis: the embedded store has no failover.
+ * replica may lack nonces the old master admitted; off for one server (a new run_id is the operator's
+ * to fence: turn it on). An emptied keystore raises the fence either way (store/redis/keystore-epoch.ts).
+ * Only with Redis: the embedded store has no failover.
  */
 export function readReplayFence(env: Env, redis: RedisConnection | undefined, problems: string[]): boolean {
   const raw = env.KEYGATE_REPLAY_FENCE || undefined;

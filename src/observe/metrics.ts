@@ -30,6 +30,8 @@ export interface Metrics {
   readonly redisEvictedKeys: Gauge;
   /** Stored public keys refused when a key was loaded (weak-public-key.ts). */
   readonly refusedPublicKeys: Counter;
+  /** Times this instance found the Redis keystore emptied (keystore-epoch.ts). */
+  readonly redisKeystoreEmptied: Counter;
   readonly redisErrors: Counter<'kind'>;
   readonly redisUp: Gauge<'connection'>;
   readonly invalidations: Counter<'scope'>;
@@ -232,6 +234,11 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     refusedPublicKeys: new Counter({
       name: 'keygate_refused_public_keys_total',
       help: 'Stored EdDSA/ES256 public keys refused when their key was loaded into the cache (small-order, non-canonical or compressed point): tokens for that key fail',
+      registers: [registry],
+    }),
+    redisKeystoreEmptied: new Counter({
+      name: 'keygate_redis_keystore_emptied_total',
+      help: "Times this instance found the Redis keystore's epoch marker gone (FLUSHDB/FLUSHALL, a restart without persistence): replay fence raised, key caches flushed",
       registers: [registry],
     }),
     redisErrors: new Counter({

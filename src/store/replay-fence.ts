@@ -5,7 +5,8 @@ export type FailoverCause =
   | 'switch_master' // Sentinel announced +switch-master for our master
   | 'new_master' // the command connection came back to a server with another run_id
   | 'slots_moved' // Cluster: a slots refresh shows a slot served by another master
-  | 'moved'; // Cluster: a MOVED redirect sent a command to another node
+  | 'moved' // Cluster: a MOVED redirect sent a command to another node
+  | 'keystore_emptied'; // the keystore's epoch marker was gone: FLUSHDB/FLUSHALL (redis/keystore-epoch.ts)
 
 export interface ReplayFence {
   /**

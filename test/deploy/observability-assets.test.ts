@@ -14,6 +14,12 @@ import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { repoRoot } from '../helpers/deploy.js';
 import { headingAnchors, readDoc } from '../helpers/markdown.js';
+import { freePort } from '../helpers/free-port.js';
+import pino from 'pino';
+import { loadConfig } from '../../src/config/load-config.js';
+import { createKeygate } from '../../src/create-keygate.js';
+import { REASONS } from '../../src/errors.js';
+import { NOT_READY_REASONS } from '../../src/observe/readiness.js';
 
 const root = new URL('../../', import.meta.url);
 const ALERTS = 'deploy/prometheus/alerts.yml';
@@ -242,5 +248,47 @@ describe('every alert has a runbook_url naming an existing docs heading', () => 
 
   it('the anchor check refuses a heading that does not exist', () => {
     expect([...headingAnchors(readDoc('docs/alerts.md'))]).not.toContain('keygatenosuchalert');
+  });
+});
+
+// The words an alert puts in front of the on-call engineer are the ones Keygate answers with: each rejection
+// reason a description names is a reason of the catalogue, each /readyz reason one /readyz gives, and the
+// one KeygateRedisDown names is what /readyz really answers while the command connection is down.
+describe('the reasons the alert texts name are the ones Keygate answers', () => {
+  const texts = rules.map((r) => [r.alert, `${r.annotations?.summary ?? ''} ${r.annotations?.description ?? ''}`]);
+  const readyzReasons = (text: string) => [...text.matchAll(/\/readyz answers 503 (\w+)/g)].map((m) => m[1]!);
+
+  it.each(texts)('%s', (_name, text) => {
+    for (const reason of readyzReasons(text)) expect(Object.keys(NOT_READY_REASONS)).toContain(reason);
+    for (const list of text.matchAll(/by reason: ([\w ,()]+)/g))
+      for (const reason of list[1]!.split(',').map((s) => s.trim().split(' ')[0]!))
+        expect(Object.keys(REASONS)).toContain(reason);
+    for (const m of text.matchAll(/\(reason (\w+)\)/g)) expect(Object.keys(REASONS)).toContain(m[1]);
+  });
+
+  it('KeygateRedisDown: /readyz with the command connection down (nothing listens at the Redis address)', async () => {
+    const port = await freePort();
+    const config = loadConfig({
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:9',
+      KEYGATE_PORT: '0',
+      KEYGATE_ADMIN_PORT: '0',
+      KEYGATE_HOST: '127.0.0.1',
+      KEYGATE_ADMIN_HOST: '127.0.0.1',
+      KEYGATE_REDIS_URL: `redis://127.0.0.1:${port}`,
+    });
+    const gate = createKeygate(config, { logger: pino({ level: 'silent' }) });
+    try {
+      const { adminPort } = await gate.listen();
+      let body: { reason?: string; cause?: string } = {};
+      for (let i = 0; i < 100 && body.reason !== 'redis_unreachable'; i++) {
+        body = JSON.parse((await send(`http://127.0.0.1:${adminPort}`, '/readyz')).body) as typeof body;
+        if (body.reason !== 'redis_unreachable') await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(body).toMatchObject({ reason: 'redis_unreachable', cause: 'refused' });
+      const rule = rules.find((r) => r.alert === 'KeygateRedisDown')!;
+      expect(readyzReasons(rule.annotations!.description!)).toEqual([body.reason]);
+    } finally {
+      await gate.close();
+    }
   });
 });

@@ -41,6 +41,7 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_redis_may_evict: [],
   keygate_redis_evicted_keys: [],
   keygate_refused_public_keys_total: [],
+  keygate_redis_keystore_emptied_total: [],
   keygate_key_invalidations_total: ['scope'],
   keygate_assertions_signed_total: ['mode'],
   keygate_assertion_cache_hits_total: [],

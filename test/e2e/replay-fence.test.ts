@@ -254,7 +254,7 @@ describe('replay fence: one server restarted without persistence (a new run_id o
     const env = { KEYGATE_REDIS_URL: redis.url, KEYGATE_LOG_LEVEL: 'warn' };
     gates = [
       await startKeygate({ upstream: upstream.url, env: { ...env, KEYGATE_REPLAY_FENCE: 'on' } }),
-      // Off by default for one server: as before the fence.
+      // Off by default for one server: no fence on a new run_id (a restart with its data is no loss).
       await startKeygate({ upstream: upstream.url, env }),
     ];
     await gates[0]!.keygate.store.putKey(makeKey({ apiKey: 'fenced-key', secret: SECRET }));
@@ -266,7 +266,7 @@ describe('replay fence: one server restarted without persistence (a new run_id o
   });
 
   it(
-    'a token admitted before the restart is refused as fenced with the fence on, and admitted again without it',
+    'a token admitted before the restart is refused as fenced with the fence on (new run_id), and with it off (the keystore emptied)',
     async () => {
       const [fenced, open] = gates as [RunningKeygate, RunningKeygate];
       expect([fenced.config.replayFence, open.config.replayFence]).toEqual([true, false]);
@@ -295,10 +295,12 @@ describe('replay fence: one server restarted without persistence (a new run_id o
         `[replay-fence] one server restarted: tokens admitted before, tried again: fence on ${JSON.stringify(fencedAnswers.map((r) => r.status))}, fence off ${JSON.stringify(openAnswers)}`,
       );
       expect(fencedAnswers.every(fencedReply)).toBe(true);
-      // Before the fence (and with it off): the restarted server lost the nonces, so both pass again.
-      expect(openAnswers).toEqual([200, 200]);
+      // Before issue 46 the instance with the fence off admitted both again (the restarted server lost the
+      // nonces). The keystore's epoch marker went with them: an emptied keystore raises the fence either way.
+      expect(openAnswers).toEqual([401, 401]);
       expect(fenced.logs.some((l) => l.includes('replay fence raised') && l.includes('new_master'))).toBe(true);
-      expect(open.logs.some((l) => l.includes('replay fence raised'))).toBe(false);
+      expect(open.logs.some((l) => l.includes('new_master'))).toBe(false);
+      expect(open.logs.filter((l) => l.includes('redis keystore emptied'))).toHaveLength(1);
     },
     guard(60_000),
   );

@@ -1,13 +1,16 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { connect, createServer, type Server, type Socket } from 'node:net';
+import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { token } from '../helpers/tokens.js';
+import { exchange } from '../helpers/raw-socket.js';
+import { closeCodeOf, wsFrame } from '../helpers/ws-frames.js';
 import {
   openStream,
   PLAIN_PATH,
+  rawHandshake,
   refusalOf,
+  startRawUpstream,
   startWsUpstream,
   STREAM_PATH,
   STREAM_SCOPE,
@@ -15,7 +18,6 @@ import {
 } from '../helpers/ws-streams.js';
 
 const SECRET = 'stream-secret-0123456789abcdef';
-const GUID = '258EAFA5-E914-47DA-95CA-C5AB0DC85B11';
 const keys = () => [
   makeKey({ apiKey: 'streamer', secret: SECRET, scopes: [STREAM_SCOPE, 'accounts:read'], owner: 'acct-1' }),
   makeKey({ apiKey: 'limited', secret: SECRET, scopes: [STREAM_SCOPE] }),
@@ -100,15 +102,15 @@ describe('WebSocket streams through Keygate', () => {
     const raw = await startRawUpstream();
     const g = await startKeygate({ upstream: raw.url, keys: keys(), env: { KEYGATE_CONFIG: writeStreamPolicy() } });
     try {
-      const client = await rawHandshake(g.port, token('streamer', SECRET));
+      const client = await rawHandshake(g.port, STREAM_PATH, token('streamer', SECRET));
       const upSocket = await raw.connected;
       // Client → upstream: masked text, a binary message in two fragments with a ping between them, a 300-byte frame.
       const toUpstream = Buffer.concat([
-        frame(0x1, Buffer.from('hello'), true, true),
-        frame(0x2, Buffer.from([1, 2, 3]), false, true),
-        frame(0x9, Buffer.from('ping'), true, true),
-        frame(0x0, Buffer.from([4, 5]), true, true),
-        frame(0x2, randomBytes(300), true, true),
+        wsFrame(0x1, Buffer.from('hello'), { fin: true, masked: true }),
+        wsFrame(0x2, Buffer.from([1, 2, 3]), { fin: false, masked: true }),
+        wsFrame(0x9, Buffer.from('ping'), { fin: true, masked: true }),
+        wsFrame(0x0, Buffer.from([4, 5]), { fin: true, masked: true }),
+        wsFrame(0x2, randomBytes(300), { fin: true, masked: true }),
       ]);
       // Sent in awkward pieces: one byte, then splits inside headers and payloads.
       for (const [from, to] of [
@@ -124,9 +126,9 @@ describe('WebSocket streams through Keygate', () => {
       expect(Buffer.concat(raw.received).equals(toUpstream)).toBe(true);
       // Upstream → client: unmasked frames, including a 64-bit length.
       const toClient = Buffer.concat([
-        frame(0x1, Buffer.from('welcome'), true, false),
-        frame(0xa, Buffer.from('pong'), true, false),
-        frame(0x2, randomBytes(70_000), true, false),
+        wsFrame(0x1, Buffer.from('welcome'), { fin: true, masked: false }),
+        wsFrame(0xa, Buffer.from('pong'), { fin: true, masked: false }),
+        wsFrame(0x2, randomBytes(70_000), { fin: true, masked: false }),
       ]);
       upSocket.write(toClient);
       await expect.poll(() => Buffer.concat(client.received).length).toBe(toClient.length);
@@ -150,12 +152,12 @@ describe('WebSocket streams through Keygate', () => {
         env: { KEYGATE_CONFIG: writeStreamPolicy(), KEYGATE_STREAM_CLOSE_GRACE_MS: '10000' },
       });
       try {
-        const client = await rawHandshake(g.port, token('streamer', SECRET));
+        const client = await rawHandshake(g.port, STREAM_PATH, token('streamer', SECRET));
         const upSocket = await raw.connected;
         const toUpstream = direction === 'toward the upstream';
         // The frame under way: masked from the client, unmasked from the upstream; its second half held back.
-        const underWay = frame(0x2, randomBytes(40), true, toUpstream);
-        const after = frame(0x1, Buffer.from('must not pass'), true, toUpstream);
+        const underWay = wsFrame(0x2, randomBytes(40), { fin: true, masked: toUpstream });
+        const after = wsFrame(0x1, Buffer.from('must not pass'), { fin: true, masked: toUpstream });
         const [sender, senderGot, receiverGot] = toUpstream
           ? [client.socket, client.received, raw.received]
           : [upSocket, client.received, client.received];
@@ -209,17 +211,21 @@ describe('WebSocket streams through Keygate', () => {
       code: 40000,
     });
     // Another protocol is no stream: forwarded as plain HTTP without Upgrade (the ws upstream answers 426 itself).
-    const h2c = await rawRequest(
-      gate.port,
-      `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n` +
-        `HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nAuthorization: Bearer ${token('streamer', SECRET)}\r\n\r\n`,
-    );
+    const h2c = (
+      await exchange(
+        gate.port,
+        `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n` +
+          `HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\nAuthorization: Bearer ${token('streamer', SECRET)}\r\n\r\n`,
+      )
+    ).text;
     expect(h2c).toMatch(/^HTTP\/1\.1 426 /);
     // A malformed WebSocket handshake is refused before authentication.
-    const noKey = await rawRequest(
-      gate.port,
-      `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n`,
-    );
+    const noKey = (
+      await exchange(
+        gate.port,
+        `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n\r\n`,
+      )
+    ).text;
     expect(noKey).toMatch(/^HTTP\/1\.1 400 /);
     expect(noKey).toContain('"code":40000');
     expect(upstream.handshakes.length).toBe(before);
@@ -271,122 +277,3 @@ describe('WebSocket streams through Keygate', () => {
     expect(await conn.closed).toBe(1001);
   });
 });
-
-/** The status code of a close frame at the start of `bytes`; `masked` as frames toward a server must be. */
-function closeCodeOf(bytes: Buffer, masked: boolean): number {
-  expect(bytes[0]).toBe(0x88);
-  expect(Boolean(bytes[1]! & 0x80)).toBe(masked);
-  if (!masked) return bytes.readUInt16BE(2);
-  const mask = bytes.subarray(2, 6);
-  return ((bytes[6]! ^ mask[0]!) << 8) | (bytes[7]! ^ mask[1]!);
-}
-
-/** One WebSocket frame; client frames are masked (RFC 6455 §5.3). */
-function frame(opcode: number, payload: Buffer, fin: boolean, masked: boolean): Buffer {
-  const len = payload.length;
-  const head = [((fin ? 0x80 : 0) | opcode) & 0xff];
-  const m = masked ? 0x80 : 0;
-  let ext = Buffer.alloc(0);
-  if (len < 126) head.push(m | len);
-  else if (len < 65_536) {
-    head.push(m | 126);
-    ext = Buffer.alloc(2);
-    ext.writeUInt16BE(len);
-  } else {
-    head.push(m | 127);
-    ext = Buffer.alloc(8);
-    ext.writeBigUInt64BE(BigInt(len));
-  }
-  if (!masked) return Buffer.concat([Buffer.from(head), ext, payload]);
-  const mask = randomBytes(4);
-  const body = Buffer.from(payload.map((b, i) => b ^ (mask[i & 3] as number)));
-  return Buffer.concat([Buffer.from(head), ext, mask, body]);
-}
-
-/** A raw TCP upstream that completes the handshake by hand and records every byte after it. */
-async function startRawUpstream(): Promise<{
-  url: string;
-  received: Buffer[];
-  connected: Promise<Socket>;
-  close(): Promise<void>;
-}> {
-  const received: Buffer[] = [];
-  let resolveConnected: (s: Socket) => void = () => {};
-  const connected = new Promise<Socket>((r) => (resolveConnected = r));
-  // Half-open: it can still finish a frame after Keygate's close frame and FIN have arrived.
-  const server: Server = createServer({ allowHalfOpen: true }, (socket) => {
-    let head = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      socket.off('data', onData);
-      const key = /sec-websocket-key: *(\S+)/i.exec(head.subarray(0, end).toString())?.[1] ?? '';
-      const accept = createHash('sha1')
-        .update(key + GUID)
-        .digest('base64');
-      socket.write(
-        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${accept}\r\n\r\n`,
-      );
-      if (head.length > end + 4) received.push(head.subarray(end + 4));
-      socket.on('data', (c: Buffer) => received.push(c));
-      resolveConnected(socket);
-    };
-    socket.on('data', onData);
-    socket.on('error', () => {});
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as { port: number };
-  return {
-    url: `http://127.0.0.1:${port}`,
-    received,
-    connected,
-    close: () =>
-      new Promise<void>((r) => {
-        server.close(() => r());
-        void connected.then((s) => s.destroy());
-      }),
-  };
-}
-
-/** A raw client handshake through Keygate; resolves after the 101 with the bytes that follow it. */
-async function rawHandshake(port: number, bearer: string): Promise<{ socket: Socket; received: Buffer[] }> {
-  const key = randomBytes(16).toString('base64');
-  const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
-  socket.write(
-    `GET ${STREAM_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
-      `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nAuthorization: Bearer ${bearer}\r\n\r\n`,
-  );
-  const received: Buffer[] = [];
-  return new Promise((resolve, reject) => {
-    let head = Buffer.alloc(0);
-    const onData = (chunk: Buffer) => {
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      socket.off('data', onData);
-      const text = head.subarray(0, end).toString();
-      const accept = createHash('sha1')
-        .update(key + GUID)
-        .digest('base64');
-      if (!text.startsWith('HTTP/1.1 101 ') || !text.includes(`Sec-WebSocket-Accept: ${accept}`))
-        return reject(new Error(`no 101: ${text}`));
-      if (head.length > end + 4) received.push(head.subarray(end + 4));
-      socket.on('data', (c: Buffer) => received.push(c));
-      resolve({ socket, received });
-    };
-    socket.on('data', onData);
-    socket.on('error', reject);
-  });
-}
-
-/** Sends raw bytes and returns everything the server said until it closed. */
-function rawRequest(port: number, text: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => socket.write(text));
-    let got = '';
-    socket.on('data', (c: Buffer) => (got += c.toString('latin1')));
-    socket.on('close', () => resolve(got));
-    socket.on('error', reject);
-  });
-}

@@ -1,8 +1,11 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import type { IncomingHttpHeaders } from 'node:http';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
+import { acceptFor } from '../../src/gateway/ws-frames.js';
 import { token } from './tokens.js';
 
 /** The stream route of the test policy (`upgrade: websocket`, scope stream:read) and a plain route beside it. */
@@ -144,4 +147,91 @@ export async function refusalOf(attempt: Promise<unknown>): Promise<{ status: nu
     throw err;
   }
   throw new Error('the upgrade was not refused');
+}
+
+/**
+ * A raw TCP upstream that completes the WebSocket handshake by hand and records every byte after it
+ * (frames exactly as Keygate relays them; `ws` would unmask and reassemble them).
+ */
+export async function startRawUpstream(): Promise<{
+  url: string;
+  received: Buffer[];
+  connected: Promise<Socket>;
+  close(): Promise<void>;
+}> {
+  const received: Buffer[] = [];
+  let resolveConnected: (s: Socket) => void = () => {};
+  const connected = new Promise<Socket>((r) => (resolveConnected = r));
+  // Half-open: it can still finish a frame after Keygate's close frame and FIN have arrived.
+  const server: Server = createServer({ allowHalfOpen: true }, (socket) => {
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = Buffer.concat([head, chunk]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      socket.off('data', onData);
+      const key = /sec-websocket-key: *(\S+)/i.exec(head.subarray(0, end).toString())?.[1] ?? '';
+      socket.write(
+        `HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: ${acceptFor(key)}\r\n\r\n`,
+      );
+      if (head.length > end + 4) received.push(head.subarray(end + 4));
+      socket.on('data', (c: Buffer) => received.push(c));
+      resolveConnected(socket);
+    };
+    socket.on('data', onData);
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received,
+    connected,
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        void connected.then((s) => s.destroy());
+      }),
+  };
+}
+
+/**
+ * A raw client handshake through Keygate on `path`; resolves after a 101 whose Sec-WebSocket-Accept is right.
+ * `collect` (default): the bytes that follow are pushed to `received`; `collect: false` leaves them unread in
+ * the paused socket (a client that does not read: backpressure).
+ */
+export async function rawHandshake(
+  port: number,
+  path: string,
+  bearer: string,
+  options: { collect?: boolean } = {},
+): Promise<{ socket: Socket; received: Buffer[] }> {
+  const key = randomBytes(16).toString('base64');
+  const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true });
+  socket.write(
+    `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+      `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${key}\r\nAuthorization: Bearer ${bearer}\r\n\r\n`,
+  );
+  const received: Buffer[] = [];
+  return new Promise((resolve, reject) => {
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = Buffer.concat([head, chunk]);
+      const end = head.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      socket.off('data', onData);
+      const text = head.subarray(0, end).toString();
+      if (!text.startsWith('HTTP/1.1 101 ') || !text.includes(`Sec-WebSocket-Accept: ${acceptFor(key)}`))
+        return reject(new Error(`no 101: ${text.slice(0, 200)}`));
+      if (options.collect === false) {
+        socket.pause();
+        return resolve({ socket, received });
+      }
+      if (head.length > end + 4) received.push(head.subarray(end + 4));
+      socket.on('data', (c: Buffer) => received.push(c));
+      resolve({ socket, received });
+    };
+    socket.on('data', onData);
+    socket.on('error', reject);
+  });
 }

@@ -311,9 +311,38 @@ describe('keygate CLI', () => {
       KEYGATE_REDIS_URL: `redis://:hunter2secret@127.0.0.1:${port}`,
     });
     expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
-    expect(stderr).toBe(`keygate keys list: ${redisUnreachable(`redis://:***@127.0.0.1:${port}`)}\n`);
-    expect(stderr).toMatch(/did not answer within 2 s\. Check that it is running/);
+    const refused = { cause: 'refused', err: `connect ECONNREFUSED 127.0.0.1:${port}` };
+    expect(stderr).toBe(`keygate keys list: ${redisUnreachable(`redis://:***@127.0.0.1:${port}`, refused)}\n`);
+    // The cause, as /readyz names it (follow-up of issue 46).
+    expect(stderr).toMatch(
+      /did not answer within 2 s \(cause: refused; connection refused: nothing listens at that address/,
+    );
     expect(stderr).not.toMatch(/hunter2secret|Stream isn't writeable|enableOfflineQueue|ECONNREFUSED/);
+  });
+
+  it('keys against a host name that does not resolve: exit 1 naming the cause, dns', async () => {
+    const { code, stdout, stderr } = await outcome(['keys', 'list'], {
+      KEYGATE_REDIS_URL: 'redis://no-such-redis-host.invalid:6379',
+    });
+    expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+    expect(stderr).toMatch(
+      /Redis at redis:\/\/no-such-redis-host\.invalid:6379 did not answer within 2 s \(cause: dns; the host name does not resolve/,
+    );
+  });
+
+  it('keys against a server that accepts and never answers: exit 1 naming the cause, timeout', async () => {
+    const silent = createServer(() => {}); // accepts every connection, says nothing
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    try {
+      const { port } = silent.address() as AddressInfo;
+      const { code, stdout, stderr } = await outcome(['keys', 'list'], {
+        KEYGATE_REDIS_URL: `redis://127.0.0.1:${port}`,
+      });
+      expect({ code, stdout }).toEqual({ code: 1, stdout: '' });
+      expect(stderr).toMatch(/did not answer within 2 s \(cause: timeout; no answer within the connect timeout/);
+    } finally {
+      silent.close();
+    }
   });
 
   it('keys waits for each connection it uses: one that opens after the first is not met half-open', async () => {

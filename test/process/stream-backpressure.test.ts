@@ -1,6 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -8,7 +7,7 @@ import { WebSocketServer } from 'ws';
 import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { guard } from '../helpers/slowdown.js';
 import { token } from '../helpers/tokens.js';
-import { STREAM_PATH, STREAM_SCOPE, writeStreamPolicy } from '../helpers/ws-streams.js';
+import { rawHandshake, STREAM_PATH, STREAM_SCOPE, writeStreamPolicy } from '../helpers/ws-streams.js';
 
 const SECRET = 'stream-secret-0123456789abcdef';
 const MB = 1024 * 1024;
@@ -68,7 +67,9 @@ describe('streams: a client that stops reading does not grow Keygate’s memory'
 
   it('the upstream is held back and Keygate’s RSS stays within the bound', async () => {
     const baseline = gate.rss();
-    const client = await handshake(gate.port);
+    const { socket: client } = await rawHandshake(gate.port, STREAM_PATH, token('streamer', SECRET), {
+      collect: false,
+    });
     client.pause();
     // Wait until the upstream has stopped making progress for 2 s: it is held back, or it sent everything.
     let last = -1;
@@ -93,29 +94,3 @@ describe('streams: a client that stops reading does not grow Keygate’s memory'
     client.destroy();
   });
 });
-
-/** A raw client handshake; resolves once the 101 head has arrived (the rest stays unread in the socket). */
-function handshake(port: number): Promise<Socket> {
-  const key = randomBytes(16).toString('base64');
-  const accept = createHash('sha1')
-    .update(key + '258EAFA5-E914-47DA-95CA-C5AB0DC85B11')
-    .digest('base64');
-  const socket = connect(port, '127.0.0.1');
-  socket.write(
-    `GET ${STREAM_PATH} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\n` +
-      `Sec-WebSocket-Key: ${key}\r\nAuthorization: Bearer ${token('streamer', SECRET)}\r\n\r\n`,
-  );
-  return new Promise((resolve, reject) => {
-    let head = '';
-    const onData = (c: Buffer) => {
-      head += c.toString('latin1');
-      if (!head.includes('\r\n\r\n')) return;
-      socket.off('data', onData);
-      socket.pause();
-      if (!head.startsWith('HTTP/1.1 101 ') || !head.includes(accept)) reject(new Error(head.slice(0, 200)));
-      else resolve(socket);
-    };
-    socket.on('data', onData);
-    socket.on('error', reject);
-  });
-}

@@ -156,4 +156,35 @@ describe('KEYGATE_WORKERS', () => {
     },
     guard(60_000),
   );
+
+  it(
+    'an empty store is warned about once, by the primary, as a single process does (not by every worker, nor never)',
+    async () => {
+      const empty = await startRedis();
+      const s = await serveKeygate({
+        KEYGATE_UPSTREAM: upstream.url,
+        KEYGATE_REDIS_URL: empty.url,
+        KEYGATE_WORKERS: '2',
+        KEYGATE_LOG_LEVEL: 'info',
+      });
+      try {
+        const started = await s.line('keygate started', 15_000);
+        const warned = await s.line((l) => String(l.msg).includes('holds no keys'), 15_000);
+        expect(warned).toMatchObject({
+          level: 40,
+          keys: 0,
+          readyRequiresKeys: false,
+          store: empty.url,
+          pid: started.pid,
+        });
+        // Every line is in once the process has exited: one warning, however many workers.
+        expect((await s.stop()).code).toBe(0);
+        expect(s.lines().filter((l) => String(l.msg).includes('holds no keys'))).toHaveLength(1);
+      } finally {
+        await s.stop();
+        await empty.stop();
+      }
+    },
+    guard(60_000),
+  );
 });

@@ -1,24 +1,9 @@
-import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { acceptFor, closeFrame, FrameTracker, isWebSocketKey } from '../../src/gateway/ws-frames.js';
+import { wsFrame } from '../helpers/ws-frames.js';
 
-/** One frame as a peer writes it: 7-, 16- or 64-bit length, masked or not. */
-function frame(opcode: number, length: number, masked: boolean, fin = true): Buffer {
-  const head = [(fin ? 0x80 : 0) | opcode];
-  const m = masked ? 0x80 : 0;
-  let ext = Buffer.alloc(0);
-  if (length < 126) head.push(m | length);
-  else if (length < 65_536) {
-    head.push(m | 126);
-    ext = Buffer.alloc(2);
-    ext.writeUInt16BE(length);
-  } else {
-    head.push(m | 127);
-    ext = Buffer.alloc(8);
-    ext.writeBigUInt64BE(BigInt(length));
-  }
-  return Buffer.concat([Buffer.from(head), ext, masked ? randomBytes(4) : Buffer.alloc(0), randomBytes(length)]);
-}
+/** One frame as a peer writes it: random payload bytes, 7-, 16- or 64-bit length, masked or not. */
+const frame = (opcode: number, length: number, masked: boolean, fin = true) => wsFrame(opcode, length, { masked, fin });
 
 describe('FrameTracker', () => {
   const cases = [

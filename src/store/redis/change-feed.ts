@@ -17,6 +17,11 @@ export interface ChangeFeed {
   onKeyChange(listener: KeyChangeListener): () => void;
   /** Every cached key may be stale (a connection came back): listeners get `null`, then onReconnect. */
   flush(): void;
+  /**
+   * Every key may have changed (the keystore was emptied, keystore-epoch.ts): as a `*` change message,
+   * the known-keys filter is rebuilt and every key cache flushed.
+   */
+  everythingChanged(): void;
   /** A key this process just wrote: known at once, before its change message comes back. */
   noteKnown(apiKey: string): void;
   /** The subscriber connection became ready / closed (redis-connections.ts). */
@@ -47,6 +52,8 @@ export function createChangeFeed(
     onReconnect?: () => void;
     /** A Redis connection itself is down (redis-reachability.ts): the outage lines say so already. */
     connectionDown(): boolean;
+    /** Runs with every heartbeat (keystore-epoch.ts reads its marker). */
+    onHeartbeat?: () => void;
   },
 ): ChangeFeed {
   const { channel } = options;
@@ -60,6 +67,10 @@ export function createChangeFeed(
   const flush = () => {
     emit(null);
     deps.onReconnect?.();
+  };
+  const everythingChanged = () => {
+    known.rebuild();
+    emit(null);
   };
   const known = createKnownKeysBuilder({
     logger,
@@ -113,9 +124,9 @@ export function createChangeFeed(
 
   subscriber.on('message', (ch: string, message: string) => {
     if (ch !== channel || heartbeat.heard(message)) return;
-    if (message === '*') known.rebuild();
-    else known.note(message);
-    emit(message === '*' ? null : message);
+    if (message === '*') return everythingChanged();
+    known.note(message);
+    emit(message);
   });
 
   // A subscriber on a node that hangs hears nothing and reports nothing (subscriber-heartbeat.ts):
@@ -126,6 +137,7 @@ export function createChangeFeed(
       publish: deps.publish,
       onLost: () => handle('heartbeat-lost'),
       onHeard: () => handle('heartbeat-heard'),
+      ...(deps.onHeartbeat && { onTick: deps.onHeartbeat }),
     },
   );
 
@@ -138,6 +150,7 @@ export function createChangeFeed(
       return () => listeners.delete(listener);
     },
     flush,
+    everythingChanged,
     noteKnown: (apiKey) => known.note(apiKey),
     subscriberReady: () => handle('ready'),
     subscriberClosed: () => handle('close'),

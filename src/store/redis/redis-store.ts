@@ -10,6 +10,7 @@ import type { RedisClient } from './redis-connection.js';
 import { createRedisConnections } from './redis-connections.js';
 import { createDurability } from './redis-durability.js';
 import { createIpBlockListener } from './ip-block-listener.js';
+import { createKeystoreEpoch } from './keystore-epoch.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRequestState } from './request-state.js';
 import { createRedisServerChecks, gated, type ServerReading } from './redis-server-checks.js';
@@ -42,6 +43,11 @@ export interface RedisStoreOptions {
   outageLogMs?: number;
   /** How often the subscriber's health is proven with a heartbeat on the change channel, in ms (default 1,000). */
   heartbeatMs?: number;
+  /**
+   * Raise `deps.fence` on the failovers failover-watch.ts sees (KEYGATE_REPLAY_FENCE; default true). An emptied
+   * keystore (keystore-epoch.ts) raises it either way: that loss is certain, not a maybe.
+   */
+  watchFailovers?: boolean;
 }
 
 export interface RedisStoreEvents {
@@ -55,11 +61,14 @@ export interface RedisStoreEvents {
   onConnectionState?: (up: boolean, connection: 'command' | 'subscriber' | 'management') => void;
   /** The server's eviction policy and persistence were read (redis-server-checks.ts). */
   onServerReading?: (reading: ServerReading, mayEvict: boolean) => void;
+  /** The keystore's epoch marker was gone: the database was emptied (keystore-epoch.ts). */
+  onKeystoreEmptied?: () => void;
 }
 
 /**
  * Redis layout (every command touches one key, or keys of one hash slot, so it also works on Redis Cluster):
  *   {prefix}{keystore}:…              key records, their indexes and the audit stream (redis-key-records.ts)
+ *   {prefix}{keystore}:epoch          a random value written once: gone means the keystore was emptied (keystore-epoch.ts)
  *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
@@ -92,11 +101,13 @@ export function createRedisStore(
   const connections = createRedisConnections(connection, options, {
     logger: deps.logger,
     clock,
-    ...(deps.fence && { fence: deps.fence }),
+    ...(deps.fence && options.watchFailovers !== false && { fence: deps.fence }),
     events,
     onReady: (name) => {
       // The request path's caches follow the command and subscriber connections only.
-      if (name === 'management') return;
+      if (name === 'management') return void epoch.check();
+      // Emptied while we were away (a restart without persistence)? Read before anything is served again.
+      epoch.connected();
       // Nothing is served on the command connection until the server's settings have been read again.
       checks.connected();
       // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
@@ -120,7 +131,8 @@ export function createRedisStore(
     },
     { client, run, logger: deps.logger, ...(events.onServerReading && { onReading: events.onServerReading }) },
   );
-  const servable = checks.requestRefusal;
+  // The keystore's epoch read once first (keystore-epoch.ts), then the server's settings; one comparison once read.
+  const servable = () => epoch.refusal() ?? checks.requestRefusal();
 
   const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
   // The request path's reads on its connection; the key operations' reads and changes on theirs,
@@ -146,6 +158,23 @@ export function createRedisStore(
     return result;
   }
 
+  // Issue 46: a FLUSHDB/FLUSHALL by anyone else leaves the connections and the run_id as they were.
+  const epoch = createKeystoreEpoch(
+    { name: `${prefix}{keystore}:epoch` },
+    {
+      client: manager,
+      run,
+      ensure: (keys) => durability.ensure(keys),
+      logger: deps.logger,
+      onEmptied: () => {
+        // The fence first: from here on no token signed before this moment passes, nonce or not.
+        deps.fence?.raise('keystore_emptied');
+        feed.everythingChanged();
+        events.onKeystoreEmptied?.();
+      },
+    },
+  );
+
   const feed = createChangeFeed(
     {
       channel,
@@ -159,6 +188,7 @@ export function createRedisStore(
       countKeys: () => run(() => records.countKeys()),
       namesAfter: (after, limit) => run(() => records.namesAfter(after, limit)),
       connectionDown: () => connections.reachability.down(),
+      onHeartbeat: () => void epoch.check(),
       ...(events.onConnectionState && { onConnectionState: events.onConnectionState }),
       ...(events.onReconnect && { onReconnect: events.onReconnect }),
     },

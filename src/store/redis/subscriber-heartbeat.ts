@@ -36,6 +36,8 @@ export function startSubscriberHeartbeat(
     publish(message: string): Promise<unknown>;
     onLost(): void;
     onHeard(): void;
+    /** Every interval too: other checks that ride on the heartbeat (the keystore's epoch, keystore-epoch.ts). */
+    onTick?(): void;
   },
 ): SubscriberHeartbeat {
   const own = `${PREFIX}${options.mark}:`;
@@ -53,6 +55,7 @@ export function startSubscriberHeartbeat(
       deps.onLost();
     }
     deps.publish(`${own}${++seq}`).catch(() => {});
+    deps.onTick?.();
   }, options.intervalMs);
   timer.unref();
   return {
