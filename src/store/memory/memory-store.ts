@@ -2,6 +2,8 @@
 import type { Clock } from '../../clock.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import { createUtcDayOf, oldestKeptDay } from '../../keys/key-usage.js';
+import type { OwnerRecord } from '../../keys/owner-record.js';
+import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
@@ -11,6 +13,8 @@ import type { KeyChangeListener, Store } from '../store.js';
 
 export interface MemoryStoreOptions {
   keys?: readonly KeyRecord[];
+  /** Owners' own settings (the keys file's `owners:`, issue 42). */
+  owners?: readonly OwnerRecord[];
   /** How often expired nonces are swept, in ms. */
   sweepIntervalMs?: number;
 }
@@ -24,7 +28,7 @@ export interface MemoryStoreOptions {
  */
 export interface MemoryStore extends Store {
   /** Swaps the whole key set in one step and announces the keys whose record changed (see stageKeys). */
-  replaceAll(records: readonly KeyRecord[]): void;
+  replaceAll(records: readonly KeyRecord[], owners?: readonly OwnerRecord[]): void;
   /**
    * Starts a new key set built beside the live one (a keys file reloading in batches). After the
    * records are added and `scan()` has run, `commit()` puts it in force in one synchronous step
@@ -36,6 +40,8 @@ export interface MemoryStore extends Store {
 }
 
 export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
+  /** The owners' settings that go in force with the keys (the keys file's `owners:`; none when not called). */
+  setOwners(owners: readonly OwnerRecord[]): void;
   commit(): void;
   abandon(): void;
 }
@@ -63,6 +69,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
+  // Owners' own settings and their compiled limits (issue 42): the request path reads `ownerLimit` per request.
+  let owners = new Map<string, { record: OwnerRecord; limit: CompiledLimit | undefined }>();
+  const ownerEntry = (record: OwnerRecord) => ({
+    record,
+    limit: record.rateLimit && compileRateLimit(record.rateLimit, OWNER_POLICY_NAME),
+  });
+  const ownersOf = (list: readonly OwnerRecord[]) => new Map(list.map((r) => [r.owner, ownerEntry(r)]));
+  owners = ownersOf(options.owners ?? []);
   const emit = (apiKey: string | null) => {
     for (const l of listeners) l(apiKey);
   };
@@ -156,11 +170,15 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       fresh: () => ++lastVersion,
     });
     staging.add(staged);
+    let nextOwners = owners;
     return {
       add: staged.add,
       scan: staged.scan,
+      setOwners: (list) => void (nextOwners = ownersOf(list)),
       commit() {
         staging.delete(staged);
+        // In the same synchronous step as the keys: no request sees new keys with old owner limits.
+        owners = nextOwners;
         for (const apiKey of staged.touched)
           if (staged.next.has(apiKey)) staged.nextVersions.set(apiKey, ++lastVersion);
         keys = staged.next;
@@ -227,6 +245,17 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       listeners.add(listener);
       return () => listeners.delete(listener);
     },
+    async readOwner(owner) {
+      return owners.get(owner)?.record ?? null;
+    },
+    async listOwners() {
+      return [...owners.values()].map((e) => e.record).sort((a, b) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
+    },
+    async putOwner(record) {
+      if (record.rateLimit === undefined) owners.delete(record.owner);
+      else owners.set(record.owner, ownerEntry(record));
+    },
+    ownerLimit: (owner) => owners.get(owner)?.limit,
     async appendAudit() {},
     async ping() {},
     async countKeys() {
@@ -236,9 +265,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       clearInterval(timer);
       listeners.clear();
     },
-    replaceAll(records) {
+    replaceAll(records, ownerList) {
       const staged = stageKeys();
       staged.add(records);
+      staged.setOwners(ownerList ?? [...owners.values()].map((e) => e.record));
       void staged.scan(true);
       staged.commit();
     },
