@@ -4,6 +4,7 @@ import type { Limits } from '../config/read-limits.js';
 import { createManagementTokensSource, type ManagementTokensSource } from '../config/management-tokens-source.js';
 import type { Store } from '../store/store.js';
 import { createKeyOperations } from '../operations/key-operations.js';
+import { createOwnerOperations } from '../operations/owner-operations.js';
 import { createManagementServer } from './management-server.js';
 
 export interface ManagementApi {
@@ -25,6 +26,10 @@ export function createManagementApi(
   const { store, logger, now } = deps;
   const tokens = createManagementTokensSource({ file: options.tokensFile }, { logger });
   const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
-  const server = createManagementServer({ limits: options.limits }, { ops, store, tokens: tokens.tokens, logger, now });
+  const owners = createOwnerOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'owner change') });
+  const server = createManagementServer(
+    { limits: options.limits },
+    { ops, owners, store, tokens: tokens.tokens, logger, now },
+  );
   return { server, tokens };
 }
