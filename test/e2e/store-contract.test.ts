@@ -333,6 +333,29 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     off();
   });
 
+  it("owners' own limits (issue 42): set with an audit entry, read and listed, known to every instance's table at once or within its change message; a set without a limit removes it", async () => {
+    const { store, peer } = await h.open();
+    expect(await store.readOwner('acme')).toBeNull();
+    expect(store.ownerLimit('acme')).toBeUndefined();
+    const entry = { at: new Date().toISOString(), actor: 't', action: 'owner-set', apiKey: '', id: '', detail: 'owner=acme' };
+    await store.putOwner({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 }, updatedAt: entry.at }, entry);
+    await store.putOwner({ owner: 'beta', rateLimit: { rate: '5/s' } }, entry);
+    expect(await peer.readOwner('acme')).toEqual({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 }, updatedAt: entry.at });
+    expect((await store.listOwners()).map((o) => o.owner)).toEqual(['acme', 'beta']);
+    // The request path's table: the compiled limit, named as the owner's policy.
+    const twelve = compileRateLimit({ rate: '12/h', burst: 12 }, 'keygate-owner');
+    await expect.poll(() => peer.ownerLimit('acme'), { timeout: 2_000 }).toEqual(twelve);
+    await expect.poll(() => store.ownerLimit('acme'), { timeout: 2_000 }).toEqual(twelve);
+    // A change of the limit reaches the other instance's table too.
+    await store.putOwner({ owner: 'acme', rateLimit: { rate: '3/h' } }, entry);
+    await expect.poll(() => peer.ownerLimit('acme')?.burst, { timeout: 2_000 }).toBe(3);
+    await store.putOwner({ owner: 'acme' }, entry);
+    expect(await peer.readOwner('acme')).toBeNull();
+    expect((await peer.listOwners()).map((o) => o.owner)).toEqual(['beta']);
+    await expect.poll(() => peer.ownerLimit('acme'), { timeout: 2_000 }).toBeUndefined();
+    expect(peer.ownerLimit('beta')?.burst).toBe(5);
+  });
+
   it('announces key changes to listeners, including on another instance', async () => {
     const { store, peer } = await h.open();
     const seen: Array<string | null> = [];
