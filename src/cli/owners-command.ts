@@ -24,8 +24,12 @@ const setAction: KeyAction = {
     summary: "set an owner's own rate limit, shared by all its keys (none removes it)",
     args: ['<owner>'],
     options: [
-      opt('rate-limit', '100/s|none', 'the owner\'s budget (/s /m /h), or none: the policy defaultOwnerRateLimit applies'),
-      opt('burst', 'n', 'requests (cost units) allowed at once above the rate (default: the rate\'s count)'),
+      opt(
+        'rate-limit',
+        '100/s|none',
+        "the owner's budget (/s /m /h), or none: the policy defaultOwnerRateLimit applies",
+      ),
+      opt('burst', 'n', "requests (cost units) allowed at once above the rate (default: the rate's count)"),
       JSON_OPTION,
     ],
   },

@@ -65,8 +65,11 @@ export function createKeysFileSource(
             staged.setOwners(owners);
             count = records.length;
           } else
-            count = await loadKeysOffThread(file, (batch) => staged.add(batch), cancel.signal, (owners) =>
-              staged.setOwners(owners),
+            count = await loadKeysOffThread(
+              file,
+              (batch) => staged.add(batch),
+              cancel.signal,
+              (owners) => staged.setOwners(owners),
             );
           await staged.scan();
           return { staged, count };

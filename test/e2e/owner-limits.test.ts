@@ -56,7 +56,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
     };
     const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1'].map((apiKey) =>
-      makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] as string }),
+      makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] }),
     );
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
     b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
@@ -97,7 +97,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect(shown.out).toBe('acme  12/h burst 12\n');
     // Both instances hear the change message (no request needed to learn it).
     await expect
-      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('acme')?.burst), { timeout: PUBLISHED_WITHIN })
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('acme')?.burst), PUBLISHED_WITHIN)
       .toEqual([12, 12]);
 
     const replies: Reply[] = [];
@@ -118,7 +118,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect(put.json()).toMatchObject({ owner: 'beta', rateLimit: { rate: '2/h' } });
     const got = await reader.call('GET', '/v1/owners/beta');
     expect(got.json()).toMatchObject({ owner: 'beta', rateLimit: { rate: '2/h' } });
-    await expect.poll(() => a.keygate.store.ownerLimit('beta')?.burst, { timeout: PUBLISHED_WITHIN }).toBe(2);
+    await expect.poll(() => a.keygate.store.ownerLimit('beta')?.burst, PUBLISHED_WITHIN).toBe(2);
     expect((await call(a, 'beta-1')).status).toBe(200);
     expect((await call(b, 'beta-1')).status).toBe(200);
     expect((await call(a, 'beta-1')).status).toBe(429);
@@ -141,7 +141,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect((JSON.parse(listed.out) as Array<{ owner: string }>).map((o) => o.owner)).toEqual(['acme', 'beta']);
     const removed = await owners('set', 'beta', '--rate-limit', 'none', '--json');
     expect(JSON.parse(removed.out)).toEqual({ owner: 'beta', rateLimit: null, updatedAt: null });
-    await expect.poll(() => b.keygate.store.ownerLimit('beta'), { timeout: PUBLISHED_WITHIN }).toBeUndefined();
+    await expect.poll(() => b.keygate.store.ownerLimit('beta'), PUBLISHED_WITHIN).toBeUndefined();
     expect((await owners('list')).out).toBe('acme  12/h burst 12\n');
     // Usage errors: exit 2.
     expect((await owners('set', 'beta')).code).toBe(2);

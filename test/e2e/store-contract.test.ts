@@ -231,6 +231,21 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect(await store.getUsage('other')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
   });
 
+  it('counts the cost spent beside the requests (issue 42): a request of cost 5 adds 4 to the day beyond its 1, on every instance', async () => {
+    const { store, peer } = await h.open();
+    const cost = (n: number): Charge => ({ cost: n, owner: undefined, budgets: [] });
+    await store.admit('spender', 'a', 10_000, cost(5));
+    await peer.admit('spender', 'b', 10_000, cost(5));
+    await store.admit('spender', 'c', 10_000, undefined); // cost 1
+    await peer.admit('spender', 'a', 10_000, cost(5)); // replay: nothing counted
+    await store.flushUsage();
+    await peer.flushUsage();
+    const usage = await store.getUsage('spender');
+    const day = Object.keys(usage.perDay)[0] as string;
+    expect(usage.perDay).toEqual({ [day]: 3 });
+    expect(usage.extraCostPerDay).toEqual({ [day]: 8 });
+  });
+
   it('deleting a key drops its usage and rate state', async () => {
     const { store, peer } = await h.open();
     await store.putKey(makeKey({ apiKey: 'gone' }));
@@ -337,10 +352,21 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const { store, peer } = await h.open();
     expect(await store.readOwner('acme')).toBeNull();
     expect(store.ownerLimit('acme')).toBeUndefined();
-    const entry = { at: new Date().toISOString(), actor: 't', action: 'owner-set', apiKey: '', id: '', detail: 'owner=acme' };
+    const entry = {
+      at: new Date().toISOString(),
+      actor: 't',
+      action: 'owner-set',
+      apiKey: '',
+      id: '',
+      detail: 'owner=acme',
+    };
     await store.putOwner({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 }, updatedAt: entry.at }, entry);
     await store.putOwner({ owner: 'beta', rateLimit: { rate: '5/s' } }, entry);
-    expect(await peer.readOwner('acme')).toEqual({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 }, updatedAt: entry.at });
+    expect(await peer.readOwner('acme')).toEqual({
+      owner: 'acme',
+      rateLimit: { rate: '12/h', burst: 12 },
+      updatedAt: entry.at,
+    });
     expect((await store.listOwners()).map((o) => o.owner)).toEqual(['acme', 'beta']);
     // The request path's table: the compiled limit, named as the owner's policy.
     const twelve = compileRateLimit({ rate: '12/h', burst: 12 }, 'keygate-owner');

@@ -3,7 +3,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { openStream, refusalOf, startWsUpstream, STREAM_PATH, STREAM_SCOPE, type ClientStream } from '../helpers/ws-streams.js';
+import {
+  openStream,
+  refusalOf,
+  startWsUpstream,
+  STREAM_PATH,
+  STREAM_SCOPE,
+  type ClientStream,
+} from '../helpers/ws-streams.js';
 
 const SECRET = 'stream-cost-secret-0123456789';
 

@@ -1,7 +1,7 @@
 // Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
 import type { Clock } from '../../clock.js';
 import type { KeyRecord } from '../../keys/key-record.js';
-import { createUtcDayOf, oldestKeptDay } from '../../keys/key-usage.js';
+import { createUtcDayOf, extraCostField, oldestKeptDay } from '../../keys/key-usage.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
@@ -92,17 +92,19 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
   timer.unref();
 
-  function countUse(apiKey: string, now: number) {
+  /** Counts an admitted request and its cost beyond 1 (issue 42) in the day's extraCostField, as Redis keeps it. */
+  function countUse(apiKey: string, now: number, cost: number) {
     let u = usage.get(apiKey);
     if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));
     u.lastUsedAtMs = now;
     const day = dayOf(now);
     const n = (u.perDay.get(day) ?? 0) + 1;
     u.perDay.set(day, n);
+    if (cost > 1) u.perDay.set(extraCostField(day), (u.perDay.get(extraCostField(day)) ?? 0) + cost - 1);
     // The first request of a day drops the days that fell out of the kept range (as the Redis script does).
     if (n === 1) {
       const oldest = oldestKeptDay(now);
-      for (const d of u.perDay.keys()) if (d < oldest) u.perDay.delete(d);
+      for (const d of u.perDay.keys()) if ((d.startsWith('x:') ? d.slice(2) : d) < oldest) u.perDay.delete(d);
     }
   }
 
@@ -226,7 +228,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       if (step && !step.allowed) return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return { outcome: 'replay' };
       if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
-      countUse(apiKey, now);
+      countUse(apiKey, now, charge?.cost ?? 1);
       return { outcome: 'admitted', rate: step?.states };
     },
     async spendFailedAuth(ipKey, limit) {
@@ -236,7 +238,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async getUsage(apiKey) {
       const u = usage.get(apiKey);
-      return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
+      const perDay: Record<string, number> = {};
+      const extraCostPerDay: Record<string, number> = {};
+      for (const [d, n] of u?.perDay ?? []) {
+        if (d.startsWith('x:')) extraCostPerDay[d.slice(2)] = n;
+        else perDay[d] = n;
+      }
+      const extra = Object.keys(extraCostPerDay).length > 0;
+      return { lastUsedAtMs: u?.lastUsedAtMs, perDay, ...(extra && { extraCostPerDay }) };
     },
     async flushUsage() {}, // counted exactly at admission: nothing pending
     // Changes are emitted synchronously in this process: none can be missed.
@@ -249,7 +258,9 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       return owners.get(owner)?.record ?? null;
     },
     async listOwners() {
-      return [...owners.values()].map((e) => e.record).sort((a, b) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
+      return [...owners.values()]
+        .map((e) => e.record)
+        .sort((a, b) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
     },
     async putOwner(record) {
       if (record.rateLimit === undefined) owners.delete(record.owner);
