@@ -161,7 +161,10 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
     const file = join(dir, 'with-owners.json');
     writeFileSync(
       file,
-      JSON.stringify({ ...doc, owners: { acme: { rateLimit: { rate: '1/s' } }, beta: { rateLimit: { rate: '3/m' } } } }),
+      JSON.stringify({
+        ...doc,
+        owners: { acme: { rateLimit: { rate: '1/s' } }, beta: { rateLimit: { rate: '3/m' } } },
+      }),
     );
     await store.putOwner({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 } }, undefined);
     const kept = await keys('import', file);
