@@ -258,7 +258,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     config.management &&
     createManagementApi(
       { tokensFile: config.management.tokensFile, limits: config.limits },
-      { store, logger, now: () => clock.nowMs() },
+      { store, logger, now: () => clock.nowMs(), defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit },
     );
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {

@@ -62,7 +62,14 @@ const showAction: KeyAction = {
   async run(ctx, p) {
     const o = ctx.must(await ctx.owners.get(p.args[0] as string));
     if (flag(p, 'json')) ctx.print(o);
-    else ctx.out.write(line(o));
+    else {
+      ctx.out.write(line(o));
+      // What is left now: under its own limit (the CLI does not read the policy, so not under its default).
+      if (o.budget)
+        ctx.out.write(
+          `  left now: ${o.budget.remaining} of ${o.budget.burst}, whole again in ${o.budget.resetSeconds} s\n`,
+        );
+    }
   },
 };
 

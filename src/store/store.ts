@@ -185,6 +185,12 @@ export interface Store {
    * whole before the first key is read and on every flush, and per owner on its change message.
    */
   ownerLimit(owner: string): CompiledLimit | undefined;
+  /**
+   * What is left of an owner's budget under `limit` now, spending nothing (the console, GET
+   * /v1/owners/{owner}): read from the owner's GCRA state on the store's clock (Redis: TIME and GET
+   * in one script on the owner's slot, the management connection).
+   */
+  ownerBudget(owner: string, limit: CompiledLimit): Promise<RateState>;
   /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */

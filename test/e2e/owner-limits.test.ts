@@ -94,7 +94,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect(set.code).toBe(0);
     expect(JSON.parse(set.out)).toMatchObject({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 } });
     const shown = await owners('show', 'acme');
-    expect(shown.out).toBe('acme  12/h burst 12\n');
+    expect(shown.out).toBe('acme  12/h burst 12\n  left now: 12 of 12, whole again in 0 s\n');
     // Both instances hear the change message (no request needed to learn it).
     await expect
       .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('acme')?.burst), PUBLISHED_WITHIN)
@@ -109,6 +109,12 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     await expect.poll(() => a.logs.concat(b.logs).some((l) => l.includes('"reason":"owner_rate_limited"'))).toBe(true);
     // Another owner: the policy's default (1000/h) still applies to it.
     for (const g of [a, b]) expect((await call(g, 'other-1')).status).toBe(200);
+    // What is left, as the console shows it: acme's own budget spent, other's under the policy default.
+    const acme = (await reader.call('GET', '/v1/owners/acme')).json() as { budget: Record<string, unknown> };
+    expect(acme.budget).toMatchObject({ source: 'owner', burst: 12, remaining: 0 });
+    expect(acme.budget.resetSeconds).toBeGreaterThan(3_500);
+    const other = (await reader.call('GET', '/v1/owners/other')).json() as { budget: Record<string, unknown> };
+    expect(other.budget).toMatchObject({ source: 'policy', burst: 1000, remaining: 998 });
   });
 
   it('PUT /v1/owners/{owner} on one instance limits the owner on the other; GET shows it to any token; a read token cannot set', async () => {
@@ -129,10 +135,11 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect((await writer.call('PUT', '/v1/owners/beta', { json: {} })).status).toBe(400);
     expect((await writer.call('GET', '/v1/owners/not%20an%20owner')).status).toBe(404);
     // An owner never set: 200 with no limit of its own.
-    expect((await reader.call('GET', '/v1/owners/nobody')).json()).toEqual({
+    expect((await reader.call('GET', '/v1/owners/nobody')).json()).toMatchObject({
       owner: 'nobody',
       rateLimit: null,
       updatedAt: null,
+      budget: { source: 'policy', burst: 1000, remaining: 1000, resetSeconds: 0 },
     });
   });
 

@@ -380,6 +380,15 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await peer.listOwners()).map((o) => o.owner)).toEqual(['beta']);
     await expect.poll(() => peer.ownerLimit('acme'), { timeout: 2_000 }).toBeUndefined();
     expect(peer.ownerLimit('beta')?.burst).toBe(5);
+    // What is left of an owner's budget, spending nothing (the console's read), on either instance.
+    const two = compileRateLimit({ rate: '2/h' }, 'keygate-owner');
+    expect(await store.ownerBudget('zed', two)).toEqual({ remaining: 2, resetUs: 0, retryAfterUs: 0 });
+    const spend: Charge = { cost: 1, owner: 'zed', budgets: [{ kind: 'owner', limit: two }] };
+    expect((await store.admit('z1', 'n', 10_000, spend)).outcome).toBe('admitted');
+    const left = await peer.ownerBudget('zed', two);
+    expect(left.remaining).toBe(1);
+    expect(left.resetUs).toBeGreaterThan(1_700_000_000);
+    expect((await peer.ownerBudget('zed', two)).remaining).toBe(1); // a read spends nothing
   });
 
   it('announces key changes to listeners, including on another instance', async () => {

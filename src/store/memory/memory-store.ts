@@ -7,7 +7,7 @@ import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../p
 import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
-import { chargeBudgets, spendFailure, type Charge } from '../budgets.js';
+import { chargeBudgets, peekBudget, spendFailure, type Charge } from '../budgets.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from '../store.js';
 
@@ -267,6 +267,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       else owners.set(record.owner, ownerEntry(record));
     },
     ownerLimit: (owner) => owners.get(owner)?.limit,
+    async ownerBudget(owner, limit) {
+      const nowUs = Number(deps.clock.nowNs() / 1_000n);
+      return peekBudget(tats.get(budgetName('owner', '', owner)) ?? 0, nowUs, limit);
+    },
     async appendAudit() {},
     async ping() {},
     async countKeys() {

@@ -2,6 +2,8 @@
 import type { Logger } from 'pino';
 import { parseOwnerSettings, ownerSettings, type OwnerRecord } from '../../keys/owner-record.js';
 import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
+import { peekBudget } from '../budgets.js';
+import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
 import type { RedisClient } from './redis-connection.js';
 
@@ -35,6 +37,8 @@ export interface RedisOwners {
   read(owner: string): Promise<OwnerRecord | null>;
   list(): Promise<OwnerRecord[]>;
   put(record: OwnerRecord, audit: AuditEntry | undefined): Promise<void>;
+  /** What is left of the owner's budget now (its GCRA state on Redis's clock), spending nothing. */
+  budget(owner: string, limit: CompiledLimit): Promise<RateState>;
   /** The table's limit for `owner` (undefined: none of its own, or not read yet: see ensureLoaded). */
   limit(owner: string): CompiledLimit | undefined;
   /** Resolves once the table has been read whole at least once (reads it if not). */
@@ -127,6 +131,15 @@ export function createRedisOwners(
       const settings = ownerSettings(record);
       const json = record.rateLimit === undefined ? '' : JSON.stringify(settings);
       await setScript(hash, audit, record.owner, json, options.channel, entry ? JSON.stringify(entry) : '');
+    },
+    async budget(owner, limit) {
+      // The owner's bucket (request-state.ts admitArgs) and Redis's clock, read together on its slot.
+      const [s, us, tat] = (await deps.manager.eval(
+        "local t = redis.call('TIME') return {t[1], t[2], redis.call('GET', KEYS[1]) or '0'}",
+        1,
+        `${options.prefix}{owner:${owner}}:tat`,
+      )) as [string, string, string];
+      return peekBudget(Number(tat), Number(s) * 1_000_000 + Number(us), limit);
     },
     limit: (owner) => table.get(owner),
     ensureLoaded: () => (loaded ? Promise.resolve() : (loading ?? loadAll())),

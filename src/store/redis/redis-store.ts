@@ -227,6 +227,7 @@ export function createRedisStore(
     listOwners: () => run(() => owners.list()),
     putOwner: (record, entry) => gated(checks.changeRefusal, () => commit(() => owners.put(record, entry))),
     ownerLimit: (owner) => owners.limit(owner),
+    ownerBudget: (owner, limit) => run(() => owners.budget(owner, limit)),
     subscribed: () => feed.subscribed(),
     onKeyChange: (listener) => feed.onKeyChange(listener),
     ping: () =>
