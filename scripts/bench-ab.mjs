@@ -286,9 +286,11 @@ async function main() {
       /** @type {Record<string, number>} */
       const perCommand = {};
       for (const m of redisCli(redis.port, 'INFO', 'commandstats').matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm))
-        perCommand[m[1]] = round3(Number(m[2]) / r.requests);
+        perCommand[String(m[1])] = round3(Number(m[2]) / r.requests);
       commandstats[t.name] = perCommand;
-      console.log(`${t.name.padEnd(18)} Redis commands per request (${r.requests} requests): ${JSON.stringify(perCommand)}`);
+      console.log(
+        `${t.name.padEnd(18)} Redis commands per request (${r.requests} requests): ${JSON.stringify(perCommand)}`,
+      );
     }
 
   /** @type {Record<string, { cpuUsPerRequest: number, samples: number[], bytesPerRequest: number, bytesSamples: number[], scavengesPer10k: number, scavengeMsPer10k: number, rps?: number }>} */
