@@ -116,6 +116,36 @@ function algLine(key) {
   return line;
 }
 
+// Each owner's budget and what is left of it (GET /v1/owners/{owner}, issue 42): asked once per owner per load,
+// shown on each of its keys, under the API key (every key of an owner spends from the one budget).
+let budgets = new Map();
+function budgetOf(owner) {
+  if (!budgets.has(owner))
+    budgets.set(
+      owner,
+      api('GET', `/v1/owners/${encodeURIComponent(owner)}`).catch(() => null),
+    );
+  return budgets.get(owner);
+}
+function budgetText(o) {
+  if (!o) return '';
+  if (!o.budget) return 'no owner budget';
+  const b = o.budget;
+  const limit = o.rateLimit
+    ? `${o.rateLimit.rate}${o.rateLimit.burst ? ` burst ${o.rateLimit.burst}` : ''}`
+    : `policy default, burst ${b.burst}`;
+  return `budget ${limit}: ${b.remaining} of ${b.burst} left`;
+}
+function budgetLine(key) {
+  const line = document.createElement('small');
+  line.className = 'budget';
+  budgetOf(key.owner).then((o) => {
+    line.textContent = budgetText(o);
+    if (o && o.budget) line.title = `whole again in ${o.budget.resetSeconds} s; shared by every key of ${key.owner}`;
+  });
+  return line;
+}
+
 function row(key) {
   const tr = document.createElement('tr');
   tr.dataset.apiKey = key.apiKey;
@@ -123,6 +153,7 @@ function row(key) {
   code.textContent = key.apiKey;
   const keyCell = document.createElement('td');
   keyCell.append(code, document.createElement('br'), algLine(key));
+  if (key.owner) keyCell.append(document.createElement('br'), budgetLine(key));
   const state = document.createElement('span');
   state.className = `state ${key.status}`;
   state.textContent = key.status;
@@ -162,6 +193,7 @@ async function load(append) {
   if (owner) q.set('owner', owner);
   if (state) q.set('state', state);
   if (append && nextCursor) q.set('cursor', nextCursor);
+  if (!append) budgets = new Map();
   try {
     const page = await api('GET', `/v1/keys?${q}`);
     loaded = append ? loaded.concat(page.keys) : page.keys;

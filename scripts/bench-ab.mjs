@@ -33,6 +33,7 @@ import {
   parseOptions,
   SECRET,
   pinToCpu,
+  redisCli,
   requireWrk,
   round3,
   runFixedRate,
@@ -65,6 +66,8 @@ Usage: npm run bench:ab -- [options]
                        and with post the body_sha256 of a 1 KiB JSON body every target sends with POST), the
                        baseline's plain tokens; with --baseline HEAD (same code), binding's own cost
   --key-owner NAME     give the bench key an owner (its budget: defaultOwnerRateLimit in a policy set with --env)
+  --commandstats       after the rounds, each Redis target alone for --duration s: its Redis commands per
+                       request from INFO commandstats (CONFIG RESETSTAT first; background work included)
   --env NAME=VALUE     a setting for the current build's Redis target (repeatable)
   --baseline-env NAME=VALUE  the same for the baseline's Redis target (repeatable)
   --out FILE           result file (default bench-results/ab-latest.json)
@@ -86,6 +89,7 @@ const args = parseOptions(
     bind: { type: 'string' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
+    commandstats: { type: 'boolean' },
     'log-level': { type: 'string', default: 'info' },
     pin: { type: 'boolean' },
     env: { type: 'string', multiple: true, default: [] },
@@ -310,6 +314,25 @@ async function main() {
     }
   }
 
+  // Redis round trips per request (issue 42: one per admitted request): each Redis target alone, its
+  // commands counted by the server. Heartbeats (one PUBLISH a second) and usage flushes (one EVALSHA a
+  // second per key) are in the counts too: at the offered rate they are a small fraction per request.
+  /** @type {Record<string, Record<string, number>>} */
+  const commandstats = {};
+  if (args.commandstats && redis)
+    for (const t of targets.filter((x) => x.name.endsWith(':redis'))) {
+      redisCli(redis.port, 'CONFIG', 'RESETSTAT');
+      const r = fixedRate(t.url, DURATION, t.path);
+      /** @type {Record<string, number>} */
+      const perCommand = {};
+      for (const m of redisCli(redis.port, 'INFO', 'commandstats').matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm))
+        perCommand[String(m[1])] = round3(Number(m[2]) / r.requests);
+      commandstats[t.name] = perCommand;
+      console.log(
+        `${t.name.padEnd(18)} Redis commands per request (${r.requests} requests): ${JSON.stringify(perCommand)}`,
+      );
+    }
+
   /** @type {Record<string, { cpuUsPerRequest: number, samples: number[], bytesPerRequest: number, bytesSamples: number[], scavengesPer10k: number, scavengeMsPer10k: number, rps?: number }>} */
   const summary = Object.fromEntries(
     targets.map((t) => {
@@ -396,6 +419,7 @@ async function main() {
     },
     targets: summary,
     comparison: { ...comparison, ...publicRoute },
+    ...(args.commandstats && { commandstats }),
   };
   console.log(`current = ${builds[0]?.label}, baseline = ${builds[1]?.label}`);
   for (const [name, s] of Object.entries(summary)) {

@@ -15,7 +15,8 @@ import { createAuthenticator } from './pipeline/authenticate.js';
 import { createIpBudget } from './pipeline/ip-budget.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
-import { loadKeysFile } from './keys/keys-file.js';
+import { loadKeysFileWithOwners } from './keys/keys-file.js';
+import type { OwnerRecord } from './keys/owner-record.js';
 import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createMemoryStore, type MemoryStore } from './store/memory/memory-store.js';
@@ -37,6 +38,8 @@ export interface KeygateDeps {
    * report every problem before starting): read once, not twice, at start. Otherwise the file is read here.
    */
   keys?: readonly KeyRecord[];
+  /** The keys file's `owners:` read with `keys` (issue 42). */
+  owners?: readonly OwnerRecord[];
 }
 
 export interface Keygate {
@@ -68,7 +71,14 @@ export interface Keygate {
 /** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
 export function createStoreFromConfig(
   config: Config,
-  deps: { logger: Logger; clock: Clock; metrics?: Metrics; fence?: ReplayFence; keys?: readonly KeyRecord[] },
+  deps: {
+    logger: Logger;
+    clock: Clock;
+    metrics?: Metrics;
+    fence?: ReplayFence;
+    keys?: readonly KeyRecord[];
+    owners?: readonly OwnerRecord[];
+  },
 ): Store {
   if (config.redis) {
     for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
@@ -98,11 +108,13 @@ export function createStoreFromConfig(
       },
     );
   }
-  const keys = deps.keys ?? (config.keysFile ? loadKeysFile(config.keysFile) : []);
+  const file = deps.keys === undefined && config.keysFile ? loadKeysFileWithOwners(config.keysFile) : undefined;
+  const keys = deps.keys ?? file?.records ?? [];
+  const owners = deps.owners ?? file?.owners ?? [];
   deps.logger.info(
     'embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart',
   );
-  return createMemoryStore({ keys }, { clock: deps.clock });
+  return createMemoryStore({ keys, owners }, { clock: deps.clock });
 }
 
 function isMemoryStore(store: Store): store is MemoryStore {
@@ -124,6 +136,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       metrics,
       ...(fence && { fence }),
       ...(deps.keys && { keys: deps.keys }),
+      ...(deps.owners && { owners: deps.owners }),
     });
   const refusedLogged = new Set<string>();
   const keys = createKeyCache(
@@ -199,7 +212,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       // The asking proxy never sends the body: a body_sha256 claim cannot be checked there (issue 43).
       bodyUnseen: config.mode === 'forward-auth',
     },
-    { keys, store, clock, ...(fence && { fence }) },
+    // An owner's own limit (issue 42) before the policy's default: the store's table, no store call.
+    { keys, store, clock, ...(fence && { fence }), ownerLimits: (owner) => store.ownerLimit(owner) },
   );
   // Issue 42: the failed-authentication budget per client IP, checked before anything else of authentication.
   const ipBudget = createIpBudget(
@@ -249,7 +263,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     config.management &&
     createManagementApi(
       { tokensFile: config.management.tokensFile, limits: config.limits },
-      { store, logger, now: () => clock.nowMs() },
+      { store, logger, now: () => clock.nowMs(), defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit },
     );
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {

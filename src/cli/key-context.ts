@@ -1,6 +1,7 @@
 import type { KeyRecord } from '../keys/key-record.js';
 import { escapeUnprintable } from '../keys/printable-text.js';
 import { createKeyOperations, type Done, type KeyOperations } from '../operations/key-operations.js';
+import { createOwnerOperations, type OwnerOperations } from '../operations/owner-operations.js';
 import type { AuditEntry, Store } from '../store/store.js';
 import { CliError, KeyNotFound } from './cli-errors.js';
 import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
@@ -13,6 +14,8 @@ import { createProgress, type Progress } from './progress.js';
  */
 export interface KeyContext {
   readonly ops: KeyOperations;
+  /** `keygate owners`: the owners' settings (issue 42), the code path PUT /v1/owners/{owner} takes too. */
+  readonly owners: OwnerOperations;
   /** For reads the operations do not cover (usage counters). */
   readonly store: Store;
   readonly actor: string;
@@ -69,6 +72,7 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
   };
   return {
     ops,
+    owners: createOwnerOperations({ store: deps.store, now: deps.now, audit: deps.audit }),
     store: deps.store,
     actor: deps.actor,
     now: deps.now,

@@ -139,7 +139,7 @@ export const showAction: KeyAction = {
 export const usageAction: KeyAction = {
   spec: {
     name: 'usage',
-    summary: `when a key was last used, and its requests per UTC day (kept ${USAGE_DAYS} days)`,
+    summary: `when a key was last used, and its requests and spent cost per UTC day (kept ${USAGE_DAYS} days)`,
     args: ['<apiKey>'],
     options: [opt('days', 'n', `how many days to show, 1 to ${USAGE_DAYS} (default 30)`), JSON_OPTION],
   },
@@ -151,7 +151,7 @@ export const usageAction: KeyAction = {
     if (flag(p, 'json')) ctx.print(report);
     else
       ctx.out.write(
-        `${report.apiKey} (${report.id})\n  last used: ${report.lastUsedAt ?? 'never'}\n  requests, last ${days} days (UTC): ${report.total}\n${report.perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}`).join('\n')}\n`,
+        `${report.apiKey} (${report.id})\n  last used: ${report.lastUsedAt ?? 'never'}\n  requests, last ${days} days (UTC): ${report.total}\n  cost spent, last ${days} days (UTC): ${report.cost}\n  day         requests       cost\n${report.perDay.map((d) => `  ${d.day}  ${String(d.requests).padStart(9)}  ${String(d.cost).padStart(9)}`).join('\n')}\n`,
       );
   },
 };

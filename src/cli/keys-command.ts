@@ -92,7 +92,7 @@ export const VERBOSE_OPTION: OptionSpec = {
 };
 
 /** A row of the keys table as a command: parsed and helped like any other, run with a store and a context. */
-const asCommand = (action: KeyAction): Command => ({
+export const asCommand = (action: KeyAction): Command => ({
   spec: { ...action.spec, options: [...action.spec.options, VERBOSE_OPTION] },
   async run(parsed, io) {
     const { store, encrypted } = await io.openKeyStore(io.env);

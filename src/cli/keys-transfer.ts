@@ -3,7 +3,8 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
 import { toExternal, type KeyRecord } from '../keys/key-record.js';
-import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import { KeysFileError, loadKeysFileWithOwners } from '../keys/keys-file.js';
+import type { OwnerRecord } from '../keys/owner-record.js';
 import { groupKeyProblems } from '../keys/key-problems.js';
 import { readDataFile } from '../files/read-data-file.js';
 import { CliError } from './cli-errors.js';
@@ -13,7 +14,8 @@ import { JSON_OPTION, type KeyAction } from './key-context.js';
 /**
  * Export in the keys-file format, so a file exported with --with-secrets can
  * be imported elsewhere or used as KEYGATE_KEYS_FILE. Without --with-secrets
- * no secret (current or previous) leaves Redis.
+ * no secret (current or previous) leaves Redis. An export is the whole store: the owners' own limits
+ * (issue 42) go with the keys, as the keys file's top-level `owners:`, and an import sets them.
  */
 export const exportAction: KeyAction = {
   spec: {
@@ -54,7 +56,14 @@ export const exportAction: KeyAction = {
     } finally {
       progress.done();
     }
-    const doc = { keys };
+    // Owners' own limits hold no secret: exported either way (absent when there are none, as before).
+    const owners = await ctx.owners.list();
+    const doc = {
+      keys,
+      ...(owners.length > 0 && {
+        owners: Object.fromEntries(owners.map((o) => [o.owner, { rateLimit: o.rateLimit }])),
+      }),
+    };
     // lineWidth 0: a long label stays on one line, the plain form a keys file loads fast in (files/flat-yaml.ts).
     const text =
       flag(p, 'json') || out?.endsWith('.json')
@@ -73,7 +82,7 @@ export const exportAction: KeyAction = {
       action: withSecrets ? 'export-with-secrets' : 'export',
       apiKey: '*',
       id: '*',
-      detail: `${keys.length} keys`,
+      detail: `${keys.length} keys${owners.length > 0 ? `, ${owners.length} owners` : ''}`,
     });
   },
 };
@@ -114,8 +123,9 @@ export const importAction: KeyAction = {
   },
   async run(ctx, p) {
     let records: KeyRecord[];
+    let owners: OwnerRecord[];
     try {
-      records = loadKeysFile(p.args[0] as string);
+      ({ records, owners } = loadKeysFileWithOwners(p.args[0] as string));
     } catch (err) {
       if (!(err instanceof KeysFileError)) throw err;
       throw new CliError(`nothing imported:${importProblems(p.args[0] as string, err.problems)}`, 2);
@@ -130,10 +140,20 @@ export const importAction: KeyAction = {
     }
     const report = ctx.must(result);
     const { total, created, replaced, skipped, stopped } = report;
-    if (flag(p, 'json')) ctx.print({ ...report, complete: stopped === undefined });
+    // The file's owners' limits, once its keys are in (issue 42): an owner with a limit already is kept
+    // unless --replace, as keys are. Each is one audited change (owner-operations.ts).
+    let ownersSet = 0;
+    if (stopped === undefined)
+      for (const o of owners) {
+        if (!replace && (await ctx.store.readOwner(o.owner)) !== null) continue;
+        ctx.must(await ctx.owners.setRateLimit(o.owner, o.rateLimit ?? null, ctx.actor));
+        ownersSet++;
+      }
+    if (flag(p, 'json'))
+      ctx.print({ ...report, complete: stopped === undefined, ...(owners.length > 0 && { ownersSet }) });
     else if (stopped === undefined)
       ctx.out.write(
-        `imported ${created} new, replaced ${replaced}, skipped ${skipped} existing (use --replace to overwrite)\n`,
+        `imported ${created} new, replaced ${replaced}, skipped ${skipped} existing (use --replace to overwrite)${owners.length > 0 ? `; set ${ownersSet} of ${owners.length} owners' limits` : ''}\n`,
       );
     if (stopped === undefined) return;
     if (!flag(p, 'json'))

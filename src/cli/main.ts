@@ -7,6 +7,7 @@ import { demoCommand } from './demo-command.js';
 import { demoUpstreamCommand } from './demo-upstream.js';
 import { keysCommand, openRedisKeyStore } from './keys-command.js';
 import { managementTokenCommand } from './management-token-command.js';
+import { ownersCommand } from './owners-command.js';
 import { packageVersion, serveCommand } from './serve-command.js';
 import { tokenCommand } from './token-command.js';
 
@@ -43,6 +44,7 @@ export const program: Command = {
     demoCommand,
     demoUpstreamCommand,
     keysCommand,
+    ownersCommand,
     tokenCommand,
     managementTokenCommand,
     assertionCommand,

@@ -3,7 +3,8 @@ import { ConfigError } from '../files/config-error.js';
 import { createKeygate } from '../create-keygate.js';
 import { createLogger } from '../observe/logger.js';
 import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
-import { KeysFileError, loadKeysFile } from '../keys/keys-file.js';
+import { KeysFileError, loadKeysFileWithOwners } from '../keys/keys-file.js';
+import type { OwnerRecord } from '../keys/owner-record.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import { AssertionKeysError, loadAssertionKeys } from '../keys/assertion-keys.js';
 import cluster from 'node:cluster';
@@ -25,11 +26,14 @@ export { packageVersion };
 export function loadStartupConfig(env: NodeJS.ProcessEnv): {
   config?: Config;
   keys?: readonly KeyRecord[];
+  /** The keys file's `owners:` (issue 42). */
+  owners?: readonly OwnerRecord[];
   problems: string[];
 } {
   const problems: string[] = [];
   let config: Config | undefined;
   let keys: readonly KeyRecord[] | undefined;
+  let owners: readonly OwnerRecord[] | undefined;
   try {
     config = loadConfig(env);
   } catch (err) {
@@ -39,7 +43,7 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): {
   const keysFile = env.KEYGATE_KEYS_FILE;
   if (keysFile && !readRedisSettings(env, [])) {
     try {
-      keys = loadKeysFile(keysFile);
+      ({ records: keys, owners } = loadKeysFileWithOwners(keysFile));
     } catch (err) {
       if (!(err instanceof KeysFileError)) throw err;
       problems.push(...err.problems.map((p) => `KEYGATE_KEYS_FILE: ${p}`));
@@ -55,7 +59,7 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): {
       problems.push(...err.problems.map((p) => `KEYGATE_ASSERTION_KEYS_FILE: ${p}`));
     }
   }
-  return problems.length > 0 ? { problems } : { config, ...(keys && { keys }), problems };
+  return problems.length > 0 ? { problems } : { config, ...(keys && { keys }), ...(owners && { owners }), problems };
 }
 
 /** What the startup log line shows: the effective config, secrets masked. */
@@ -108,7 +112,7 @@ Exit status: 0 after a clean shutdown (SIGTERM, SIGINT), 1 when the configuratio
 
 /** Runs Keygate until SIGTERM/SIGINT; 1 when the configuration is invalid. */
 export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
-  const { config, keys, problems } = loadStartupConfig(env);
+  const { config, keys, owners, problems } = loadStartupConfig(env);
   if (!config) {
     process.stderr.write(`keygate: invalid configuration, not starting:\n  - ${problems.join('\n  - ')}\n`);
     return 1;
@@ -119,13 +123,13 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   if (config.workers > 1) {
     const warning = cluster.isPrimary && workersWarning(config.workers, availableParallelism());
     if (warning) logger.warn(warning);
-    return serveWorkers(config, logger, keys);
+    return serveWorkers(config, logger, keys, owners);
   }
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
   if (config.redis && !config.secretEncryptionKeys)
     logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
-  const keygate = createKeygate(config, { logger, ...(keys && { keys }) });
+  const keygate = createKeygate(config, { logger, ...(keys && { keys }), ...(owners && { owners }) });
   let ports: Awaited<ReturnType<typeof keygate.listen>>;
   try {
     ports = await keygate.listen();

@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
 import type { Config } from '../config/load-config.js';
 import type { KeyRecord } from '../keys/key-record.js';
+import type { OwnerRecord } from '../keys/owner-record.js';
 import { createKeygate } from '../create-keygate.js';
 import { createAdminServer } from '../observe/admin-server.js';
 import { createAssertionKeysSource } from '../keys/assertion-keys-source.js';
@@ -32,8 +33,13 @@ const isMessage = (m: unknown): m is Message =>
  * every worker's registry, /readyz asks every worker.
  */
 /** `keys`: the keys file's records, already read by serve (a worker then serves them without a second read). */
-export function serveWorkers(config: Config, logger: Logger, keys?: readonly KeyRecord[]): Promise<number> {
-  return cluster.isPrimary ? runPrimary(config, logger) : runWorker(config, logger, keys);
+export function serveWorkers(
+  config: Config,
+  logger: Logger,
+  keys?: readonly KeyRecord[],
+  owners?: readonly OwnerRecord[],
+): Promise<number> {
+  return cluster.isPrimary ? runPrimary(config, logger) : runWorker(config, logger, keys, owners);
 }
 
 /** Resolves with the signal's name on the first SIGTERM/SIGINT; later ones are ignored (we are already draining). */
@@ -50,8 +56,13 @@ function firstSignal(onEach?: (signal: string) => void): Promise<string> {
   });
 }
 
-async function runWorker(config: Config, logger: Logger, keys?: readonly KeyRecord[]): Promise<number> {
-  const keygate = createKeygate(config, { logger, ...(keys && { keys }) });
+async function runWorker(
+  config: Config,
+  logger: Logger,
+  keys?: readonly KeyRecord[],
+  owners?: readonly OwnerRecord[],
+): Promise<number> {
+  const keygate = createKeygate(config, { logger, ...(keys && { keys }), ...(owners && { owners }) });
   // Workers always use Redis, so SIGHUP (forwarded by the primary) reloads the policy file (and the management tokens file).
   process.on('SIGHUP', () => {
     keygate.reloadPolicy();

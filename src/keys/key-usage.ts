@@ -8,7 +8,16 @@ export interface KeyUsage {
   readonly lastUsedAtMs: number | undefined;
   /** "YYYY-MM-DD" (UTC) → admitted requests that day; days with none are absent. */
   readonly perDay: Readonly<Record<string, number>>;
+  /**
+   * "YYYY-MM-DD" → the cost spent beyond one per request that day (issue 42: a route's `cost`); days
+   * when every request cost 1 are absent. Spent cost = requests + this. Kept as the excess so a
+   * request of cost 1, the common case, counts exactly as before (one counter).
+   */
+  readonly extraCostPerDay?: Readonly<Record<string, number>>;
 }
+
+/** The usage hash's field of a day's cost beyond one per request (Redis; the memory store keeps the same). */
+export const extraCostField = (day: string) => `x:${day}`;
 
 /** Per-day counts older than this many days (today included) are dropped. */
 export const USAGE_DAYS = 35;
@@ -45,11 +54,16 @@ export function oldestKeptDay(nowMs: number): string {
 }
 
 /** The last `days` UTC days ending today, oldest first, each with its count (0 when absent). */
-export function dailyRows(usage: KeyUsage, days: number, nowMs: number): Array<{ day: string; requests: number }> {
-  const out: Array<{ day: string; requests: number }> = [];
+export function dailyRows(
+  usage: KeyUsage,
+  days: number,
+  nowMs: number,
+): Array<{ day: string; requests: number; cost: number }> {
+  const out: Array<{ day: string; requests: number; cost: number }> = [];
   for (let i = days - 1; i >= 0; i--) {
     const day = utcDay(nowMs - i * DAY_MS);
-    out.push({ day, requests: usage.perDay[day] ?? 0 });
+    const requests = usage.perDay[day] ?? 0;
+    out.push({ day, requests, cost: requests + (usage.extraCostPerDay?.[day] ?? 0) });
   }
   return out;
 }
@@ -77,6 +91,8 @@ export function usageReport(key: { apiKey: string; id: string }, usage: KeyUsage
     lastUsedAt: lastUsedAt(usage),
     days,
     total: perDay.reduce((sum, d) => sum + d.requests, 0),
+    /** The cost spent (issue 42: each request its route's cost), the sum over the days shown. */
+    cost: perDay.reduce((sum, d) => sum + d.cost, 0),
     perDay,
   };
 }

@@ -3,7 +3,8 @@ import type { Logger } from 'pino';
 import { createAsyncFileReloader, type AsyncFileReloader } from '../files/file-reloader.js';
 import { loadKeysOffThread } from './load-keys-off-thread.js';
 import type { KeyRecord } from './key-record.js';
-import { loadKeysFile } from './keys-file.js';
+import { loadKeysFileWithOwners } from './keys-file.js';
+import type { OwnerRecord } from './owner-record.js';
 
 /**
  * Files smaller than this load on the event loop: about 2,000 keys parse in a few milliseconds, less
@@ -24,6 +25,8 @@ export type KeysFileSource = AsyncFileReloader;
 /** A key set being built beside the one in force (MemoryStore.stageKeys); structural, so keys/ needs nothing of store/. */
 export interface KeySetStaging {
   add(records: readonly KeyRecord[]): void;
+  /** The file's `owners:` (issue 42), put in force with the keys. */
+  setOwners(owners: readonly OwnerRecord[]): void;
   scan(): Promise<void> | void;
   commit(): void;
   abandon(): void;
@@ -57,10 +60,17 @@ export function createKeysFileSource(
         try {
           let count: number;
           if (sizeOf(file) < OFF_THREAD_BYTES) {
-            const records = loadKeysFile(file);
+            const { records, owners } = loadKeysFileWithOwners(file);
             staged.add(records);
+            staged.setOwners(owners);
             count = records.length;
-          } else count = await loadKeysOffThread(file, (batch) => staged.add(batch), cancel.signal);
+          } else
+            count = await loadKeysOffThread(
+              file,
+              (batch) => staged.add(batch),
+              cancel.signal,
+              (owners) => staged.setOwners(owners),
+            );
           await staged.scan();
           return { staged, count };
         } catch (err) {

@@ -1,5 +1,5 @@
 import { parentPort, workerData } from 'node:worker_threads';
-import { KeysFileError, loadKeysFile } from './keys-file.js';
+import { KeysFileError, loadKeysFileWithOwners } from './keys-file.js';
 
 /**
  * Worker thread entry (see load-keys-off-thread.ts): reads, parses and validates a keys file
@@ -16,7 +16,7 @@ export interface KeysFileWorkerData {
 /** What the worker answers to each "next": a batch, the end, or every problem the file has. */
 export type KeysFileWorkerMessage =
   | { readonly kind: 'batch'; readonly records: unknown[] }
-  | { readonly kind: 'done'; readonly count: number }
+  | { readonly kind: 'done'; readonly count: number; readonly owners: unknown[] }
   | { readonly kind: 'rejected'; readonly problems: readonly string[] };
 
 const port = parentPort;
@@ -25,9 +25,10 @@ const { file, batchSize } = workerData as KeysFileWorkerData;
 const send = (m: KeysFileWorkerMessage) => port.postMessage(m);
 
 let records: unknown[] = [];
+let owners: unknown[] = [];
 let next = 0;
 try {
-  records = loadKeysFile(file);
+  ({ records, owners } = loadKeysFileWithOwners(file));
 } catch (err) {
   send({ kind: 'rejected', problems: err instanceof KeysFileError ? err.problems : [(err as Error).message] });
   records = [];
@@ -36,7 +37,7 @@ try {
 port.on('message', () => {
   if (next < 0) return;
   if (next >= records.length) {
-    send({ kind: 'done', count: records.length });
+    send({ kind: 'done', count: records.length, owners });
     next = -1;
     return;
   }

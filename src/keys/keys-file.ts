@@ -1,6 +1,7 @@
 import { readDataFile } from '../files/read-data-file.js';
 import { withSchemaProblems } from '../files/schema.js';
 import { createListSharing, parseKeyRecord, type KeyRecord } from './key-record.js';
+import { parseOwnersMap, type OwnerRecord } from './owner-record.js';
 
 export class KeysFileError extends Error {
   override readonly name = 'KeysFileError';
@@ -21,6 +22,8 @@ export class KeysFileError extends Error {
  *       state: active | revoked
  *       rateLimit: { rate: 100/s, burst: 200 }   # optional; /s, /m or /h; burst defaults to the count
  *       binding: required   # optional (default off): every token must name its request (issue 43)
+ *   owners:              # optional (issue 42): an owner's own budget, shared by all its keys
+ *     acct-1: { rateLimit: { rate: 12/h, burst: 12 } }
  * Throws KeysFileError listing every problem.
  */
 export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
@@ -45,8 +48,21 @@ export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
   return out;
 }
 
+/** The keys file's top-level `owners:` (issue 42); throws KeysFileError listing every problem. */
+export function parseOwnersDocument(data: unknown, file: string): OwnerRecord[] {
+  const problems: string[] = [];
+  const owners = parseOwnersMap((data as { owners?: unknown } | null)?.owners, `${file}: owners`, problems);
+  if (problems.length > 0) throw new KeysFileError(problems);
+  return owners;
+}
+
 /** Reads a keys file and checks it against config/schema/keys.schema.json and the record rules; lists every problem at once. */
 export function loadKeysFile(file: string): KeyRecord[] {
+  return loadKeysFileWithOwners(file).records;
+}
+
+/** loadKeysFile with the file's `owners:` too (the embedded store's owner limits, issue 42). */
+export function loadKeysFileWithOwners(file: string): { records: KeyRecord[]; owners: OwnerRecord[] } {
   let data: unknown;
   try {
     data = readDataFile(file);
@@ -54,14 +70,21 @@ export function loadKeysFile(file: string): KeyRecord[] {
     throw new KeysFileError([`${file}: ${(err as Error).message}`]);
   }
   let records: KeyRecord[] = [];
-  let found: readonly string[] = [];
+  let owners: OwnerRecord[] = [];
+  const found: string[] = [];
   try {
     records = parseKeysDocument(data, file);
   } catch (err) {
     if (!(err instanceof KeysFileError)) throw err;
-    found = err.problems;
+    found.push(...err.problems);
+  }
+  try {
+    owners = parseOwnersDocument(data, file);
+  } catch (err) {
+    if (!(err instanceof KeysFileError)) throw err;
+    found.push(...err.problems);
   }
   const problems = withSchemaProblems('keys', data, file, found);
   if (problems.length > 0) throw new KeysFileError(problems);
-  return records;
+  return { records, owners };
 }

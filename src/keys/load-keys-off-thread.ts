@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { KeysFileError } from './keys-file.js';
 import type { KeyRecord } from './key-record.js';
+import type { OwnerRecord } from './owner-record.js';
 import type { KeysFileWorkerData, KeysFileWorkerMessage } from './keys-file-worker.js';
 
 /**
@@ -33,6 +34,8 @@ export function loadKeysOffThread(
   file: string,
   onBatch: (records: readonly KeyRecord[]) => void,
   signal?: AbortSignal,
+  /** The file's `owners:` (issue 42), passed once every key batch has been. */
+  onOwners?: (owners: readonly OwnerRecord[]) => void,
 ): Promise<number> {
   return new Promise<number>((resolve, reject) => {
     const workerData: KeysFileWorkerData = { file, batchSize: BATCH_SIZE };
@@ -51,7 +54,10 @@ export function loadKeysOffThread(
     signal?.addEventListener('abort', abort);
     worker.on('message', (m: KeysFileWorkerMessage) => {
       if (m.kind === 'rejected') return finish(new KeysFileError(m.problems));
-      if (m.kind === 'done') return finish(undefined, m.count);
+      if (m.kind === 'done') {
+        onOwners?.(m.owners as OwnerRecord[]);
+        return finish(undefined, m.count);
+      }
       try {
         onBatch(m.records as KeyRecord[]);
       } catch (err) {

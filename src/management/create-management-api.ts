@@ -3,7 +3,9 @@ import type { Logger } from 'pino';
 import type { Limits } from '../config/read-limits.js';
 import { createManagementTokensSource, type ManagementTokensSource } from '../config/management-tokens-source.js';
 import type { Store } from '../store/store.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import { createKeyOperations } from '../operations/key-operations.js';
+import { createOwnerOperations } from '../operations/owner-operations.js';
 import { createManagementServer } from './management-server.js';
 
 export interface ManagementApi {
@@ -20,11 +22,26 @@ export interface ManagementApi {
  */
 export function createManagementApi(
   options: { tokensFile: string; limits: Limits },
-  deps: { store: Store; logger: Logger; now: () => number },
+  deps: {
+    store: Store;
+    logger: Logger;
+    now: () => number;
+    /** The policy's defaultOwnerRateLimit in force, for an owner's budget (GET /v1/owners/{owner}). */
+    defaultOwnerRateLimit?: () => CompiledLimit | undefined;
+  },
 ): ManagementApi {
   const { store, logger, now } = deps;
   const tokens = createManagementTokensSource({ file: options.tokensFile }, { logger });
   const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
-  const server = createManagementServer({ limits: options.limits }, { ops, store, tokens: tokens.tokens, logger, now });
+  const owners = createOwnerOperations({
+    store,
+    now,
+    audit: (entry) => logger.info({ audit: entry }, 'owner change'),
+    ...(deps.defaultOwnerRateLimit && { defaultOwnerRateLimit: deps.defaultOwnerRateLimit }),
+  });
+  const server = createManagementServer(
+    { limits: options.limits },
+    { ops, owners, store, tokens: tokens.tokens, logger, now },
+  );
   return { server, tokens };
 }

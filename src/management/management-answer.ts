@@ -3,6 +3,7 @@ import { publicView, type KeyRecord } from '../keys/key-record.js';
 import { lastUsedAt } from '../keys/key-usage.js';
 import type { Store } from '../store/store.js';
 import type { KeyOperations, Refusal } from '../operations/key-operations.js';
+import type { OwnerOperations } from '../operations/owner-operations.js';
 
 /**
  * What a handler decided: a JSON answer, or a catalogue error (src/errors.ts
@@ -22,6 +23,8 @@ export type Answer =
 export interface Call {
   /** The {apiKey} path parameter, decoded; undefined on /v1/keys. */
   readonly apiKey: string | undefined;
+  /** The {owner} path parameter of /v1/owners/{owner} (issue 42), decoded. */
+  readonly owner?: string | undefined;
   readonly query: URLSearchParams;
   /** The parsed JSON body; undefined when the request had none. */
   readonly body: unknown;
@@ -32,6 +35,8 @@ export interface Call {
 
 export interface RouteDeps {
   readonly ops: KeyOperations;
+  /** Owners' own limits (issue 42); absent: the owner routes answer 400. */
+  readonly owners?: OwnerOperations;
   readonly store: Pick<Store, 'getUsage'>;
   readonly now: () => number;
 }
@@ -42,7 +47,8 @@ export type Handler = (call: Call, deps: RouteDeps) => Promise<Answer>;
 export const invalid = (problems: readonly string[]): Answer => ({ error: 'invalid_request', problems });
 
 /** The record parser names fields "key.scopes"; in an answer they are the request's: "body.scopes". */
-export const asBody = (problems: readonly string[]) => problems.map((p) => p.replace(/^key\./, 'body.'));
+export const asBody = (problems: readonly string[]) =>
+  problems.map((p) => p.replace(/^key\./, 'body.').replace(/^owner\.rateLimit/, 'body.rateLimit'));
 
 /** A refused operation as an answer: 404, 400 (the record parser's problems) or 409. */
 export function refusal(r: Refusal): Answer {

@@ -1,6 +1,7 @@
 import { keyLifecycleHandlers } from './key-lifecycle-handlers.js';
 import { keyReadHandlers } from './key-read-handlers.js';
 import { keyWriteHandlers } from './key-write-handlers.js';
+import { ownerHandlers } from './owner-handlers.js';
 import type { Handler } from './management-answer.js';
 
 export type { Answer, Call, Handler, RouteDeps } from './management-answer.js';
@@ -25,7 +26,7 @@ const row = (pattern: string, method: string, write: boolean, body: boolean, han
   handle,
 });
 
-/** Every /v1/keys route (the OpenAPI description is config/management-openapi.json). */
+/** Every /v1/keys and /v1/owners route (the OpenAPI description is config/management-openapi.json). */
 export const ROUTES: readonly Route[] = [
   row('/v1/keys', 'GET', false, false, keyReadHandlers.list),
   row('/v1/keys', 'POST', true, true, keyWriteHandlers.create),
@@ -35,4 +36,7 @@ export const ROUTES: readonly Route[] = [
   row('/v1/keys/{apiKey}/rotate', 'POST', true, true, keyLifecycleHandlers.rotate),
   row('/v1/keys/{apiKey}/revoke', 'POST', true, true, keyLifecycleHandlers.revoke),
   row('/v1/keys/{apiKey}/usage', 'GET', false, false, keyReadHandlers.usage),
+  // Issue 42: an owner's own rate limit, shared by all its keys.
+  row('/v1/owners/{owner}', 'GET', false, false, ownerHandlers.show),
+  row('/v1/owners/{owner}', 'PUT', true, true, ownerHandlers.put),
 ];

@@ -7,6 +7,8 @@ import type { Limits } from '../config/read-limits.js';
 import { matchToken, type ManagementToken } from '../config/management-tokens.js';
 import { MANAGEMENT_ERRORS, type ManagementError } from '../errors.js';
 import type { KeyOperations } from '../operations/key-operations.js';
+import type { OwnerOperations } from '../operations/owner-operations.js';
+import { OWNER } from '../keys/key-record.js';
 import { DurabilityError, StoreUnavailableError, type Store } from '../store/store.js';
 import { ROUTES, type Answer, type Route } from './management-routes.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
@@ -38,6 +40,8 @@ const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
 
 export interface ManagementServerDeps {
   ops: KeyOperations;
+  /** Owners' own limits (issue 42): /v1/owners/{owner}. */
+  owners?: OwnerOperations;
   store: Pick<Store, 'kind' | 'getUsage'>;
   /** The tokens in force (the tokens file reloads on change). */
   tokens: () => readonly ManagementToken[];
@@ -48,11 +52,27 @@ export interface ManagementServerDeps {
 interface Matched {
   route: Route;
   apiKey: string | undefined;
+  owner?: string;
+}
+
+/** /v1/owners/{owner} (issue 42). */
+function matchOwner(method: string, parts: readonly string[]): Matched | 'no_route' | 'method_not_allowed' {
+  if (parts.length !== 4) return 'no_route';
+  let owner: string;
+  try {
+    owner = decodeURIComponent(parts[3] as string);
+  } catch {
+    return 'no_route';
+  }
+  if (!OWNER.test(owner)) return 'no_route';
+  const route = ROUTES.find((r) => r.pattern === '/v1/owners/{owner}' && r.method === method);
+  return route ? { route, apiKey: undefined, owner } : 'method_not_allowed';
 }
 
 /** /v1/keys, /v1/keys/{apiKey}, /v1/keys/{apiKey}/{action}: the route for a path and method, or why not. */
 function match(method: string, path: string): Matched | 'no_route' | 'method_not_allowed' {
   const parts = path.split('/');
+  if (parts[1] === 'v1' && parts[2] === 'owners') return matchOwner(method, parts);
   if (parts[1] !== 'v1' || parts[2] !== 'keys' || parts.length > 5) return 'no_route';
   let apiKey: string | undefined;
   let pattern = '/v1/keys';
@@ -105,7 +125,7 @@ export function createManagementServer(
 ): Server {
   const openapi = readFileSync(options.openapiFile ?? OPENAPI_FILE);
   const consoleFiles = loadConsole(options.consoleDir ?? CONSOLE_DIR);
-  const routeDeps = { ops: deps.ops, store: deps.store, now: deps.now };
+  const routeDeps = { ops: deps.ops, store: deps.store, now: deps.now, ...(deps.owners && { owners: deps.owners }) };
 
   const send = (res: ServerResponse, status: number, body?: unknown, headers?: Readonly<Record<string, string>>) => {
     if (res.headersSent) return void res.destroy();
@@ -218,7 +238,7 @@ export function createManagementServer(
       res.setHeader('content-length', openapi.length);
       return void res.end(method === 'HEAD' ? undefined : openapi);
     }
-    const { route, apiKey } = found as Matched;
+    const { route, apiKey, owner } = found as Matched;
     if (route.write && token.access !== 'write') return fail(res, 'read_only_token');
     if (route.write && deps.store.kind !== 'redis') return fail(res, 'writes_need_redis');
     let body: unknown;
@@ -237,6 +257,7 @@ export function createManagementServer(
     const idem = req.headers['idempotency-key'];
     const call = {
       apiKey,
+      ...(owner !== undefined && { owner }),
       query: url.searchParams,
       body,
       actor: token.name,

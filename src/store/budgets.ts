@@ -87,6 +87,11 @@ export function chargeBudgets(
   return refusedBy < 0 ? { allowed: true, tatsUs: tats, states } : { allowed: false, refusedBy, states };
 }
 
+/** Where a budget stands now, spending nothing: what is left and when it is whole again (the console's read). */
+export function peekBudget(storedTatUs: number, nowUs: number, limit: CompiledLimit): RateState {
+  return chargeBudgets([storedTatUs], nowUs, [limit], 0).states[0] as RateState;
+}
+
 /** When a refused charge may be retried: once every budget has room for it, in µs. */
 export function retryAfterUs(states: readonly RateState[]): number {
   let most = 0;

@@ -1,6 +1,7 @@
 // Tested in test/e2e/store-contract.test.ts (the contract, run against both stores).
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
+import type { OwnerRecord } from '../keys/owner-record.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { Charge } from './budgets.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-write.js';
@@ -167,6 +168,29 @@ export interface Store {
    * Redis only (known-keys.ts, while subscribed); the memory store's reads cost no round trip.
    */
   mayHaveKey?(apiKey: string): boolean;
+  /** An owner's own settings (issue 42), or null when it has none (the management connection in Redis). */
+  readOwner(owner: string): Promise<OwnerRecord | null>;
+  /** Every owner with settings of its own, by name. */
+  listOwners(): Promise<readonly OwnerRecord[]>;
+  /**
+   * Sets an owner's settings (a record without a rateLimit removes them) with its audit entry, in one
+   * atomic step announced to every instance (Redis: the owners hash, the audit stream and the change
+   * message in one script on the {keystore} slot, acknowledged like a key change). Memory: in this
+   * process only (the keys file's `owners:` replaces them on reload).
+   */
+  putOwner(record: OwnerRecord, audit: AuditEntry | undefined): Promise<void>;
+  /**
+   * The request path's read of an owner's own limit, compiled (undefined: none of its own), answered
+   * from this instance's table without a store call. Redis keeps the table from the owners hash, read
+   * whole before the first key is read and on every flush, and per owner on its change message.
+   */
+  ownerLimit(owner: string): CompiledLimit | undefined;
+  /**
+   * What is left of an owner's budget under `limit` now, spending nothing (the console, GET
+   * /v1/owners/{owner}): read from the owner's GCRA state on the store's clock (Redis: TIME and GET
+   * in one script on the owner's slot, the management connection).
+   */
+  ownerBudget(owner: string, limit: CompiledLimit): Promise<RateState>;
   /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */

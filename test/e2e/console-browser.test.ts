@@ -414,6 +414,28 @@ describe('operator console in a real browser', () => {
     expect(audit.filter((e) => e.apiKey === apiKey && e.action === 'delete').map((e) => e.actor)).toEqual(['operator']);
   });
 
+  it("shows each key's owner budget and what is left of it (issue 42): the owner's own limit, spent by its keys' requests", async () => {
+    await api.call('PUT', '/v1/owners/acct_2078', { json: { rateLimit: { rate: '5/h', burst: 5 } } });
+    const made = (
+      await api.call('POST', '/v1/keys', { json: { owner: 'acct_2078', label: 'budgeted', scopes: ['accounts:read'] } })
+    ).json() as { apiKey: string; apiSecret: string };
+    for (let i = 0; i < 2; i++)
+      expect(
+        (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(made.apiKey, made.apiSecret)) })).status,
+      ).toBe(200);
+    // A reload signs out (the token lives in page memory only), whatever the test before left.
+    await page.reload();
+    await signIn('viewer');
+    const budget = page.locator(`#key-table tbody tr[data-api-key="${made.apiKey}"] small.budget`);
+    await expect.poll(() => budget.textContent(), UI_WAIT).toBe('budget 5/h burst 5: 3 of 5 left');
+    // An owner without a limit of its own, and no policy default: no owner budget.
+    const other = (await listed()).find((k) => k.apiKey !== made.apiKey && k.lastUsedAt === null) as Listed;
+    const otherBudget = page.locator(`#key-table tbody tr[data-api-key="${other.apiKey}"] small.budget`);
+    await expect.poll(() => otherBudget.textContent(), UI_WAIT).toBe('no owner budget');
+    await api.call('DELETE', `/v1/keys/${made.apiKey}`);
+    // Left signed in, as the test before left it: the next one signs out first.
+  });
+
   it("shows each key's alg, and for an EdDSA/ES256 key the fingerprint of the public key it holds", async () => {
     const created: Array<{ apiKey: string; alg: string; publicKeyFingerprint: string }> = [];
     for (const alg of ['EdDSA', 'ES256'] as const) {

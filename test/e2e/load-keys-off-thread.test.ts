@@ -66,6 +66,26 @@ describe('loadKeysOffThread', () => {
     },
   );
 
+  it("hands over the file's owners: (issue 42) once every key batch has been", async () => {
+    const file = join(dir, 'owners.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        keys: [{ apiKey: 'k', apiSecret: SECRET, owner: 'acme' }],
+        owners: { acme: { rateLimit: { rate: '12/h', burst: 12 } } },
+      }),
+    );
+    const order: string[] = [];
+    const count = await loadKeysOffThread(
+      file,
+      (batch) => order.push(`keys ${batch.length}`),
+      undefined,
+      (owners) => order.push(`owners ${JSON.stringify(owners)}`),
+    );
+    expect(count).toBe(1);
+    expect(order).toEqual(['keys 1', 'owners [{"owner":"acme","rateLimit":{"rate":"12/h","burst":12}}]']);
+  });
+
   it('rejects a broken file with its problems and delivers nothing', async () => {
     const file = join(dir, 'broken.json');
     writeFileSync(file, JSON.stringify({ keys: [{ apiKey: 'k' }] }));

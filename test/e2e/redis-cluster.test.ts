@@ -181,6 +181,24 @@ describe('Redis Cluster', () => {
     expect(owners.reduce((a, b) => a + b, 0)).toBe(3);
   });
 
+  it("an owner's own limit on a Cluster: set through one instance (owners hash, {keystore} slot), every instance holds the owner to it", async () => {
+    const store = gates[0]!.keygate.store;
+    for (const n of [1, 2]) await store.putKey(makeKey({ apiKey: `co-own-${n}`, owner: 'co-own', secret: SECRET }));
+    await store.putOwner({ owner: 'co-own', rateLimit: { rate: '2/h', burst: 2 } }, undefined);
+    await until('every instance has the owner limit and the keys', async () =>
+      gates.every(
+        (g) =>
+          g.keygate.store.ownerLimit('co-own')?.burst === 2 &&
+          [1, 2].every((n) => g.keygate.store.mayHaveKey?.(`co-own-${n}`) !== false),
+      ),
+    );
+    const statuses: number[] = [];
+    for (let i = 0; i < 4; i++) statuses.push(await status(gates[i % 3]!, token(`co-own-${(i % 2) + 1}`, SECRET)));
+    // Its own 2/h, not the policy's 6/h.
+    expect(statuses).toEqual([200, 200, 429, 429]);
+    expect((await gates[2]!.keygate.store.ownerBudget('co-own', store.ownerLimit('co-own')!)).remaining).toBe(0);
+  });
+
   it('failed-authentication budget on a Cluster: 100 forged tokens from one IP on one instance block it on the others', async () => {
     for (let i = 0; i < 100; i++)
       expect(

@@ -231,6 +231,21 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect(await store.getUsage('other')).toEqual({ lastUsedAtMs: undefined, perDay: {} });
   });
 
+  it('counts the cost spent beside the requests (issue 42): a request of cost 5 adds 4 to the day beyond its 1, on every instance', async () => {
+    const { store, peer } = await h.open();
+    const cost = (n: number): Charge => ({ cost: n, owner: undefined, budgets: [] });
+    await store.admit('spender', 'a', 10_000, cost(5));
+    await peer.admit('spender', 'b', 10_000, cost(5));
+    await store.admit('spender', 'c', 10_000, undefined); // cost 1
+    await peer.admit('spender', 'a', 10_000, cost(5)); // replay: nothing counted
+    await store.flushUsage();
+    await peer.flushUsage();
+    const usage = await store.getUsage('spender');
+    const day = Object.keys(usage.perDay)[0] as string;
+    expect(usage.perDay).toEqual({ [day]: 3 });
+    expect(usage.extraCostPerDay).toEqual({ [day]: 8 });
+  });
+
   it('deleting a key drops its usage and rate state', async () => {
     const { store, peer } = await h.open();
     await store.putKey(makeKey({ apiKey: 'gone' }));
@@ -331,6 +346,49 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect(await peer.spendFailedAuth('2001:db8:1:2::/64', three)).toBe(0); // another IP: its own budget
     if (peer.onIpBlocked) await expect.poll(() => heard.map(([ip]) => ip)).toContain('192.0.2.1');
     off();
+  });
+
+  it("owners' own limits (issue 42): set with an audit entry, read and listed, known to every instance's table at once or within its change message; a set without a limit removes it", async () => {
+    const { store, peer } = await h.open();
+    expect(await store.readOwner('acme')).toBeNull();
+    expect(store.ownerLimit('acme')).toBeUndefined();
+    const entry = {
+      at: new Date().toISOString(),
+      actor: 't',
+      action: 'owner-set',
+      apiKey: '',
+      id: '',
+      detail: 'owner=acme',
+    };
+    await store.putOwner({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 }, updatedAt: entry.at }, entry);
+    await store.putOwner({ owner: 'beta', rateLimit: { rate: '5/s' } }, entry);
+    expect(await peer.readOwner('acme')).toEqual({
+      owner: 'acme',
+      rateLimit: { rate: '12/h', burst: 12 },
+      updatedAt: entry.at,
+    });
+    expect((await store.listOwners()).map((o) => o.owner)).toEqual(['acme', 'beta']);
+    // The request path's table: the compiled limit, named as the owner's policy.
+    const twelve = compileRateLimit({ rate: '12/h', burst: 12 }, 'keygate-owner');
+    await expect.poll(() => peer.ownerLimit('acme'), { timeout: 2_000 }).toEqual(twelve);
+    await expect.poll(() => store.ownerLimit('acme'), { timeout: 2_000 }).toEqual(twelve);
+    // A change of the limit reaches the other instance's table too.
+    await store.putOwner({ owner: 'acme', rateLimit: { rate: '3/h' } }, entry);
+    await expect.poll(() => peer.ownerLimit('acme')?.burst, { timeout: 2_000 }).toBe(3);
+    await store.putOwner({ owner: 'acme' }, entry);
+    expect(await peer.readOwner('acme')).toBeNull();
+    expect((await peer.listOwners()).map((o) => o.owner)).toEqual(['beta']);
+    await expect.poll(() => peer.ownerLimit('acme'), { timeout: 2_000 }).toBeUndefined();
+    expect(peer.ownerLimit('beta')?.burst).toBe(5);
+    // What is left of an owner's budget, spending nothing (the console's read), on either instance.
+    const two = compileRateLimit({ rate: '2/h' }, 'keygate-owner');
+    expect(await store.ownerBudget('zed', two)).toEqual({ remaining: 2, resetUs: 0, retryAfterUs: 0 });
+    const spend: Charge = { cost: 1, owner: 'zed', budgets: [{ kind: 'owner', limit: two }] };
+    expect((await store.admit('z1', 'n', 10_000, spend)).outcome).toBe('admitted');
+    const left = await peer.ownerBudget('zed', two);
+    expect(left.remaining).toBe(1);
+    expect(left.resetUs).toBeGreaterThan(1_700_000_000);
+    expect((await peer.ownerBudget('zed', two)).remaining).toBe(1); // a read spends nothing
   });
 
   it('announces key changes to listeners, including on another instance', async () => {

@@ -45,6 +45,7 @@ function templateOf(path: string): string {
   const p = path.split('?')[0] as string;
   if (p === '/v1/openapi.json' || p === '/v1/keys') return p;
   const parts = p.split('/');
+  if (parts[2] === 'owners') return '/v1/owners/{owner}';
   return parts.length === 5 ? `/v1/keys/{apiKey}/${parts[4]}` : '/v1/keys/{apiKey}';
 }
 

@@ -177,6 +177,7 @@ describe('keygate CLI', () => {
     'demo',
     'demo-upstream',
     'keys',
+    'owners',
     'token',
     'management-token',
     'assertion',

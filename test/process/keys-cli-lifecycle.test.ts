@@ -116,7 +116,8 @@ describe('key lifecycle through the CLI, seen by two running instances', () => {
     const usage = await readUsage();
     expect(usage.total).toBe(3);
     expect(usage.perDay).toHaveLength(7);
-    expect(usage.perDay.at(-1)).toEqual({ day: new Date().toISOString().slice(0, 10), requests: 3 });
+    // Issue 42: the cost spent beside the requests (the default route costs 1 per request).
+    expect(usage.perDay.at(-1)).toEqual({ day: new Date().toISOString().slice(0, 10), requests: 3, cost: 3 });
     expect(Math.abs(Date.parse(usage.lastUsedAt) - Date.now())).toBeLessThan(10_000);
     const human = await cli('usage', limited.apiKey, '--days', '7');
     console.log(`$ keygate keys usage ${limited.apiKey} --days 7\n${human}`);

@@ -18,19 +18,25 @@ describe('parseUsageDays', () => {
 });
 
 describe('usageReport', () => {
-  it('covers the last `days` UTC days, oldest first, with the total and lastUsedAt', () => {
+  it('covers the last `days` UTC days, oldest first, with the total, the cost spent and lastUsedAt', () => {
     const now = Date.parse('2026-03-10T12:00:00Z');
-    const usage = { lastUsedAtMs: now - 1_000, perDay: { '2026-03-10': 4, '2026-03-08': 1, '2026-03-01': 9 } };
+    const usage = {
+      lastUsedAtMs: now - 1_000,
+      perDay: { '2026-03-10': 4, '2026-03-08': 1, '2026-03-01': 9 },
+      // Issue 42: the cost beyond one per request (4 requests on 03-10 spent 4 + 12 = 16).
+      extraCostPerDay: { '2026-03-10': 12, '2026-03-01': 40 },
+    };
     expect(usageReport({ apiKey: 'k', id: 'i' }, usage, 3, now)).toEqual({
       apiKey: 'k',
       id: 'i',
       lastUsedAt: '2026-03-10T11:59:59.000Z',
       days: 3,
       total: 5,
+      cost: 17,
       perDay: [
-        { day: '2026-03-08', requests: 1 },
-        { day: '2026-03-09', requests: 0 },
-        { day: '2026-03-10', requests: 4 },
+        { day: '2026-03-08', requests: 1, cost: 1 },
+        { day: '2026-03-09', requests: 0, cost: 0 },
+        { day: '2026-03-10', requests: 4, cost: 16 },
       ],
     });
   });

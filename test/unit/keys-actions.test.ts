@@ -152,6 +152,29 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
     expect((await store.getKey('imported-1'))?.scopes).toEqual(['a']);
     expect(await store.getKey('gone')).toEqual(before);
   });
+
+  it("export carries the owners' own limits as the keys file's owners:, and import sets them (kept unless --replace)", async () => {
+    await store.putOwner({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 } }, undefined);
+    const exported = await keys('export', '--with-secrets', '--json');
+    const doc = JSON.parse(exported.out) as { owners?: unknown };
+    expect(doc.owners).toEqual({ acme: { rateLimit: { rate: '12/h', burst: 12 } } });
+    const file = join(dir, 'with-owners.json');
+    writeFileSync(
+      file,
+      JSON.stringify({
+        ...doc,
+        owners: { acme: { rateLimit: { rate: '1/s' } }, beta: { rateLimit: { rate: '3/m' } } },
+      }),
+    );
+    await store.putOwner({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 } }, undefined);
+    const kept = await keys('import', file);
+    expect(kept.out).toContain("set 1 of 2 owners' limits");
+    expect((await store.readOwner('acme'))?.rateLimit).toEqual({ rate: '12/h', burst: 12 });
+    expect((await store.readOwner('beta'))?.rateLimit).toEqual({ rate: '3/m' });
+    expect(store.ownerLimit('beta')?.burst).toBe(3);
+    await keys('import', file, '--replace');
+    expect((await store.readOwner('acme'))?.rateLimit).toEqual({ rate: '1/s' });
+  });
 });
 
 describe('keygate keys list: pages', () => {

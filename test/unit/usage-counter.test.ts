@@ -22,6 +22,16 @@ describe('createUsageCounter: usage counted in process between two writes', () =
     expect(c.pendingRequests()).toBe(0);
   });
 
+  it("counts a request's cost beyond 1 in its day's x: field (issue 42), never as a request", () => {
+    const c = createUsageCounter();
+    c.count('a', T, 5);
+    c.count('a', T, 1);
+    c.count('a', T, 3);
+    expect(c.pendingRequests()).toBe(3);
+    const [batch] = c.take();
+    expect(Object.fromEntries(batch!.usage.perDay)).toEqual({ '2026-01-31': 3, 'x:2026-01-31': 6 });
+  });
+
   it('a batch not confirmed comes back with the same seq; new counts wait for it and then get the next seq', () => {
     const c = createUsageCounter();
     c.count('a', T);

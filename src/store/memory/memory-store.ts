@@ -1,16 +1,20 @@
 // Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
 import type { Clock } from '../../clock.js';
 import type { KeyRecord } from '../../keys/key-record.js';
-import { createUtcDayOf, oldestKeptDay } from '../../keys/key-usage.js';
+import { createUtcDayOf, extraCostField, oldestKeptDay } from '../../keys/key-usage.js';
+import type { OwnerRecord } from '../../keys/owner-record.js';
+import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
-import { chargeBudgets, spendFailure, type Charge } from '../budgets.js';
+import { chargeBudgets, peekBudget, spendFailure, type Charge } from '../budgets.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import type { KeyChangeListener, Store } from '../store.js';
 
 export interface MemoryStoreOptions {
   keys?: readonly KeyRecord[];
+  /** Owners' own settings (the keys file's `owners:`, issue 42). */
+  owners?: readonly OwnerRecord[];
   /** How often expired nonces are swept, in ms. */
   sweepIntervalMs?: number;
 }
@@ -24,7 +28,7 @@ export interface MemoryStoreOptions {
  */
 export interface MemoryStore extends Store {
   /** Swaps the whole key set in one step and announces the keys whose record changed (see stageKeys). */
-  replaceAll(records: readonly KeyRecord[]): void;
+  replaceAll(records: readonly KeyRecord[], owners?: readonly OwnerRecord[]): void;
   /**
    * Starts a new key set built beside the live one (a keys file reloading in batches). After the
    * records are added and `scan()` has run, `commit()` puts it in force in one synchronous step
@@ -36,6 +40,8 @@ export interface MemoryStore extends Store {
 }
 
 export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
+  /** The owners' settings that go in force with the keys (the keys file's `owners:`; none when not called). */
+  setOwners(owners: readonly OwnerRecord[]): void;
   commit(): void;
   abandon(): void;
 }
@@ -63,6 +69,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
+  // Owners' own settings and their compiled limits (issue 42): the request path reads `ownerLimit` per request.
+  let owners = new Map<string, { record: OwnerRecord; limit: CompiledLimit | undefined }>();
+  const ownerEntry = (record: OwnerRecord) => ({
+    record,
+    limit: record.rateLimit && compileRateLimit(record.rateLimit, OWNER_POLICY_NAME),
+  });
+  const ownersOf = (list: readonly OwnerRecord[]) => new Map(list.map((r) => [r.owner, ownerEntry(r)]));
+  owners = ownersOf(options.owners ?? []);
   const emit = (apiKey: string | null) => {
     for (const l of listeners) l(apiKey);
   };
@@ -78,17 +92,19 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
   timer.unref();
 
-  function countUse(apiKey: string, now: number) {
+  /** Counts an admitted request and its cost beyond 1 (issue 42) in the day's extraCostField, as Redis keeps it. */
+  function countUse(apiKey: string, now: number, cost: number) {
     let u = usage.get(apiKey);
     if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));
     u.lastUsedAtMs = now;
     const day = dayOf(now);
     const n = (u.perDay.get(day) ?? 0) + 1;
     u.perDay.set(day, n);
+    if (cost > 1) u.perDay.set(extraCostField(day), (u.perDay.get(extraCostField(day)) ?? 0) + cost - 1);
     // The first request of a day drops the days that fell out of the kept range (as the Redis script does).
     if (n === 1) {
       const oldest = oldestKeptDay(now);
-      for (const d of u.perDay.keys()) if (d < oldest) u.perDay.delete(d);
+      for (const d of u.perDay.keys()) if ((d.startsWith('x:') ? d.slice(2) : d) < oldest) u.perDay.delete(d);
     }
   }
 
@@ -156,11 +172,15 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       fresh: () => ++lastVersion,
     });
     staging.add(staged);
+    let nextOwners = owners;
     return {
       add: staged.add,
       scan: staged.scan,
+      setOwners: (list) => void (nextOwners = ownersOf(list)),
       commit() {
         staging.delete(staged);
+        // In the same synchronous step as the keys: no request sees new keys with old owner limits.
+        owners = nextOwners;
         for (const apiKey of staged.touched)
           if (staged.next.has(apiKey)) staged.nextVersions.set(apiKey, ++lastVersion);
         keys = staged.next;
@@ -208,7 +228,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       if (step && !step.allowed) return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return { outcome: 'replay' };
       if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
-      countUse(apiKey, now);
+      countUse(apiKey, now, charge?.cost ?? 1);
       return { outcome: 'admitted', rate: step?.states };
     },
     async spendFailedAuth(ipKey, limit) {
@@ -218,7 +238,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async getUsage(apiKey) {
       const u = usage.get(apiKey);
-      return { lastUsedAtMs: u?.lastUsedAtMs, perDay: Object.fromEntries(u?.perDay ?? []) };
+      const perDay: Record<string, number> = {};
+      const extraCostPerDay: Record<string, number> = {};
+      for (const [d, n] of u?.perDay ?? []) {
+        if (d.startsWith('x:')) extraCostPerDay[d.slice(2)] = n;
+        else perDay[d] = n;
+      }
+      const extra = Object.keys(extraCostPerDay).length > 0;
+      return { lastUsedAtMs: u?.lastUsedAtMs, perDay, ...(extra && { extraCostPerDay }) };
     },
     async flushUsage() {}, // counted exactly at admission: nothing pending
     // Changes are emitted synchronously in this process: none can be missed.
@@ -226,6 +253,23 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     onKeyChange(listener) {
       listeners.add(listener);
       return () => listeners.delete(listener);
+    },
+    async readOwner(owner) {
+      return owners.get(owner)?.record ?? null;
+    },
+    async listOwners() {
+      return [...owners.values()]
+        .map((e) => e.record)
+        .sort((a, b) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
+    },
+    async putOwner(record) {
+      if (record.rateLimit === undefined) owners.delete(record.owner);
+      else owners.set(record.owner, ownerEntry(record));
+    },
+    ownerLimit: (owner) => owners.get(owner)?.limit,
+    async ownerBudget(owner, limit) {
+      const nowUs = Number(deps.clock.nowNs() / 1_000n);
+      return peekBudget(tats.get(budgetName('owner', '', owner)) ?? 0, nowUs, limit);
     },
     async appendAudit() {},
     async ping() {},
@@ -236,9 +280,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       clearInterval(timer);
       listeners.clear();
     },
-    replaceAll(records) {
+    replaceAll(records, ownerList) {
       const staged = stageKeys();
       staged.add(records);
+      staged.setOwners(ownerList ?? [...owners.values()].map((e) => e.record));
       void staged.scan(true);
       staged.commit();
     },

@@ -12,6 +12,7 @@ import { createDurability } from './redis-durability.js';
 import { createIpBlockListener } from './ip-block-listener.js';
 import { createKeystoreEpoch } from './keystore-epoch.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
+import { createRedisOwners } from './redis-owners.js';
 import { createRequestState } from './request-state.js';
 import { createRedisServerChecks, gated, type ServerReading } from './redis-server-checks.js';
 
@@ -75,8 +76,9 @@ export interface RedisStoreEvents {
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
  *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :tat   the same for a key with an owner, in its owner's slot
  *   {prefix}{owner:<o>}:tat           the owner's GCRA state (issue 42): one slot with its keys' nonces and TATs
+ *   {prefix}{keystore}:owners         hash: owner → its own settings (issue 42, redis-owners.ts)
  *   {prefix}{ipfail:<ip>}             failed-authentication GCRA state of a client IP or IPv6 /64 (issue 42)
- *   {prefix}key-events                pub/sub channel, message = apiKey or "*"
+ *   {prefix}key-events                pub/sub channel, message = apiKey, "*" or "owner:<owner>"
  *   {prefix}ip-blocks                 pub/sub channel, message = "<ip or /64> <µs>" (ip-block-listener.ts)
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
@@ -193,6 +195,9 @@ export function createRedisStore(
       ...(events.onReconnect && { onReconnect: events.onReconnect }),
     },
   );
+  // Owners' own limits (issue 42): a table every instance keeps from the owners hash and the change feed.
+  const owners = createRedisOwners({ prefix, channel }, { client, manager, logger: deps.logger });
+  feed.onKeyChange((message) => owners.changed(message));
   const ipBlocks = createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
   const requests = createRequestState(
     { prefix, ipChannel, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
@@ -202,7 +207,14 @@ export function createRedisStore(
   return {
     kind: 'redis',
     client,
-    getKey: (apiKey) => gated(servable, () => run(() => records.getKey(apiKey))),
+    // No key is read before the owners' limits are (an owner's own limit must never fall back to the default).
+    getKey: (apiKey) =>
+      gated(servable, () =>
+        run(async () => {
+          await owners.ensureLoaded();
+          return records.getKey(apiKey);
+        }),
+      ),
     // A name the complete filter has never seen: no key by that name, as far as change messages tell.
     mayHaveKey: (apiKey) => feed.mayHaveKey(apiKey),
     readKey: (apiKey) => run(() => changes.readKey(apiKey)),
@@ -241,6 +253,11 @@ export function createRedisStore(
     getUsage: requests.getUsage,
     flushUsage: requests.flushUsage,
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
+    readOwner: (owner) => run(() => owners.read(owner)),
+    listOwners: () => run(() => owners.list()),
+    putOwner: (record, entry) => gated(checks.changeRefusal, () => commit(() => owners.put(record, entry))),
+    ownerLimit: (owner) => owners.limit(owner),
+    ownerBudget: (owner, limit) => run(() => owners.budget(owner, limit)),
     subscribed: () => feed.subscribed(),
     onKeyChange: (listener) => feed.onKeyChange(listener),
     ping: () =>

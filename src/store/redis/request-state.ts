@@ -93,8 +93,8 @@ export function createRequestState(
     },
   );
   /** An admission that came in time, with its usage counted: mapped inside the deadline's one promise. */
-  const counted = (apiKey: string, admission: Admission) => {
-    if (admission.outcome === 'admitted') usage.count(apiKey);
+  const counted = (apiKey: string, admission: Admission, cost?: number) => {
+    if (admission.outcome === 'admitted') usage.count(apiKey, cost);
     return admission;
   };
 
@@ -106,11 +106,11 @@ export function createRequestState(
       return charge === undefined || charge.budgets.length === 0
         ? runThen(
             () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
-            (reply) => counted(apiKey, parseNonceReply(reply as string | null)),
+            (reply) => counted(apiKey, parseNonceReply(reply as string | null), charge?.cost),
           )
         : runThen(
             () => admitScript(...admitArgs(state, nonce, ttlMs, charge)),
-            (reply) => counted(apiKey, parseAdmissionReply(reply)),
+            (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
           );
     },
     // Issue 42: the IP's own slot; a block is announced to every instance before the refusal is answered.

@@ -1,6 +1,6 @@
-import { createUtcDayOf } from '../../keys/key-usage.js';
+import { createUtcDayOf, extraCostField } from '../../keys/key-usage.js';
 
-/** One key's admitted requests not yet written to Redis: count per UTC day and the latest admission. */
+/** One key's admitted requests not yet written to Redis: count per UTC day (and the day's extra cost, "x:<day>") and the latest admission. */
 export interface PendingUsage {
   lastUsedAtMs: number;
   readonly perDay: Map<string, number>;
@@ -26,8 +26,11 @@ export interface UsageBatch {
  * newer one. Memory is bounded by keys × (days in a batch), whatever Redis does.
  */
 export interface UsageCounter {
-  /** Counts one admitted request of `apiKey` at `nowMs` (the day is the UTC day of that instant). */
-  count(apiKey: string, nowMs: number): void;
+  /**
+   * Counts one admitted request of `apiKey` at `nowMs` (the day is the UTC day of that instant) and
+   * its route's cost beyond 1 (issue 42), in the day's extraCostField, written by the same batch.
+   */
+  count(apiKey: string, nowMs: number, cost?: number): void;
   /** The batches to write now: the unresolved ones again (same seq), then each key's new counts. */
   take(): UsageBatch[];
   /** The batch was applied (or found already applied): forget it. */
@@ -46,12 +49,16 @@ export function createUsageCounter(): UsageCounter {
   const dayOf = createUtcDayOf();
 
   return {
-    count(apiKey, nowMs) {
+    count(apiKey, nowMs, cost = 1) {
       const day = dayOf(nowMs);
       let u = pending.get(apiKey);
       if (u === undefined) pending.set(apiKey, (u = { lastUsedAtMs: nowMs, perDay: new Map() }));
       if (nowMs > u.lastUsedAtMs) u.lastUsedAtMs = nowMs;
       u.perDay.set(day, (u.perDay.get(day) ?? 0) + 1);
+      if (cost > 1) {
+        const field = extraCostField(day);
+        u.perDay.set(field, (u.perDay.get(field) ?? 0) + cost - 1);
+      }
     },
     take() {
       const out = [...unresolved.values()];
@@ -74,7 +81,8 @@ export function createUsageCounter(): UsageCounter {
       unresolved.delete(apiKey);
     },
     pendingRequests() {
-      const sum = (u: PendingUsage) => [...u.perDay.values()].reduce((a, b) => a + b, 0);
+      // Requests only: a day's extra cost field is not a request.
+      const sum = (u: PendingUsage) => [...u.perDay].reduce((a, [day, n]) => (day.startsWith('x:') ? a : a + n), 0);
       let n = 0;
       for (const u of pending.values()) n += sum(u);
       for (const b of unresolved.values()) n += sum(b.usage);

@@ -7,6 +7,7 @@ import type { KeyUsage } from '../../keys/key-usage.js';
  * same seq, and the script skips a seq this process already wrote.
  *
  * KEYS[1]  {prefix}{<apiKey>}:usage   hash: "last" = epoch ms, "YYYY-MM-DD" = admitted that UTC day,
+ *                                     "x:YYYY-MM-DD" = cost spent that day beyond one per request (issue 42),
  *                                     "b:<process id>" = "<last seq written> <epoch ms>" (batch marks)
  * ARGV: mark field, seq, last used (ms), oldest day kept, now (ms), then day, count pairs
  * Returns 1 when written, 0 when that batch had already been written.
@@ -30,6 +31,8 @@ if fresh then
   for _, field in ipairs(redis.call('HKEYS', KEYS[1])) do
     if string.match(field, '^%d%d%d%d%-%d%d%-%d%d$') then
       if field < ARGV[4] then redis.call('HDEL', KEYS[1], field) end
+    elseif string.sub(field, 1, 2) == 'x:' then
+      if string.sub(field, 3) < ARGV[4] then redis.call('HDEL', KEYS[1], field) end
     elseif string.sub(field, 1, 2) == 'b:' then
       local at = tonumber(string.match(redis.call('HGET', KEYS[1], field) or '', ' (%d+)$') or '0') or 0
       if at < stale then redis.call('HDEL', KEYS[1], field) end
@@ -43,6 +46,14 @@ return 1
 export function parseUsageHash(hash: Record<string, string>): KeyUsage {
   const { last, ...days } = hash;
   const perDay: Record<string, number> = {};
-  for (const [day, n] of Object.entries(days)) if (/^\d{4}-\d{2}-\d{2}$/.test(day)) perDay[day] = Number(n);
-  return { lastUsedAtMs: last === undefined ? undefined : Number(last), perDay };
+  const extraCostPerDay: Record<string, number> = {};
+  for (const [day, n] of Object.entries(days)) {
+    if (/^\d{4}-\d{2}-\d{2}$/.test(day)) perDay[day] = Number(n);
+    else if (/^x:\d{4}-\d{2}-\d{2}$/.test(day)) extraCostPerDay[day.slice(2)] = Number(n);
+  }
+  return {
+    lastUsedAtMs: last === undefined ? undefined : Number(last),
+    perDay,
+    ...(Object.keys(extraCostPerDay).length > 0 && { extraCostPerDay }),
+  };
 }

@@ -6,8 +6,8 @@ import { StoreUnavailableError } from '../store.js';
 import { createUsageCounter, type UsageBatch } from './usage-counter.js';
 
 export interface UsageWriter {
-  /** Counts one admitted request of the key, now. */
-  count(apiKey: string): void;
+  /** Counts one admitted request of the key, now, and its route's cost (issue 42; 1 when absent). */
+  count(apiKey: string, cost?: number): void;
   /** Writes what is pending; rejects with StoreUnavailableError when a batch failed (it is kept). */
   flush(): Promise<void>;
   /** Forgets the key's pending counts (the key was deleted). */
@@ -63,7 +63,7 @@ export function createUsageWriter(
   timer.unref();
 
   return {
-    count: (apiKey) => counter.count(apiKey, deps.clock.nowMs()),
+    count: (apiKey, cost) => counter.count(apiKey, deps.clock.nowMs(), cost),
     flush,
     drop: (apiKey) => counter.drop(apiKey),
     async close() {

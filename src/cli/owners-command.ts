@@ -1,0 +1,89 @@
+import { describeRateLimit } from '../policy/rate-limit-spec.js';
+import type { OwnerView } from '../operations/owner-operations.js';
+import { escapeUnprintable } from '../keys/printable-text.js';
+import { UsageError } from './cli-errors.js';
+import { flag, str, type Command } from './command-line.js';
+import { JSON_OPTION, opt, type KeyAction } from './key-context.js';
+import { asCommand } from './keys-command.js';
+
+const DETAILS = `An owner is the account a key belongs to (a key's --owner). Its own rate
+limit is one budget shared by all its keys, taking precedence over the
+policy's defaultOwnerRateLimit; a request passes only when the key's budget
+and its owner's both have room for the route's cost. Owners live in Redis
+beside the keys (embedded mode: the keys file's top-level owners:). A change
+is audited, published to every running instance at once and acknowledged
+like a key change (KEYGATE_REDIS_MIN_REPLICAS).
+Exit status: 0 done, 1 the change was not durable or Redis did not answer, 2 usage.`;
+
+const line = (o: OwnerView) =>
+  `${escapeUnprintable(o.owner)}  ${o.rateLimit ? describeRateLimit(o.rateLimit) : 'none (the policy defaultOwnerRateLimit applies)'}\n`;
+
+const setAction: KeyAction = {
+  spec: {
+    name: 'set',
+    summary: "set an owner's own rate limit, shared by all its keys (none removes it)",
+    args: ['<owner>'],
+    options: [
+      opt(
+        'rate-limit',
+        '100/s|none',
+        "the owner's budget (/s /m /h), or none: the policy defaultOwnerRateLimit applies",
+      ),
+      opt('burst', 'n', "requests (cost units) allowed at once above the rate (default: the rate's count)"),
+      JSON_OPTION,
+    ],
+  },
+  async run(ctx, p) {
+    const owner = p.args[0] as string;
+    const rate = str(p, 'rate-limit');
+    const burstText = str(p, 'burst');
+    if (rate === undefined) throw new UsageError('give --rate-limit <n/s|m|h> or --rate-limit none');
+    let burst: number | undefined;
+    if (burstText !== undefined) {
+      if (rate === 'none') throw new UsageError('--burst cannot go with --rate-limit none');
+      if (!/^\d{1,7}$/.test(burstText) || Number(burstText) < 1)
+        throw new UsageError(`--burst: expected a whole number, got ${burstText}`);
+      burst = Number(burstText);
+    }
+    const spec = rate === 'none' ? null : { rate, ...(burst !== undefined && { burst }) };
+    const set = ctx.must(await ctx.owners.setRateLimit(owner, spec, ctx.actor));
+    if (flag(p, 'json')) ctx.print(set);
+    else ctx.out.write(line(set));
+  },
+};
+
+const showAction: KeyAction = {
+  spec: {
+    name: 'show',
+    summary: "print an owner's own rate limit",
+    args: ['<owner>'],
+    options: [JSON_OPTION],
+  },
+  async run(ctx, p) {
+    const o = ctx.must(await ctx.owners.get(p.args[0] as string));
+    if (flag(p, 'json')) ctx.print(o);
+    else {
+      ctx.out.write(line(o));
+      // What is left now: under its own limit (the CLI does not read the policy, so not under its default).
+      if (o.budget)
+        ctx.out.write(
+          `  left now: ${o.budget.remaining} of ${o.budget.burst}, whole again in ${o.budget.resetSeconds} s\n`,
+        );
+    }
+  },
+};
+
+const listAction: KeyAction = {
+  spec: { name: 'list', summary: 'list the owners with a rate limit of their own', options: [JSON_OPTION] },
+  async run(ctx, p) {
+    const all = await ctx.owners.list();
+    if (flag(p, 'json')) ctx.print(all);
+    else ctx.out.write(all.map(line).join(''));
+  },
+};
+
+/** `keygate owners set|show|list` (issue 42): the same store, context and audit as `keygate keys`. */
+export const ownersCommand: Command = {
+  spec: { name: 'owners', summary: "manage owners' own rate limits in Redis", options: [], details: DETAILS },
+  subcommands: [setAction, showAction, listAction].map(asCommand),
+};

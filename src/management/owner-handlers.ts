@@ -1,0 +1,31 @@
+import { invalid, refusal, type Handler } from './management-answer.js';
+import { fields, onlyParams } from './request-fields.js';
+
+/**
+ * /v1/owners/{owner} (issue 42): an owner's own rate limit, through the same owner operations as
+ * `keygate owners` (src/operations/owner-operations.ts). An owner without a limit of its own is
+ * answered 200 with `rateLimit: null` (any name may own keys; the policy's default applies).
+ */
+
+/** GET /v1/owners/{owner}. */
+const show: Handler = async ({ owner, query }, deps) => {
+  const problems: string[] = [];
+  onlyParams(query, [], problems);
+  if (problems.length > 0 || !deps.owners) return invalid(problems);
+  const r = await deps.owners.get(owner as string);
+  return r.ok ? { status: 200, body: r.value } : refusal(r);
+};
+
+/** PUT /v1/owners/{owner}: `{ "rateLimit": { "rate": "12/h", "burst": 12 } }`; null removes it. */
+const put: Handler = async ({ owner, query, body, actor }, deps) => {
+  const problems: string[] = [];
+  onlyParams(query, [], problems);
+  const o = fields(body, ['rateLimit'], problems);
+  if (problems.length === 0 && o.rateLimit === undefined)
+    problems.push('body.rateLimit: required, like {"rate": "12/h", "burst": 12}, or null to remove it');
+  if (problems.length > 0 || !deps.owners) return invalid(problems);
+  const r = await deps.owners.setRateLimit(owner as string, o.rateLimit ?? null, actor);
+  return r.ok ? { status: 200, body: r.value } : refusal(r);
+};
+
+export const ownerHandlers = { show, put } as const;

@@ -1,0 +1,98 @@
+import { checkOwnerName, ownerView, type OwnerRecord } from '../keys/owner-record.js';
+import {
+  compileRateLimit,
+  describeRateLimit,
+  OWNER_POLICY_NAME,
+  parseRateLimitSpec,
+  type CompiledLimit,
+  type RateLimitSpec,
+} from '../policy/rate-limit-spec.js';
+import type { AuditEntry, Store } from '../store/store.js';
+import type { Done } from './key-operations.js';
+
+/** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
+export type OwnerView = ReturnType<typeof ownerView>;
+
+/**
+ * Where the owner's budget stands now (GET /v1/owners/{owner}, the console): which limit applies (its
+ * own, or the policy's default), its burst, what is left in cost units and when it is whole again.
+ * null: no owner budget applies to it.
+ */
+export interface OwnerBudget {
+  readonly source: 'owner' | 'policy';
+  readonly burst: number;
+  readonly remaining: number;
+  readonly resetSeconds: number;
+}
+
+export interface OwnerOperations {
+  /** The owner's own settings; an owner without any is shown with `rateLimit: null` (never 404: any name may own keys). */
+  get(owner: string): Promise<Done<OwnerView & { budget: OwnerBudget | null }>>;
+  /** Every owner with settings of its own, by name. */
+  list(): Promise<readonly OwnerView[]>;
+  /** Sets the owner's own limit (null removes it), audited and announced to every instance; the owner as set. */
+  setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView>>;
+}
+
+const invalid = (problems: readonly string[]) => ({ ok: false as const, refused: 'invalid' as const, problems });
+
+/**
+ * The one code path for owners' settings (issue 42), shared by `keygate owners` and the management
+ * API's /v1/owners/{owner}, beside key-operations.ts: validate, then one atomic store write with its
+ * audit entry (Store.putOwner), which every instance's owner table picks up from its change message.
+ * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.
+ */
+export function createOwnerOperations(deps: {
+  store: Store;
+  now: () => number;
+  audit: (entry: AuditEntry) => void;
+  /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */
+  defaultOwnerRateLimit?: () => CompiledLimit | undefined;
+}): OwnerOperations {
+  const { store, now } = deps;
+  const view = (owner: string, r: OwnerRecord | null) => ownerView(r ?? { owner });
+  return {
+    async get(owner) {
+      const problems: string[] = [];
+      if (!checkOwnerName(owner, 'owner', problems)) return invalid(problems);
+      const record = await store.readOwner(owner);
+      // The limit the admit step applies: the owner's own, else the policy's default (authenticate.ts chargeFor).
+      const own = record?.rateLimit && compileRateLimit(record.rateLimit, OWNER_POLICY_NAME);
+      const limit = own ?? deps.defaultOwnerRateLimit?.();
+      let budget: OwnerBudget | null = null;
+      if (limit) {
+        const state = await store.ownerBudget(owner, limit);
+        budget = {
+          source: own ? 'owner' : 'policy',
+          burst: limit.burst,
+          remaining: state.remaining,
+          resetSeconds: Math.ceil(state.resetUs / 1_000_000),
+        };
+      }
+      return { ok: true, value: { ...view(owner, record), budget } };
+    },
+    async list() {
+      return (await store.listOwners()).map((r) => view(r.owner, r));
+    },
+    async setRateLimit(owner, rateLimit, actor) {
+      const problems: string[] = [];
+      checkOwnerName(owner, 'owner', problems);
+      const spec: RateLimitSpec | undefined = parseRateLimitSpec(rateLimit, 'owner.rateLimit', problems);
+      if (problems.length > 0) return invalid(problems);
+      const at = new Date(now()).toISOString();
+      const record: OwnerRecord = { owner, ...(spec && { rateLimit: spec, updatedAt: at }) };
+      // An owner's entry names no key: apiKey and id are empty, the owner is in the detail.
+      const entry: AuditEntry = {
+        at,
+        actor,
+        action: 'owner-set',
+        apiKey: '',
+        id: '',
+        detail: `owner=${owner}; rateLimit=${describeRateLimit(spec)}`,
+      };
+      await store.putOwner(record, entry);
+      deps.audit(entry);
+      return { ok: true, value: view(owner, record) };
+    },
+  };
+}

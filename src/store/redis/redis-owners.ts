@@ -1,0 +1,151 @@
+// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/owner-limits.test.ts (two instances).
+import type { Logger } from 'pino';
+import { parseOwnerSettings, ownerSettings, type OwnerRecord } from '../../keys/owner-record.js';
+import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
+import { peekBudget } from '../budgets.js';
+import type { RateState } from '../rate-limit.js';
+import type { AuditEntry } from '../key-write.js';
+import type { RedisClient } from './redis-connection.js';
+
+/**
+ * Owners' own settings in Redis (issue 42): one hash, `{prefix}{keystore}:owners` (owner → JSON
+ * settings), on the {keystore} slot with the key records and the audit stream, so a change, its
+ * audit entry and its change message are one atomic script (as key changes are, key-change-script.ts).
+ * The change message goes on the key change channel as `owner:<owner>`: no apiKey holds a colon, so
+ * it names no key (a key cache drops nothing), and it rides the change feed's proven subscription.
+ *
+ * Every instance keeps the owners' compiled limits in a table the request path reads per request
+ * (Store.ownerLimit), without a store call: read whole (HGETALL) before the first key is read and on
+ * every feed flush (a reconnect: changes may have been missed), and per owner (HGET) on its message.
+ * Replies on one connection come in the order sent, so a later read always lands after an earlier one.
+ * Owners are assumed few beside keys (one account, many keys): the whole table is one HGETALL.
+ *
+ * KEYS: 1 owners hash · 2 audit stream. ARGV: 1 owner · 2 JSON settings ('' = remove) · 3 change
+ * channel · 4 audit entry JSON ('' = none).
+ */
+export const OWNER_SET_SCRIPT = `
+if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+if ARGV[4] ~= '' then redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'entry', ARGV[4]) end
+redis.call('PUBLISH', ARGV[3], 'owner:' .. ARGV[1])
+return 1
+`;
+
+/** The change message of an owner's settings (on the key change channel). */
+export const OWNER_MESSAGE_PREFIX = 'owner:';
+
+export interface RedisOwners {
+  read(owner: string): Promise<OwnerRecord | null>;
+  list(): Promise<OwnerRecord[]>;
+  put(record: OwnerRecord, audit: AuditEntry | undefined): Promise<void>;
+  /** What is left of the owner's budget now (its GCRA state on Redis's clock), spending nothing. */
+  budget(owner: string, limit: CompiledLimit): Promise<RateState>;
+  /** The table's limit for `owner` (undefined: none of its own, or not read yet: see ensureLoaded). */
+  limit(owner: string): CompiledLimit | undefined;
+  /** Resolves once the table has been read whole at least once (reads it if not). */
+  ensureLoaded(): Promise<void>;
+  /** A key change message (null: flush): re-reads the table or the one owner it names. */
+  changed(message: string | null): void;
+}
+
+export function createRedisOwners(
+  options: { prefix: string; channel: string },
+  deps: {
+    /** The request path's connection: the table's reads. */
+    client: RedisClient;
+    /** The key operations' connection: reads and changes made by operators. */
+    manager: RedisClient;
+    logger: Logger;
+  },
+): RedisOwners {
+  const hash = `${options.prefix}{keystore}:owners`;
+  const audit = `${options.prefix}{keystore}:audit`;
+  deps.manager.defineCommand('keygateOwnerSet', { numberOfKeys: 2, lua: OWNER_SET_SCRIPT });
+  const setScript = (
+    deps.manager as unknown as { keygateOwnerSet(...args: string[]): Promise<unknown> }
+  ).keygateOwnerSet.bind(deps.manager);
+  let table = new Map<string, CompiledLimit>();
+  let loading: Promise<void> | undefined;
+  let loaded = false;
+
+  /** A stored record, or null when corrupt (logged; such an owner has no limit of its own, as if unset). */
+  function decode(owner: string, raw: string | null | undefined): OwnerRecord | null {
+    if (raw === null || raw === undefined) return null;
+    const errors: string[] = [];
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw);
+    } catch {
+      errors.push('bad JSON');
+    }
+    const r = errors.length === 0 ? parseOwnerSettings(owner, parsed, 'owner', errors) : undefined;
+    if (!r) deps.logger.error({ owner, problems: errors }, 'corrupt owner record in redis; its own limit is ignored');
+    return r ?? null;
+  }
+  const compiled = (r: OwnerRecord | null) => r?.rateLimit && compileRateLimit(r.rateLimit, OWNER_POLICY_NAME);
+
+  function loadAll(): Promise<void> {
+    const p = deps.client.hgetall(hash).then((all) => {
+      const next = new Map<string, CompiledLimit>();
+      for (const [owner, raw] of Object.entries(all)) {
+        const limit = compiled(decode(owner, raw));
+        if (limit) next.set(owner, limit);
+      }
+      table = next;
+      loaded = true;
+    });
+    loading = p;
+    p.then(
+      () => loading === p && (loading = undefined),
+      (err: Error) => {
+        if (loading === p) loading = undefined;
+        deps.logger.warn({ err: err.message }, 'owner limits could not be read; read again before the next key');
+        loaded = false;
+      },
+    );
+    return p;
+  }
+  function loadOne(owner: string) {
+    deps.client.hget(hash, owner).then(
+      (raw) => {
+        const limit = compiled(decode(owner, raw));
+        if (limit) table.set(owner, limit);
+        else table.delete(owner);
+      },
+      // Not heard for sure: the whole table is read again before the next key read.
+      () => void (loaded = false),
+    );
+  }
+
+  return {
+    async read(owner) {
+      return decode(owner, await deps.manager.hget(hash, owner));
+    },
+    async list() {
+      const all = await deps.manager.hgetall(hash);
+      return Object.keys(all)
+        .sort()
+        .map((owner) => decode(owner, all[owner]))
+        .filter((r): r is OwnerRecord => r !== null);
+    },
+    async put(record, entry) {
+      const settings = ownerSettings(record);
+      const json = record.rateLimit === undefined ? '' : JSON.stringify(settings);
+      await setScript(hash, audit, record.owner, json, options.channel, entry ? JSON.stringify(entry) : '');
+    },
+    async budget(owner, limit) {
+      // The owner's bucket (request-state.ts admitArgs) and Redis's clock, read together on its slot.
+      const [s, us, tat] = (await deps.manager.eval(
+        "local t = redis.call('TIME') return {t[1], t[2], redis.call('GET', KEYS[1]) or '0'}",
+        1,
+        `${options.prefix}{owner:${owner}}:tat`,
+      )) as [string, string, string];
+      return peekBudget(Number(tat), Number(s) * 1_000_000 + Number(us), limit);
+    },
+    limit: (owner) => table.get(owner),
+    ensureLoaded: () => (loaded ? Promise.resolve() : (loading ?? loadAll())),
+    changed(message) {
+      if (message === null) void loadAll().catch(() => {});
+      else if (message.startsWith(OWNER_MESSAGE_PREFIX)) loadOne(message.slice(OWNER_MESSAGE_PREFIX.length));
+    },
+  };
+}

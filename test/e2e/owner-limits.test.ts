@@ -1,0 +1,158 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable, Writable } from 'node:stream';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { openRedisKeyStore } from '../../src/cli/keys-command.js';
+import { ACCOUNTS_PATH, PUBLISHED_WITHIN } from '../helpers/constants.js';
+import { bearer, send, type Reply } from '../helpers/http.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementClient } from '../helpers/management.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { token } from '../helpers/tokens.js';
+
+const SECRET = 'owner-limits-secret-0123456789';
+
+/**
+ * Issue 42, owners' own limits over the wire: two Keygate instances on one real Redis. An owner's
+ * limit set with `keygate owners set` (in-process main(), as bin/keygate.js calls it) or with
+ * PUT /v1/owners/{owner} is one budget for all its keys on every instance, and takes precedence over
+ * the policy's defaultOwnerRateLimit (here 1000/h, which would admit every request of this file).
+ */
+describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instances on one Redis", () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let a: RunningKeygate;
+  let b: RunningKeygate;
+  let writer: ManagementClient;
+  let reader: ManagementClient;
+  let onB: ManagementClient;
+
+  beforeAll(async () => {
+    redis = await startRedis();
+    upstream = await startRecordingUpstream();
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-owner-limits-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(
+      policy,
+      [
+        'routes:',
+        `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
+        'defaultOwnerRateLimit: { rate: 1000/h }',
+        '',
+      ].join('\n'),
+    );
+    const tokens = writeTokensFile([
+      { name: 'settings-backend', access: 'write' },
+      { name: 'auditor', access: 'read' },
+    ]);
+    // A long cache TTL: an owner's new limit reaches the other instance only because it is published.
+    const env = {
+      KEYGATE_CONFIG: policy,
+      KEYGATE_KEY_CACHE_TTL_MS: '600000',
+      KEYGATE_MANAGEMENT_PORT: '0',
+      KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
+    };
+    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1'].map((apiKey) =>
+      makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] }),
+    );
+    a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
+    b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
+    const openapi = createOpenApiCheck();
+    writer = managementClient(a.managementUrl as string, tokens.tokens['settings-backend'] as string, openapi);
+    reader = managementClient(a.managementUrl as string, tokens.tokens.auditor as string, openapi);
+    onB = managementClient(b.managementUrl as string, tokens.tokens['settings-backend'] as string, openapi);
+  });
+  afterAll(async () => {
+    await a?.close();
+    await b?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  async function owners(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+    let out = '';
+    let err = '';
+    const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
+    const code = await main(['owners', ...args], {
+      out: sink((s) => (out += s)),
+      err: sink((s) => (err += s)),
+      env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test' },
+      stdin: Readable.from([]),
+      openKeyStore: openRedisKeyStore,
+    });
+    return { code, out, err };
+  }
+  const call = (gate: RunningKeygate, apiKey: string) =>
+    send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, SECRET)) });
+
+  it('keygate owners set acme --rate-limit 12/h: two keys of acme admit exactly 12 between them across both instances, then 429 owner_rate_limited; another owner is untouched', async () => {
+    const set = await owners('set', 'acme', '--rate-limit', '12/h', '--burst', '12', '--json');
+    expect(set.err).toBe('');
+    expect(set.code).toBe(0);
+    expect(JSON.parse(set.out)).toMatchObject({ owner: 'acme', rateLimit: { rate: '12/h', burst: 12 } });
+    const shown = await owners('show', 'acme');
+    expect(shown.out).toBe('acme  12/h burst 12\n  left now: 12 of 12, whole again in 0 s\n');
+    // Both instances hear the change message (no request needed to learn it).
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('acme')?.burst), PUBLISHED_WITHIN)
+      .toEqual([12, 12]);
+
+    const replies: Reply[] = [];
+    for (let i = 0; i < 14; i++) replies.push(await call(i % 2 ? b : a, i % 4 < 2 ? 'acme-1' : 'acme-2'));
+    expect(replies.map((r) => r.status)).toEqual([...Array(12).fill(200), 429, 429]);
+    // The owner's own policy is listed beside nothing else (the keys have no limit of their own).
+    expect(replies[0]?.headers['ratelimit-policy']).toBe('"keygate-owner";q=12;w=3600');
+    expect(Number(replies[12]?.headers['retry-after'])).toBeGreaterThan(200);
+    await expect.poll(() => a.logs.concat(b.logs).some((l) => l.includes('"reason":"owner_rate_limited"'))).toBe(true);
+    // Another owner: the policy's default (1000/h) still applies to it.
+    for (const g of [a, b]) expect((await call(g, 'other-1')).status).toBe(200);
+    // What is left, as the console shows it: acme's own budget spent, other's under the policy default.
+    const acme = (await reader.call('GET', '/v1/owners/acme')).json() as { budget: Record<string, unknown> };
+    expect(acme.budget).toMatchObject({ source: 'owner', burst: 12, remaining: 0 });
+    expect(acme.budget.resetSeconds).toBeGreaterThan(3_500);
+    const other = (await reader.call('GET', '/v1/owners/other')).json() as { budget: Record<string, unknown> };
+    expect(other.budget).toMatchObject({ source: 'policy', burst: 1000, remaining: 998 });
+  });
+
+  it('PUT /v1/owners/{owner} on one instance limits the owner on the other; GET shows it to any token; a read token cannot set', async () => {
+    expect((await reader.call('PUT', '/v1/owners/beta', { json: { rateLimit: { rate: '2/h' } } })).status).toBe(403);
+    const put = await onB.call('PUT', '/v1/owners/beta', { json: { rateLimit: { rate: '2/h' } } });
+    expect(put.status).toBe(200);
+    expect(put.json()).toMatchObject({ owner: 'beta', rateLimit: { rate: '2/h' } });
+    const got = await reader.call('GET', '/v1/owners/beta');
+    expect(got.json()).toMatchObject({ owner: 'beta', rateLimit: { rate: '2/h' } });
+    await expect.poll(() => a.keygate.store.ownerLimit('beta')?.burst, PUBLISHED_WITHIN).toBe(2);
+    expect((await call(a, 'beta-1')).status).toBe(200);
+    expect((await call(b, 'beta-1')).status).toBe(200);
+    expect((await call(a, 'beta-1')).status).toBe(429);
+
+    const bad = await writer.call('PUT', '/v1/owners/beta', { json: { rateLimit: { rate: 'lots' } } });
+    expect(bad.status).toBe(400);
+    expect(JSON.stringify(bad.json())).toContain('body.rateLimit.rate');
+    expect((await writer.call('PUT', '/v1/owners/beta', { json: {} })).status).toBe(400);
+    expect((await writer.call('GET', '/v1/owners/not%20an%20owner')).status).toBe(404);
+    // An owner never set: 200 with no limit of its own.
+    expect((await reader.call('GET', '/v1/owners/nobody')).json()).toMatchObject({
+      owner: 'nobody',
+      rateLimit: null,
+      updatedAt: null,
+      budget: { source: 'policy', burst: 1000, remaining: 1000, resetSeconds: 0 },
+    });
+  });
+
+  it('keygate owners list shows the owners with a limit; --rate-limit none removes one (on every instance)', async () => {
+    const listed = await owners('list', '--json');
+    expect((JSON.parse(listed.out) as Array<{ owner: string }>).map((o) => o.owner)).toEqual(['acme', 'beta']);
+    const removed = await owners('set', 'beta', '--rate-limit', 'none', '--json');
+    expect(JSON.parse(removed.out)).toEqual({ owner: 'beta', rateLimit: null, updatedAt: null });
+    await expect.poll(() => b.keygate.store.ownerLimit('beta'), PUBLISHED_WITHIN).toBeUndefined();
+    expect((await owners('list')).out).toBe('acme  12/h burst 12\n');
+    // Usage errors: exit 2.
+    expect((await owners('set', 'beta')).code).toBe(2);
+    expect((await owners('set', 'beta', '--rate-limit', 'none', '--burst', '3')).code).toBe(2);
+    expect((await owners('set', 'bad name', '--rate-limit', '1/s')).code).toBe(2);
+  });
+});
