@@ -428,11 +428,19 @@ describe('operator console in a real browser', () => {
     await signIn('viewer');
     const budget = page.locator(`#key-table tbody tr[data-api-key="${made.apiKey}"] small.budget`);
     await expect.poll(() => budget.textContent(), UI_WAIT).toBe('budget 5/h burst 5: 3 of 5 left');
-    // An owner without a limit of its own, and no policy default: no owner budget.
-    const other = (await listed()).find((k) => k.apiKey !== made.apiKey && k.lastUsedAt === null) as Listed;
+    // An owner without a limit of its own, and no policy default: no owner budget. Made here, so the case
+    // does not depend on which keys earlier cases left (a key without an owner shows no budget line at all).
+    const other = (
+      await api.call('POST', '/v1/keys', {
+        json: { owner: 'acct_nolimit', label: 'unbudgeted', scopes: ['accounts:read'] },
+      })
+    ).json() as { apiKey: string };
+    await page.reload();
+    await signIn('viewer');
     const otherBudget = page.locator(`#key-table tbody tr[data-api-key="${other.apiKey}"] small.budget`);
     await expect.poll(() => otherBudget.textContent(), UI_WAIT).toBe('no owner budget');
     await api.call('DELETE', `/v1/keys/${made.apiKey}`);
+    await api.call('DELETE', `/v1/keys/${other.apiKey}`);
     // Left signed in, as the test before left it: the next one signs out first.
   });
 
