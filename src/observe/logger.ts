@@ -177,6 +177,15 @@ interface LineStream {
  * as it is written.
  */
 function batchedWrite(stream: LineStream): (line: string) => void {
+  // One batch per destination, however many request loggers write to it (the request path's and the
+  // upgrade path's): two batches would each go out on their own timer, out of order with each other.
+  // Kept on the destination itself, under a symbol no other code reads.
+  const carrier = stream as LineStream & { [BATCH]?: (line: string) => void };
+  return (carrier[BATCH] ??= newBatch(stream));
+}
+const BATCH = Symbol('requestLineBatch');
+
+function newBatch(stream: LineStream): (line: string) => void {
   const flushSync = stream.flushSync;
   const flush = stream.flush;
   if (typeof flushSync !== 'function' || typeof flush !== 'function') return (line) => stream.write(line);

@@ -154,6 +154,14 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
         'between',
         'r-5',
       ]);
+      // Two request loggers on one logger (the request path's and the upgrade path's): one order between them too.
+      const other = createRequestLogger(logger);
+      log({ requestId: 'x-0' }, false);
+      other({ requestId: 'x-1' }, false);
+      log({ requestId: 'x-2' }, false);
+      (destination as unknown as { flushSync(): void }).flushSync();
+      const both = readFileSync(file, 'utf8').trim().split('\n').slice(-3);
+      expect(both.map((l) => (JSON.parse(l) as { requestId: string }).requestId)).toEqual(['x-0', 'x-1', 'x-2']);
       // Past the batch size the lines go out without a flush.
       const many = Array.from({ length: 400 }, (_, i) => `m-${i}`);
       for (const id of many) log({ requestId: id, route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1' }, false);
