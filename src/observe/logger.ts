@@ -173,24 +173,44 @@ interface LineStream {
  * (docs/performance.md), where a write of a whole batch pays it once. Lines wait at most
  * LOG_FLUSH_INTERVAL_MS here (as they already did in the destination), and the destination's
  * `flush` and `flushSync` (logger.flush() at shutdown, pino's at exit) first take what waits here,
- * so no line is lost and request lines keep their order. Another stream (a test's) gets each line
+ * so no line is lost; a line pino writes first takes them too, so every line keeps its place. Another stream (a test's) gets each line
  * as it is written.
  */
 function batchedWrite(stream: LineStream): (line: string) => void {
+  // One batch per destination, however many request loggers write to it (the request path's and the
+  // upgrade path's): two batches would each go out on their own timer, out of order with each other.
+  // Kept on the destination itself, under a symbol no other code reads.
+  const carrier = stream as LineStream & { [BATCH]?: (line: string) => void };
+  return (carrier[BATCH] ??= newBatch(stream));
+}
+const BATCH = Symbol('requestLineBatch');
+
+function newBatch(stream: LineStream): (line: string) => void {
   const flushSync = stream.flushSync;
   const flush = stream.flush;
   if (typeof flushSync !== 'function' || typeof flush !== 'function') return (line) => stream.write(line);
+  const direct = stream.write;
   let pending = '';
   let pendingBytes = 0;
   let timer: NodeJS.Timeout | undefined;
-  const drain = () => {
+  /** What waits here, taken now (and the timer stopped): '' when nothing does. */
+  const take = () => {
     if (timer !== undefined) clearTimeout(timer);
     timer = undefined;
-    if (pending === '') return;
     const batch = pending;
     pending = '';
     pendingBytes = 0;
-    stream.write(batch);
+    return batch;
+  };
+  const drain = () => {
+    const batch = take();
+    if (batch !== '') direct.call(stream, batch);
+  };
+  // Every other line the logger writes (pino's own) goes out after the request lines written before
+  // it, in the same write: the output's order is the order things were logged in (an error line after
+  // the requests that led to it, not 100 ms before them).
+  stream.write = function (this: unknown, s: string) {
+    return direct.call(this, pending === '' ? s : take() + s);
   };
   stream.flushSync = function (this: unknown) {
     drain();

@@ -11,7 +11,7 @@ import {
 import { keyStatus, type KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
-import type { KeyClaim, KeyWrite, KeyWriteResult } from '../store/key-write.js';
+import type { KeyClaim, KeyWrite, KeyWriteResult, VersionedKey } from '../store/key-write.js';
 import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
 import { StoreUnavailableError, type AuditEntry, type Store } from '../store/store.js';
 
@@ -322,6 +322,24 @@ export function createKeyOperations(deps: {
         let result: KeyWriteResult | undefined;
         try {
           const heads = await Promise.all(batch.map((r) => store.readKey(r.apiKey)));
+          // A key's owner never changes (docs/keys.md): its nonces live in its owner's slot
+          // (store/redis/request-state.ts), so a new owner would forget every nonce used so far and
+          // admit a used token again. Checked against the heads the compare-and-set starts from.
+          const moved = replace ? batch.findIndex((r, i) => heads[i] && heads[i].record.owner !== r.owner) : -1;
+          if (moved >= 0) {
+            const r = batch[moved] as KeyRecord;
+            const was = (heads[moved] as VersionedKey).record.owner;
+            const refusal = conflict(
+              `key ${r.apiKey} has owner ${was === undefined ? '(none)' : JSON.stringify(was)}; the file gives it ` +
+                `${r.owner === undefined ? 'none' : JSON.stringify(r.owner)}: an owner never changes ` +
+                '(its nonces live under its owner: a used token would pass again); create a new key for the new owner',
+            );
+            if (counts.created + counts.replaced === 0) return refusal;
+            return done({
+              ...counts,
+              stopped: `${(refusal as { message: string }).message} (nothing of that batch was written)`,
+            });
+          }
           const writes: KeyWrite[] = [];
           const audit: AuditEntry[] = [];
           batch.forEach((r, i) => {

@@ -117,4 +117,33 @@ describe('binding: adversarial requests', () => {
     expect(res.statuses).toEqual([401]);
     expect(upstream.received).toHaveLength(0);
   });
+
+  it('a chunked body over the bound with a request pipelined behind it: 413, the connection closed, neither forwarded', async () => {
+    const token = await mint('strict', { method: 'POST', path: ORDERS, body: 'x' });
+    const big = 'a'.repeat(MAX + 10);
+    const framed = `${big.length.toString(16)}\r\n${big}\r\n0\r\n\r\n`;
+    const res = await exchange(
+      gate.port,
+      Buffer.concat([
+        raw('POST', ORDERS, token, ['Transfer-Encoding: chunked'], framed),
+        raw('GET', `${ORDERS}?behind`, await mint('open')),
+      ]),
+    );
+    expect(res.statuses).toEqual([413]);
+    expect(res.closed).toBe(true);
+    expect(upstream.received).toHaveLength(0);
+  });
+
+  it('a body read whole and refused binding_mismatch keeps the connection in step: the request behind it is its own', async () => {
+    const token = await mint('strict', { method: 'POST', path: ORDERS, body: 'abd' });
+    const res = await exchange(
+      gate.port,
+      Buffer.concat([
+        raw('POST', ORDERS, token, ['Content-Length: 3'], 'abc'),
+        raw('GET', `${ORDERS}?behind`, await mint('open'), ['Connection: close']),
+      ]),
+    );
+    expect(res.statuses).toEqual([401, 200]);
+    expect(upstream.received.map((r) => `${r.method} ${r.url}`)).toEqual([`GET ${ORDERS}?behind`]);
+  });
 });

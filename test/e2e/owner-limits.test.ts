@@ -55,7 +55,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       KEYGATE_MANAGEMENT_PORT: '0',
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
     };
-    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1'].map((apiKey) =>
+    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1'].map((apiKey) =>
       makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] }),
     );
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
@@ -72,11 +72,12 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     await redis?.stop();
   });
 
-  async function owners(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+  const owners = (...args: string[]) => cli('owners', ...args);
+  async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
     let out = '';
     let err = '';
     const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
-    const code = await main(['owners', ...args], {
+    const code = await main(args, {
       out: sink((s) => (out += s)),
       err: sink((s) => (err += s)),
       env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test' },
@@ -154,5 +155,36 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect((await owners('set', 'beta')).code).toBe(2);
     expect((await owners('set', 'beta', '--rate-limit', 'none', '--burst', '3')).code).toBe(2);
     expect((await owners('set', 'bad name', '--rate-limit', '1/s')).code).toBe(2);
+  });
+
+  it("an import --replace cannot move a key to another owner: its nonces live in its owner's slot, so a used token would pass again", async () => {
+    // Used once (nonces of an owned key live under {owner:mover}).
+    const used = token('mover-1', SECRET);
+    upstream.reset();
+    expect((await send(a.url, ACCOUNTS_PATH, { headers: bearer(used) })).status).toBe(200);
+    // The same key (same apiKey, id and secret) under another owner.
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-owner-move-'));
+    const file = join(dir, 'keys.json');
+    const moved = makeKey({ apiKey: 'mover-1', secret: SECRET, owner: 'elsewhere' });
+    writeFileSync(file, JSON.stringify({ keys: [{ ...moved, apiSecret: SECRET, secret: undefined }] }));
+    const imported = await cli('keys', 'import', file, '--replace');
+    // Had the import moved it, wait until instance a serves the key under its new owner; then replay the used token.
+    if (imported.code === 0)
+      await expect
+        .poll(async () => {
+          await send(a.url, ACCOUNTS_PATH, { headers: bearer(token('mover-1', SECRET)) });
+          return upstream.received.at(-1)?.headers['x-api-key-owner'];
+        }, PUBLISHED_WITHIN)
+        .toBe('elsewhere');
+    for (const gate of [a, b]) {
+      const replay = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(used) });
+      expect(replay.status).toBe(401);
+      expect(replay.json()).toMatchObject({ code: 40106 });
+    }
+    // The used token reached the upstream once: its first use (Keygate never forwards Authorization).
+    expect(upstream.received.map((r) => r.headers['x-api-key-owner'])).toEqual(['mover']);
+    expect(imported.code).toBe(1);
+    expect(imported.err).toContain('mover-1');
+    expect(imported.err).toContain('owner');
   });
 });

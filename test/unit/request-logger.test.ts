@@ -127,7 +127,7 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
     expect(JSON.parse(fast.lines[0]!)).toMatchObject(line);
   });
 
-  it('loses no line and keeps their order: flush() and flushSync() first take the lines still batched', async () => {
+  it('loses no line and keeps the order they were written in, beside other logger lines too: flush() and flushSync() first take the lines still batched', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'request-logger-'));
     try {
       const file = join(dir, 'out.log');
@@ -144,7 +144,24 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
         .map((l) => JSON.parse(l) as Record<string, unknown>);
       const ids = lines.filter((l) => l.msg === 'request').map((l) => l.requestId);
       expect(ids).toEqual(['r-0', 'r-1', 'r-2', 'r-3', 'r-4', 'r-5']);
-      expect(lines.some((l) => l.msg === 'between')).toBe(true);
+      // Another logger line written between request lines lands between them in the output too.
+      expect(lines.map((l) => (l.msg === 'request' ? l.requestId : l.msg))).toEqual([
+        'r-0',
+        'r-1',
+        'r-2',
+        'r-3',
+        'r-4',
+        'between',
+        'r-5',
+      ]);
+      // Two request loggers on one logger (the request path's and the upgrade path's): one order between them too.
+      const other = createRequestLogger(logger);
+      log({ requestId: 'x-0' }, false);
+      other({ requestId: 'x-1' }, false);
+      log({ requestId: 'x-2' }, false);
+      (destination as unknown as { flushSync(): void }).flushSync();
+      const both = readFileSync(file, 'utf8').trim().split('\n').slice(-3);
+      expect(both.map((l) => (JSON.parse(l) as { requestId: string }).requestId)).toEqual(['x-0', 'x-1', 'x-2']);
       // Past the batch size the lines go out without a flush.
       const many = Array.from({ length: 400 }, (_, i) => `m-${i}`);
       for (const id of many) log({ requestId: id, route: '/api/v3/viewer/accounts', clientIp: '127.0.0.1' }, false);
