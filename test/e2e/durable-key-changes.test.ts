@@ -106,7 +106,7 @@ describe('durable key changes: a lagging replica, then the master is killed', ()
       const [durable, asBefore] = apis as [ManagementClient, ManagementClient];
       const create = async () => {
         const r = await durable.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
-        expect(r.status).toBe(201);
+        expect(r.status, errorOf(r)).toBe(201);
         return r.json() as Key;
       };
       const steady = await create();
