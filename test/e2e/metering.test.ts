@@ -54,6 +54,13 @@ describe('metering across two instances: route cost, owner budgets, failed-authe
     send(gate.url, path, { headers: bearer(t), from });
   const forwarded = (apiKey: string) =>
     pair.upstream.received.filter((r) => r.headers['x-api-key-id'] === `id-${apiKey}`).length;
+  /**
+   * The other instance hears of a block through the `ip-blocks` channel (ip-budget.ts), a message that can
+   * arrive a moment after the refusal that spent the last unit was answered. Wait until it has: a request
+   * without a token from `ip` is refused 429 ip_blocked there (before that, 401, which only spends more).
+   */
+  const heardBlock = (gate: RunningKeygate, ip: string) =>
+    expect.poll(async () => (await send(gate.url, ACCOUNTS_PATH, { from: ip })).status, { timeout: 10_000 }).toBe(429);
   const expectTooMany = (r: Reply) => {
     expect(r.status).toBe(429);
     expect(r.json()).toEqual(TOO_MANY);
@@ -115,6 +122,7 @@ describe('metering across two instances: route cost, owner budgets, failed-authe
       expect(r.json()).toMatchObject({ code: 40106 });
     }
     const before = pair.upstream.received.length;
+    await heardBlock(pair.b, '127.0.0.21');
     const blocked = await call(pair.b, ACCOUNTS_PATH, token('good', SECRET), '127.0.0.21');
     expectTooMany(blocked);
     expect(Number(blocked.headers['retry-after'])).toBeGreaterThan(300); // one failure back per 6 min
@@ -133,6 +141,7 @@ describe('metering across two instances: route cost, owner budgets, failed-authe
       expect(probe.json()).toMatchObject({ code: 10013 });
     }
     expect((await send(pair.a.url, ACCOUNTS_PATH, { from: '127.0.0.31' })).status).toBe(401); // 40004: the tenth
+    await heardBlock(pair.b, '127.0.0.31');
     expectTooMany(await call(pair.b, ACCOUNTS_PATH, token('good', SECRET), '127.0.0.31'));
     expectTooMany(await call(pair.a, ACCOUNTS_PATH, token('good', SECRET), '127.0.0.31'));
   });
