@@ -164,9 +164,9 @@ export function createForwardAuthMode(
       res.end();
     },
 
-    pass(args, done) {
+    pass(args) {
       mode.allow(args.res, args.log.keyId, args.log.requestId, args.keyOwner, args.responseHeaders, args.assertion);
-      done(ALLOWED);
+      args.passed(ALLOWED);
     },
 
     allow(res, keyId, requestId, owner, rateHeaders, assertion) {

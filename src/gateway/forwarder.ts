@@ -1,13 +1,11 @@
 // Tested in test/e2e/forwarding.test.ts, test/e2e/create-gateway.test.ts, test/adversarial/upstream-faults.test.ts.
-import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
-import type { BodyFraming } from '../pipeline/forward-headers.js';
-import { UpstreamExchange, type ExchangeShared, type ForwardDone } from './upstream-exchange.js';
+import { UpstreamExchange, type ExchangeShared, type ForwardRequest } from './upstream-exchange.js';
 import { createUpstreamFailureLog } from './upstream-failure-log.js';
 
-export type { ForwardDone, ForwardOutcome } from './upstream-exchange.js';
+export type { ForwardOutcome, ForwardRequest } from './upstream-exchange.js';
 
 export interface ForwarderOptions {
   readonly upstream: URL;
@@ -21,23 +19,13 @@ export interface ForwarderOptions {
   readonly bodyRateGraceMs: number;
 }
 
-export interface ForwardRequest {
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  /** The checked request target, sent byte for byte. */
-  readonly path: string;
-  readonly headers: string[];
-  readonly body: BodyFraming;
-  /** The whole body, already read (a body bound by body_sha256): sent with its exact length instead of streaming `req`. */
-  readonly bytes?: Buffer | undefined;
-  /** Added to the response when the upstream sends no X-Request-Id. */
-  readonly requestId: string;
-  /** Keygate's own response headers (RateLimit), appended after the upstream's: [name, value, …]. */
-  readonly responseHeaders?: readonly string[] | undefined;
-}
-
 export interface Forwarder {
-  forward(request: ForwardRequest, done: ForwardDone): void;
+  /**
+   * Forwards the request as checked: its target byte for byte, its upstream head, and its body streamed
+   * from `req`, or `bytes` when the body was already read whole (a body bound by body_sha256), sent
+   * with its exact length. `request.passed` is called once with the outcome.
+   */
+  forward(request: ForwardRequest, bytes: Buffer | undefined): void;
   close(): Promise<void>;
 }
 
@@ -85,8 +73,10 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
   sweeper.unref();
 
   return {
-    forward({ req, res, path, headers, body, bytes, requestId, responseHeaders }, done) {
-      const exchange = new UpstreamExchange(shared, req, res, requestId, done, responseHeaders);
+    forward(request, bytes) {
+      const exchange = new UpstreamExchange(shared, request);
+      const { req } = request;
+      const { headers, body } = request.head;
       // Bytes read whole are sent with their length (a chunked request's bytes too: the same bytes, framed by length).
       if (bytes !== undefined) headers.push('content-length', String(bytes.length));
       else if (typeof body === 'number') headers.push('content-length', String(body));
@@ -94,7 +84,8 @@ export function createForwarder(options: ForwarderOptions, deps: { logger: Logge
         {
           origin: options.upstream.origin,
           method: req.method as Dispatcher.HttpMethod,
-          path,
+          // The checked request target, sent byte for byte.
+          path: req.url as string,
           headers,
           // No body: undici writes no framing. A length: undici checks the bytes sent against it. Chunked: no length given.
           body: bytes ?? (body === 'none' || body === 0 ? null : req),

@@ -36,10 +36,12 @@ export interface PassArgs {
   readonly ip: string | undefined;
   /** The authenticated key's record; none on a public route. */
   readonly keyRecord: KeyRecord | undefined;
+  /**
+   * Called once per pass with what became of it; `upstreamMs` only when something was forwarded. A
+   * method of the request's own object (never a closure made per request).
+   */
+  passed(outcome: ForwardOutcome, upstreamMs?: number): void;
 }
-
-/** Called once per pass with what became of it; `upstreamMs` only when something was forwarded. */
-export type PassDone = (outcome: ForwardOutcome, upstreamMs?: number) => void;
 
 /**
  * Everything that differs between proxy and forward-auth mode, chosen once when
@@ -55,8 +57,8 @@ export interface GatewayMode {
   original(req: IncomingMessage, peerTrusted: boolean): OriginalRequest | Denial;
   /** Built before authentication (a refusal here burns no nonce): what would go upstream. */
   upstreamHead(raw: string[], peerIp: string, peerTrusted: boolean, requestId: string): UpstreamHead | Denial;
-  /** Every check passed: forward, or tell the asking proxy. */
-  pass(args: PassArgs, done: PassDone): void;
+  /** Every check passed: forward, or tell the asking proxy; then `args.passed` with the outcome. */
+  pass(args: PassArgs): void;
   /**
    * GET/HEAD /api/v3/time while the policy serves it: proxy mode writes the answer; forward-auth
    * writes it too, or, where the asking proxy relays only refusals (nginx), defers it to the render step.

@@ -5,7 +5,6 @@ import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
 import { declaredTooLarge, readBoundBody } from './bound-body.js';
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
-import { roundMs } from '../observe/request-record.js';
 import { writeTime } from './time-endpoint.js';
 
 const NO_HEADERS: readonly string[] = Object.freeze([]);
@@ -48,42 +47,30 @@ export function createProxyMode(
     upstreamHead: (raw, peerIp, peerTrusted, requestId) => forwardHeaders(raw, { peerIp, peerTrusted, requestId }),
     serveTime: (res, nowNs, requestId) => writeTime(res, nowNs, requestId, NO_HEADERS),
     refusing: () => undefined,
-    pass({ req, res, log, head, expectContinue, keyOwner, assertion, responseHeaders, bodySha256 }, done) {
-      const { requestId, keyId } = log;
+    // The pass reads the request's own object (its Walk) in place and the forwarder reports back through
+    // its `passed` method: no argument object and no callback closure per request.
+    pass(args) {
+      const { req, res, log, head, expectContinue, keyOwner, assertion, bodySha256 } = args;
+      const keyId = log.keyId;
       if (keyId !== undefined) head.headers.push(KEY_ID_HEADER, keyId);
       if (keyOwner !== undefined) head.headers.push(KEY_OWNER_HEADER, keyOwner);
       if (assertion !== undefined) head.headers.push(ASSERTION_HEADER, assertion);
-      const forward = (bytes: Buffer | undefined) => {
-        const sent = performance.now();
-        forwarder.forward(
-          {
-            req,
-            res,
-            path: req.url as string,
-            headers: head.headers,
-            body: head.body,
-            bytes,
-            requestId,
-            responseHeaders,
-          },
-          (outcome) => done(outcome, roundMs(performance.now() - sent)),
-        );
-      };
       // Nothing to read first (no body_sha256; authentication already checked a bodiless one).
       if (bodySha256 === undefined || head.body === 'none' || head.body === 0) {
         // Only a request about to be forwarded is told to send its body (see the checkContinue listener).
         if (expectContinue) res.writeContinue();
-        return forward(undefined);
+        return forwarder.forward(args, undefined);
       }
       // Declared too large: refused before the client is asked for it.
-      if (declaredTooLarge(head.body, options.boundBodyMaxBytes)) return done({ reason: 'bound_body_too_large' });
+      if (declaredTooLarge(head.body, options.boundBodyMaxBytes))
+        return args.passed({ reason: 'bound_body_too_large' });
       if (expectContinue) res.writeContinue();
       readBoundBody(req, bodyLimits, (body) => {
         // The client went away (or KEYGATE_REQUEST_TIMEOUT_MS cut it): nobody to answer; recorded as aborted.
-        if (!body.ok) return body.reason === 'aborted' ? void res.destroy() : done({ reason: body.reason });
+        if (!body.ok) return body.reason === 'aborted' ? void res.destroy() : args.passed({ reason: body.reason });
         // The nonce was admitted (authenticate.ts): it stays used, and nothing is forwarded.
-        if (body.sha256 !== bodySha256) return done({ reason: 'binding_mismatch' });
-        forward(body.bytes);
+        if (body.sha256 !== bodySha256) return args.passed({ reason: 'binding_mismatch' });
+        forwarder.forward(args, body.bytes);
       });
     },
   };

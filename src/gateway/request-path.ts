@@ -23,6 +23,7 @@ import { allowedHeaders } from './rate-limit-headers.js';
 import { renderRawError } from './render.js';
 import { createRefuser } from './refuser.js';
 import { compileRequestPlan } from './request-plan.js';
+import type { ForwardOutcome } from './upstream-exchange.js';
 import { Walk } from './walk.js';
 
 /**
@@ -93,7 +94,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       // Node parses pipelined requests before the answer to an earlier one is written. Once
       // Keygate has answered "Connection: close" on this socket, what follows is never served.
       if (closing.has(req.socket)) return void res.destroy();
-      walk(new Walk(req, res, log, started, expectContinue, planOf(deps.policy())));
+      walk(new Walk(req, res, log, started, expectContinue, planOf(deps.policy()), passed));
     } catch (err) {
       internalError(res, log, err);
     }
@@ -263,21 +264,26 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
    * is signed here, once for both modes, over the request as checked (and as forwarded): its method and target.
    */
   function pass(w: Walk, outcome: typeof OK | typeof PUBLIC) {
-    const { res, log } = w;
     if (deps.assertion !== undefined && w.keyRecord !== undefined) {
       const target = (w.asked as OriginalRequest).url as string;
-      w.assertion = deps.assertion.sign(w.keyRecord, { requestId: log.requestId, method: w.method, target });
+      w.assertion = deps.assertion.sign(w.keyRecord, { requestId: w.log.requestId, method: w.method, target });
     }
-    mode.pass(w, (result, upstreamMs) => {
-      if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
-      if ('status' in result) {
-        log.code = outcome;
-        log.status = result.status;
-      } else {
-        if (result.cause !== undefined) log.upstreamCause = result.cause;
-        refuse(res, log, deny(result.reason));
-      }
-    });
+    w.passCode = outcome;
+    // The mode reports back through `w.passed`, which hands the walk to `passed` below.
+    mode.pass(w);
+  }
+
+  /** What became of a pass (the mode calls it once, through the walk): recorded, or refused with the reason. */
+  function passed(w: Walk, result: ForwardOutcome, upstreamMs: number | undefined) {
+    const log = w.log;
+    if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
+    if ('status' in result) {
+      log.code = w.passCode;
+      log.status = result.status;
+    } else {
+      if (result.cause !== undefined) log.upstreamCause = result.cause;
+      refuse(w.res, log, deny(result.reason));
+    }
   }
 
   return {

@@ -29,8 +29,8 @@ export function responseHead(raw: readonly Buffer[], requestId: string, status =
   let connection: string | undefined;
   let hasRequestId = false;
   for (let i = 0; i < raw.length; i += 2) {
-    const name = (raw[i] as Buffer).toString('latin1');
-    const value = (raw[i + 1] as Buffer).toString('latin1');
+    const name = latin1(raw[i] as Buffer);
+    const value = latin1(raw[i + 1] as Buffer);
     // Only names up to 17 characters can be in the set or be X-Request-Id.
     const lower = name.length <= 17 ? name.toLowerCase() : name;
     if (HOP_BY_HOP.has(lower) || (status === 204 && lower === 'content-length')) {
@@ -43,6 +43,38 @@ export function responseHead(raw: readonly Buffer[], requestId: string, status =
   if (connection !== undefined) dropNamed(out, connection);
   if (!hasRequestId) out.push('x-request-id', requestId);
   return out;
+}
+
+/** Header names and values up to this many bytes are looked up in the table below. */
+const INTERNED_MAX = 64;
+/** A power of two. */
+const INTERNED_SLOTS = 256;
+/**
+ * Header strings by their bytes. An upstream's names and most of its values repeat from one response
+ * to the next (Content-Type, Content-Length, Connection, Keep-Alive, and Date within its second), so a
+ * response reuses the string the last equal bytes made instead of decoding a new one per header. A
+ * string is handed out only when its bytes equal the header's exactly; a slot holds the latest
+ * string hashed there. Process-wide and bounded (256 strings of at most 64 characters): it holds
+ * nothing but header text, which every response of every request may share.
+ */
+const interned: (string | undefined)[] = new Array<string | undefined>(INTERNED_SLOTS).fill(undefined);
+
+/** The header's bytes as a latin1 string (what undici's raw headers are), from the table when it has them. */
+function latin1(bytes: Buffer): string {
+  const n = bytes.length;
+  if (n === 0 || n > INTERNED_MAX) return bytes.toString('latin1');
+  let h = n;
+  for (let i = 0; i < n; i++) h = (Math.imul(h, 31) + (bytes[i] as number)) | 0;
+  const slot = h & (INTERNED_SLOTS - 1);
+  const known = interned[slot];
+  if (known !== undefined && known.length === n) {
+    let i = 0;
+    while (i < n && known.charCodeAt(i) === bytes[i]) i++;
+    if (i === n) return known;
+  }
+  const fresh = bytes.toString('latin1');
+  interned[slot] = fresh;
+  return fresh;
 }
 
 /** Removes, in place, every header the upstream named in Connection (other than the fixed hop-by-hop set, already gone). */

@@ -13,7 +13,7 @@ import type { StreamMetrics } from '../observe/stream-metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
 import type { Policy } from '../policy/policy.js';
-import type { GatewayMode, OriginalRequest, PassArgs, PassDone } from './gateway-mode.js';
+import type { GatewayMode, OriginalRequest, PassArgs } from './gateway-mode.js';
 import type { Forwarder } from './forwarder.js';
 import { boundBodyOptions, createProxyMode } from './proxy-mode.js';
 import { createRequestPath } from './request-path.js';
@@ -93,12 +93,12 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       streamMetrics.refused(code);
       return undefined;
     },
-    pass: (args, done) => pass(args, done),
+    pass: (args) => pass(args),
   };
   const path = createRequestPath(limits, options.rateLimitHeaders, { ...deps, mode });
 
-  function pass(args: PassArgs, done: PassDone) {
-    if (!isWebSocket(args.req.rawHeaders)) return plain.pass(args, done);
+  function pass(args: PassArgs) {
+    if (!isWebSocket(args.req.rawHeaders)) return plain.pass(args);
     const { req, res, log, head, keyOwner, assertion, route, keyRecord } = args;
     const handshake = handshakes.get(req);
     const request = handshake && checkUpgradeRequest(req.rawHeaders);
@@ -111,9 +111,9 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       req.method !== 'GET' ||
       req.httpVersion !== '1.1'
     )
-      return done({ reason: 'upgrade_not_allowed' });
+      return args.passed({ reason: 'upgrade_not_allowed' });
     const reserved = streams.reserve(keyRecord.apiKey);
-    if (reserved === undefined) return done({ reason: 'streams_limited' });
+    if (reserved === undefined) return args.passed({ reason: 'streams_limited' });
     const slot = reserved;
     const headers = head.headers;
     headers.push('Sec-WebSocket-Key', request.key, 'Sec-WebSocket-Version', '13');
@@ -161,7 +161,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       res.off('close', clientGone);
       up.destroy();
       slot.release();
-      done(
+      args.passed(
         { reason: reason ?? (cause === 'timeout' ? 'upstream_timeout' : 'upstream_error'), cause },
         roundMs(performance.now() - sent),
       );
@@ -175,7 +175,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       up.removeAllListeners('close');
       up.removeAllListeners('error');
       up.pause();
-      done({ status: 101 }, roundMs(performance.now() - sent));
+      args.passed({ status: 101 }, roundMs(performance.now() - sent));
       answer.push('X-Request-Id', log.requestId);
       if (args.responseHeaders) answer.push(...args.responseHeaders);
       // The 101 goes out through the response, so the request is recorded (and leaves the in-flight

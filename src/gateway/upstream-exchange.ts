@@ -3,6 +3,8 @@ import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
 import type { Reason } from '../errors.js';
 import type { UpstreamCause } from '../observe/metrics.js';
+import { roundMs } from '../observe/request-record.js';
+import type { UpstreamHead } from '../pipeline/forward-headers.js';
 import { hasNoContent, responseHead } from './response-head.js';
 import type { UpstreamFailureLog } from './upstream-failure-log.js';
 
@@ -12,8 +14,26 @@ import type { UpstreamFailureLog } from './upstream-failure-log.js';
  */
 export type ForwardOutcome =
   { readonly status: number } | { readonly reason: Reason; readonly cause?: UpstreamCause | undefined };
-/** Called exactly once per forwarded request, before anything is written to the client for it. */
-export type ForwardDone = (outcome: ForwardOutcome) => void;
+
+/**
+ * One request to forward: the request path's own per-request object (its Walk), read in place, so
+ * forwarding builds no argument object and no callback closure per request.
+ */
+export interface ForwardRequest {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** The upstream head as built (forward-headers.ts): header list and body framing. */
+  readonly head: UpstreamHead;
+  /** The request's id: added to the response when the upstream sends no X-Request-Id. */
+  readonly log: { readonly requestId: string };
+  /** Keygate's own response headers (RateLimit), appended after the upstream's: [name, value, …]. */
+  readonly responseHeaders: readonly string[] | undefined;
+  /**
+   * Called exactly once per forwarded request, before anything is written to the client for it, with
+   * the time from handing it to the forwarder until then.
+   */
+  passed(outcome: ForwardOutcome, upstreamMs?: number): void;
+}
 
 /** What every exchange of one forwarder shares: the sets its sweeper walks, the body-rate bound, the logger. */
 export interface ExchangeShared {
@@ -48,14 +68,16 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   /** The client's response was ended at its head (no content): what undici says after that is not the client's business. */
   private endedAtHead = false;
 
+  private readonly req: IncomingMessage;
+  private readonly res: ServerResponse;
+
   constructor(
     private readonly shared: ExchangeShared,
-    private readonly req: IncomingMessage,
-    private readonly res: ServerResponse,
-    private readonly requestId: string,
-    private readonly done: ForwardDone,
-    private readonly extraHeaders: readonly string[] | undefined,
+    private readonly request: ForwardRequest,
   ) {
+    const { req, res } = request;
+    this.req = req;
+    this.res = res;
     shared.waiting.add(this);
     // One listener function for every exchange (never a closure per request): the exchange rides on
     // its request and response under a symbol no other code reads.
@@ -120,7 +142,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
   private settle(outcome: ForwardOutcome) {
     if (this.answered) return;
     this.answered = true;
-    this.done(outcome);
+    this.request.passed(outcome, roundMs(performance.now() - this.queuedAt));
   }
 
   onConnect(abort: (err?: Error) => void) {
@@ -138,8 +160,9 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       return false;
     }
     if (status > 599 || !STATUS_TEXT.test(statusText)) return this.badResponse();
-    const head = responseHead(raw, this.requestId, status);
-    if (this.extraHeaders) head.push(...this.extraHeaders);
+    const head = responseHead(raw, this.request.log.requestId, status);
+    const extra = this.request.responseHeaders;
+    if (extra) head.push(...extra);
     try {
       res.writeHead(status, statusText || undefined, head);
     } catch {
@@ -168,18 +191,19 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     // with its end leaves in one write (res.end(chunk)) instead of two; a streamed body is
     // never delayed past the tick its bytes arrived in.
     if (this.held !== undefined) this.res.write(this.held);
-    else queueMicrotask(this.flush);
+    else if (toFlush.push(this) === 1) queueMicrotask(flushHeld);
     this.held = chunk;
     if (!this.res.writableNeedDrain) return true;
     this.res.once('drain', this.resumeFn as () => void);
     return false;
   }
 
-  private readonly flush = () => {
+  /** The chunk still held at the end of the tick it arrived in goes out (see onData). */
+  flush() {
     const held = this.held;
     this.held = undefined;
     if (held !== undefined && !this.res.writableEnded) this.res.write(held);
-  };
+  }
 
   onComplete() {
     if (this.endedAtHead) return;
@@ -205,6 +229,17 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
 }
 
 function noop() {}
+
+/** Exchanges holding a chunk this tick: one microtask flushes them all (no closure per exchange). */
+const toFlush: UpstreamExchange[] = [];
+function flushHeld() {
+  // Walked by index, so one added meanwhile is flushed too; emptied whatever a write does.
+  try {
+    for (let i = 0; i < toFlush.length; i++) (toFlush[i] as UpstreamExchange).flush();
+  } finally {
+    toFlush.length = 0;
+  }
+}
 
 const EXCHANGE = Symbol('upstreamExchange');
 type Carrier = { [EXCHANGE]?: UpstreamExchange };

@@ -1,5 +1,6 @@
 // Tested in test/adversarial/request-path.test.ts.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { PUBLIC, type OK } from '../observe/metrics.js';
 import type { RequestLog } from '../observe/request-record.js';
 import type { Methods } from '../pipeline/check-override.js';
 import type { Target } from '../pipeline/check-target.js';
@@ -7,6 +8,7 @@ import type { UpstreamHead } from '../pipeline/forward-headers.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import type { RouteMatch } from '../policy/routes.js';
 import type { OriginalRequest, PassArgs } from './gateway-mode.js';
+import type { ForwardOutcome } from './upstream-exchange.js';
 import type { RequestPlan } from './request-plan.js';
 
 /** Replaced by buildUpstreamHead before any pass; frozen, so a step out of order throws (500) rather than forwards. */
@@ -44,6 +46,8 @@ export class Walk implements PassArgs {
   bodySha256: string | undefined = undefined;
   /** Keygate's own response headers (RateLimit) for a pass, [name, value, …]. */
   responseHeaders: readonly string[] | undefined = undefined;
+  /** Public or authenticated: what a pass is recorded as (set by the request path's `pass`). */
+  passCode: typeof OK | typeof PUBLIC = PUBLIC;
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,
@@ -52,5 +56,11 @@ export class Walk implements PassArgs {
     readonly expectContinue: boolean,
     /** The policy in force when the request arrived, as compiled for the path (request-plan.ts). */
     readonly plan: RequestPlan,
+    /** What became of a pass: one function for every request of the path, given the walk (no closure per request). */
+    private readonly afterPass: (w: Walk, outcome: ForwardOutcome, upstreamMs: number | undefined) => void,
   ) {}
+
+  passed(outcome: ForwardOutcome, upstreamMs?: number): void {
+    this.afterPass(this, outcome, upstreamMs);
+  }
 }

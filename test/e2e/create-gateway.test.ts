@@ -66,9 +66,9 @@ describe('create-gateway: one error boundary, one outcome', () => {
       { logger, clock },
     );
     forwarder = {
-      forward(request, done) {
+      forward(request, bytes) {
         if (boom.mode === 'forward') throw new Error('forwarder exploded');
-        inner.forward(request, done);
+        inner.forward(request, bytes);
       },
       close: () => inner.close(),
     };

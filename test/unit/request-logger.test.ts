@@ -172,4 +172,36 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it('writes what pino writes, whichever path a line takes (written into the batch, or built as a string)', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'request-logger-'));
+    try {
+      const file = join(dir, 'out.log');
+      const destination = boundedDestination({ fd: openSync(file, 'w') });
+      const log = createRequestLogger(createLogger({ level: 'info' }, destination));
+      const pinoSide = capture();
+      const lines: Array<Record<string, unknown>> = [
+        { requestId: 'r-1', method: 'GET', code: 'ok', status: 200, authMs: 0.052, upstreamMs: 12.5, durationMs: 0 },
+        { requestId: 'r-2', code: 40106, status: -1, authMs: 1e21, upstreamMs: Number.NaN, durationMs: Infinity },
+        { requestId: 'r-3', aborted: true, parserError: 'HPE_INVALID_METHOD', status: 9_007_199_254_740_991 },
+        { requestId: 'r-4', route: '/api/v3/x\n"y"', clientIp: 'é', keyId: 'key_\u2028' },
+        { requestId: 'r-5', route: `/api/v3/${'a'.repeat(20_000)}`, authMs: -0 },
+        { requestId: 'r-6', method: 'DEL\u007f', aborted: false, code: 50000 },
+      ];
+      // Enough plain lines between them that batches fill and are handed over mid-way.
+      for (let round = 0; round < 60; round++)
+        for (const line of lines) {
+          const numbered = { ...line, requestId: `${line.requestId as string}-${round}` };
+          log(numbered, false);
+          pinoSide.logger.info(numbered, 'request');
+        }
+      (destination as unknown as { flushSync(): void }).flushSync();
+      const written = readFileSync(file, 'utf8').split('\n');
+      expect(written.pop()).toBe('');
+      expect(written).toHaveLength(pinoSide.lines.length);
+      written.forEach((line, i) => expect(withoutTime(line)).toEqual(withoutTime(pinoSide.lines[i]!)));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
