@@ -33,9 +33,13 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
   const closing = new WeakSet<Socket>();
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false {
+    return refuseAs(res, log, decision, res.req.complete);
+  }
+
+  function refuseAs(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited, complete: boolean): false {
     // A refused request whose body has not all arrived: close rather than read the rest,
     // so nothing after our answer is parsed from it.
-    if (!res.req.complete) res.setHeader('connection', 'close');
+    if (!complete) res.setHeader('connection', 'close');
     if (res.getHeader('connection') === 'close') closing.add(res.req.socket);
     log.code = decision.code;
     log.reason = decision.reason;
@@ -55,15 +59,23 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
   }
 
   function refuseBlocked(res: ServerResponse, log: RequestLog, limit: CompiledLimit, blockedMs: number): false {
+    // Refused from the request listener itself, where Node has not yet marked even a bodiless request
+    // complete (it does so right after): one with no body framing has nothing more to read, so its
+    // connection stays open, as it would for the same refusal answered a tick later.
+    const { req } = res;
+    const complete =
+      req.complete ||
+      (req.headers['transfer-encoding'] === undefined &&
+        (req.headers['content-length'] === undefined || req.headers['content-length'] === '0'));
     const status = mode.refusing(res, 10429);
-    if (status !== undefined || !res.req.complete) {
+    if (status !== undefined || !complete) {
       // An asking proxy that forces a status (forward-auth), or a body still arriving: the general path.
       const us = blockedMs * 1_000;
       const decision: IpBlocked = {
         ...deny('ip_blocked'),
         rate: { limits: [limit], states: [{ remaining: 0, resetUs: us, retryAfterUs: us }] },
       };
-      return refuse(res, log, decision);
+      return refuseAs(res, log, decision, complete);
     }
     if (res.getHeader('connection') === 'close') closing.add(res.req.socket);
     log.code = 10429;
