@@ -134,3 +134,52 @@ describe('a flood from a blocked IP', () => {
     );
   });
 });
+
+describe('a blocked IP behind a trusted proxy', () => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  const PROXY = '127.0.0.71';
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-flood-xff-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(
+      policy,
+      [
+        'routes:',
+        `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
+        `trustedProxies: [${PROXY}/32]`,
+        'failedAuthLimit: { rate: 1/h, burst: 2 }',
+        '',
+      ].join('\n'),
+    );
+    upstream = await startRecordingUpstream();
+    gate = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'good', secret: SECRET, scopes: ['accounts:read'] })],
+      env: { KEYGATE_CONFIG: policy },
+    });
+  });
+  afterAll(async () => {
+    await gate?.close();
+    await upstream?.close();
+  });
+
+  const via = (client: string, secret: string) =>
+    send(gate.url, ACCOUNTS_PATH, {
+      headers: { ...bearer(token('good', secret)), 'x-forwarded-for': client },
+      from: PROXY,
+    });
+
+  it('is the first untrusted X-Forwarded-For hop: that client is blocked, another behind the same proxy is not', async () => {
+    expect((await via('198.51.100.7', FORGED)).status).toBe(401);
+    expect((await via('198.51.100.7', FORGED)).status).toBe(401);
+    const blocked = await via('198.51.100.7', SECRET);
+    expect(blocked.status).toBe(429);
+    expect(blocked.json()).toMatchObject({ code: 10429 });
+    expect((await via('198.51.100.8', SECRET)).status).toBe(200);
+    expect(upstream.received).toHaveLength(1);
+    const line = gate.logs.find((l) => l.includes('"reason":"ip_blocked"'));
+    expect(line).toContain('"clientIp":"198.51.100.7"');
+  });
+});
