@@ -183,3 +183,57 @@ describe('a blocked IP behind a trusted proxy', () => {
     expect(line).toContain('"clientIp":"198.51.100.7"');
   });
 });
+
+describe('a blocked IP in forward-auth mode (nginx auth_request)', () => {
+  let gate: RunningKeygate;
+  const NGINX = '127.0.0.81';
+
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-flood-fa-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(
+      policy,
+      [
+        'routes:',
+        `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
+        `trustedProxies: [${NGINX}/32]`,
+        'failedAuthLimit: { rate: 1/h, burst: 2 }',
+        '',
+      ].join('\n'),
+    );
+    gate = await startKeygate({
+      upstream: 'http://unused.invalid',
+      keys: [makeKey({ apiKey: 'good', secret: SECRET, scopes: ['accounts:read'] })],
+      env: { KEYGATE_MODE: 'forward-auth', KEYGATE_CONFIG: policy },
+    });
+  });
+  afterAll(async () => {
+    await gate?.close();
+  });
+
+  const check = (client: string, secret: string, extra: Record<string, string> = {}) =>
+    send(gate.url, '/', {
+      headers: {
+        ...bearer(token('good', secret)),
+        'x-original-method': 'GET',
+        'x-original-uri': ACCOUNTS_PATH,
+        'x-forwarded-for': client,
+        ...extra,
+      },
+      from: NGINX,
+    });
+
+  it('the check is refused as any request is, and a forced status carries the code for the render step', async () => {
+    expect((await check('198.51.100.9', FORGED)).status).toBe(401);
+    expect((await check('198.51.100.9', FORGED)).status).toBe(401);
+    const plain = await check('198.51.100.9', SECRET);
+    expect(plain.status).toBe(429);
+    expect(plain.json()).toMatchObject({ code: 10429 });
+    expect(Number(plain.headers['retry-after'])).toBeGreaterThan(3_500);
+    expect(plain.headers['ratelimit-policy']).toBe('"keygate-ip";q=2;w=7200');
+    const forced = await check('198.51.100.9', SECRET, { 'x-keygate-refusal-status': '403' });
+    expect([forced.status, forced.headers['x-keygate-code']]).toEqual([403, '10429']);
+    const other = await check('198.51.100.10', SECRET);
+    expect([other.status, other.headers['x-api-key-id']]).toEqual([200, 'id-good']);
+  });
+});
