@@ -5,7 +5,9 @@
 // checked: 401 40106) against this build with failedAuthLimit, whose budget the warm-up has spent
 // (every forged token is answered 429 ip_blocked before any of that). CPU per request from /proc at
 // a fixed offered rate, rounds alternating, as bench:ab measures. Run after `npm run build`:
-//   node scripts/bench-forged.mjs [--rate 1500] [--duration 5] [--rounds 4] [--pin]
+//   node scripts/bench-forged.mjs [--rate 1500] [--duration 5] [--rounds 4] [--pin] [--baseline DIR]
+// --baseline DIR adds a third target in the same rounds: DIR's build (another checkout, built) with
+// the spent budget, to compare a change to the blocked path before and after, side by side.
 // Each round's statuses are checked: the first target must answer 401 to every forged token, the
 // second 429 (ip_blocked) to every one, or the figures would compare something else.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -30,7 +32,7 @@ import {
   writeResult,
 } from './bench/lib.mjs';
 
-const USAGE = `Usage: node scripts/bench-forged.mjs [--rate N] [--duration S] [--rounds N] [--pin] [--log-level L] [--out FILE]`;
+const USAGE = `Usage: node scripts/bench-forged.mjs [--rate N] [--duration S] [--rounds N] [--pin] [--log-level L] [--baseline DIR] [--out FILE]`;
 const args = parseOptions(
   {
     rate: { type: 'string', default: '1500' },
@@ -38,6 +40,7 @@ const args = parseOptions(
     rounds: { type: 'string', default: '4' },
     pin: { type: 'boolean' },
     'log-level': { type: 'string', default: 'info' },
+    baseline: { type: 'string' },
     out: { type: 'string', default: join(root, 'bench-results', 'forged-latest.json') },
   },
   USAGE,
@@ -66,22 +69,27 @@ async function main() {
     );
     return file;
   };
+  const spentEnv = { KEYGATE_CONFIG: policy('spent', 'failedAuthLimit: { rate: 1/h, burst: 1 }\n') };
+  /** @type {Array<{ name: string, status: string, env: Record<string, string>, cwd?: string }>} */
   const targets = [
     { name: 'forged, no failedAuthLimit', status: '401', env: { KEYGATE_CONFIG: policy('today', '') } },
-    {
-      name: 'forged, IP budget spent',
-      status: '429',
-      env: { KEYGATE_CONFIG: policy('spent', 'failedAuthLimit: { rate: 1/h, burst: 1 }\n') },
-    },
+    { name: 'forged, IP budget spent', status: '429', env: spentEnv },
   ];
+  if (args.baseline) targets.push({ name: 'spent, baseline build', status: '429', env: spentEnv, cwd: args.baseline });
   /** @type {Array<{ name: string, url: string, pid: number, status: string }>} */
   const running = [];
   for (const [i, t] of targets.entries()) {
-    const kg = await startKeygate(children, `forged-${i}`, upstream.url, {
-      KEYGATE_REDIS_URL: redis.url,
-      KEYGATE_LOG_LEVEL: args['log-level'],
-      ...t.env,
-    });
+    const kg = await startKeygate(
+      children,
+      `forged-${i}`,
+      upstream.url,
+      {
+        KEYGATE_REDIS_URL: redis.url,
+        KEYGATE_LOG_LEVEL: args['log-level'],
+        ...t.env,
+      },
+      t.cwd,
+    );
     if (args.pin) pinToCpu(kg.pid, 1);
     running.push({ name: t.name, url: kg.url, pid: kg.pid, status: t.status });
   }
@@ -117,6 +125,16 @@ async function main() {
     (s, i) => s / (get(samples, running[0]?.name ?? '').cpuUsPerRequest[i] ?? NaN),
   );
   console.log(`per-round ratio spent/none: ${perRound.map((x) => x.toFixed(2)).join(' ')}`);
+  const baseline = running[2];
+  const perRoundBaseline = baseline
+    ? get(samples, baseline.name).cpuUsPerRequest.map(
+        (s, i) => s / (get(samples, running[0]?.name ?? '').cpuUsPerRequest[i] ?? NaN),
+      )
+    : [];
+  if (baseline)
+    console.log(
+      `baseline build, budget spent: ${med[baseline.name]?.toFixed(1)} us, ratio ${((med[baseline.name] ?? NaN) / (today ?? NaN)).toFixed(2)}; per round ${perRoundBaseline.map((x) => x.toFixed(2)).join(' ')}`,
+    );
   writeResult(args.out, {
     rate: RATE,
     duration: DURATION,
@@ -125,6 +143,7 @@ async function main() {
     logLevel: args['log-level'],
     median: med,
     perRoundRatio: perRound.map(round3),
+    ...(baseline && { baseline: args.baseline, perRoundRatioBaseline: perRoundBaseline.map(round3) }),
     samples,
     loadBefore,
     loadAfter: loadavg().map(round3),

@@ -13,6 +13,7 @@ import { createStreamRegistry } from './gateway/stream-registry.js';
 import { createReadiness, type NotReady } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createIpBudget } from './pipeline/ip-budget.js';
+import { createBlockedRequestLog } from './gateway/blocked-request-log.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
 import { loadKeysFileWithOwners } from './keys/keys-file.js';
@@ -221,6 +222,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     { inner: authenticateKey, store, clock, logger },
   );
   const authenticate = ipBudget.authenticate;
+  // A blocked IP is refused by the request path before anything else it reads; its refusals are summed up in the log.
+  const blockedLog = createBlockedRequestLog({}, { logger });
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
   const forwarder =
     config.upstream &&
@@ -249,6 +252,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
+    ipBlocks: { blockedMs: ipBudget.blockedMs, log: blockedLog },
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),
@@ -342,6 +346,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       keys.close();
       unsubscribe();
       ipBudget.close();
+      // Every response has closed: the refusals of blocked IPs not yet summed up in a line are, now.
+      blockedLog.flush();
       await store.close();
     },
   };

@@ -15,7 +15,7 @@ import { createForwardAuthMode } from './forward-auth-mode.js';
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode } from './gateway-mode.js';
 import { boundBodyOptions, createProxyMode } from './proxy-mode.js';
-import { createRequestPath } from './request-path.js';
+import { createRequestPath, type RequestPathDeps } from './request-path.js';
 import type { StreamMetrics } from '../observe/stream-metrics.js';
 import type { StreamRegistry } from './stream-registry.js';
 import { createUpgradePath } from './upgrade-path.js';
@@ -31,6 +31,8 @@ export interface GatewayDeps {
   readonly policy: () => Policy;
   /** Signs X-Keygate-Assertion (KEYGATE_ASSERTION_KEYS_FILE); absent = the assertion is off. */
   readonly assertion?: AssertionSigner;
+  /** Blocked client IPs (failedAuthLimit, issue 42): refused before the rest of the path (request-path.ts). */
+  readonly ipBlocks?: RequestPathDeps['ipBlocks'];
   /** WebSocket streams (proxy mode): the open streams by key and their metrics; absent = no 'upgrade' listener. */
   readonly streams?: { readonly registry: StreamRegistry; readonly metrics: StreamMetrics };
 }

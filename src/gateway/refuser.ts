@@ -5,15 +5,22 @@ import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
 import { deny, ERRORS, type Denial } from '../errors.js';
 import type { RequestLog } from '../observe/request-record.js';
-import type { RateLimited } from '../pipeline/authenticate.js';
+import type { IpBlocked, RateLimited } from '../pipeline/authenticate.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { GatewayMode } from './gateway-mode.js';
 import { limitedHeaders } from './rate-limit-headers.js';
-import { renderError } from './render.js';
+import { renderBlocked, renderError } from './render.js';
 import { SERVER_TIME_HEADER } from './time-endpoint.js';
 
 export interface Refuser {
   /** The one refusal path: the verdict noted on the log, adapted by the mode, rendered. Returns false ("answered"). */
   refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false;
+  /**
+   * 429 10429 `ip_blocked` (issue 42): the client IP's failed-authentication budget `limit` is empty for
+   * `blockedMs` more. The same answer as `refuse` with that budget's state, rendered in one prepared head
+   * in the common case (proxy mode, the request complete). Returns false ("answered").
+   */
+  refuseBlocked(res: ServerResponse, log: RequestLog, limit: CompiledLimit, blockedMs: number): false;
   /** The error boundary's answer: whatever threw is logged, the client gets 500 50000, the process serves on. */
   internalError(res: ServerResponse, log: RequestLog, err: unknown): void;
   /** Sockets on which Keygate answered "Connection: close": nothing more is served on them. */
@@ -26,9 +33,13 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
   const closing = new WeakSet<Socket>();
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false {
+    return refuseAs(res, log, decision, res.req.complete);
+  }
+
+  function refuseAs(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited, complete: boolean): false {
     // A refused request whose body has not all arrived: close rather than read the rest,
     // so nothing after our answer is parsed from it.
-    if (!res.req.complete) res.setHeader('connection', 'close');
+    if (!complete) res.setHeader('connection', 'close');
     if (res.getHeader('connection') === 'close') closing.add(res.req.socket);
     log.code = decision.code;
     log.reason = decision.reason;
@@ -47,6 +58,33 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
     return false;
   }
 
+  function refuseBlocked(res: ServerResponse, log: RequestLog, limit: CompiledLimit, blockedMs: number): false {
+    // Refused from the request listener itself, where Node has not yet marked even a bodiless request
+    // complete (it does so right after): one with no body framing has nothing more to read, so its
+    // connection stays open, as it would for the same refusal answered a tick later.
+    const { req } = res;
+    const complete =
+      req.complete ||
+      (req.headers['transfer-encoding'] === undefined &&
+        (req.headers['content-length'] === undefined || req.headers['content-length'] === '0'));
+    const status = mode.refusing(res, 10429);
+    if (status !== undefined || !complete) {
+      // An asking proxy that forces a status (forward-auth), or a body still arriving: the general path.
+      const us = blockedMs * 1_000;
+      const decision: IpBlocked = {
+        ...deny('ip_blocked'),
+        rate: { limits: [limit], states: [{ remaining: 0, resetUs: us, retryAfterUs: us }] },
+      };
+      return refuseAs(res, log, decision, complete);
+    }
+    if (res.getHeader('connection') === 'close') closing.add(res.req.socket);
+    log.code = 10429;
+    log.reason = 'ip_blocked';
+    // Whole seconds, rounded up, as limitedHeaders writes them (blockedMs > 0, so at least 1).
+    renderBlocked(res, log.requestId, limit, Math.ceil(blockedMs / 1_000));
+    return false;
+  }
+
   function internalError(res: ServerResponse, log: RequestLog, err: unknown) {
     logger.error({ err, requestId: log.requestId }, 'internal error while handling a request');
     try {
@@ -56,5 +94,5 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
     }
   }
 
-  return { refuse, internalError, closing };
+  return { refuse, refuseBlocked, internalError, closing };
 }

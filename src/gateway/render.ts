@@ -76,3 +76,42 @@ export function renderError(
   if (extraHeaders) for (const [k, v] of Object.entries(extraHeaders)) res.setHeader(k, v);
   res.end(body);
 }
+
+const BLOCKED_BODY = BODIES.get(10429) as Buffer;
+const BLOCKED_LENGTH = String(BLOCKED_BODY.length);
+
+/**
+ * The 429 10429 to a client IP whose failed-authentication budget is empty (issue 42), as renderError
+ * and limitedHeaders would write it for a proxy-mode refusal, in one head: only the request id and the
+ * seconds vary (Retry-After, and RateLimit's t, are the same whole seconds for one budget). For the
+ * flood it answers, no per-header setHeader and no header map: the pairs go to writeHead as they are.
+ */
+export function renderBlocked(
+  res: ServerResponse,
+  requestId: string,
+  limit: { readonly name: string; readonly policyHeader: string },
+  seconds: number,
+): void {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  const s = String(seconds);
+  res.writeHead(ERRORS[10429].status, [
+    'content-type',
+    'application/json',
+    'content-length',
+    BLOCKED_LENGTH,
+    'cache-control',
+    'no-store',
+    'x-request-id',
+    requestId,
+    'retry-after',
+    s,
+    'ratelimit-policy',
+    limit.policyHeader,
+    'ratelimit',
+    `"${limit.name}";r=0;t=${s}`,
+  ]);
+  res.end(BLOCKED_BODY);
+}

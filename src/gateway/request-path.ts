@@ -7,6 +7,7 @@ import type { Limits } from '../config/read-limits.js';
 import { deny, type Denial, type Reason } from '../errors.js';
 import { clientIp } from '../net/client-ip.js';
 import { ipAllowed, normalizeIp } from '../net/cidr.js';
+import { budgetPrefix } from '../net/ip-prefix.js';
 import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
@@ -19,6 +20,7 @@ import { checkHeaders } from '../pipeline/check-headers.js';
 import { TIME_PATH, type Policy } from '../policy/policy.js';
 import { StoreUnavailableError } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
+import type { BlockedRequestLog } from './blocked-request-log.js';
 import { allowedHeaders } from './rate-limit-headers.js';
 import { renderRawError } from './render.js';
 import { createRefuser } from './refuser.js';
@@ -35,6 +37,7 @@ import { Walk } from './walk.js';
 export const REQUEST_STEPS = Object.freeze([
   { name: 'admit', source: 'src/gateway/request-path.ts' },
   { name: 'screenHeaders', source: 'src/pipeline/check-headers.ts' },
+  { name: 'checkIpBudget', source: 'src/pipeline/ip-budget.ts' },
   { name: 'originalRequest', source: 'src/gateway/forward-auth-mode.ts' },
   { name: 'checkRequestTarget', source: 'src/pipeline/check-target.ts' },
   { name: 'serveTime', source: 'src/gateway/request-path.ts' },
@@ -57,6 +60,11 @@ export interface RequestPathDeps {
   readonly mode: GatewayMode;
   /** Signs X-Keygate-Assertion for each pass with a key; absent = the assertion is off. */
   readonly assertion?: AssertionSigner | undefined;
+  /**
+   * The failed-authentication budget per client IP (issue 42, policy failedAuthLimit): how long an IP is
+   * still blocked, and the log of its refusals (a summary per IP, not a line each). Absent = never blocked.
+   */
+  readonly ipBlocks?: { blockedMs(ip: string): number; readonly log: BlockedRequestLog } | undefined;
 }
 
 export interface RequestPath {
@@ -77,7 +85,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   const { metrics, mode } = deps;
   const recorder = createRequestRecorder(deps);
   const authSeconds = metrics.bound.authSeconds;
-  const { refuse, internalError, closing } = createRefuser(deps);
+  const { refuse, refuseBlocked, internalError, closing } = createRefuser(deps);
+  const { ipBlocks } = deps;
   /** The policy in force as a plan (request-plan.ts): compiled once per policy, at its first request. */
   let plan = compileRequestPlan(deps.policy());
   const planOf = (policy: Policy) => (policy === plan.policy ? plan : (plan = compileRequestPlan(policy)));
@@ -108,6 +117,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   function walk(w: Walk) {
     if (
       screenHeaders(w) &&
+      checkIpBudget(w) &&
       originalRequest(w) &&
       checkRequestTarget(w) &&
       serveTime(w) &&
@@ -128,9 +138,27 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     return refuse(w.res, w.log, screened);
   }
 
+  /**
+   * The client IP (the peer, or through trustedProxies the first untrusted X-Forwarded-For hop: nothing
+   * else of the request) and, while its failed-authentication budget is empty, 429 ip_blocked: before
+   * the target is parsed, a route matched or a token read, on every path. Only the first refusal of a
+   * run is its own request line; the rest are summed up per IP (blocked-request-log.ts).
+   */
+  function checkIpBudget(w: Walk): boolean {
+    w.peerTrusted = w.plan.trustedProxies !== null && ipAllowed(w.plan.trustedProxies, w.peer);
+    const xff = w.peerTrusted ? w.req.headers['x-forwarded-for'] : undefined;
+    w.ip = clientIp(w.peer, Array.isArray(xff) ? xff.join(', ') : xff, w.plan.trustedProxies);
+    const limit = w.plan.policy.failedAuthLimit;
+    if (limit === undefined || ipBlocks === undefined || w.ip === undefined) return true;
+    const blockedMs = ipBlocks.blockedMs(w.ip);
+    if (blockedMs <= 0) return true;
+    w.log.clientIp = w.ip;
+    if (!ipBlocks.log.note(budgetPrefix(w.ip))) recorder.unlogged(w.log);
+    return refuseBlocked(w.res, w.log, limit, blockedMs);
+  }
+
   /** The request to check: the one received, or (forward-auth) the one the asking proxy describes. */
   function originalRequest(w: Walk): boolean {
-    w.peerTrusted = w.plan.trustedProxies !== null && ipAllowed(w.plan.trustedProxies, w.peer);
     const asked = mode.original(w.req, w.peerTrusted);
     if (!asked.ok) return refuse(w.res, w.log, asked);
     w.log.method = asked.method;
@@ -204,8 +232,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   }
 
   function authenticate(w: Walk) {
-    const xff = w.peerTrusted ? w.req.headers['x-forwarded-for'] : undefined;
-    w.ip = w.log.clientIp = clientIp(w.peer, Array.isArray(xff) ? xff.join(', ') : xff, w.plan.trustedProxies);
+    w.log.clientIp = w.ip; // derived by checkIpBudget
     // The walk is the request's route (its cost) and client IP as the authenticator reads them (issue 42).
     deps.authenticate(w.req.rawHeaders, w).then(
       (authn) => authorized(w, authn),

@@ -36,6 +36,11 @@ export interface RequestRecorder {
   open(res: ServerResponse, requestId: string, method: string | undefined, started: number): RequestLog;
   /** Writes one outcome as its metrics and its log line (also for refusals with no response object). */
   record(log: RequestLog): void;
+  /**
+   * This request's outcome is counted in the metrics but gets no request line of its own: it is accounted
+   * for in a summary line instead (a blocked client IP's refusals, gateway/blocked-request-log.ts).
+   */
+  unlogged(log: RequestLog): void;
 }
 
 const LOG = Symbol('requestLog');
@@ -47,6 +52,7 @@ export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }
   const { metrics } = deps;
   const bound = metrics.bound;
   const requestLogger = createRequestLogger(deps.logger);
+  const summarised = new WeakSet<RequestLog>();
   // One 'close' listener for every response (never a closure per request): the request's log and start
   // time ride on the response itself, under a symbol no other code reads.
   function closed(this: ServerResponse) {
@@ -81,9 +87,10 @@ export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }
     }
     if (log.upstreamCause !== undefined) bound.upstreamErrors[log.upstreamCause].inc();
     // warn: Keygate answered an error code (a number; the outcome labels are strings) with a 5xx status.
+    if (summarised.has(log)) return;
     requestLogger(log, typeof log.code === 'number' && (log.status ?? 0) >= 500);
   };
-  return { open, record };
+  return { open, record, unlogged: (log) => void summarised.add(log) };
 }
 
 /** Milliseconds to three decimals, as logged. */

@@ -12,8 +12,11 @@ import type { Authenticator, IpBlocked, RateInfo } from './authenticate.js';
  *   - a refusal with one of SPENDING_CODES spends 1 from the IP's budget (IPv6: its /64) in the store,
  *     shared by every instance (Redis: one script on the IP's own slot, Redis's clock); the refusal is
  *     answered once the spend has been made, so the next request, on any instance, finds it spent;
- *   - while the budget is empty, every request from the IP that needs a key is refused with 429
- *     `ip_blocked` BEFORE anything else of authentication: no token parse, no key read, no signature.
+ *   - while the budget is empty, every request from the IP is refused with 429 `ip_blocked`: by the request
+ *     path's `checkIpBudget` step (gateway/request-path.ts, through `blockedMs`), right after the header
+ *     count is screened, before the target, route, upstream head or token are looked at. `authenticate`
+ *     checks again before anything of authentication (no token parse, no key read, no signature), for a
+ *     caller that reaches it without that step.
  *
  * The check is local, so an admitted request costs no extra round trip: each instance keeps a
  * blocked-until table, fed by its own spends' replies and by the blocks other instances announce

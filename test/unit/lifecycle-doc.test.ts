@@ -51,7 +51,8 @@ describe('docs/reference/lifecycle.md and the request path', () => {
     const body = /function walk\(w: Walk\) \{([\s\S]*?)\n {2}\}/.exec(source)?.[1] ?? '';
     const called = REQUEST_STEPS.map((s) => s.name).filter((name) => body.includes(`${name}(`));
     // admit calls walk; authorizeKey and pass follow authenticate once the store answers.
-    expect(called).toEqual(REQUEST_STEPS.map((s) => s.name).slice(1, 10));
+    const names = REQUEST_STEPS.map((s) => s.name);
+    expect(called).toEqual(names.slice(1, names.indexOf('authenticate') + 1));
     const at = called.map((name) => body.indexOf(`${name}(`));
     expect(at).toEqual([...at].sort((a, b) => a - b));
   });
