@@ -252,7 +252,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ipBlocks: { blockedMs: ipBudget.blockedMs, log: blockedLog },
+    ipBlocks: { blockedMs: ipBudget.blockedMs, spendAfterAdmit: ipBudget.spendAfterAdmit, log: blockedLog },
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),

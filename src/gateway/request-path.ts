@@ -64,7 +64,14 @@ export interface RequestPathDeps {
    * The failed-authentication budget per client IP (issue 42, policy failedAuthLimit): how long an IP is
    * still blocked, and the log of its refusals (a summary per IP, not a line each). Absent = never blocked.
    */
-  readonly ipBlocks?: { blockedMs(ip: string): number; readonly log: BlockedRequestLog } | undefined;
+  readonly ipBlocks?:
+    | {
+        blockedMs(ip: string): number;
+        /** A 40106 found after the admit (binding_mismatch on the body) spends from the IP's budget too. */
+        spendAfterAdmit?(ip: string): Promise<void>;
+        readonly log: BlockedRequestLog;
+      }
+    | undefined;
 }
 
 export interface RequestPath {
@@ -309,7 +316,15 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       log.status = result.status;
     } else {
       if (result.cause !== undefined) log.upstreamCause = result.cause;
-      refuse(w.res, log, deny(result.reason));
+      const denial = deny(result.reason);
+      // Issue 42: every 40106 spends from the client IP's failed-authentication budget, this one too
+      // (a body that does not match body_sha256 is found only once the body has been read).
+      const spend = ipBlocks?.spendAfterAdmit;
+      if (result.reason === 'binding_mismatch' && spend !== undefined && w.ip !== undefined)
+        return void spend(w.ip)
+          .then(() => refuse(w.res, log, denial))
+          .catch((err: unknown) => internalError(w.res, log, err));
+      refuse(w.res, log, denial);
     }
   }
 

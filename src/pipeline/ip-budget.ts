@@ -31,6 +31,11 @@ export const MAX_BLOCKED = 100_000;
 export interface IpBudget {
   /** How long `ip` is still blocked on this instance, in ms (0: not blocked). */
   blockedMs(ip: string): number;
+  /**
+   * Spends 1 for a refusal found after authentication (a bound body that does not match its token's
+   * body_sha256, issue 43): resolves once spent, so the refusal is answered after it as the others are.
+   */
+  spendAfterAdmit(ip: string): Promise<void>;
   readonly authenticate: Authenticator;
   close(): void;
 }
@@ -100,6 +105,10 @@ export function createIpBudget(
 
   return {
     blockedMs: (ip) => remainingMs(budgetPrefix(ip)),
+    spendAfterAdmit(ip) {
+      const limit = options.limit();
+      return limit === undefined ? Promise.resolve() : spend(budgetPrefix(ip), limit);
+    },
     authenticate,
     close: stopListening,
   };

@@ -249,3 +249,37 @@ describe('binding in forward-auth mode', () => {
     expect(reasons).toEqual(['binding_mismatch', 'body_not_bindable']);
   });
 });
+
+describe('binding and the failed-authentication budget per IP (issue 42)', () => {
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  beforeAll(async () => {
+    upstream = await startRecordingUpstream();
+    gate = await startKeygate({
+      upstream: upstream.url,
+      keys: KEYS,
+      env: { KEYGATE_CONFIG: policyFile(`${POLICY}failedAuthLimit: { rate: 1/h, burst: 2 }\n`) },
+    });
+  });
+  afterAll(async () => {
+    await gate.close();
+    await upstream.close();
+  });
+
+  it('a changed body (found after the admit) spends from the IP budget like every other 40106: two, then the IP is blocked', async () => {
+    for (let i = 0; i < 2; i++) {
+      const token = await mint('strict', { method: 'POST', path: ORDERS, body: '{"qty":1}' });
+      const changed = await exchange(
+        gate.port,
+        raw('POST', ORDERS, token, ['Content-Length: 9', 'Connection: close'], '{"qty":9}'),
+      );
+      expect(statusOf(changed.text)).toBe(401);
+      expect(firstBody(changed.text)).toEqual({ code: 40106, message: 'Invalid Token' });
+    }
+    // The budget (burst 2) is spent: a good token from that IP is refused before any check.
+    const good = await send(gate.url, ORDERS, { headers: bearer(await mint('open')) });
+    expect(good.status).toBe(429);
+    expect(good.json()).toEqual({ code: 10429, message: 'Too Many Requests' });
+    expect(upstream.received).toHaveLength(0);
+  });
+});

@@ -68,6 +68,21 @@ describe('createIpBudget', () => {
     expect((await run('192.0.2.1')).ok).toBe(true); // one failure's worth is back
   });
 
+  it('spendAfterAdmit (a body found not to match body_sha256) spends 1, resolved once spent; off, nothing', async () => {
+    const { budget, run } = setup();
+    for (let i = 0; i < 3; i++) await budget.spendAfterAdmit('192.0.2.7');
+    expect(budget.blockedMs('192.0.2.7')).toBeGreaterThan(0);
+    expect(await run('192.0.2.7')).toMatchObject({ reason: 'ip_blocked' });
+    expect(budget.blockedMs('192.0.2.8')).toBe(0);
+    const clock = manualClock(1_700_000_000_000);
+    const off = createIpBudget(
+      { limit: () => undefined },
+      { inner: scripted().inner, store: createMemoryStore({}, { clock }), clock, logger: pino({ level: 'silent' }) },
+    );
+    for (let i = 0; i < 5; i++) await off.spendAfterAdmit('192.0.2.7');
+    expect(off.blockedMs('192.0.2.7')).toBe(0);
+  });
+
   it('IPv6 clients are budgeted per /64', async () => {
     const { auth, run } = setup();
     auth.answer('unknown_key');
