@@ -14,7 +14,7 @@ import type { Policy } from '../policy/policy.js';
 import { createForwardAuthMode } from './forward-auth-mode.js';
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode } from './gateway-mode.js';
-import { boundBodyOptions, createProxyMode } from './proxy-mode.js';
+import { createProxyMode } from './proxy-mode.js';
 import { createRequestPath, type RequestPathDeps } from './request-path.js';
 import type { StreamMetrics } from '../observe/stream-metrics.js';
 import type { StreamRegistry } from './stream-registry.js';
@@ -112,5 +112,5 @@ function chooseMode(config: Config, forwarder: Forwarder | undefined, clock: Clo
     return createForwardAuthMode({ pathPrefix: config.forwardAuthPathPrefix }, { clock });
   }
   if (forwarder === undefined) throw new Error('createGateway: proxy mode needs a forwarder');
-  return createProxyMode(forwarder, boundBodyOptions(config.limits));
+  return createProxyMode(forwarder, config.limits);
 }

@@ -3,24 +3,12 @@ import type { IncomingMessage } from 'node:http';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
 import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
 import { declaredTooLarge, readBoundBody } from './bound-body.js';
+import type { Limits } from '../config/read-limits.js';
 import type { Forwarder } from './forwarder.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { writeTime } from './time-endpoint.js';
 
 const NO_HEADERS: readonly string[] = Object.freeze([]);
-
-/** KEYGATE_BOUND_BODY_MAX_BYTES's default: 1 MiB. */
-export const BOUND_BODY_MAX_BYTES = 1_048_576;
-
-/** A bound body's limits from the settings: its size, and the minimum pace a streamed body has too. */
-export function boundBodyOptions(limits: {
-  readonly boundBodyMaxBytes: number;
-  readonly minBodyBytesPerSecond: number;
-  readonly bodyRateGraceMs: number;
-}) {
-  const { boundBodyMaxBytes, minBodyBytesPerSecond, bodyRateGraceMs } = limits;
-  return { boundBodyMaxBytes, minBodyBytesPerSecond, bodyRateGraceMs };
-}
 
 /**
  * Proxy mode (KEYGATE_MODE=proxy): the request checked is the one received, and
@@ -30,16 +18,12 @@ export function boundBodyOptions(limits: {
  */
 export function createProxyMode(
   forwarder: Forwarder,
-  options: {
-    readonly boundBodyMaxBytes: number;
-    readonly minBodyBytesPerSecond?: number;
-    readonly bodyRateGraceMs?: number;
-  } = { boundBodyMaxBytes: BOUND_BODY_MAX_BYTES },
+  limits: Pick<Limits, 'boundBodyMaxBytes' | 'minBodyBytesPerSecond' | 'bodyRateGraceMs'>,
 ): GatewayMode {
   const bodyLimits = {
-    maxBytes: options.boundBodyMaxBytes,
-    minBytesPerSecond: options.minBodyBytesPerSecond ?? 0,
-    graceMs: options.bodyRateGraceMs ?? 0,
+    maxBytes: limits.boundBodyMaxBytes,
+    minBytesPerSecond: limits.minBodyBytesPerSecond,
+    graceMs: limits.bodyRateGraceMs,
   };
   return {
     preempt: () => false,
@@ -62,8 +46,7 @@ export function createProxyMode(
         return forwarder.forward(args, undefined);
       }
       // Declared too large: refused before the client is asked for it.
-      if (declaredTooLarge(head.body, options.boundBodyMaxBytes))
-        return args.passed({ reason: 'bound_body_too_large' });
+      if (declaredTooLarge(head.body, limits.boundBodyMaxBytes)) return args.passed({ reason: 'bound_body_too_large' });
       if (expectContinue) res.writeContinue();
       readBoundBody(req, bodyLimits, (body) => {
         // The client went away (or KEYGATE_REQUEST_TIMEOUT_MS cut it): nobody to answer; recorded as aborted.

@@ -15,7 +15,7 @@ import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/for
 import type { Policy } from '../policy/policy.js';
 import type { GatewayMode, OriginalRequest, PassArgs } from './gateway-mode.js';
 import type { Forwarder } from './forwarder.js';
-import { boundBodyOptions, createProxyMode } from './proxy-mode.js';
+import { createProxyMode } from './proxy-mode.js';
 import { createRequestPath } from './request-path.js';
 import type { StreamRegistry } from './stream-registry.js';
 import { StreamRelay } from './stream-relay.js';
@@ -68,7 +68,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
   const { streams, streamMetrics } = deps;
   /** What the listener learnt before the walk, for the pass: the client's early bytes and its handshake. */
   const handshakes = new WeakMap<IncomingMessage, { head: Buffer }>();
-  const plain = createProxyMode(deps.forwarder, boundBodyOptions(limits));
+  const plain = createProxyMode(deps.forwarder, limits);
 
   const mode: GatewayMode = {
     preempt: () => false,
