@@ -4,7 +4,8 @@
  *
  *   cli/                          the `keygate` command
  *   create-keygate.ts  index.ts   wiring: builds the store, cipher, servers from a Config
- *   gateway/      management/     the proxy port (request path, proxy and forward-auth modes, forwarder)
+ *   gateway/      management/     the proxy port (request path, proxy and forward-auth modes; upstream/: the
+ *                                 forwarder; streams/: WebSocket streams)
  *                                 | the management API and its console
  *   operations/                   the key operations (create, update, rotate, revoke, delete, import) that
  *                                 the management API and `keygate keys` share: below both, above the store

@@ -39,7 +39,7 @@ import { loadAssertionKeys, newAssertionKey } from '../dist/keys/assertion-keys.
 import { createAssertionSigner } from '../dist/keys/assertion-signer.js';
 import { compactVerify } from 'jose';
 import { systemClock } from '../dist/clock.js';
-import { responseHead } from '../dist/gateway/response-head.js';
+import { responseHead } from '../dist/gateway/upstream/response-head.js';
 import { boundedDestination, createLogger, createRequestLogger } from '../dist/observe/logger.js';
 import { createAuthenticator } from '../dist/pipeline/authenticate.js';
 import { decodeToken } from '../dist/pipeline/decode-token.js';

@@ -1,6 +1,6 @@
 // @ts-check
 // Baseline: a bare http-proxy with the same keep-alive agent settings as
-// Keygate's forwarder (src/gateway/forwarder.ts) and no authentication.
+// Keygate's forwarder (src/gateway/upstream/forwarder.ts) and no authentication.
 import { Agent, createServer } from 'node:http';
 import httpProxy from 'http-proxy';
 

@@ -12,13 +12,13 @@ import type { Authenticator } from '../pipeline/authenticate.js';
 import type { AssertionSigner } from '../keys/assertion-signer.js';
 import type { Policy } from '../policy/policy.js';
 import { createForwardAuthMode } from './forward-auth-mode.js';
-import type { Forwarder } from './forwarder.js';
+import type { Forwarder } from './upstream/forwarder.js';
 import type { GatewayMode } from './gateway-mode.js';
 import { createProxyMode } from './proxy-mode.js';
 import { createRequestPath, type RequestPathDeps } from './request-path.js';
 import type { StreamMetrics } from '../observe/stream-metrics.js';
-import type { StreamRegistry } from './stream-registry.js';
-import { createUpgradePath } from './upgrade-path.js';
+import type { StreamRegistry } from './streams/stream-registry.js';
+import { createUpgradePath } from './streams/upgrade-path.js';
 
 export interface GatewayDeps {
   readonly logger: Logger;

@@ -4,7 +4,7 @@ import type { Denial, ErrorCode } from '../errors.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import type { RouteMatch } from '../policy/routes.js';
-import type { ForwardOutcome } from './upstream-exchange.js';
+import type { ForwardOutcome } from './upstream/upstream-exchange.js';
 
 /** The request to check: the one received (proxy), or the one the asking proxy describes (forward-auth). */
 export interface OriginalRequest {

@@ -4,7 +4,7 @@ import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/for
 import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
 import { declaredTooLarge, readBoundBody } from './bound-body.js';
 import type { Limits } from '../config/read-limits.js';
-import type { Forwarder } from './forwarder.js';
+import type { Forwarder } from './upstream/forwarder.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { writeTime } from './time-endpoint.js';
 

@@ -25,7 +25,7 @@ import { allowedHeaders } from './rate-limit-headers.js';
 import { renderRawError } from './render.js';
 import { createRefuser } from './refuser.js';
 import { compileRequestPlan } from './request-plan.js';
-import type { ForwardOutcome } from './upstream-exchange.js';
+import type { ForwardOutcome } from './upstream/upstream-exchange.js';
 import { Walk } from './walk.js';
 
 /**

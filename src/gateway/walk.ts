@@ -8,7 +8,7 @@ import type { UpstreamHead } from '../pipeline/forward-headers.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import type { RouteMatch } from '../policy/routes.js';
 import type { OriginalRequest, PassArgs } from './gateway-mode.js';
-import type { ForwardOutcome } from './upstream-exchange.js';
+import type { ForwardOutcome } from './upstream/upstream-exchange.js';
 import type { RequestPlan } from './request-plan.js';
 
 /** Replaced by buildUpstreamHead before any pass; frozen, so a step out of order throws (500) rather than forwards. */

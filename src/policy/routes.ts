@@ -8,7 +8,7 @@ export interface RouteRule {
   readonly methods: ReadonlySet<string> | '*';
   readonly pattern: string;
   readonly scopes: readonly string[];
-  /** `upgrade: websocket`: a WebSocket upgrade to this route is relayed as a stream (src/gateway/upgrade-path.ts). */
+  /** `upgrade: websocket`: a WebSocket upgrade to this route is relayed as a stream (src/gateway/streams/upgrade-path.ts). */
   readonly upgrade?: 'websocket';
   /** What an admitted request on this route spends from each budget that applies (issue 42); 1 when absent. */
   readonly cost?: number;

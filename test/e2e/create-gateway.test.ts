@@ -5,7 +5,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { createGateway } from '../../src/gateway/create-gateway.js';
-import { createForwarder, type Forwarder } from '../../src/gateway/forwarder.js';
+import { createForwarder, type Forwarder } from '../../src/gateway/upstream/forwarder.js';
 import { createMetrics } from '../../src/observe/metrics.js';
 import { createAuthenticator, type Authenticator } from '../../src/pipeline/authenticate.js';
 import { createKeyCache } from '../../src/store/key-cache.js';

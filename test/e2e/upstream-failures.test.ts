@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import { UPSTREAM_FAILURE_LOG_INTERVAL_MS } from '../../src/gateway/upstream-failure-log.js';
+import { UPSTREAM_FAILURE_LOG_INTERVAL_MS } from '../../src/gateway/upstream/upstream-failure-log.js';
 import { freePort } from '../helpers/free-port.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 

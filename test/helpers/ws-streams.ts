@@ -5,7 +5,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import WebSocket, { WebSocketServer, type RawData } from 'ws';
-import { acceptFor } from '../../src/gateway/ws-frames.js';
+import { acceptFor } from '../../src/gateway/streams/ws-frames.js';
 import { token } from './tokens.js';
 
 /** The stream route of the test policy (`upgrade: websocket`, scope stream:read) and a plain route beside it. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { responseHead } from '../../src/gateway/response-head.js';
+import { responseHead } from '../../src/gateway/upstream/response-head.js';
 
 const raw = (...pairs: string[]) => pairs.map((p) => Buffer.from(p, 'latin1'));
 

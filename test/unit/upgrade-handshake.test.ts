@@ -1,6 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { checkUpgradeAnswer, checkUpgradeRequest, upgradeRequestHead } from '../../src/gateway/upgrade-handshake.js';
-import { acceptFor } from '../../src/gateway/ws-frames.js';
+import {
+  checkUpgradeAnswer,
+  checkUpgradeRequest,
+  upgradeRequestHead,
+} from '../../src/gateway/streams/upgrade-handshake.js';
+import { acceptFor } from '../../src/gateway/streams/ws-frames.js';
 
 const KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
 const GOOD = ['Host', 'x', 'Upgrade', 'websocket', 'Sec-WebSocket-Key', KEY, 'Sec-WebSocket-Version', '13'];

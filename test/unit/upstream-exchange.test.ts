@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { upstreamCause } from '../../src/gateway/upstream-exchange.js';
+import { upstreamCause } from '../../src/gateway/upstream/upstream-exchange.js';
 
 const err = (code: string | undefined, message = 'x', extra: Record<string, unknown> = {}) =>
   Object.assign(new Error(message), code === undefined ? {} : { code }, extra);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { acceptFor, closeFrame, FrameTracker, isWebSocketKey } from '../../src/gateway/ws-frames.js';
+import { acceptFor, closeFrame, FrameTracker, isWebSocketKey } from '../../src/gateway/streams/ws-frames.js';
 import { wsFrame } from '../helpers/ws-frames.js';
 
 /** One frame as a peer writes it: random payload bytes, 7-, 16- or 64-bit length, masked or not. */

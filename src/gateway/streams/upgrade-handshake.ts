@@ -1,4 +1,4 @@
-import { deny, type Denial } from '../errors.js';
+import { deny, type Denial } from '../../errors.js';
 import { acceptFor, isWebSocketKey } from './ws-frames.js';
 
 /** What Keygate needs from a client's WebSocket handshake to check the upstream's answer against it. */

@@ -1,7 +1,7 @@
 // Tested in test/e2e/forwarding.test.ts, test/e2e/create-gateway.test.ts, test/adversarial/upstream-faults.test.ts.
 import { Pool, type Dispatcher } from 'undici';
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
+import type { Clock } from '../../clock.js';
 import { UpstreamExchange, type ExchangeShared, type ForwardRequest } from './upstream-exchange.js';
 import { createUpstreamFailureLog } from './upstream-failure-log.js';
 

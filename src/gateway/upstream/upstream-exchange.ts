@@ -1,10 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Dispatcher } from 'undici';
 import type { Logger } from 'pino';
-import type { Reason } from '../errors.js';
-import type { UpstreamCause } from '../observe/metrics.js';
-import { roundMs } from '../observe/request-record.js';
-import type { UpstreamHead } from '../pipeline/forward-headers.js';
+import type { Reason } from '../../errors.js';
+import type { UpstreamCause } from '../../observe/metrics.js';
+import { roundMs } from '../../observe/request-record.js';
+import type { UpstreamHead } from '../../pipeline/forward-headers.js';
 import { hasNoContent, responseHead } from './response-head.js';
 import type { UpstreamFailureLog } from './upstream-failure-log.js';
 

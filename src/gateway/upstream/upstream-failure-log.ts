@@ -1,7 +1,7 @@
 // Tested in test/e2e/upstream-failures.test.ts.
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
-import type { UpstreamCause } from '../observe/metrics.js';
+import type { Clock } from '../../clock.js';
+import type { UpstreamCause } from '../../observe/metrics.js';
 
 /** How often each cause may be logged while it keeps happening. */
 export const UPSTREAM_FAILURE_LOG_INTERVAL_MS = 10_000;

@@ -1,12 +1,12 @@
 // Tested in test/e2e/streams.test.ts, test/e2e/stream-revocation.test.ts.
 import type { Logger } from 'pino';
-import type { Clock } from '../clock.js';
-import { prepareKey, type PreparedKey } from '../keys/prepared-key.js';
-import type { KeyRecord } from '../keys/key-record.js';
-import type { StreamCloseReason, StreamMetrics } from '../observe/stream-metrics.js';
-import { authorize } from '../pipeline/authorize.js';
-import type { RouteMatch } from '../policy/routes.js';
-import type { Store } from '../store/store.js';
+import type { Clock } from '../../clock.js';
+import { prepareKey, type PreparedKey } from '../../keys/prepared-key.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import type { StreamCloseReason, StreamMetrics } from '../../observe/stream-metrics.js';
+import { authorize } from '../../pipeline/authorize.js';
+import type { RouteMatch } from '../../policy/routes.js';
+import type { Store } from '../../store/store.js';
 import { CLOSE_GOING_AWAY, CLOSE_POLICY, type StreamRelay } from './stream-relay.js';
 
 export interface StreamRegistryOptions {

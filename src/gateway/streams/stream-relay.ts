@@ -1,6 +1,6 @@
 // Tested in test/e2e/streams.test.ts, test/process/stream-backpressure.test.ts.
 import type { Socket } from 'node:net';
-import type { StreamCloseReason } from '../observe/stream-metrics.js';
+import type { StreamCloseReason } from '../../observe/stream-metrics.js';
 import { closeFrame, FrameTracker } from './ws-frames.js';
 
 /** RFC 6455 §7.4.1: 1008 policy violation (the key stopped being good), 1001 going away (shutdown, idle). */
