@@ -2,7 +2,7 @@
  * The folder layering of src/, checked by `npm run check:deps` (in CI too).
  * A folder imports only from folders below it, never from one above or beside it:
  *
- *   cli/                          the `keygate` command
+ *   cli/                          the `keygate` command (serve/, keys/, credentials/: one folder per command group)
  *   create-keygate.ts  index.ts   wiring: builds the store, cipher, servers from a Config
  *   gateway/      management/     the proxy port (request path, proxy and forward-auth modes; upstream/: the
  *                                 forwarder; streams/: WebSocket streams)
@@ -21,7 +21,7 @@
  * Inside store/: store/*.ts is what both backends share (the Store interface, key writes, key cache, rate-limit
  * math, replay fence); store/memory/ and store/redis/ are one backend each, never importing each other, and the
  * shared files import neither. A backend is chosen in one place: only create-keygate.ts (and, for Redis, the CLI's
- * `keygate keys`, which opens the Redis store in cli/keys-command.ts) imports a backend's folder; everything else
+ * `keygate keys`, which opens the Redis store in cli/keys/keys-command.ts) imports a backend's folder; everything else
  * sees only the Store interface.
  *
  * client/ (the `keygate/client` export) stands alone: it loads nothing of the server.
@@ -96,8 +96,8 @@ module.exports = {
       name: 'redis-store-only-from-the-assembly',
       severity: 'error',
       comment:
-        'The Redis store is built in create-keygate.ts (serve) and in cli/keys-command.ts (keygate keys); everything else sees the Store interface.',
-      from: { pathNot: '^src/(store/redis/|create-keygate\\.ts$|cli/keys-command\\.ts$)' },
+        'The Redis store is built in create-keygate.ts (serve) and in cli/keys/keys-command.ts (keygate keys); everything else sees the Store interface.',
+      from: { pathNot: '^src/(store/redis/|create-keygate\\.ts$|cli/keys/keys-command\\.ts$)' },
       to: { path: '^src/store/redis/' },
     },
     {

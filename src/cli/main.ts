@@ -1,15 +1,15 @@
-import { assertionCommand } from './assertion-command.js';
-import { checkConfigCommand } from './check-config-command.js';
+import { assertionCommand } from './credentials/assertion-command.js';
+import { checkConfigCommand } from './serve/check-config-command.js';
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './cli-errors.js';
 import { flag, runCommand, type Command } from './command-line.js';
-import { demoCommand } from './demo-command.js';
-import { demoUpstreamCommand } from './demo-upstream.js';
-import { keysCommand, openRedisKeyStore } from './keys-command.js';
-import { managementTokenCommand } from './management-token-command.js';
-import { ownersCommand } from './owners-command.js';
-import { packageVersion, serveCommand } from './serve-command.js';
-import { tokenCommand } from './token-command.js';
+import { demoCommand } from './serve/demo-command.js';
+import { demoUpstreamCommand } from './serve/demo-upstream.js';
+import { keysCommand, openRedisKeyStore } from './keys/keys-command.js';
+import { managementTokenCommand } from './credentials/management-token-command.js';
+import { ownersCommand } from './keys/owners-command.js';
+import { packageVersion, serveCommand } from './serve/serve-command.js';
+import { tokenCommand } from './credentials/token-command.js';
 
 // The container tests and operators ask an image which build it holds.
 const printVersion = (io: CliIo) => (io.out.write(`keygate ${packageVersion()}\n`), 0);

@@ -41,7 +41,7 @@ export interface Config {
   readonly keysFile: string | undefined;
   /**
    * Seal key secrets at rest in Redis (KEYGATE_SECRET_ENCRYPTION_KEY[_PREVIOUS]); undefined = stored plain.
-   * Secret bytes, like the Redis password: describeConfig (src/cli/serve-command.ts) picks what is logged.
+   * Secret bytes, like the Redis password: describeConfig (src/cli/serve/serve-command.ts) picks what is logged.
    */
   readonly secretEncryptionKeys: SecretEncryptionKeys | undefined;
   readonly configFile: string;

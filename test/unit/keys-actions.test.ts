@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
-import { KEY_ACTIONS } from '../../src/cli/keys-actions.js';
+import { KEY_ACTIONS } from '../../src/cli/keys/keys-actions.js';
 import { main } from '../../src/cli/main.js';
 import { createMemoryStore, type MemoryStore } from '../../src/store/memory/memory-store.js';
 import { makeKey } from '../helpers/keygate.js';

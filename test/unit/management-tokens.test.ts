@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { runManagementTokenCommand } from '../../src/cli/management-token-command.js';
+import { runManagementTokenCommand } from '../../src/cli/credentials/management-token-command.js';
 import { loadConfig } from '../../src/config/load-config.js';
 import { ConfigError } from '../../src/files/config-error.js';
 import {

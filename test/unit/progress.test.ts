@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { createProgress } from '../../src/cli/progress.js';
+import { createProgress } from '../../src/cli/keys/progress.js';
 
 function sink(isTTY: boolean) {
   let written = '';

@@ -1,6 +1,6 @@
-import { generateManagementToken, sha256Hex } from '../config/management-tokens.js';
-import { UsageError } from './cli-errors.js';
-import { runCommand, str, type Command } from './command-line.js';
+import { generateManagementToken, sha256Hex } from '../../config/management-tokens.js';
+import { UsageError } from '../cli-errors.js';
+import { runCommand, str, type Command } from '../command-line.js';
 
 export const managementTokenCommand: Command = {
   spec: {

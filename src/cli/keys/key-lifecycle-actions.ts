@@ -1,7 +1,7 @@
-import { parseDuration } from '../keys/key-changes.js';
-import { publicView } from '../keys/key-record.js';
-import { UsageError } from './cli-errors.js';
-import { flag, str } from './command-line.js';
+import { parseDuration } from '../../keys/key-changes.js';
+import { publicView } from '../../keys/key-record.js';
+import { UsageError } from '../cli-errors.js';
+import { flag, str } from '../command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, type KeyAction } from './key-context.js';
 import { credentialFrom, CREDENTIAL_OPTIONS } from './key-credential-options.js';
 

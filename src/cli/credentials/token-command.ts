@@ -1,11 +1,11 @@
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { createToken, type TokenBinding } from '../client/create-token.js';
-import { algOfPrivateKey } from '../keys/public-key.js';
-import { DEFAULT_ROUTES_FILE } from '../policy/policy.js';
-import { loadPolicy } from '../policy/load-policy.js';
-import { UsageError } from './cli-errors.js';
-import { flag, str, type Command } from './command-line.js';
+import { createToken, type TokenBinding } from '../../client/create-token.js';
+import { algOfPrivateKey } from '../../keys/public-key.js';
+import { DEFAULT_ROUTES_FILE } from '../../policy/policy.js';
+import { loadPolicy } from '../../policy/load-policy.js';
+import { UsageError } from '../cli-errors.js';
+import { flag, str, type Command } from '../command-line.js';
 
 export const tokenCommand: Command = {
   spec: {

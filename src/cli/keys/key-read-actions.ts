@@ -1,10 +1,10 @@
-import { publicView, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
-import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../keys/key-usage.js';
-import { escapeUnprintable } from '../keys/printable-text.js';
-import { describeRateLimit } from '../policy/rate-limit-spec.js';
-import { CURSOR, MAX_PAGE } from '../operations/key-listing.js';
-import { UsageError } from './cli-errors.js';
-import { flag, str } from './command-line.js';
+import { publicView, type KeyRecord, type KeyStatus } from '../../keys/key-record.js';
+import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../../keys/key-usage.js';
+import { escapeUnprintable } from '../../keys/printable-text.js';
+import { describeRateLimit } from '../../policy/rate-limit-spec.js';
+import { CURSOR, MAX_PAGE } from '../../operations/key-listing.js';
+import { UsageError } from '../cli-errors.js';
+import { flag, str } from '../command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
 
 /** `keygate keys list`, `show` and `usage`: the actions that change nothing. */

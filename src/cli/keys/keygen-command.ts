@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
-import { CliError, UsageError } from './cli-errors.js';
-import { str, type Command } from './command-line.js';
+import { CliError, UsageError } from '../cli-errors.js';
+import { str, type Command } from '../command-line.js';
 
 /**
  * `keygate keys keygen`: a key pair for an EdDSA or ES256 key, made where the

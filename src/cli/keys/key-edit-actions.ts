@@ -1,9 +1,9 @@
-import type { KeyChanges } from '../keys/key-changes.js';
-import { parseDuration } from '../keys/key-changes.js';
-import { publicView, type KeyRecord } from '../keys/key-record.js';
-import { describeRateLimit } from '../policy/rate-limit-spec.js';
-import { UsageError } from './cli-errors.js';
-import { flag, str, type Parsed } from './command-line.js';
+import type { KeyChanges } from '../../keys/key-changes.js';
+import { parseDuration } from '../../keys/key-changes.js';
+import { publicView, type KeyRecord } from '../../keys/key-record.js';
+import { describeRateLimit } from '../../policy/rate-limit-spec.js';
+import { UsageError } from '../cli-errors.js';
+import { flag, str, type Parsed } from '../command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
 import { credentialFrom, CREDENTIAL_OPTIONS } from './key-credential-options.js';
 

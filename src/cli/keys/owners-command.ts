@@ -1,8 +1,8 @@
-import { describeRateLimit } from '../policy/rate-limit-spec.js';
-import type { OwnerView } from '../operations/owner-operations.js';
-import { escapeUnprintable } from '../keys/printable-text.js';
-import { UsageError } from './cli-errors.js';
-import { flag, str, type Command } from './command-line.js';
+import { describeRateLimit } from '../../policy/rate-limit-spec.js';
+import type { OwnerView } from '../../operations/owner-operations.js';
+import { escapeUnprintable } from '../../keys/printable-text.js';
+import { UsageError } from '../cli-errors.js';
+import { flag, str, type Command } from '../command-line.js';
 import { JSON_OPTION, opt, type KeyAction } from './key-context.js';
 import { asCommand } from './keys-command.js';
 

@@ -1,10 +1,10 @@
-import type { KeyRecord } from '../keys/key-record.js';
-import { escapeUnprintable } from '../keys/printable-text.js';
-import { createKeyOperations, type Done, type KeyOperations } from '../operations/key-operations.js';
-import { createOwnerOperations, type OwnerOperations } from '../operations/owner-operations.js';
-import type { AuditEntry, Store } from '../store/store.js';
-import { CliError, KeyNotFound } from './cli-errors.js';
-import type { CommandSpec, OptionSpec, Parsed } from './command-line.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import { escapeUnprintable } from '../../keys/printable-text.js';
+import { createKeyOperations, type Done, type KeyOperations } from '../../operations/key-operations.js';
+import { createOwnerOperations, type OwnerOperations } from '../../operations/owner-operations.js';
+import type { AuditEntry, Store } from '../../store/store.js';
+import { CliError, KeyNotFound } from '../cli-errors.js';
+import type { CommandSpec, OptionSpec, Parsed } from '../command-line.js';
 import { createProgress, type Progress } from './progress.js';
 
 /**

@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { ASSERTION_HEADER, AssertionError, type AssertionVerifier } from '../client/verify-assertion.js';
-import { UsageError } from './cli-errors.js';
-import { str, type Command } from './command-line.js';
+import { ASSERTION_HEADER, AssertionError, type AssertionVerifier } from '../../client/verify-assertion.js';
+import { UsageError } from '../cli-errors.js';
+import { str, type Command } from '../command-line.js';
 
 /**
  * The quickstart's upstream: answers every request with what it received, as JSON. With `verify`

@@ -1,7 +1,7 @@
 import { chmodSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { readDataFile } from '../files/read-data-file.js';
+import { readDataFile } from '../../files/read-data-file.js';
 import {
   ASSERTION_ALGS,
   AssertionKeysError,
@@ -9,9 +9,9 @@ import {
   loadAssertionKeys,
   newAssertionKey,
   type AssertionAlg,
-} from '../keys/assertion-keys.js';
-import { CliError, UsageError } from './cli-errors.js';
-import { str, type Command } from './command-line.js';
+} from '../../keys/assertion-keys.js';
+import { CliError, UsageError } from '../cli-errors.js';
+import { str, type Command } from '../command-line.js';
 
 const FILE_OPTION = {
   name: 'file',

@@ -2,13 +2,13 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { stringify as toYaml } from 'yaml';
-import { toExternal, type KeyRecord } from '../keys/key-record.js';
-import { KeysFileError, loadKeysFileWithOwners } from '../keys/keys-file.js';
-import type { OwnerRecord } from '../keys/owner-record.js';
-import { groupKeyProblems } from '../keys/key-problems.js';
-import { readDataFile } from '../files/read-data-file.js';
-import { CliError } from './cli-errors.js';
-import { flag, str } from './command-line.js';
+import { toExternal, type KeyRecord } from '../../keys/key-record.js';
+import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
+import type { OwnerRecord } from '../../keys/owner-record.js';
+import { groupKeyProblems } from '../../keys/key-problems.js';
+import { readDataFile } from '../../files/read-data-file.js';
+import { CliError } from '../cli-errors.js';
+import { flag, str } from '../command-line.js';
 import { JSON_OPTION, type KeyAction } from './key-context.js';
 
 /**

@@ -3,13 +3,13 @@ import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createAssertionVerifier, type AssertionVerifier } from '../client/verify-assertion.js';
-import { newAssertionKey } from '../keys/assertion-keys.js';
-import { flag, type Command } from './command-line.js';
+import { createAssertionVerifier, type AssertionVerifier } from '../../client/verify-assertion.js';
+import { newAssertionKey } from '../../keys/assertion-keys.js';
+import { flag, type Command } from '../command-line.js';
 import { createDemoUpstream } from './demo-upstream.js';
 import { serve } from './serve-command.js';
 
-const DEMO_KEYS = fileURLToPath(new URL('../../examples/demo-keys.yaml', import.meta.url));
+const DEMO_KEYS = fileURLToPath(new URL('../../../examples/demo-keys.yaml', import.meta.url));
 
 /**
  * Quickstart: a tiny upstream on 127.0.0.1 that echoes what it received, and

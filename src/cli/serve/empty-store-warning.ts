@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Store } from '../store/store.js';
+import type { Store } from '../../store/store.js';
 
 /** How often the store is asked again while it does not answer yet (Redis may come up after Keygate). */
 export const EMPTY_STORE_RETRY_MS = 1_000;

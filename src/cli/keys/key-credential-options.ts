@@ -1,8 +1,8 @@
 import { readFileSync } from 'node:fs';
-import type { CredentialInput } from '../keys/key-changes.js';
-import { isKeyAlg } from '../keys/public-key.js';
-import { UsageError } from './cli-errors.js';
-import { str, type Parsed } from './command-line.js';
+import type { CredentialInput } from '../../keys/key-changes.js';
+import { isKeyAlg } from '../../keys/public-key.js';
+import { UsageError } from '../cli-errors.js';
+import { str, type Parsed } from '../command-line.js';
 import { opt } from './key-context.js';
 
 /** `--alg` and `--public-key` of `keys create` and `keys rotate`: which credential a key gets. */

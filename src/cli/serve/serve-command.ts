@@ -1,21 +1,21 @@
-import { loadConfig, type Config } from '../config/load-config.js';
-import { ConfigError } from '../files/config-error.js';
-import { createKeygate } from '../create-keygate.js';
-import { createLogger } from '../observe/logger.js';
-import { describeRedis, readRedisSettings } from '../config/redis-settings.js';
-import { KeysFileError, loadKeysFileWithOwners } from '../keys/keys-file.js';
-import type { OwnerRecord } from '../keys/owner-record.js';
-import type { KeyRecord } from '../keys/key-record.js';
-import { AssertionKeysError, loadAssertionKeys } from '../keys/assertion-keys.js';
+import { loadConfig, type Config } from '../../config/load-config.js';
+import { ConfigError } from '../../files/config-error.js';
+import { createKeygate } from '../../create-keygate.js';
+import { createLogger } from '../../observe/logger.js';
+import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
+import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
+import type { OwnerRecord } from '../../keys/owner-record.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import { AssertionKeysError, loadAssertionKeys } from '../../keys/assertion-keys.js';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
-import { unknownEnvProblems } from '../config/env-names.js';
-import { workersWarning } from '../config/read-workers.js';
+import { unknownEnvProblems } from '../../config/env-names.js';
+import { workersWarning } from '../../config/read-workers.js';
 import { serveWorkers } from './serve-workers.js';
 import { describeListenError } from './listen-error.js';
 import { warnWhenStoreEmpty } from './empty-store-warning.js';
-import { packageVersion } from '../observe/package-version.js';
-import type { Command } from './command-line.js';
+import { packageVersion } from '../../observe/package-version.js';
+import type { Command } from '../command-line.js';
 
 export { packageVersion };
 
