@@ -19,7 +19,8 @@
  *   errors.ts, clock.ts           shared leaves
  *
  * Inside store/: store/*.ts is what both backends share (the Store interface, key writes, key cache, rate-limit
- * math, replay fence); store/memory/ and store/redis/ are one backend each, never importing each other, and the
+ * math, replay fence); store/memory/ and store/redis/ are one backend each (store/redis/connection/: the clients
+ * and their health; store/redis/scripts/: the Lua scripts), never importing each other, and the
  * shared files import neither. A backend is chosen in one place: only create-keygate.ts (and, for Redis, the CLI's
  * `keygate keys`, which opens the Redis store in cli/keys/keys-command.ts) imports a backend's folder; everything else
  * sees only the Store interface.

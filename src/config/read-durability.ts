@@ -1,7 +1,7 @@
 import { readEnvInt, type Env } from './read-env-int.js';
 import type { RedisConnection } from './redis-settings.js';
 
-/** How durable a key change must be before it is acknowledged (src/store/redis/redis-durability.ts). */
+/** How durable a key change must be before it is acknowledged (src/store/redis/connection/redis-durability.ts). */
 export interface RedisDurability {
   /** Replicas that must have a key change before the API answers 2xx or the CLI exits 0. */
   readonly minReplicas: number;
@@ -57,7 +57,7 @@ export function readRedisDurability(
  * KEYGATE_REPLAY_FENCE=on|off (src/store/replay-fence.ts): after a failover, refuse every token whose
  * nonce is older than the switch. On by default under Sentinel and Cluster, where a promoted
  * replica may lack nonces the old master admitted; off for one server (a new run_id is the operator's
- * to fence: turn it on). An emptied keystore raises the fence either way (store/redis/keystore-epoch.ts).
+ * to fence: turn it on). An emptied keystore raises the fence either way (store/redis/connection/keystore-epoch.ts).
  * Only with Redis: the embedded store has no failover.
  */
 export function readReplayFence(env: Env, redis: RedisConnection | undefined, problems: string[]): boolean {

@@ -19,7 +19,7 @@ export class StoreUnavailableError extends Error {
 }
 
 /**
- * Thrown (by the Redis store: store/redis/redis-durability.ts) when a key change was written to the Redis
+ * Thrown (by the Redis store: store/redis/connection/redis-durability.ts) when a key change was written to the Redis
  * master but fewer replicas than KEYGATE_REDIS_MIN_REPLICAS acknowledged it in time. The change may or may not survive a
  * failover; retrying the same operation is safe. A StoreUnavailableError, so every caller that
  * does not know durability still fails closed (503); the management API and the CLI name it.
@@ -38,7 +38,7 @@ export class DurabilityError extends StoreUnavailableError {
 }
 
 /**
- * Thrown (by the Redis store: store/redis/redis-server-checks.ts) for every request while the Redis
+ * Thrown (by the Redis store: store/redis/connection/redis-server-checks.ts) for every request while the Redis
  * server's maxmemory-policy is not noeviction: Redis may evict nonces, and a token would then be
  * admitted twice. A StoreUnavailableError (503); /readyz names it `redis_may_evict`.
  */
@@ -91,7 +91,7 @@ export interface KeyPage {
  * CLI) call readKey, listKeys, commitKeyChanges, appendAudit, getUsage. Redis runs the
  * two groups on separate connections, so a slow management call never holds a proxy request.
  */
-/** Why a store's connection is down, in its backend's terms (Redis: store/redis/redis-reachability.ts). */
+/** Why a store's connection is down, in its backend's terms (Redis: store/redis/connection/redis-reachability.ts). */
 export interface ConnectionProblem {
   /** `refused`, `dns`, `unreachable`, `timeout`, `tls`, `reset`, `auth`, `protocol` or `other`. */
   readonly cause: string;

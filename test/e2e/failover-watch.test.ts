@@ -3,7 +3,7 @@ import { Cluster } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
-import { watchFailovers } from '../../src/store/redis/failover-watch.js';
+import { watchFailovers } from '../../src/store/redis/connection/failover-watch.js';
 import { createReplayFence, type ReplayFence } from '../../src/store/replay-fence.js';
 import { client, startRedisCluster, until, type TestCluster } from '../helpers/redis-topology.js';
 import { guard } from '../helpers/slowdown.js';

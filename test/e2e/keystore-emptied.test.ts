@@ -12,7 +12,7 @@ import { token } from '../helpers/tokens.js';
 /**
  * Issue 46, item 5: another application sharing the Redis empties it (FLUSHDB/FLUSHALL, a framework's cache
  * `clear` without a namespace). The connections and the server's run_id stay as they were, so only the
- * keystore's epoch marker (src/store/redis/keystore-epoch.ts) tells. Every instance must notice: fence the
+ * keystore's epoch marker (src/store/redis/connection/keystore-epoch.ts) tells. Every instance must notice: fence the
  * tokens used before (their nonces are gone), stop admitting the keys the flush removed (cached ones
  * included) so requests and listings agree, and say so in one line. Two instances, so that the one that
  * notices second, finding a marker the first already re-created, is shown to notice too.

@@ -12,8 +12,8 @@ import { managementClient, writeTokensFile } from '../helpers/management.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS } from '../helpers/constants.js';
-import { CONNECT_TIMEOUT_MS, SLOTS_REFRESH_MS } from '../../src/store/redis/redis-connection.js';
-import { HEARTBEAT_MISSES, HEARTBEAT_MS } from '../../src/store/redis/subscriber-heartbeat.js';
+import { CONNECT_TIMEOUT_MS, SLOTS_REFRESH_MS } from '../../src/store/redis/connection/redis-connection.js';
+import { HEARTBEAT_MISSES, HEARTBEAT_MS } from '../../src/store/redis/connection/subscriber-heartbeat.js';
 
 /**
  * Issue 28 item 4: a Cluster master that hangs (SIGSTOP: frozen, swapping, a partition that drops

@@ -160,7 +160,7 @@ describe('replay fence: the master is killed mid-traffic while its replica lags'
 });
 
 /**
- * The reconnect trigger (src/store/redis/failover-watch.ts): a command connection that comes back raises the
+ * The reconnect trigger (src/store/redis/connection/failover-watch.ts): a command connection that comes back raises the
  * fence at once, provisionally, and lowers it when INFO shows the run_id it had before (the same
  * server: a dropped connection lost no nonce); another run_id (a new server on that address, which
  * without persistence forgot every nonce) keeps it up.

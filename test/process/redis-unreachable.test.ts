@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { HEARTBEAT_MISSES, HEARTBEAT_MS } from '../../src/store/redis/subscriber-heartbeat.js';
+import { HEARTBEAT_MISSES, HEARTBEAT_MS } from '../../src/store/redis/connection/subscriber-heartbeat.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { serveKeygate, type ServedKeygate } from '../helpers/spawn-keygate.js';
 import { guard } from '../helpers/slowdown.js';

@@ -1,6 +1,6 @@
 import { createServer, connect, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { createDeadlineQueue } from '../../src/store/redis/deadline-queue.js';
+import { createDeadlineQueue } from '../../src/store/redis/connection/deadline-queue.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const busy = (ms: number) => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { epochVerdict } from '../../src/store/redis/keystore-epoch.js';
+import { epochVerdict } from '../../src/store/redis/connection/keystore-epoch.js';
 
 /**
  * What one reading of the keystore's epoch marker means (issue 46, item 5). The script behind it (read, or

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import { createRedisOutageLog } from '../../src/store/redis/redis-outage-log.js';
+import { createRedisOutageLog } from '../../src/store/redis/connection/redis-outage-log.js';
 
 function setup() {
   const lines: Array<Record<string, unknown>> = [];

@@ -1,6 +1,10 @@
 import pino from 'pino';
 import { describe, expect, it } from 'vitest';
-import { createRedisReachability, redisCause, REDIS_CAUSE_HINTS } from '../../src/store/redis/redis-reachability.js';
+import {
+  createRedisReachability,
+  redisCause,
+  REDIS_CAUSE_HINTS,
+} from '../../src/store/redis/connection/redis-reachability.js';
 
 const err = (message: string, code?: string) => Object.assign(new Error(message), code && { code });
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { combine, infoField, type ServerReading } from '../../src/store/redis/redis-server-checks.js';
+import { combine, infoField, type ServerReading } from '../../src/store/redis/connection/redis-server-checks.js';
 
 describe('infoField: one field of an INFO reply', () => {
   const info = '# Memory\r\nused_memory:1024\r\nmaxmemory_policy:volatile-lru\r\n# Persistence\r\naof_enabled:0\r\n';

@@ -1,5 +1,8 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { startSubscriberHeartbeat, type SubscriberHeartbeat } from '../../src/store/redis/subscriber-heartbeat.js';
+import {
+  startSubscriberHeartbeat,
+  type SubscriberHeartbeat,
+} from '../../src/store/redis/connection/subscriber-heartbeat.js';
 
 /** The heartbeat on fake timers: `deliver` decides whether a published heartbeat reaches the subscriber. */
 function setup(deliver: () => boolean, publishOk: () => boolean = () => true) {

@@ -5,7 +5,7 @@ import { readRedisDurability } from '../../config/read-durability.js';
 import { loadSecretEncryptionKeys } from '../../config/secret-encryption.js';
 import { createRedisStore } from '../../store/redis/redis-store.js';
 import { createSecretCipher } from '../../keys/secret-cipher.js';
-import { REDIS_CAUSE_HINTS, type RedisCause } from '../../store/redis/redis-reachability.js';
+import { REDIS_CAUSE_HINTS, type RedisCause } from '../../store/redis/connection/redis-reachability.js';
 import { DurabilityError, StoreUnavailableError, type ConnectionProblem } from '../../store/store.js';
 import { waitUntilAnswers } from '../../store/wait-ready.js';
 import { CliError } from '../cli-errors.js';

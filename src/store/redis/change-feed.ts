@@ -4,8 +4,8 @@ import type { Logger } from 'pino';
 import type { KeyChangeListener } from '../store.js';
 import { feedTransition, isSubscribed, type FeedEffect, type FeedEvent, type FeedState } from './change-feed-states.js';
 import { createKnownKeysBuilder } from './known-keys-builder.js';
-import type { RedisClient } from './redis-connection.js';
-import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './subscriber-heartbeat.js';
+import type { RedisClient } from './connection/redis-connection.js';
+import { HEARTBEAT_MISSES, HEARTBEAT_MS, startSubscriberHeartbeat } from './connection/subscriber-heartbeat.js';
 
 export interface ChangeFeed {
   /** The state now (change-feed-states.ts). */

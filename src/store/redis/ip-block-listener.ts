@@ -1,5 +1,5 @@
 // Tested in test/e2e/store-contract.test.ts (onIpBlocked heard by a second Redis store), test/e2e/metering.test.ts (ip_blocked on the other instance).
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './connection/redis-connection.js';
 
 export interface IpBlockListener {
   /** Store.onIpBlocked: blocks announced by any instance, this one included. */

@@ -2,9 +2,9 @@
 import type { Logger } from 'pino';
 import { parseKeyRecord, toExternal, type KeyRecord } from '../../keys/key-record.js';
 import { openExternal, SecretCipherError, type SecretCipher } from '../../keys/secret-cipher.js';
-import { KEY_CHANGE_SCRIPT } from './key-change-script.js';
+import { KEY_CHANGE_SCRIPT } from './scripts/key-change-script.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from '../key-write.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './connection/redis-connection.js';
 import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store.js';
 
 /**

@@ -5,7 +5,7 @@ import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../p
 import { peekBudget } from '../budgets.js';
 import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './connection/redis-connection.js';
 
 /**
  * Owners' own settings in Redis (issue 42): one hash, `{prefix}{keystore}:owners` (owner → JSON

@@ -6,15 +6,15 @@ import type { SecretCipher } from '../../keys/secret-cipher.js';
 import type { ReplayFence } from '../replay-fence.js';
 import type { ConnectionProblem, Store } from '../store.js';
 import { createChangeFeed } from './change-feed.js';
-import type { RedisClient } from './redis-connection.js';
-import { createRedisConnections } from './redis-connections.js';
-import { createDurability } from './redis-durability.js';
+import type { RedisClient } from './connection/redis-connection.js';
+import { createRedisConnections } from './connection/redis-connections.js';
+import { createDurability } from './connection/redis-durability.js';
 import { createIpBlockListener } from './ip-block-listener.js';
-import { createKeystoreEpoch } from './keystore-epoch.js';
+import { createKeystoreEpoch } from './connection/keystore-epoch.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOwners } from './redis-owners.js';
 import { createRequestState } from './request-state.js';
-import { createRedisServerChecks, gated, type ServerReading } from './redis-server-checks.js';
+import { createRedisServerChecks, gated, type ServerReading } from './connection/redis-server-checks.js';
 
 export interface RedisStoreOptions {
   /** A single server. Give either `url` or `connection`. */

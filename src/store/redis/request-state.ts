@@ -4,13 +4,13 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import type { KeyUsage } from '../../keys/key-usage.js';
 import type { Admission, Store } from '../store.js';
-import { parseAdmissionReply, parseNonceReply } from './admission-reply.js';
+import { parseAdmissionReply, parseNonceReply } from './scripts/admission-reply.js';
 import type { Charge } from '../budgets.js';
-import { ADMIT_SCRIPT } from './admit-script.js';
-import { IP_BUDGET_SCRIPT } from './ip-budget-script.js';
-import type { RedisConnections } from './redis-connections.js';
+import { ADMIT_SCRIPT } from './scripts/admit-script.js';
+import { IP_BUDGET_SCRIPT } from './scripts/ip-budget-script.js';
+import type { RedisConnections } from './connection/redis-connections.js';
 import { createTurnSend } from './turn-batch.js';
-import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './usage-flush-script.js';
+import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './scripts/usage-flush-script.js';
 import { createUsageWriter } from './usage-writer.js';
 
 export interface RequestState {

@@ -1,7 +1,7 @@
 // Tested in test/adversarial/redis-batching.test.ts.
 import type { Socket } from 'node:net';
 import { Command, type Redis } from 'ioredis';
-import type { RedisClient } from './redis-connection.js';
+import type { RedisClient } from './connection/redis-connection.js';
 
 /** Sends one command; its reply as ioredis decodes it (utf8 strings, numbers, null). */
 export type TurnSend = (name: string, args: Array<string | number>) => Promise<unknown>;

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino';
-import type { Clock } from '../../clock.js';
+import type { Clock } from '../../../clock.js';
 
 /** How often a connection that stays down is reported again. */
 export const REDIS_OUTAGE_LOG_INTERVAL_MS = 10_000;

@@ -1,16 +1,16 @@
 // Tested in test/e2e/redis-store.test.ts, test/adversarial/redis-faults.test.ts, test/e2e/redis-outage-log.test.ts, test/e2e/failover-watch.test.ts, test/e2e/redis-sentinel-failover.test.ts.
 import type { Logger } from 'pino';
 import { Cluster, type Redis } from 'ioredis';
-import type { Clock } from '../../clock.js';
-import type { RedisConnection } from '../../config/redis-settings.js';
-import type { ReplayFence } from '../replay-fence.js';
-import { StoreUnavailableError } from '../store.js';
+import type { Clock } from '../../../clock.js';
+import type { RedisConnection } from '../../../config/redis-settings.js';
+import type { ReplayFence } from '../../replay-fence.js';
+import { StoreUnavailableError } from '../../store.js';
 import { createDeadlineQueue } from './deadline-queue.js';
 import { watchFailovers } from './failover-watch.js';
 import { CONNECT_TIMEOUT_MS, createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
 import { createRedisReachability, type RedisReachability } from './redis-reachability.js';
-import { describeRedis } from '../../config/redis-settings.js';
+import { describeRedis } from '../../../config/redis-settings.js';
 
 export type ConnectionName = 'client' | 'subscriber' | 'management';
 /** How a connection is named to onConnectionState (metrics, readiness). */

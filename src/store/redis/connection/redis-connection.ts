@@ -1,6 +1,6 @@
 // Tested in test/e2e/redis-cluster.test.ts, test/e2e/redis-cluster-failover.test.ts, test/e2e/redis-sentinel-failover.test.ts.
 import { Cluster, Redis, type ClusterOptions, type RedisOptions } from 'ioredis';
-import type { RedisConnection } from '../../config/redis-settings.js';
+import type { RedisConnection } from '../../../config/redis-settings.js';
 
 /** A connection to one server, a Sentinel-managed master, or a Cluster: same command API. */
 export type RedisClient = Redis | Cluster;

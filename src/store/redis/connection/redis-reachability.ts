@@ -1,6 +1,6 @@
 // Tested in test/unit/redis-reachability.test.ts, test/process/redis-unreachable.test.ts.
 import type { Logger } from 'pino';
-import type { ConnectionProblem } from '../store.js';
+import type { ConnectionProblem } from '../../store.js';
 
 /**
  * Why a Redis connection failed, in Redis's terms: the vocabulary of `upstreamCause` (docs/running.md

@@ -1,5 +1,5 @@
 // Tested in test/e2e/usage-batching.test.ts.
-import type { KeyUsage } from '../../keys/key-usage.js';
+import type { KeyUsage } from '../../../keys/key-usage.js';
 
 /**
  * Writes one key's usage batch (usage-counter.ts) into its usage hash, atomically and at most

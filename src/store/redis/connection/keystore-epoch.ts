@@ -1,7 +1,7 @@
 // Tested in test/unit/keystore-epoch.test.ts (the verdicts), test/e2e/keystore-emptied.test.ts (FLUSHDB/FLUSHALL by another client, one server and Cluster).
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import { StoreUnavailableError } from '../store.js';
+import { StoreUnavailableError } from '../../store.js';
 import type { RedisClient } from './redis-connection.js';
 
 /**

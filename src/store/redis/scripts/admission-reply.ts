@@ -1,6 +1,6 @@
 // Tested in test/e2e/admit-script.test.ts, test/e2e/store-contract.test.ts.
-import type { RateState } from '../rate-limit.js';
-import type { Admission } from '../store.js';
+import type { RateState } from '../../rate-limit.js';
+import type { Admission } from '../../store.js';
 
 // Shared answers: the no-limit path allocates nothing per request for its verdict.
 const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });

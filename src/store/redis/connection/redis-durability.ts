@@ -1,6 +1,6 @@
 // Tested in test/e2e/durable-key-changes.test.ts.
 import { Cluster, type Redis } from 'ioredis';
-import { DurabilityError } from '../store.js';
+import { DurabilityError } from '../../store.js';
 
 export interface DurabilityOptions {
   /** Replicas that must acknowledge a key change before it is answered (0 = do not wait). */

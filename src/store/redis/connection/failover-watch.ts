@@ -2,7 +2,7 @@
 import { Cluster } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RedisClient } from './redis-connection.js';
-import type { FailoverCause, ReplayFence } from '../replay-fence.js';
+import type { FailoverCause, ReplayFence } from '../../replay-fence.js';
 
 /**
  * Raises the replay fence (replay-fence.ts) whenever the connection that admits nonces may have

@@ -1,6 +1,6 @@
 import { Cluster, type Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { DurabilityError, RedisMayEvictError, StoreUnavailableError } from '../store.js';
+import { DurabilityError, RedisMayEvictError, StoreUnavailableError } from '../../store.js';
 
 /*
  * What Keygate needs of the Redis it is given, read from the server itself (issue 46) rather than
