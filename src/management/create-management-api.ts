@@ -1,7 +1,7 @@
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { Limits } from '../config/read-limits.js';
-import { createManagementTokensSource, type ManagementTokensSource } from '../config/management-tokens-source.js';
+import { createManagementTokensSource, type ManagementTokensSource } from './management-tokens-source.js';
 import type { Store } from '../store/store.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import { createKeyOperations } from '../operations/key-operations.js';

@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import { createFileReloader, type FileReloader } from '../files/file-reloader.js';
-import { loadManagementTokens, type ManagementToken } from './management-tokens.js';
+import { loadManagementTokens, type ManagementToken } from '../config/management-tokens.js';
 
 export interface ManagementTokensSource extends FileReloader {
   /** The tokens in force: the last good file's. */
