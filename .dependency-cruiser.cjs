@@ -10,7 +10,8 @@
  *   operations/                   the key operations (create, update, rotate, revoke, delete, import) that
  *                                 the management API and `keygate keys` share: below both, above the store
  *   pipeline/     observe/        pure request steps (verdicts) | logs, metrics, readiness, the admin port
- *   store/                        the Store interface, memory and Redis stores, key cache, rate-limit state
+ *   store/        assertion/      the Store interface, memory and Redis stores, key cache, rate-limit state
+ *                                 | Keygate's own signing keys and the identity assertion it signs for the upstream
  *   keys/         config/         the key model (record, usage, prepared key, keys file, cipher)
  *                                 | environment settings: read once, plain data, frozen
  *   policy/                       the routes/policy file: types, load, compile, match, lint, reload
@@ -34,11 +35,12 @@
  */
 const WIRING = '|^src/(create-keygate|index)\\.ts$';
 const ABOVE = {
-  files: `^src/(policy|keys|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
-  policy: `^src/(keys|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
-  keys: `^src/(config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
-  config: `^src/(keys|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
-  store: `^src/(pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  files: `^src/(policy|keys|assertion|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  policy: `^src/(keys|assertion|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  keys: `^src/(assertion|config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  config: `^src/(keys|assertion|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  store: `^src/(assertion|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
+  assertion: `^src/(config|store|pipeline|observe|operations|gateway|management|cli)/${WIRING}`,
   pipeline: `^src/(observe|operations|gateway|management|cli)/${WIRING}`,
   observe: `^src/(pipeline|operations|gateway|management|cli)/${WIRING}`,
   operations: `^src/(pipeline|observe|gateway|management|cli)/${WIRING}`,

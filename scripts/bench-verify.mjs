@@ -35,8 +35,8 @@ import { createHmac, generateKeyPairSync, timingSafeEqual } from 'node:crypto';
 import { mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadAssertionKeys, newAssertionKey } from '../dist/keys/assertion-keys.js';
-import { createAssertionSigner } from '../dist/keys/assertion-signer.js';
+import { loadAssertionKeys, newAssertionKey } from '../dist/assertion/assertion-keys.js';
+import { createAssertionSigner } from '../dist/assertion/assertion-signer.js';
 import { compactVerify } from 'jose';
 import { systemClock } from '../dist/clock.js';
 import { responseHead } from '../dist/gateway/upstream/response-head.js';
@@ -290,7 +290,7 @@ function assertionSigner(alg, mode) {
   return createAssertionSigner(options, { clock, keys: () => set });
 }
 const ASSERTION_REQUEST = { requestId: 'r1', method: 'GET', target: '/api/v3/viewer/accounts' };
-/** @type {Array<[string, import('../dist/keys/assertion-signer.js').AssertionSigner]>} */
+/** @type {Array<[string, import('../dist/assertion/assertion-signer.js').AssertionSigner]>} */
 const assertionRows = [
   ['assertion: identity mode, cache hit (EdDSA)', assertionSigner('EdDSA', 'identity')],
   ['assertion: request mode, Ed25519 sign', assertionSigner('EdDSA', 'request')],

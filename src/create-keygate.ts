@@ -25,8 +25,8 @@ import { createRedisStore } from './store/redis/redis-store.js';
 import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
 import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Store } from './store/store.js';
-import { createAssertionKeysSource, type AssertionKeysSource } from './keys/assertion-keys-source.js';
-import { createAssertionSigner } from './keys/assertion-signer.js';
+import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
+import { createAssertionSigner } from './assertion/assertion-signer.js';
 
 export interface KeygateDeps {
   logger: Logger;

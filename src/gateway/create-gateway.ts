@@ -9,7 +9,7 @@ import type { Reason } from '../errors.js';
 import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Authenticator } from '../pipeline/authenticate.js';
-import type { AssertionSigner } from '../keys/assertion-signer.js';
+import type { AssertionSigner } from '../assertion/assertion-signer.js';
 import type { Policy } from '../policy/policy.js';
 import { createForwardAuthMode } from './forward-auth-mode.js';
 import type { Forwarder } from './upstream/forwarder.js';

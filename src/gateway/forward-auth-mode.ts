@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock } from '../clock.js';
 import { deny, ERRORS, type Denial, type ErrorCode } from '../errors.js';
 import { KEY_ID_HEADER, KEY_OWNER_HEADER, requestIdOf, type UpstreamHead } from '../pipeline/forward-headers.js';
-import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
+import { ASSERTION_HEADER } from '../assertion/assertion-signer.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import { renderError } from './render.js';
 import { writeTime } from './time-endpoint.js';

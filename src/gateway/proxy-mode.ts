@@ -1,7 +1,7 @@
 // Tested in test/e2e/forwarding.test.ts, test/e2e/create-gateway.test.ts, test/adversarial/smuggling.test.ts.
 import type { IncomingMessage } from 'node:http';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../pipeline/forward-headers.js';
-import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
+import { ASSERTION_HEADER } from '../assertion/assertion-signer.js';
 import { declaredTooLarge, readBoundBody } from './bound-body.js';
 import type { Limits } from '../config/read-limits.js';
 import type { Forwarder } from './upstream/forwarder.js';

@@ -11,7 +11,7 @@ import { budgetPrefix } from '../net/ip-prefix.js';
 import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
-import type { AssertionSigner } from '../keys/assertion-signer.js';
+import type { AssertionSigner } from '../assertion/assertion-signer.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
 import { checkTarget, type Target } from '../pipeline/check-target.js';

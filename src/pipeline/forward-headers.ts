@@ -1,5 +1,5 @@
 import { deny, type Denial } from '../errors.js';
-import { ASSERTION_HEADER } from '../keys/assertion-signer.js';
+import { ASSERTION_HEADER } from '../assertion/assertion-signer.js';
 import { newRequestId } from './request-id.js';
 
 export const KEY_ID_HEADER = 'x-api-key-id';

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newAssertionKey } from '../../src/keys/assertion-keys.js';
+import { newAssertionKey } from '../../src/assertion/assertion-keys.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
 import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';

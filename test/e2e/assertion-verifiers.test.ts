@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAssertionVerifier } from '../../src/client/verify-assertion.js';
-import { newAssertionKey } from '../../src/keys/assertion-keys.js';
+import { newAssertionKey } from '../../src/assertion/assertion-keys.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';

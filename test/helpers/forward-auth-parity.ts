@@ -3,7 +3,7 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { KeyRecord } from '../../src/keys/key-record.js';
-import { newAssertionKey } from '../../src/keys/assertion-keys.js';
+import { newAssertionKey } from '../../src/assertion/assertion-keys.js';
 import { startCaddy } from './caddy.js';
 import { send, type Reply } from './http.js';
 import { startKeygate, type RunningKeygate } from './keygate.js';

@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { AssertionKeysError, loadAssertionKeys, newAssertionKey } from '../../src/keys/assertion-keys.js';
+import { AssertionKeysError, loadAssertionKeys, newAssertionKey } from '../../src/assertion/assertion-keys.js';
 
 function jwksFile(data: unknown, mode = 0o600): string {
   const file = join(mkdtempSync(join(tmpdir(), 'keygate-akeys-')), 'keys.json');

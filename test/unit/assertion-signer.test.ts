@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import { loadAssertionKeys, newAssertionKey, type AssertionKeySet } from '../../src/keys/assertion-keys.js';
-import { createAssertionSigner, type AssertionOptions } from '../../src/keys/assertion-signer.js';
+import { loadAssertionKeys, newAssertionKey, type AssertionKeySet } from '../../src/assertion/assertion-keys.js';
+import { createAssertionSigner, type AssertionOptions } from '../../src/assertion/assertion-signer.js';
 import { parseKeyRecord, type KeyRecord } from '../../src/keys/key-record.js';
 
 function keySet(keys: Record<string, string>[]): AssertionKeySet {

@@ -5,8 +5,8 @@ import { SignJWT } from 'jose';
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { createAssertionVerifier, type AssertionErrorCode } from '../../src/client/verify-assertion.js';
-import { loadAssertionKeys, newAssertionKey, type AssertionKeySet } from '../../src/keys/assertion-keys.js';
-import { createAssertionSigner } from '../../src/keys/assertion-signer.js';
+import { loadAssertionKeys, newAssertionKey, type AssertionKeySet } from '../../src/assertion/assertion-keys.js';
+import { createAssertionSigner } from '../../src/assertion/assertion-signer.js';
 import { parseKeyRecord } from '../../src/keys/key-record.js';
 
 function keySet(keys: Record<string, string>[]): AssertionKeySet {

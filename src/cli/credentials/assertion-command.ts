@@ -9,7 +9,7 @@ import {
   loadAssertionKeys,
   newAssertionKey,
   type AssertionAlg,
-} from '../../keys/assertion-keys.js';
+} from '../../assertion/assertion-keys.js';
 import { CliError, UsageError } from '../cli-errors.js';
 import { str, type Command } from '../command-line.js';
 

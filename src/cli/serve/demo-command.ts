@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createAssertionVerifier, type AssertionVerifier } from '../../client/verify-assertion.js';
-import { newAssertionKey } from '../../keys/assertion-keys.js';
+import { newAssertionKey } from '../../assertion/assertion-keys.js';
 import { flag, type Command } from '../command-line.js';
 import { createDemoUpstream } from './demo-upstream.js';
 import { serve } from './serve-command.js';

@@ -6,7 +6,7 @@ import { describeRedis, readRedisSettings } from '../../config/redis-settings.js
 import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import type { KeyRecord } from '../../keys/key-record.js';
-import { AssertionKeysError, loadAssertionKeys } from '../../keys/assertion-keys.js';
+import { AssertionKeysError, loadAssertionKeys } from '../../assertion/assertion-keys.js';
 import cluster from 'node:cluster';
 import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../../config/env-names.js';

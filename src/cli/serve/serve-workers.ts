@@ -7,7 +7,7 @@ import type { KeyRecord } from '../../keys/key-record.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import { createKeygate } from '../../create-keygate.js';
 import { createAdminServer } from '../../observe/admin-server.js';
-import { createAssertionKeysSource } from '../../keys/assertion-keys-source.js';
+import { createAssertionKeysSource } from '../../assertion/assertion-keys-source.js';
 import { describeRedis } from '../../config/redis-settings.js';
 import { warnWhenStoreEmpty } from './empty-store-warning.js';
 import { describeListenError } from './listen-error.js';

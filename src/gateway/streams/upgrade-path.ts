@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import type { Limits } from '../../config/read-limits.js';
 import { deny, type Reason } from '../../errors.js';
-import { ASSERTION_HEADER, type AssertionSigner } from '../../keys/assertion-signer.js';
+import { ASSERTION_HEADER, type AssertionSigner } from '../../assertion/assertion-signer.js';
 import type { Metrics, UpstreamCause } from '../../observe/metrics.js';
 import { roundMs } from '../../observe/request-record.js';
 import type { StreamMetrics } from '../../observe/stream-metrics.js';

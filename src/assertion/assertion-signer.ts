@@ -1,7 +1,7 @@
 import { sign, type KeyObject } from 'node:crypto';
 import type { Clock } from '../clock.js';
 import type { AssertionKey, AssertionKeySet } from './assertion-keys.js';
-import type { KeyRecord } from './key-record.js';
+import type { KeyRecord } from '../keys/key-record.js';
 
 /** The header the upstream reads; client copies are dropped like the identity headers (forward-headers.ts). */
 export const ASSERTION_HEADER = 'x-keygate-assertion';
