@@ -2,7 +2,8 @@ import type { ManagementError } from '../errors.js';
 import { publicView, type KeyRecord } from '../keys/key-record.js';
 import { lastUsedAt } from '../keys/key-usage.js';
 import type { Store } from '../store/store.js';
-import type { KeyOperations, Refusal } from '../operations/key-operations.js';
+import type { KeyOperations } from '../operations/key-operations.js';
+import type { Refusal } from '../operations/outcome.js';
 import type { OwnerOperations } from '../operations/owner-operations.js';
 
 /**

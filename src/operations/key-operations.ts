@@ -14,23 +14,7 @@ import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
 import type { KeyClaim, KeyWrite, KeyWriteResult, VersionedKey } from '../store/key-write.js';
 import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
 import { StoreUnavailableError, type AuditEntry, type Store } from '../store/store.js';
-
-/** Why an operation did nothing: data, so the CLI prints it and the API renders it (404, 400, 409). */
-export type Refusal =
-  | { readonly ok: false; readonly refused: 'not_found' }
-  | { readonly ok: false; readonly refused: 'invalid'; readonly problems: readonly string[] }
-  | { readonly ok: false; readonly refused: 'conflict'; readonly message: string; readonly version?: number };
-export type Done<T> = { readonly ok: true; readonly value: T } | Refusal;
-
-const done = <T>(value: T): Done<T> => ({ ok: true, value });
-const notFound: Refusal = Object.freeze({ ok: false, refused: 'not_found' });
-const invalid = (problems: readonly string[]): Refusal => ({ ok: false, refused: 'invalid', problems });
-const conflict = (message: string, version?: number): Refusal => ({
-  ok: false,
-  refused: 'conflict',
-  message,
-  ...(version !== undefined && { version }),
-});
+import { conflict, done, invalid, notFound, type Done, type Refusal } from './outcome.js';
 
 /** A refused compare-and-set in words: what the operator sees (409 / exit 1). */
 function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal {

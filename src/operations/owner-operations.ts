@@ -8,7 +8,7 @@ import {
   type RateLimitSpec,
 } from '../policy/rate-limit-spec.js';
 import type { AuditEntry, Store } from '../store/store.js';
-import type { Done } from './key-operations.js';
+import { invalid, type Done } from './outcome.js';
 
 /** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
 export type OwnerView = ReturnType<typeof ownerView>;
@@ -33,8 +33,6 @@ export interface OwnerOperations {
   /** Sets the owner's own limit (null removes it), audited and announced to every instance; the owner as set. */
   setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView>>;
 }
-
-const invalid = (problems: readonly string[]) => ({ ok: false as const, refused: 'invalid' as const, problems });
 
 /**
  * The one code path for owners' settings (issue 42), shared by `keygate owners` and the management

@@ -1,6 +1,7 @@
 import type { KeyRecord } from '../../keys/key-record.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';
-import { createKeyOperations, type Done, type KeyOperations } from '../../operations/key-operations.js';
+import { createKeyOperations, type KeyOperations } from '../../operations/key-operations.js';
+import type { Done } from '../../operations/outcome.js';
 import { createOwnerOperations, type OwnerOperations } from '../../operations/owner-operations.js';
 import type { AuditEntry, Store } from '../../store/store.js';
 import { CliError, KeyNotFound } from '../cli-errors.js';
