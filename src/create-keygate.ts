@@ -194,7 +194,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
     );
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
-  const authenticateKey = createAuthenticator(
+  const authenticate = createAuthenticator(
     {
       maxTokenBytes: config.limits.maxTokenBytes,
       // Getters, so a reloaded policy's recv_window limits apply from the next token on.
@@ -216,12 +216,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     // An owner's own limit (issue 42) before the policy's default: the store's table, no store call.
     { keys, store, clock, ...(fence && { fence }), ownerLimits: (owner) => store.ownerLimit(owner) },
   );
-  // Issue 42: the failed-authentication budget per client IP, checked before anything else of authentication.
-  const ipBudget = createIpBudget(
-    { limit: () => policy.policy().failedAuthLimit },
-    { inner: authenticateKey, store, clock, logger },
-  );
-  const authenticate = ipBudget.authenticate;
+  // The failed-authentication budget per client IP: the request path checks and spends it (its steps
+  // checkIpBudget and spendIpBudget), under the policy's failedAuthLimit.
+  const ipBudget = createIpBudget({ store, clock, logger });
   // A blocked IP is refused by the request path before anything else it reads; its refusals are summed up in the log.
   const blockedLog = createBlockedRequestLog({}, { logger });
   // Forward-auth mode never proxies: no forwarder, no upstream connections.
@@ -252,7 +249,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ipBlocks: { blockedMs: ipBudget.blockedMs, spendAfterAdmit: ipBudget.spendAfterAdmit, log: blockedLog },
+    ipBlocks: { blockedMs: ipBudget.blockedMs, spend: ipBudget.spend, log: blockedLog },
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),

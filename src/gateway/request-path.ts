@@ -11,6 +11,7 @@ import { budgetPrefix } from '../net/ip-prefix.js';
 import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
+import { SPENDING_CODES, type IpBudget } from '../pipeline/ip-budget.js';
 import type { AssertionSigner } from '../assertion/assertion-signer.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
@@ -46,6 +47,7 @@ export const REQUEST_STEPS = Object.freeze([
   { name: 'buildUpstreamHead', source: 'src/pipeline/forward-headers.ts' },
   { name: 'passPublic', source: 'src/gateway/request-path.ts' },
   { name: 'authenticate', source: 'src/pipeline/authenticate.ts' },
+  { name: 'spendIpBudget', source: 'src/pipeline/ip-budget.ts' },
   { name: 'authorizeKey', source: 'src/pipeline/authorize.ts' },
   { name: 'pass', source: 'src/gateway/proxy-mode.ts' },
 ] as const);
@@ -61,17 +63,11 @@ export interface RequestPathDeps {
   /** Signs X-Keygate-Assertion for each pass with a key; absent = the assertion is off. */
   readonly assertion?: AssertionSigner | undefined;
   /**
-   * The failed-authentication budget per client IP (issue 42, policy failedAuthLimit): how long an IP is
-   * still blocked, and the log of its refusals (a summary per IP, not a line each). Absent = never blocked.
+   * The failed-authentication budget per client IP (policy failedAuthLimit, pipeline/ip-budget.ts): how long
+   * an IP is still blocked, the spend of a failed authentication, and the log of its refusals (a summary per
+   * IP, not a line each). Absent = never blocked, nothing spent.
    */
-  readonly ipBlocks?:
-    | {
-        blockedMs(ip: string): number;
-        /** A 40106 found after the admit (binding_mismatch on the body) spends from the IP's budget too. */
-        spendAfterAdmit?(ip: string): Promise<void>;
-        readonly log: BlockedRequestLog;
-      }
-    | undefined;
+  readonly ipBlocks?: (Pick<IpBudget, 'blockedMs' | 'spend'> & { readonly log: BlockedRequestLog }) | undefined;
 }
 
 export interface RequestPath {
@@ -118,7 +114,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /**
    * The synchronous steps, in order. Each returns true to hand on to the next, or false once it has
-   * answered the request (a refusal, the time endpoint, a public pass). Then `authenticate` →
+   * answered the request (a refusal, the time endpoint, a public pass). Then `authenticate` → `spendIpBudget` →
    * `authorizeKey` → `pass`, when the store has answered.
    */
   function walk(w: Walk) {
@@ -240,14 +236,35 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   function authenticate(w: Walk) {
     w.log.clientIp = w.ip; // derived by checkIpBudget
-    // The walk is the request's route (its cost) and client IP as the authenticator reads them (issue 42).
+    // The walk is the request's route (its cost) and client IP as the authenticator reads them.
     deps.authenticate(w.req.rawHeaders, w).then(
-      (authn) => authorized(w, authn),
+      (authn) => spendIpBudget(w, authn),
       (err: unknown) =>
         // Only a store that did not answer is 503; anything else is Keygate's own fault.
         err instanceof StoreUnavailableError
           ? authorized(w, deny('store_unavailable'))
           : internalError(w.res, w.log, err),
+    );
+  }
+
+  /**
+   * A refusal that says the token or its key was bad (SPENDING_CODES) spends 1 from the client IP's
+   * failed-authentication budget, in the store every instance shares, and is answered once the spend is
+   * made: the next request, on any instance, finds it spent. Anything else goes on at once.
+   */
+  function spendIpBudget(w: Walk, authn: Authenticated | Denial | RateLimited) {
+    const limit = w.plan.policy.failedAuthLimit;
+    if (
+      authn.ok ||
+      limit === undefined ||
+      ipBlocks === undefined ||
+      w.ip === undefined ||
+      !SPENDING_CODES.has(authn.code)
+    )
+      return authorized(w, authn);
+    ipBlocks.spend(w.ip, limit).then(
+      () => authorized(w, authn),
+      (err: unknown) => internalError(w.res, w.log, err),
     );
   }
 
@@ -317,11 +334,12 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     } else {
       if (result.cause !== undefined) log.upstreamCause = result.cause;
       const denial = deny(result.reason);
-      // Issue 42: every 40106 spends from the client IP's failed-authentication budget, this one too
-      // (a body that does not match body_sha256 is found only once the body has been read).
-      const spend = ipBlocks?.spendAfterAdmit;
-      if (result.reason === 'binding_mismatch' && spend !== undefined && w.ip !== undefined)
-        return void spend(w.ip)
+      // Every 40106 spends from the client IP's failed-authentication budget, this one too (a body that
+      // does not match body_sha256 is found only once the body has been read), under the policy now in force.
+      const limit = deps.policy().failedAuthLimit;
+      if (result.reason === 'binding_mismatch' && limit !== undefined && ipBlocks !== undefined && w.ip !== undefined)
+        return void ipBlocks
+          .spend(w.ip, limit)
           .then(() => refuse(w.res, log, denial))
           .catch((err: unknown) => internalError(w.res, log, err));
       refuse(w.res, log, denial);

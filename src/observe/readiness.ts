@@ -1,4 +1,4 @@
-import { RedisMayEvictError, type Store } from '../store/store.js';
+import { RedisMayEvictError, type HealthStore } from '../store/store.js';
 
 /** Why /readyz answers 503. docs/running.md "Health and readiness" lists the same reasons. */
 export const NOT_READY_REASONS = Object.freeze({
@@ -24,7 +24,7 @@ export interface ReadinessOptions {
 }
 
 export interface ReadinessDeps {
-  readonly store: Store;
+  readonly store: HealthStore;
   readonly closing: () => boolean;
 }
 

@@ -7,7 +7,7 @@ import {
   type CompiledLimit,
   type RateLimitSpec,
 } from '../policy/rate-limit-spec.js';
-import type { AuditEntry, Store } from '../store/store.js';
+import type { AuditEntry, OwnerStore } from '../store/store.js';
 import { invalid, type Done } from './outcome.js';
 
 /** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
@@ -41,7 +41,7 @@ export interface OwnerOperations {
  * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.
  */
 export function createOwnerOperations(deps: {
-  store: Store;
+  store: OwnerStore;
   now: () => number;
   audit: (entry: AuditEntry) => void;
   /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */

@@ -6,7 +6,7 @@ import type { KeyAlg } from '../keys/public-key.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
-import type { Store } from '../store/store.js';
+import type { AdmissionStore } from '../store/store.js';
 import { checkBinding, type BoundRequest } from './check-binding.js';
 import { checkTime } from './check-time.js';
 import { decodeToken, type DecodeOptions } from './decode-token.js';
@@ -57,14 +57,12 @@ export type VerifiedDenial = Denial & { readonly keyId: string };
 
 /** 429 rate_limited / owner_rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
 export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
-/** 429 ip_blocked (ip-budget.ts): no key was looked at, the IP's budget is what the client is told of. */
-export type IpBlocked = Denial & { readonly rate: RateInfo };
 
 export interface Authenticator {
   (
     rawHeaders: readonly string[],
     request?: AuthRequest,
-  ): Promise<Authenticated | Denial | VerifiedDenial | RateLimited | IpBlocked>;
+  ): Promise<Authenticated | Denial | VerifiedDenial | RateLimited>;
 }
 
 export interface AuthenticateOptions extends DecodeOptions {
@@ -92,7 +90,7 @@ export type OwnerLimits = (owner: string) => CompiledLimit | undefined;
  */
 export function createAuthenticator(
   options: AuthenticateOptions,
-  deps: { keys: KeyCache; store: Store; clock: Clock; fence?: ReplayFence; ownerLimits?: OwnerLimits },
+  deps: { keys: KeyCache; store: AdmissionStore; clock: Clock; fence?: ReplayFence; ownerLimits?: OwnerLimits },
 ): Authenticator {
   const fence = deps.fence;
   /**

@@ -99,8 +99,8 @@ export interface ConnectionProblem {
   readonly err: string;
 }
 
-export interface Store {
-  readonly kind: 'memory' | 'redis';
+/** The key records: what the key operations, the key cache and the change listeners read and write. */
+export interface KeyRecordStore {
   /** The request path's read (a key-cache miss). */
   getKey(apiKey: string): Promise<KeyRecord | null>;
   /** The record with its version, for a compare-and-set (commitKeyChanges). */
@@ -121,24 +121,6 @@ export interface Store {
   putKey(record: KeyRecord): Promise<void>;
   /** Deletes unconditionally, without audit; false when no such key existed. Also drops rate-limit state and usage. */
   deleteKey(apiKey: string): Promise<boolean>;
-  /**
-   * The request path's one store call, atomic and (in Redis) one round trip:
-   * every budget of the charge checked for its cost, all or nothing (GCRA on the store's clock,
-   * budgets.ts; none when `charge` is undefined or has no budgets), then the nonce (recorded for
-   * `ttlMs` if new), then usage (lastUsedAt, count for today; Redis writes it in batches, see
-   * flushUsage). The charge's owner says where a key's state lives (Redis: its owner's hash slot).
-   * See Admission for what each outcome wrote. (Before issue 42 the last argument was one limit.)
-   */
-  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
-  /**
-   * The failed-authentication budget per client IP (issue 42, src/pipeline/ip-budget.ts): spends 1
-   * from `ipKey`'s budget if it has room (GCRA on the store's clock, budgets.ts `spendFailure`) and
-   * answers how long from now it has none, in µs (0: not empty). Redis: one script on the IP's own
-   * slot, and a block is announced to every instance (onIpBlocked) before this resolves.
-   */
-  spendFailedAuth(ipKey: string, limit: CompiledLimit): Promise<number>;
-  /** Blocks announced by any instance (Redis only; the memory store's one process hears its own replies). */
-  onIpBlocked?(listener: (ipKey: string, blockedUs: number) => void): () => void;
   /**
    * When a key was last admitted and its per-day counts (the last USAGE_DAYS days). Redis: exact for
    * this process's own requests (it flushes first), other replicas' counts are at most one flush late.
@@ -168,6 +150,38 @@ export interface Store {
    * Redis only (known-keys.ts, while subscribed); the memory store's reads cost no round trip.
    */
   mayHaveKey?(apiKey: string): boolean;
+  /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
+  appendAudit(entry: AuditEntry): Promise<void>;
+}
+
+/** A request's admission: what authentication (pipeline/authenticate.ts) asks of the store. */
+export interface AdmissionStore {
+  /**
+   * The request path's one store call, atomic and (in Redis) one round trip:
+   * every budget of the charge checked for its cost, all or nothing (GCRA on the store's clock,
+   * budgets.ts; none when `charge` is undefined or has no budgets), then the nonce (recorded for
+   * `ttlMs` if new), then usage (lastUsedAt, count for today; Redis writes it in batches, see
+   * flushUsage). The charge's owner says where a key's state lives (Redis: its owner's hash slot).
+   * See Admission for what each outcome wrote. (Before issue 42 the last argument was one limit.)
+   */
+  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
+}
+
+/** The failed-authentication budgets per client IP (pipeline/ip-budget.ts). */
+export interface IpBudgetStore {
+  /**
+   * The failed-authentication budget per client IP (issue 42, src/pipeline/ip-budget.ts): spends 1
+   * from `ipKey`'s budget if it has room (GCRA on the store's clock, budgets.ts `spendFailure`) and
+   * answers how long from now it has none, in µs (0: not empty). Redis: one script on the IP's own
+   * slot, and a block is announced to every instance (onIpBlocked) before this resolves.
+   */
+  spendFailedAuth(ipKey: string, limit: CompiledLimit): Promise<number>;
+  /** Blocks announced by any instance (Redis only; the memory store's one process hears its own replies). */
+  onIpBlocked?(listener: (ipKey: string, blockedUs: number) => void): () => void;
+}
+
+/** Owners' own settings and budgets (operations/owner-operations.ts, the request path's owner limits). */
+export interface OwnerStore {
   /** An owner's own settings (issue 42), or null when it has none (the management connection in Redis). */
   readOwner(owner: string): Promise<OwnerRecord | null>;
   /** Every owner with settings of its own, by name. */
@@ -191,8 +205,10 @@ export interface Store {
    * in one script on the owner's slot, the management connection).
    */
   ownerBudget(owner: string, limit: CompiledLimit): Promise<RateState>;
-  /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
-  appendAudit(entry: AuditEntry): Promise<void>;
+}
+
+/** Whether the store can serve: what /readyz (observe/readiness.ts) reads. */
+export interface HealthStore {
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
   ping(): Promise<void>;
   /** How many keys the store holds (any state); /readyz is 503 "no_keys" at 0 with KEYGATE_READY_REQUIRES_KEYS. */
@@ -205,5 +221,13 @@ export interface Store {
   servable?(): Promise<void>;
   /** Redis: why the request path's connection is down (/readyz `redis_unreachable`); undefined while up. */
   connectionProblem?(): ConnectionProblem | undefined;
+}
+
+/**
+ * A whole store (memory or Redis): every view. Built only by the assembly (create-keygate.ts, `keygate keys`);
+ * a consumer takes the view it uses.
+ */
+export interface Store extends KeyRecordStore, AdmissionStore, IpBudgetStore, OwnerStore, HealthStore {
+  readonly kind: 'memory' | 'redis';
   close(): Promise<void>;
 }

@@ -2,34 +2,21 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { deny, type Reason } from '../../src/errors.js';
-import type { Authenticator } from '../../src/pipeline/authenticate.js';
-import { createIpBudget } from '../../src/pipeline/ip-budget.js';
+import { createIpBudget, SPENDING_CODES } from '../../src/pipeline/ip-budget.js';
 import { compileRateLimit, IP_POLICY_NAME } from '../../src/policy/rate-limit-spec.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
+import { StoreUnavailableError, type IpBudgetStore } from '../../src/store/store.js';
 
-/** An authenticator that answers what it is told to and counts its calls (the checks the budget must skip). */
-function scripted() {
-  let next: Reason | 'ok' = 'ok';
-  let calls = 0;
-  const inner: Authenticator = async () => {
-    calls++;
-    return next === 'ok' ? ({ ok: true } as never) : deny(next);
-  };
-  return { inner, answer: (r: Reason | 'ok') => (next = r), calls: () => calls };
-}
+const LIMIT = compileRateLimit({ rate: '3/m' }, IP_POLICY_NAME); // one failure back every 20 s
+const silent = pino({ level: 'silent' });
 
-function setup(limit = compileRateLimit({ rate: '3/m' }, IP_POLICY_NAME)) {
+function setup() {
   const clock = manualClock(1_700_000_000_000);
   const store = createMemoryStore({}, { clock });
-  const auth = scripted();
-  const budget = createIpBudget(
-    { limit: () => limit },
-    { inner: auth.inner, store, clock, logger: pino({ level: 'silent' }) },
-  );
-  return { clock, auth, budget, run: (ip: string) => budget.authenticate([], { ip }) };
+  return { clock, budget: createIpBudget({ store, clock, logger: silent }) };
 }
 
-describe('createIpBudget', () => {
+describe('SPENDING_CODES: the refusals of authentication that spend from the IP budget', () => {
   it.each<[reason: Reason, spends: boolean]>([
     ['missing_header', true], // 40004
     ['bad_header_format', true], // 40107
@@ -40,71 +27,55 @@ describe('createIpBudget', () => {
     ['rate_limited', false], // 10429
     ['scope_denied', false], // 10403
     ['store_unavailable', false], // 50300
-  ])('a refusal %s spends from the IP budget: %s', async (reason, spends) => {
-    const { auth, run } = setup();
-    auth.answer(reason);
-    for (let i = 0; i < 3; i++) await run('192.0.2.1');
-    auth.answer('ok');
-    const after = await run('192.0.2.1');
-    expect(after.ok ? 'passed' : after.reason).toBe(spends ? 'ip_blocked' : 'passed');
+  ])('%s spends: %s', (reason, spends) => {
+    expect(SPENDING_CODES.has(deny(reason).code)).toBe(spends);
   });
+});
 
-  it('once empty, refuses before the inner checks run, with Retry-After in the RateLimit state; refills on time', async () => {
-    const { auth, run, clock, budget } = setup(); // 3/m: one failure back every 20 s
-    auth.answer('bad_signature');
-    for (let i = 0; i < 3; i++) expect(await run('192.0.2.1')).toMatchObject({ reason: 'bad_signature' });
-    const calls = auth.calls();
-    const blocked = await run('192.0.2.1');
-    expect(blocked).toMatchObject({ ok: false, code: 10429, reason: 'ip_blocked' });
-    expect(blocked).toMatchObject({ rate: { limits: [{ name: 'keygate-ip', burst: 3 }], states: [{ remaining: 0 }] } });
-    expect(auth.calls()).toBe(calls); // nothing of authentication ran
+describe('createIpBudget', () => {
+  it('a spend resolves once made; the budget empties after its burst and refills on time', async () => {
+    const { clock, budget } = setup();
+    for (let i = 0; i < 2; i++) await budget.spend('192.0.2.1', LIMIT);
+    expect(budget.blockedMs('192.0.2.1')).toBe(0);
+    await budget.spend('192.0.2.1', LIMIT);
     expect(budget.blockedMs('192.0.2.1')).toBe(20_000);
-    // Another IP, and another /64, are untouched; the same /64 is the same budget.
-    auth.answer('ok');
-    expect((await run('192.0.2.2')).ok).toBe(true);
+    // Another IP is untouched.
+    expect(budget.blockedMs('192.0.2.2')).toBe(0);
     clock.advance(19_999);
-    expect((await run('192.0.2.1')).ok).toBe(false);
+    expect(budget.blockedMs('192.0.2.1')).toBe(1);
     clock.advance(1);
-    expect((await run('192.0.2.1')).ok).toBe(true); // one failure's worth is back
-  });
-
-  it('spendAfterAdmit (a body found not to match body_sha256) spends 1, resolved once spent; off, nothing', async () => {
-    const { budget, run } = setup();
-    for (let i = 0; i < 3; i++) await budget.spendAfterAdmit('192.0.2.7');
-    expect(budget.blockedMs('192.0.2.7')).toBeGreaterThan(0);
-    expect(await run('192.0.2.7')).toMatchObject({ reason: 'ip_blocked' });
-    expect(budget.blockedMs('192.0.2.8')).toBe(0);
-    const clock = manualClock(1_700_000_000_000);
-    const off = createIpBudget(
-      { limit: () => undefined },
-      { inner: scripted().inner, store: createMemoryStore({}, { clock }), clock, logger: pino({ level: 'silent' }) },
-    );
-    for (let i = 0; i < 5; i++) await off.spendAfterAdmit('192.0.2.7');
-    expect(off.blockedMs('192.0.2.7')).toBe(0);
+    expect(budget.blockedMs('192.0.2.1')).toBe(0); // one failure's worth is back
   });
 
   it('IPv6 clients are budgeted per /64', async () => {
-    const { auth, run } = setup();
-    auth.answer('unknown_key');
-    for (const host of ['1', '2', '3']) await run(`2001:db8:7:8::${host}`);
-    auth.answer('ok');
-    expect(await run('2001:db8:7:8:ffff::9')).toMatchObject({ reason: 'ip_blocked' });
-    expect((await run('2001:db8:7:9::1')).ok).toBe(true);
+    const { budget } = setup();
+    for (const host of ['1', '2', '3']) await budget.spend(`2001:db8:7:8::${host}`, LIMIT);
+    expect(budget.blockedMs('2001:db8:7:8:ffff::9')).toBeGreaterThan(0);
+    expect(budget.blockedMs('2001:db8:7:9::1')).toBe(0);
   });
 
-  it('off (no failedAuthLimit) or no client IP: the authenticator alone, nothing spent', async () => {
-    const clock = manualClock();
-    const auth = scripted();
-    const budget = createIpBudget(
-      { limit: () => undefined },
-      { inner: auth.inner, store: createMemoryStore({}, { clock }), clock, logger: pino({ level: 'silent' }) },
-    );
-    auth.answer('bad_signature');
-    for (let i = 0; i < 50; i++) await budget.authenticate([], { ip: '192.0.2.1' });
-    expect(auth.calls()).toBe(50);
-    const { auth: a2, budget: b2 } = setup();
-    a2.answer('bad_signature');
-    for (let i = 0; i < 10; i++) await b2.authenticate([], {});
-    expect(a2.calls()).toBe(10);
+  it('hears the blocks the store announces (another instance spent), and stops at close', () => {
+    const clock = manualClock(1_700_000_000_000);
+    let announce: ((ipKey: string, blockedUs: number) => void) | undefined;
+    const store: IpBudgetStore = {
+      spendFailedAuth: () => Promise.resolve(0),
+      onIpBlocked: (listener) => {
+        announce = listener;
+        return () => (announce = undefined);
+      },
+    };
+    const budget = createIpBudget({ store, clock, logger: silent });
+    announce?.('192.0.2.9', 5_000_000);
+    expect(budget.blockedMs('192.0.2.9')).toBe(5_000);
+    budget.close();
+    expect(announce).toBeUndefined();
+  });
+
+  it('a spend the store cannot make resolves all the same (the refusal stands) and blocks nothing', async () => {
+    const clock = manualClock(1_700_000_000_000);
+    const store: IpBudgetStore = { spendFailedAuth: () => Promise.reject(new StoreUnavailableError('down')) };
+    const budget = createIpBudget({ store, clock, logger: silent });
+    await expect(budget.spend('192.0.2.1', LIMIT)).resolves.toBeUndefined();
+    expect(budget.blockedMs('192.0.2.1')).toBe(0);
   });
 });
