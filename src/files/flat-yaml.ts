@@ -66,13 +66,30 @@ function decline(): never {
 }
 
 function read(buf: Buffer): unknown {
+  const lines = new Lines(buf);
+  lines.advance();
+  const first = lines.line;
+  if (!first) decline();
+  const value = readBlock(lines, first, -1);
+  if (lines.line) decline();
+  return value;
+}
+
+/** The buffer's lines with content, one at a time, and copies of their characters. */
+class Lines {
   /** KEY at a given column (set lastIndex), without slicing the line first; sticky, so one per read. */
-  const KEY_AT = /([A-Za-z_][A-Za-z0-9_-]*):(?: +|$)/y;
-  let pos = 0;
-  let line: Line | undefined;
+  readonly KEY_AT = /([A-Za-z_][A-Za-z0-9_-]*):(?: +|$)/y;
+  /** The current line; undefined past the last one. A reader may replace it with a part of itself. */
+  line: Line | undefined;
+  private pos = 0;
+
+  constructor(private readonly buf: Buffer) {}
+
   /** Moves to the next line with content (blank and comment-only lines skipped). */
-  const advance = () => {
-    line = undefined;
+  advance(): void {
+    const buf = this.buf;
+    let pos = this.pos;
+    this.line = undefined;
     while (pos < buf.length) {
       let end = buf.indexOf(10, pos);
       if (end < 0) end = buf.length;
@@ -87,267 +104,269 @@ function read(buf: Buffer): unknown {
       if (UNSUPPORTED_CHAR.test(text)) decline();
       if (text[0] === '#') continue;
       if (indent === 0 && (text.startsWith('---') || text.startsWith('...'))) decline();
-      line = { text, indent, byteStart, ascii: text.length === end - byteStart };
-      return;
+      this.line = { text, indent, byteStart, ascii: text.length === end - byteStart };
+      break;
     }
-  };
-  const current = (): Line | undefined => line;
+    this.pos = pos;
+  }
 
-  /** The characters [from, to) of the current line as a string of its own (see SLICE_MIN). */
-  const copy = (l: Line, from: number, to: number): string =>
-    to - from >= SLICE_MIN && l.ascii
-      ? buf.toString('latin1', l.byteStart + from, l.byteStart + to)
+  /** The characters [from, to) of line `l` as a string of its own (see SLICE_MIN). */
+  copy(l: Line, from: number, to: number): string {
+    return to - from >= SLICE_MIN && l.ascii
+      ? this.buf.toString('latin1', l.byteStart + from, l.byteStart + to)
       : l.text.slice(from, to);
+  }
+}
 
-  const isDash = (l: Line) => l.text[0] === '-' && (l.text.length === 1 || l.text[1] === ' ');
-  const isFlowStart = (l: Line) => l.text[0] === '[' || l.text[0] === '{';
+const isDash = (l: Line) => l.text[0] === '-' && (l.text.length === 1 || l.text[1] === ' ');
+const isFlowStart = (l: Line) => l.text[0] === '[' || l.text[0] === '{';
 
-  /** A node that starts a line: a block collection, or a flow one (`parent`: the indentation it sits in). */
-  const block = (l: Line, parent: number): unknown => {
-    if (isFlowStart(l)) {
-      const value = valueAt(l, 0, parent);
-      advance();
-      return value;
-    }
-    return isDash(l) ? sequence(l.indent) : mapping(l.indent);
-  };
+// The block reader: mappings and sequences laid out by indentation, one entry a line.
 
-  /** The value after "key:" or "- " that was empty on its line: a nested block, or null. */
-  const nested = (n: number, dashAllowedAtSameIndent: boolean): unknown => {
-    advance();
-    const l = current();
-    if (l && (l.indent > n || (dashAllowedAtSameIndent && l.indent === n && isDash(l)))) return block(l, n);
-    return null;
-  };
-
-  const sequence = (n: number): unknown[] => {
-    const out: unknown[] = [];
-    for (let l = current(); l && l.indent === n && isDash(l); l = current()) {
-      let at = 1;
-      while (l.text[at] === ' ') at++;
-      if (at >= l.text.length || l.text[at] === '#') {
-        if (l.text[at] === '#' && l.text[at - 1] !== ' ') decline();
-        out.push(nested(n, false));
-      } else if (((KEY_AT.lastIndex = at), KEY_AT.test(l.text))) {
-        // "- key: value": a mapping whose keys sit at this column. The line is re-read from there.
-        // The characters before `at` ("-" and spaces) are one byte each, so the byte offset holds.
-        line = { text: l.text.slice(at), indent: n + at, byteStart: l.byteStart + at, ascii: l.ascii };
-        out.push(mapping(n + at));
-      } else {
-        out.push(valueAt(l, at, n));
-        advance();
-      }
-    }
-    const l = current();
-    if (l && l.indent > n) decline();
-    return out;
-  };
-
-  const mapping = (n: number): Record<string, unknown> => {
-    const out: Record<string, unknown> = {};
-    for (let l = current(); l && l.indent === n; l = current()) {
-      const m = KEY.exec(l.text);
-      if (!m) decline();
-      const key = m[1]!;
-      if (key === '__proto__' || CORE_NOT_STRING.test(key) || Object.hasOwn(out, key)) decline();
-      const at = m[0].length;
-      if (at >= l.text.length || l.text[at] === '#') out[key] = nested(n, true);
-      else {
-        out[key] = valueAt(l, at, n);
-        advance();
-      }
-    }
-    const l = current();
-    if (l && l.indent > n) decline();
-    return out;
-  };
-
-  /**
-   * A value written from column `at` of line `l` (a trailing comment allowed): a scalar, or a flow
-   * collection, which may end on a later line (`line` is then that line). `n`: the indentation of the
-   * block the value belongs to (-1 for the document), which a flow collection's lines must exceed.
-   */
-  const valueAt = (l: Line, at: number, n: number): unknown => {
-    const c = l.text[at];
-    if (c === '[' || c === '{') {
-      const { value, end } = flow(l, at, n);
-      rest(current()!, end);
-      return value;
-    }
-    const { value, end } = scalar(l, at, false);
-    rest(l, end);
+/** A node that starts a line: a block collection, or a flow one (`parent`: the indentation it sits in). */
+function readBlock(lines: Lines, l: Line, parent: number): unknown {
+  if (isFlowStart(l)) {
+    const value = valueAt(lines, l, 0, parent);
+    lines.advance();
     return value;
-  };
+  }
+  return isDash(l) ? sequence(lines, l.indent) : mapping(lines, l.indent);
+}
 
-  /** After a value: only spaces, then nothing or a comment. */
-  const rest = (l: Line, from: number) => {
-    let i = from;
-    while (l.text[i] === ' ') i++;
-    if (i < l.text.length && !(l.text[i] === '#' && i > from)) decline();
-  };
+/** The value after "key:" or "- " that was empty on its line: a nested block, or null. */
+function nested(lines: Lines, n: number, dashAllowedAtSameIndent: boolean): unknown {
+  lines.advance();
+  const l = lines.line;
+  if (l && (l.indent > n || (dashAllowedAtSameIndent && l.indent === n && isDash(l)))) return readBlock(lines, l, n);
+  return null;
+}
 
-  /**
-   * One scalar starting at `at`; `inFlow`: inside [ ] or { }, where , [ ] { } end a plain scalar.
-   * Returns the value and the column just after it.
-   */
-  const scalar = (l: Line, at: number, inFlow: boolean): { value: unknown; end: number } => {
-    const t = l.text;
-    if (t[at] === "'") {
-      let i = at + 1;
-      let doubled = false;
-      for (;;) {
-        const q = t.indexOf("'", i);
-        if (q < 0) decline();
-        if (t[q + 1] === "'") {
-          doubled = true;
-          i = q + 2;
-          continue;
-        }
-        const value = doubled ? t.slice(at + 1, q).replaceAll("''", "'") : copy(l, at + 1, q);
-        return { value, end: q + 1 };
-      }
+function sequence(lines: Lines, n: number): unknown[] {
+  const out: unknown[] = [];
+  const KEY_AT = lines.KEY_AT;
+  for (let l = lines.line; l && l.indent === n && isDash(l); l = lines.line) {
+    let at = 1;
+    while (l.text[at] === ' ') at++;
+    if (at >= l.text.length || l.text[at] === '#') {
+      if (l.text[at] === '#' && l.text[at - 1] !== ' ') decline();
+      out.push(nested(lines, n, false));
+    } else if (((KEY_AT.lastIndex = at), KEY_AT.test(l.text))) {
+      // "- key: value": a mapping whose keys sit at this column. The line is re-read from there.
+      // The characters before `at` ("-" and spaces) are one byte each, so the byte offset holds.
+      lines.line = { text: l.text.slice(at), indent: n + at, byteStart: l.byteStart + at, ascii: l.ascii };
+      out.push(mapping(lines, n + at));
+    } else {
+      out.push(valueAt(lines, l, at, n));
+      lines.advance();
     }
-    if (t[at] === '"') {
-      let i = at + 1;
-      let escaped = false;
-      while (i < t.length && t[i] !== '"') {
-        if (t[i] === '\\') {
-          // Only the escapes JSON shares with YAML, which mean the same in both.
-          if (!/["\\/bfnrtu]/.test(t[i + 1] ?? '')) decline();
-          escaped = true;
-          i += 2;
-        } else i++;
-      }
-      if (i >= t.length) decline();
-      const value = escaped ? (JSON.parse(t.slice(at, i + 1)) as string) : copy(l, at + 1, i);
-      return { value, end: i + 1 };
-    }
-    const c = t[at] ?? '';
-    // "-", "?" and ":" start a plain scalar (an IPv6 "::1") only before a character that could continue one.
-    if (INDICATOR.test(c) || ('-?:'.includes(c) && /^$|^[ ,[\]{}#]/.test(t[at + 1] ?? ''))) decline();
-    let end = at;
-    for (; end < t.length; end++) {
-      const ch = t[end];
-      if (ch === ':' && (end + 1 === t.length || t[end + 1] === ' ' || (inFlow && /[,[\]{}]/.test(t[end + 1]!)))) break;
-      if (ch === '#' && t[end - 1] === ' ') break;
-      if (inFlow && (ch === ',' || ch === '[' || ch === ']' || ch === '{' || ch === '}')) break;
-    }
-    if (t[end] === ':') decline(); // "a: b: c", or a flow pair where a scalar was expected
-    let last = end;
-    while (last > at && t[last - 1] === ' ') last--;
-    const text = copy(l, at, last);
-    if (CORE_NOT_STRING.test(text)) {
-      if (!SMALL_INT.test(text)) decline();
-      return { value: Number(text), end: last };
-    }
-    return { value: text, end: last };
-  };
+  }
+  const l = lines.line;
+  if (l && l.indent > n) decline();
+  return out;
+}
 
-  /**
-   * A flow sequence ([a, b]) or mapping ({ k: v, "q": w }) starting at column `at` of line `l`, of
-   * scalars and flow collections, spread over any number of lines. Its lines must be indented more
-   * than `n`, the block it sits in, except a line that starts by closing the outermost collection,
-   * which may sit at `n`: `yaml`'s lexer allows that one bracket only (flowLevel 1), and refuses a
-   * line at `n` that closes a nested one (`a: [ [` then `] ]`). A scalar may not continue onto the next line, a key and its value
-   * must be on one line, and entries are separated by commas (one trailing comma allowed): anything
-   * else is declined. Returns the value and the column just after it, on the line it ended on.
-   */
-  const flow = (start: Line, at: number, n: number): { value: unknown; end: number } => {
-    let l = start;
-    let t = l.text;
-    let i = at;
-    /** How many collections are open: a line at `n` may only close the last one. */
-    let depth = 0;
-    /** To the next token: over spaces, a comment, line ends and blank or comment lines. */
-    const skip = () => {
-      for (;;) {
-        while (t[i] === ' ') i++;
-        if (i < t.length && t[i] !== '#') return;
-        if (t[i] === '#' && t[i - 1] !== ' ') decline();
-        advance();
-        const next = current();
-        if (!next) decline();
-        const closesOutermost = depth === 1 && (next.text[0] === ']' || next.text[0] === '}');
-        if (next.indent < n || (next.indent === n && !closesOutermost)) decline();
-        l = next;
-        t = l.text;
-        i = 0;
+function mapping(lines: Lines, n: number): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (let l = lines.line; l && l.indent === n; l = lines.line) {
+    const m = KEY.exec(l.text);
+    if (!m) decline();
+    const key = m[1]!;
+    if (key === '__proto__' || CORE_NOT_STRING.test(key) || Object.hasOwn(out, key)) decline();
+    const at = m[0].length;
+    if (at >= l.text.length || l.text[at] === '#') out[key] = nested(lines, n, true);
+    else {
+      out[key] = valueAt(lines, l, at, n);
+      lines.advance();
+    }
+  }
+  const l = lines.line;
+  if (l && l.indent > n) decline();
+  return out;
+}
+
+/**
+ * A value written from column `at` of line `l` (a trailing comment allowed): a scalar, or a flow
+ * collection, which may end on a later line (`lines.line` is then that line). `n`: the indentation of the
+ * block the value belongs to (-1 for the document), which a flow collection's lines must exceed.
+ */
+function valueAt(lines: Lines, l: Line, at: number, n: number): unknown {
+  const c = l.text[at];
+  if (c === '[' || c === '{') {
+    const { value, end } = readFlow(lines, l, at, n);
+    rest(lines.line!, end);
+    return value;
+  }
+  const { value, end } = readScalar(lines, l, at, false);
+  rest(l, end);
+  return value;
+}
+
+/** After a value: only spaces, then nothing or a comment. */
+function rest(l: Line, from: number): void {
+  let i = from;
+  while (l.text[i] === ' ') i++;
+  if (i < l.text.length && !(l.text[i] === '#' && i > from)) decline();
+}
+
+// The scalar reader: one plain, 'single' or "double" quoted scalar on one line.
+
+/**
+ * One scalar starting at `at`; `inFlow`: inside [ ] or { }, where , [ ] { } end a plain scalar.
+ * Returns the value and the column just after it.
+ */
+function readScalar(lines: Lines, l: Line, at: number, inFlow: boolean): { value: unknown; end: number } {
+  const t = l.text;
+  if (t[at] === "'") {
+    let i = at + 1;
+    let doubled = false;
+    for (;;) {
+      const q = t.indexOf("'", i);
+      if (q < 0) decline();
+      if (t[q + 1] === "'") {
+        doubled = true;
+        i = q + 2;
+        continue;
       }
-    };
-    const value = (): unknown => {
-      const c = t[i];
-      if (c === '[' || c === '{') return collection();
-      if (c === ',' || c === ']' || c === '}') decline();
-      const s = scalar(l, i, true);
+      const value = doubled ? t.slice(at + 1, q).replaceAll("''", "'") : lines.copy(l, at + 1, q);
+      return { value, end: q + 1 };
+    }
+  }
+  if (t[at] === '"') {
+    let i = at + 1;
+    let escaped = false;
+    while (i < t.length && t[i] !== '"') {
+      if (t[i] === '\\') {
+        // Only the escapes JSON shares with YAML, which mean the same in both.
+        if (!/["\\/bfnrtu]/.test(t[i + 1] ?? '')) decline();
+        escaped = true;
+        i += 2;
+      } else i++;
+    }
+    if (i >= t.length) decline();
+    const value = escaped ? (JSON.parse(t.slice(at, i + 1)) as string) : lines.copy(l, at + 1, i);
+    return { value, end: i + 1 };
+  }
+  const c = t[at] ?? '';
+  // "-", "?" and ":" start a plain scalar (an IPv6 "::1") only before a character that could continue one.
+  if (INDICATOR.test(c) || ('-?:'.includes(c) && /^$|^[ ,[\]{}#]/.test(t[at + 1] ?? ''))) decline();
+  let end = at;
+  for (; end < t.length; end++) {
+    const ch = t[end];
+    if (ch === ':' && (end + 1 === t.length || t[end + 1] === ' ' || (inFlow && /[,[\]{}]/.test(t[end + 1]!)))) break;
+    if (ch === '#' && t[end - 1] === ' ') break;
+    if (inFlow && (ch === ',' || ch === '[' || ch === ']' || ch === '{' || ch === '}')) break;
+  }
+  if (t[end] === ':') decline(); // "a: b: c", or a flow pair where a scalar was expected
+  let last = end;
+  while (last > at && t[last - 1] === ' ') last--;
+  const text = lines.copy(l, at, last);
+  if (CORE_NOT_STRING.test(text)) {
+    if (!SMALL_INT.test(text)) decline();
+    return { value: Number(text), end: last };
+  }
+  return { value: text, end: last };
+}
+
+// The flow reader: [ ] and { } collections, on one line or spread over several.
+
+/**
+ * A flow sequence ([a, b]) or mapping ({ k: v, "q": w }) starting at column `at` of line `start`, of
+ * scalars and flow collections, spread over any number of lines. Its lines must be indented more
+ * than `n`, the block it sits in, except a line that starts by closing the outermost collection,
+ * which may sit at `n`: `yaml`'s lexer allows that one bracket only (flowLevel 1), and refuses a
+ * line at `n` that closes a nested one (`a: [ [` then `] ]`). A scalar may not continue onto the next line, a key and its value
+ * must be on one line, and entries are separated by commas (one trailing comma allowed): anything
+ * else is declined. Returns the value and the column just after it, on the line it ended on.
+ */
+function readFlow(lines: Lines, start: Line, at: number, n: number): { value: unknown; end: number } {
+  const KEY_AT = lines.KEY_AT;
+  let l = start;
+  let t = l.text;
+  let i = at;
+  /** How many collections are open: a line at `n` may only close the last one. */
+  let depth = 0;
+  /** To the next token: over spaces, a comment, line ends and blank or comment lines. */
+  const skip = () => {
+    for (;;) {
+      while (t[i] === ' ') i++;
+      if (i < t.length && t[i] !== '#') return;
+      if (t[i] === '#' && t[i - 1] !== ' ') decline();
+      lines.advance();
+      const next = lines.line;
+      if (!next) decline();
+      const closesOutermost = depth === 1 && (next.text[0] === ']' || next.text[0] === '}');
+      if (next.indent < n || (next.indent === n && !closesOutermost)) decline();
+      l = next;
+      t = l.text;
+      i = 0;
+    }
+  };
+  const value = (): unknown => {
+    const c = t[i];
+    if (c === '[' || c === '{') return collection();
+    if (c === ',' || c === ']' || c === '}') decline();
+    const s = readScalar(lines, l, i, true);
+    i = s.end;
+    return s.value;
+  };
+  /** A key and its ":" (a plain word, or a quoted scalar, which ":" may follow without a space). */
+  const key = (map: Record<string, unknown>): string => {
+    let k: string;
+    if (t[i] === '"' || t[i] === "'") {
+      const s = readScalar(lines, l, i, true);
+      k = s.value as string;
       i = s.end;
-      return s.value;
-    };
-    /** A key and its ":" (a plain word, or a quoted scalar, which ":" may follow without a space). */
-    const key = (map: Record<string, unknown>): string => {
-      let k: string;
-      if (t[i] === '"' || t[i] === "'") {
-        const s = scalar(l, i, true);
-        k = s.value as string;
-        i = s.end;
-        while (t[i] === ' ') i++;
-        if (t[i] !== ':') decline();
-        i++;
-        while (t[i] === ' ') i++;
-      } else {
-        KEY_AT.lastIndex = i;
-        const m = KEY_AT.exec(t);
-        if (!m) decline();
-        k = m[1]!;
-        if (CORE_NOT_STRING.test(k)) decline();
-        i += m[0].length;
-      }
-      // The value on the next line, or none ("k:" then "," or "}"): declined.
-      if (i >= t.length || t[i] === '#') decline();
-      if (k === '__proto__' || Object.hasOwn(map, k)) decline();
-      return k;
-    };
-    const collection = (): unknown => {
-      const close = t[i] === '[' ? ']' : '}';
-      const list: unknown[] = [];
-      const map: Record<string, unknown> = {};
-      const done = (): unknown => {
-        depth--;
-        return close === ']' ? list : map;
-      };
-      depth++;
+      while (t[i] === ' ') i++;
+      if (t[i] !== ':') decline();
       i++;
+      while (t[i] === ' ') i++;
+    } else {
+      KEY_AT.lastIndex = i;
+      const m = KEY_AT.exec(t);
+      if (!m) decline();
+      k = m[1]!;
+      if (CORE_NOT_STRING.test(k)) decline();
+      i += m[0].length;
+    }
+    // The value on the next line, or none ("k:" then "," or "}"): declined.
+    if (i >= t.length || t[i] === '#') decline();
+    if (k === '__proto__' || Object.hasOwn(map, k)) decline();
+    return k;
+  };
+  const collection = (): unknown => {
+    const close = t[i] === '[' ? ']' : '}';
+    const list: unknown[] = [];
+    const map: Record<string, unknown> = {};
+    const done = (): unknown => {
+      depth--;
+      return close === ']' ? list : map;
+    };
+    depth++;
+    i++;
+    skip();
+    if (t[i] === close) {
+      i++;
+      return done();
+    }
+    for (;;) {
+      if (close === ']') list.push(value());
+      else {
+        const k = key(map);
+        map[k] = value();
+      }
       skip();
+      if (t[i] === ',') {
+        i++;
+        skip();
+        if (t[i] !== close) continue;
+      }
       if (t[i] === close) {
         i++;
         return done();
       }
-      for (;;) {
-        if (close === ']') list.push(value());
-        else {
-          const k = key(map);
-          map[k] = value();
-        }
-        skip();
-        if (t[i] === ',') {
-          i++;
-          skip();
-          if (t[i] !== close) continue;
-        }
-        if (t[i] === close) {
-          i++;
-          return done();
-        }
-        decline();
-      }
-    };
-    const value0 = collection();
-    return { value: value0, end: i };
+      decline();
+    }
   };
-
-  advance();
-  const first = current();
-  if (!first) decline();
-  const value = block(first, -1);
-  if (current()) decline();
-  return value;
+  const value0 = collection();
+  return { value: value0, end: i };
 }
