@@ -1,13 +1,13 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ErrorCode, Reason } from '../errors.js';
-import { createRequestLogger } from './logger.js';
+import { createRequestLogger } from './request-logger.js';
 import { OK, PUBLIC, TIME, statusClass, type Metrics, type UpstreamCause } from './metrics.js';
 
 /**
  * Per-request facts: the outcome, the one log line and the metrics, all
  * written once when the response closes. Every field is a request-line field
- * (REQUEST_LINE_FIELDS in logger.ts); never the token, never the key's owner.
+ * (REQUEST_LINE_FIELDS in request-logger.ts); never the token, never the key's owner.
  */
 export interface RequestLog {
   requestId: string;

@@ -3,12 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import {
-  boundedDestination,
-  createLogger,
-  createRequestLogger,
-  REQUEST_LINE_FIELDS,
-} from '../../src/observe/logger.js';
+import { boundedDestination, createLogger } from '../../src/observe/logger.js';
+import { createRequestLogger, REQUEST_LINE_FIELDS } from '../../src/observe/request-logger.js';
 
 function capture(level = 'info') {
   const lines: string[] = [];
