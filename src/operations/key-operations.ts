@@ -11,51 +11,12 @@ import {
 import { keyStatus, type KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
 import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
-import type { KeyClaim, KeyWrite, KeyWriteResult, VersionedKey } from '../store/key-write.js';
+import type { KeyClaim, KeyWriteResult } from '../store/key-write.js';
+import type { AuditEntry, Store } from '../store/store.js';
+import { createKeyCommits, refusedWrite } from './key-commits.js';
+import { createKeyImport, IMPORT_BATCH, type KeyImport } from './key-import.js';
 import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
-import { StoreUnavailableError, type AuditEntry, type Store } from '../store/store.js';
-import { conflict, done, invalid, notFound, type Done, type Refusal } from './outcome.js';
-
-/** A refused compare-and-set in words: what the operator sees (409 / exit 1). */
-function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal {
-  if (r.conflict === 'claimed') return conflict('this Idempotency-Key was already used');
-  if (r.conflict === 'id_taken')
-    return conflict(`id ${JSON.stringify(r.id)} is already the id of key ${r.holder}: an id names one key`);
-  if (r.conflict === 'revoked')
-    return conflict(`key ${r.apiKey} is revoked: a revoked key cannot be changed back`, r.version);
-  return conflict(
-    `key ${r.apiKey} changed while this change was made (now version ${r.version}): read it and retry`,
-    r.version,
-  );
-}
-
-/** How many times a change that may be re-applied (patch, revoke, delete) is retried on a fresh read. */
-const RETRIES = 8;
-
-/**
- * Keys one import step writes at most: one atomic script call in Redis, which blocks every other
- * command (every proxied request's admission) while it runs. The script costs about 30 µs of Redis
- * per new key (2 shared cores, INFO commandstats): 100 keys hold Redis about 3 ms, one call of
- * 10,000 keys 200–360 ms; 100k keys import as fast in steps of 100 as in steps of 1,000 (7–9 s).
- * The head reads go in pages of the same size.
- */
-export const IMPORT_BATCH = 100;
-
-/** What an import did. */
-export interface ImportReport {
-  /** Keys in the file. */
-  readonly total: number;
-  readonly created: number;
-  readonly replaced: number;
-  readonly skipped: number;
-  /**
-   * Set when the import stopped before its end (a later batch refused, or the store failed): why.
-   * The counts are the batches applied before; nothing after them was written, except that a batch
-   * whose commit failed (timeout, replicas) may or may not have been. Re-running the same import is
-   * safe: without replace it skips the keys already there, with replace it writes them again.
-   */
-  readonly stopped?: string;
-}
+import { conflict, done, invalid, notFound, type Done } from './outcome.js';
 
 /** Sent with a create: a retried create with the same key (from the same actor) returns the first key. */
 export interface Idempotency {
@@ -67,7 +28,7 @@ export interface Idempotency {
 /** How long an Idempotency-Key is remembered. */
 export const IDEMPOTENCY_TTL_MS = 24 * 3_600_000;
 
-export interface KeyOperations {
+export interface KeyOperations extends KeyImport {
   get(apiKey: string): Promise<Done<KeyRecord>>;
   /** One page of the matching keys, in apiKey order, read from the store's indexes (only that page). */
   list(filter: KeyFilter, page: PageRequest): Promise<KeyPage>;
@@ -94,23 +55,6 @@ export interface KeyOperations {
   check(input: NewKeyInput): readonly string[];
   /** The same for an update of `record`. */
   checkUpdate(record: KeyRecord, changes: KeyChanges): readonly string[];
-  /**
-   * Adds the records (a keys file, already validated whole by its reader) in batches of at most
-   * `importBatch` keys, each one atomic compare-and-set step with its audit entries. Existing keys
-   * are skipped unless `replace`. A refusal (an id another key holds, a key that changed meanwhile)
-   * or a store failure before any key was written is returned or thrown as for any change: nothing
-   * was written, so a file of at most one batch is all or nothing. After that, it stops the import:
-   * the report says what was applied and why it stopped (`stopped`); a re-run is safe.
-   */
-  importKeys(
-    records: readonly KeyRecord[],
-    replace: boolean,
-    actor: string,
-    /** Called after each step with the keys it covered (the CLI's progress). */
-    onStep?: (keys: number) => void,
-  ): Promise<Done<ImportReport>>;
-  /** Re-writes every key as it is (so its secrets are sealed with the current key), each as a compare-and-set. */
-  reseal(actor: string): Promise<number>;
 }
 
 /**
@@ -122,7 +66,8 @@ export interface KeyOperations {
  * fresh read (patch, revoke, delete) is retried when another change landed first;
  * a rotate is not (its caller must learn the chain moved on): 409 with the version.
  * Longer than 80 lines on purpose: one short closure per operation over the shared read, decide and
- * commit steps (`change`, `commit`, `entry`); paging is key-listing.ts.
+ * commit steps (`change`, `commit`, `entry`: key-commits.ts); paging is key-listing.ts, the operations over
+ * many keys (import, reseal) key-import.ts.
  */
 export function createKeyOperations(deps: {
   store: Store;
@@ -133,48 +78,16 @@ export function createKeyOperations(deps: {
 }): KeyOperations {
   const { store, now } = deps;
   const importBatch = deps.importBatch ?? IMPORT_BATCH;
-  const entry = (r: Pick<KeyRecord, 'apiKey' | 'id'>, action: string, actor: string, detail?: string): AuditEntry => ({
-    at: new Date(now()).toISOString(),
-    actor,
-    action,
-    apiKey: r.apiKey,
-    id: r.id,
-    ...(detail && { detail }),
-  });
-  /** Commits writes with their audit entries; the log lines follow only a commit that happened. */
-  const commit = async (writes: KeyWrite[], audit: AuditEntry[], claim?: KeyClaim) => {
-    const result = await store.commitKeyChanges({ writes, audit, ...(claim && { claim }) });
-    if (result.ok) for (const a of audit) deps.audit(a);
-    return result;
-  };
+  const commits = createKeyCommits(deps);
+  const { entry, commit, change } = commits;
   const load = async (apiKey: string): Promise<Done<KeyRecord>> => {
     const r = await store.readKey(apiKey);
     return r ? done(r.record) : notFound;
   };
 
   const { list, listAll } = createKeyListing({ store, now });
+  const { importKeys, reseal } = createKeyImport({ importBatch }, { store, commits, listAll });
 
-  type Decision = Done<{ next: KeyRecord | null; detail?: string }>;
-  /** Read, decide, compare-and-set; `retry` re-reads and decides again when another change landed first. */
-  async function change(
-    apiKey: string,
-    action: string,
-    actor: string,
-    retry: boolean,
-    decide: (current: KeyRecord) => Decision,
-  ): Promise<Done<{ before: KeyRecord; after: KeyRecord | null }>> {
-    for (let attempt = 0; ; attempt++) {
-      const current = await store.readKey(apiKey);
-      if (!current) return notFound;
-      const d = decide(current.record);
-      if (!d.ok) return d;
-      const audit = entry(d.value.next ?? current.record, action, actor, d.value.detail);
-      const result = await commit([{ apiKey, expect: current.version, next: d.value.next }], [audit]);
-      if (result.ok) return done({ before: current.record, after: d.value.next });
-      if (result.conflict === 'version' && result.version === 0) return notFound;
-      if (result.conflict !== 'version' || !retry || attempt + 1 >= RETRIES) return refusedWrite(result);
-    }
-  }
   const after = (r: Done<{ after: KeyRecord | null }>): Done<KeyRecord> =>
     r.ok ? done(r.value.after as KeyRecord) : r;
 
@@ -287,6 +200,8 @@ export function createKeyOperations(deps: {
       );
       return after(r);
     },
+    importKeys,
+    reseal,
     async remove(apiKey, actor) {
       const r = await change(apiKey, 'delete', actor, true, () => done({ next: null }));
       return r.ok ? done(r.value.before) : r;
@@ -295,77 +210,6 @@ export function createKeyOperations(deps: {
       const r = await load(apiKey);
       if (!r.ok) return r;
       return done({ record: r.value, usage: await store.getUsage(apiKey) });
-    },
-    async importKeys(records, replace, actor, onStep) {
-      const counts = { total: records.length, created: 0, replaced: 0, skipped: 0 };
-      // Batch by batch: each reads its heads just before its compare-and-set, so a batch checks
-      // versions as fresh as a single change does, and no call carries more than importBatch keys.
-      for (let start = 0; start < records.length; start += importBatch) {
-        const batch = records.slice(start, start + importBatch);
-        const step = { created: 0, replaced: 0, skipped: 0 };
-        let result: KeyWriteResult | undefined;
-        try {
-          const heads = await Promise.all(batch.map((r) => store.readKey(r.apiKey)));
-          // A key's owner never changes (docs/keys.md): its nonces live in its owner's slot
-          // (store/redis/request-state.ts), so a new owner would forget every nonce used so far and
-          // admit a used token again. Checked against the heads the compare-and-set starts from.
-          const moved = replace ? batch.findIndex((r, i) => heads[i] && heads[i].record.owner !== r.owner) : -1;
-          if (moved >= 0) {
-            const r = batch[moved] as KeyRecord;
-            const was = (heads[moved] as VersionedKey).record.owner;
-            const refusal = conflict(
-              `key ${r.apiKey} has owner ${was === undefined ? '(none)' : JSON.stringify(was)}; the file gives it ` +
-                `${r.owner === undefined ? 'none' : JSON.stringify(r.owner)}: an owner never changes ` +
-                '(its nonces live under its owner: a used token would pass again); create a new key for the new owner',
-            );
-            if (counts.created + counts.replaced === 0) return refusal;
-            return done({
-              ...counts,
-              stopped: `${(refusal as { message: string }).message} (nothing of that batch was written)`,
-            });
-          }
-          const writes: KeyWrite[] = [];
-          const audit: AuditEntry[] = [];
-          batch.forEach((r, i) => {
-            const head = heads[i];
-            if (head && !replace) return void step.skipped++;
-            writes.push({ apiKey: r.apiKey, expect: head?.version ?? 0, next: r });
-            audit.push(entry(r, head ? 'import-replace' : 'import', actor));
-            if (head) step.replaced++;
-            else step.created++;
-          });
-          if (writes.length > 0) result = await commit(writes, audit);
-        } catch (err) {
-          // Nothing written yet: the failure as any change reports it. After: what was applied.
-          if (!(err instanceof StoreUnavailableError) || counts.created + counts.replaced === 0) throw err;
-          return done({
-            ...counts,
-            stopped: `${err.message} (the keys of the failed batch may or may not have been written)`,
-          });
-        }
-        if (result && !result.ok) {
-          const refusal = refusedWrite(result);
-          if (counts.created + counts.replaced === 0 || refusal.refused !== 'conflict') return refusal;
-          return done({
-            ...counts,
-            stopped: `${refusal.message} (nothing of that batch of ${batch.length} was written)`,
-          });
-        }
-        counts.created += step.created;
-        counts.replaced += step.replaced;
-        counts.skipped += step.skipped;
-        onStep?.(batch.length);
-      }
-      return done(counts);
-    },
-    async reseal(actor) {
-      let n = 0;
-      for await (const page of listAll({}))
-        for (const { apiKey } of page) {
-          const r = await change(apiKey, 'reencrypt', actor, true, (current) => done({ next: current }));
-          if (r.ok) n++;
-        }
-      return n;
     },
   };
 }

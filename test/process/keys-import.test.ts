@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { IMPORT_BATCH } from '../../src/operations/key-operations.js';
+import { IMPORT_BATCH } from '../../src/operations/key-import.js';
 import { ACCOUNTS_PATH as PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
 import { startKeygate } from '../helpers/keygate.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
-import { createKeyOperations, IMPORT_BATCH } from '../../src/operations/key-operations.js';
+import { IMPORT_BATCH } from '../../src/operations/key-import.js';
+import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { CURSOR, LIST_SCAN_BUDGET, type KeyFilter, type KeyPage } from '../../src/operations/key-listing.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
 import type { KeyCommit } from '../../src/store/key-write.js';
