@@ -39,7 +39,7 @@ export interface KeygateDeps {
    * report every problem before starting): read once, not twice, at start. Otherwise the file is read here.
    */
   keys?: readonly KeyRecord[];
-  /** The keys file's `owners:` read with `keys` (issue 42). */
+  /** The keys file's `owners:` read with `keys`. */
   owners?: readonly OwnerRecord[];
 }
 
@@ -210,10 +210,10 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       get defaultOwnerRateLimit() {
         return policy.policy().defaultOwnerRateLimit;
       },
-      // The asking proxy never sends the body: a body_sha256 claim cannot be checked there (issue 43).
+      // The asking proxy never sends the body: a body_sha256 claim cannot be checked there.
       bodyUnseen: config.mode === 'forward-auth',
     },
-    // An owner's own limit (issue 42) before the policy's default: the store's table, no store call.
+    // An owner's own limit before the policy's default: the store's table, no store call.
     { keys, store, clock, ...(fence && { fence }), ownerLimits: (owner) => store.ownerLimit(owner) },
   );
   // The failed-authentication budget per client IP: the request path checks and spends it (its steps

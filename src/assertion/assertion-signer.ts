@@ -37,7 +37,7 @@ interface CachedAssertion {
   readonly signing: AssertionKey;
   readonly owner: string | undefined;
   readonly scope: string;
-  /** The bounds its exp was computed from: a change of either re-signs (issue 46). */
+  /** The bounds its exp was computed from: a change of either re-signs. */
   readonly expiresAt: string | undefined;
   readonly state: KeyRecord['state'];
   readonly refreshAtMs: number;

@@ -24,7 +24,7 @@ export type CreateTokenOptions = (SecretCredentials | PrivateKeyCredentials) & {
   /** Nanoseconds since the epoch; defaults to now (unique per call within this process). */
   now?: bigint;
   /**
-   * Binds the token to one request (issue 43; docs/contract.md, "Binding a token to its request"):
+   * Binds the token to one request (docs/contract.md, "Binding a token to its request"):
    * `method` (sent upper case), `path` (the request target exactly as it will be sent: path and
    * query, percent-encoding as is), and `body` (its exact bytes; a string is its UTF-8 bytes) whose
    * SHA-256 becomes `body_sha256`. Without `body` the claim is left out (a request without a body).

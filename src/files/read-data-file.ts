@@ -27,7 +27,7 @@ export class DataFileSyntaxError extends Error {
 /**
  * A file whose bytes are not UTF-8 text, located by the byte offset of the first bad sequence (and its
  * line). Refused whole, by whichever reader would read it: a byte replaced or reinterpreted would give
- * a key a secret that depends on how the file was read (issue 45).
+ * a key a secret that depends on how the file was read.
  */
 export class DataFileEncodingError extends Error {
   override readonly name = 'DataFileEncodingError';

@@ -17,7 +17,7 @@ export interface BlockedRequestLog {
 }
 
 /**
- * The request lines of a blocked client IP (issue 42), so that a flood of forged tokens is not a log
+ * The request lines of a blocked client IP, so that a flood of forged tokens is not a log
  * flood too: the first refusal of a run is logged in full (its request line), the rest are summed up,
  * one `blocked requests` line per IP per interval with `refused` (how many were not logged one by one
  * since the IP's previous line). An interval with no refusal from the IP ends its run: the next one is

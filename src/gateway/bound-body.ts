@@ -21,7 +21,7 @@ export function declaredTooLarge(framing: BodyFraming, maxBytes: number): boolea
 }
 
 /**
- * Reads a request body bound by a token's body_sha256 (issue 43) into memory, hashing it as it
+ * Reads a request body bound by a token's body_sha256 into memory, hashing it as it
  * arrives, so it can be checked before anything is forwarded and then forwarded byte for byte.
  * Bounded: past `maxBytes` it stops reading at once (the rest is never buffered) and says so; the
  * caller answers 413 and closes the connection. A body that trickles in below the minimum rate is cut

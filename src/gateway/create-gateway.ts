@@ -31,7 +31,7 @@ export interface GatewayDeps {
   readonly policy: () => Policy;
   /** Signs X-Keygate-Assertion (KEYGATE_ASSERTION_KEYS_FILE); absent = the assertion is off. */
   readonly assertion?: AssertionSigner;
-  /** Blocked client IPs (failedAuthLimit, issue 42): refused before the rest of the path (request-path.ts). */
+  /** Blocked client IPs (failedAuthLimit): refused before the rest of the path (request-path.ts). */
   readonly ipBlocks?: RequestPathDeps['ipBlocks'];
   /** WebSocket streams (proxy mode): the open streams by key and their metrics; absent = no 'upgrade' listener. */
   readonly streams?: { readonly registry: StreamRegistry; readonly metrics: StreamMetrics };

@@ -27,7 +27,7 @@ export interface PassArgs {
   readonly assertion: string | undefined;
   /** Keygate's own response headers (RateLimit), [name, value, …]. */
   readonly responseHeaders: readonly string[] | undefined;
-  /** The token's body_sha256 when the body must be read and checked before it is forwarded (issue 43). */
+  /** The token's body_sha256 when the body must be read and checked before it is forwarded. */
   readonly bodySha256: string | undefined;
   // Streams (upgrade-path.ts): what a stream is re-authorized against while it stays open.
   /** The route matched (its `upgrade` and scopes). */

@@ -13,7 +13,7 @@ const NO_HEADERS: readonly string[] = Object.freeze([]);
 /**
  * Proxy mode (KEYGATE_MODE=proxy): the request checked is the one received, and
  * a pass forwards it to the upstream with the key's identity added. A body bound by the token's
- * body_sha256 (issue 43) is read whole (up to `boundBodyMaxBytes`) and checked first; every other
+ * body_sha256 is read whole (up to `boundBodyMaxBytes`) and checked first; every other
  * body streams through as it arrives.
  */
 export function createProxyMode(

@@ -4,7 +4,7 @@ import { retryAfterUs } from '../store/budgets.js';
 
 /**
  * The IETF RateLimit fields (draft-ietf-httpapi-ratelimit-headers), one list item per budget that
- * applied (issue 42): "keygate" (the key's), "keygate-owner" (its owner's), "keygate-ip" (the client
+ * applied: "keygate" (the key's), "keygate-owner" (its owner's), "keygate-ip" (the client
  * IP's failed-authentication budget, on ip_blocked), all in cost units:
  *   RateLimit-Policy: "keygate";q=<burst>;w=<seconds for a whole burst to come back>, …
  *   RateLimit:        "keygate";r=<units that could be spent now>;t=<seconds until all of them can>, …

@@ -17,7 +17,7 @@ export interface Refuser {
   /** The one refusal path: the verdict noted on the log, adapted by the mode, rendered. Returns false ("answered"). */
   refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false;
   /**
-   * 429 10429 `ip_blocked` (issue 42): the client IP's failed-authentication budget `limit` is empty for
+   * 429 10429 `ip_blocked`: the client IP's failed-authentication budget `limit` is empty for
    * `blockedMs` more. The same answer as `refuse` with that budget's state, rendered in one prepared head
    * in the common case (proxy mode, the request complete). Returns false ("answered").
    */

@@ -81,7 +81,7 @@ const BLOCKED_BODY = BODIES.get(10429) as Buffer;
 const BLOCKED_LENGTH = String(BLOCKED_BODY.length);
 
 /**
- * The 429 10429 to a client IP whose failed-authentication budget is empty (issue 42), as renderError
+ * The 429 10429 to a client IP whose failed-authentication budget is empty, as renderError
  * and limitedHeaders would write it for a proxy-mode refusal, in one head: only the request id and the
  * seconds vary (Retry-After, and RateLimit's t, are the same whole seconds for one budget). For the
  * flood it answers, no per-header setHeader and no header map: the pairs go to writeHead as they are.

@@ -42,7 +42,7 @@ export class Walk implements PassArgs {
   keyRecord: KeyRecord | undefined = undefined;
   /** X-Keygate-Assertion for a pass (when the assertion is on and a key passed). */
   assertion: string | undefined = undefined;
-  /** The token's body_sha256 when the body is read and checked before forwarding (issue 43). */
+  /** The token's body_sha256 when the body is read and checked before forwarding. */
   bodySha256: string | undefined = undefined;
   /** Keygate's own response headers (RateLimit) for a pass, [name, value, …]. */
   responseHeaders: readonly string[] | undefined = undefined;

@@ -27,7 +27,7 @@ export interface KeyChanges {
   rateLimit?: RateLimitSpec | null;
   /** A new burst for the key's current rate (update only; needs a limit). */
   burst?: number;
-  /** Whether every token must be bound to its request (issue 43). */
+  /** Whether every token must be bound to its request. */
   binding?: 'off' | 'required';
 }
 

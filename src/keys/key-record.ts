@@ -36,8 +36,8 @@ export interface KeyRecord {
   /** This key's own rate limit; without one the policy's defaultRateLimit applies (if any). */
   readonly rateLimit?: RateLimitSpec;
   /**
-   * `required`: every token must name its request (method, path, and body_sha256 when there is a body),
-   * issue 43; absent means `off` (claims that are present are still checked), so older records read the same.
+   * `required`: every token must name its request (method, path, and body_sha256 when there is a body);
+   * absent means `off` (claims that are present are still checked), so older records read the same.
    */
   readonly binding?: 'required';
   /** Credentials replaced by `keys rotate` (secrets or public keys), still accepted until `validUntil`. */
@@ -47,7 +47,7 @@ export interface KeyRecord {
 /**
  * At most this many previous secrets are kept (rotate drops the oldest) and checked (a record
  * from a file or an older version with more is cut to its newest): a forged token for a key costs
- * at most 1 + this many HMACs, however often the key was rotated (issue 27).
+ * at most 1 + this many HMACs, however often the key was rotated.
  */
 export const MAX_PREVIOUS_SECRETS = 3;
 

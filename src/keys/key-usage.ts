@@ -9,7 +9,7 @@ export interface KeyUsage {
   /** "YYYY-MM-DD" (UTC) → admitted requests that day; days with none are absent. */
   readonly perDay: Readonly<Record<string, number>>;
   /**
-   * "YYYY-MM-DD" → the cost spent beyond one per request that day (issue 42: a route's `cost`); days
+   * "YYYY-MM-DD" → the cost spent beyond one per request that day (a route's `cost`); days
    * when every request cost 1 are absent. Spent cost = requests + this. Kept as the excess so a
    * request of cost 1, the common case, counts exactly as before (one counter).
    */
@@ -91,7 +91,7 @@ export function usageReport(key: { apiKey: string; id: string }, usage: KeyUsage
     lastUsedAt: lastUsedAt(usage),
     days,
     total: perDay.reduce((sum, d) => sum + d.requests, 0),
-    /** The cost spent (issue 42: each request its route's cost), the sum over the days shown. */
+    /** The cost spent (each request its route's cost), the sum over the days shown. */
     cost: perDay.reduce((sum, d) => sum + d.cost, 0),
     perDay,
   };

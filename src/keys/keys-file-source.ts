@@ -25,7 +25,7 @@ export type KeysFileSource = AsyncFileReloader;
 /** A key set being built beside the one in force (MemoryStore.stageKeys); structural, so keys/ needs nothing of store/. */
 export interface KeySetStaging {
   add(records: readonly KeyRecord[]): void;
-  /** The file's `owners:` (issue 42), put in force with the keys. */
+  /** The file's `owners:`, put in force with the keys. */
   setOwners(owners: readonly OwnerRecord[]): void;
   scan(): Promise<void> | void;
   commit(): void;

@@ -21,8 +21,8 @@ export class KeysFileError extends Error {
  *       allowIps: [10.0.0.0/8]
  *       state: active | revoked
  *       rateLimit: { rate: 100/s, burst: 200 }   # optional; /s, /m or /h; burst defaults to the count
- *       binding: required   # optional (default off): every token must name its request (issue 43)
- *   owners:              # optional (issue 42): an owner's own budget, shared by all its keys
+ *       binding: required   # optional (default off): every token must name its request
+ *   owners:              # optional: an owner's own budget, shared by all its keys
  *     acct-1: { rateLimit: { rate: 12/h, burst: 12 } }
  * Throws KeysFileError listing every problem.
  */
@@ -48,7 +48,7 @@ export function parseKeysDocument(data: unknown, file: string): KeyRecord[] {
   return out;
 }
 
-/** The keys file's top-level `owners:` (issue 42); throws KeysFileError listing every problem. */
+/** The keys file's top-level `owners:`; throws KeysFileError listing every problem. */
 export function parseOwnersDocument(data: unknown, file: string): OwnerRecord[] {
   const problems: string[] = [];
   const owners = parseOwnersMap((data as { owners?: unknown } | null)?.owners, `${file}: owners`, problems);
@@ -61,7 +61,7 @@ export function loadKeysFile(file: string): KeyRecord[] {
   return loadKeysFileWithOwners(file).records;
 }
 
-/** loadKeysFile with the file's `owners:` too (the embedded store's owner limits, issue 42). */
+/** loadKeysFile with the file's `owners:` too (the embedded store's owner limits). */
 export function loadKeysFileWithOwners(file: string): { records: KeyRecord[]; owners: OwnerRecord[] } {
   let data: unknown;
   try {

@@ -34,7 +34,7 @@ export function loadKeysOffThread(
   file: string,
   onBatch: (records: readonly KeyRecord[]) => void,
   signal?: AbortSignal,
-  /** The file's `owners:` (issue 42), passed once every key batch has been. */
+  /** The file's `owners:`, passed once every key batch has been. */
   onOwners?: (owners: readonly OwnerRecord[]) => void,
 ): Promise<number> {
   return new Promise<number>((resolve, reject) => {

@@ -2,7 +2,7 @@ import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spe
 import { OWNER, OWNER_RULE } from './key-record.js';
 
 /**
- * An owner's own settings (issue 42): today its rate limit, a budget shared by every key whose
+ * An owner's own settings: today its rate limit, a budget shared by every key whose
  * `owner` it is, taking precedence over the policy's `defaultOwnerRateLimit`. An owner without a
  * record has no settings of its own (the policy's default applies, if any). Written by
  * `keygate owners set` / PUT /v1/owners/{owner} (Redis) or the keys file's top-level `owners:`

@@ -1,7 +1,7 @@
 import type { KeyObject } from 'node:crypto';
 
 /*
- * Checks node:crypto does not make on a client's public key (issue 46).
+ * Checks node:crypto does not make on a client's public key.
  *
  * Ed25519: OpenSSL imports any 32 bytes as a public key and verifies RFC 8032's
  * cofactorless equation without looking at A. With A of small order (the

@@ -24,7 +24,7 @@ export type Answer =
 export interface Call {
   /** The {apiKey} path parameter, decoded; undefined on /v1/keys. */
   readonly apiKey: string | undefined;
-  /** The {owner} path parameter of /v1/owners/{owner} (issue 42), decoded. */
+  /** The {owner} path parameter of /v1/owners/{owner}, decoded. */
   readonly owner?: string | undefined;
   readonly query: URLSearchParams;
   /** The parsed JSON body; undefined when the request had none. */
@@ -36,7 +36,7 @@ export interface Call {
 
 export interface RouteDeps {
   readonly ops: KeyOperations;
-  /** Owners' own limits (issue 42); absent: the owner routes answer 400. */
+  /** Owners' own limits; absent: the owner routes answer 400. */
   readonly owners?: OwnerOperations;
   readonly store: Pick<Store, 'getUsage'>;
   readonly now: () => number;

@@ -36,7 +36,7 @@ export const ROUTES: readonly Route[] = [
   row('/v1/keys/{apiKey}/rotate', 'POST', true, true, keyLifecycleHandlers.rotate),
   row('/v1/keys/{apiKey}/revoke', 'POST', true, true, keyLifecycleHandlers.revoke),
   row('/v1/keys/{apiKey}/usage', 'GET', false, false, keyReadHandlers.usage),
-  // Issue 42: an owner's own rate limit, shared by all its keys.
+  // An owner's own rate limit, shared by all its keys.
   row('/v1/owners/{owner}', 'GET', false, false, ownerHandlers.show),
   row('/v1/owners/{owner}', 'PUT', true, true, ownerHandlers.put),
 ];

@@ -40,7 +40,7 @@ const SECURITY_HEADERS: ReadonlyArray<[string, string]> = [
 
 export interface ManagementServerDeps {
   ops: KeyOperations;
-  /** Owners' own limits (issue 42): /v1/owners/{owner}. */
+  /** Owners' own limits: /v1/owners/{owner}. */
   owners?: OwnerOperations;
   store: Pick<Store, 'kind' | 'getUsage'>;
   /** The tokens in force (the tokens file reloads on change). */
@@ -55,7 +55,7 @@ interface Matched {
   owner?: string;
 }
 
-/** /v1/owners/{owner} (issue 42). */
+/** /v1/owners/{owner}. */
 function matchOwner(method: string, parts: readonly string[]): Matched | 'no_route' | 'method_not_allowed' {
   if (parts.length !== 4) return 'no_route';
   let owner: string;

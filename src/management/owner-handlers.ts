@@ -2,7 +2,7 @@ import { invalid, refusal, type Handler } from './management-answer.js';
 import { fields, onlyParams } from './request-fields.js';
 
 /**
- * /v1/owners/{owner} (issue 42): an owner's own rate limit, through the same owner operations as
+ * /v1/owners/{owner}: an owner's own rate limit, through the same owner operations as
  * `keygate owners` (src/operations/owner-operations.ts). An owner without a limit of its own is
  * answered 200 with `rateLimit: null` (any name may own keys; the policy's default applies).
  */

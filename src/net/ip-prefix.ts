@@ -1,7 +1,7 @@
 import { isIP } from 'node:net';
 
 /**
- * The name a client address is budgeted under (issue 42, the failed-authentication budget): an
+ * The name a client address is budgeted under (the failed-authentication budget): an
  * IPv4 address as it is; an IPv6 address by its /64, the block one subscriber line or host usually
  * gets (RFC 6177), so a client cannot escape its budget by walking the 2^64 addresses it holds.
  * IPv4-mapped IPv6 arrives here already folded to IPv4 (clientIp / normalizeIp). Anything else

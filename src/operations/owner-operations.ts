@@ -35,7 +35,7 @@ export interface OwnerOperations {
 }
 
 /**
- * The one code path for owners' settings (issue 42), shared by `keygate owners` and the management
+ * The one code path for owners' settings, shared by `keygate owners` and the management
  * API's /v1/owners/{owner}, beside key-operations.ts: validate, then one atomic store write with its
  * audit entry (Store.putOwner), which every instance's owner table picks up from its change message.
  * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.

@@ -17,7 +17,7 @@ import { verifySignature } from './verify-signature.js';
 
 /**
  * The budgets that applied to a request and where it stands against each, in cost units (for the
- * RateLimit headers, which list every one): the key's, its owner's (issue 42), or the client IP's
+ * RateLimit headers, which list every one): the key's, its owner's, or the client IP's
  * failed-authentication budget on an `ip_blocked` refusal. `limits[i]` goes with `states[i]`.
  */
 export interface RateInfo {
@@ -32,7 +32,7 @@ export interface RateInfo {
 export interface AuthRequest {
   readonly route?: { readonly cost?: number | undefined } | undefined;
   readonly ip?: string | undefined;
-  /** What a token's binding claims are compared with (issue 43): the method, the target as sent, the body framing. */
+  /** What a token's binding claims are compared with: the method, the target as sent, the body framing. */
   readonly method?: string | undefined;
   readonly asked?: { readonly url: string | undefined } | undefined;
   readonly head?: { readonly body: BodyFraming } | undefined;
@@ -45,7 +45,7 @@ export interface Authenticated {
   readonly alg: KeyAlg;
   /** Present when a rate limit applies to the key. */
   readonly rate: RateInfo | undefined;
-  /** The token's body_sha256 when the body must be read and checked before anything is forwarded (issue 43). */
+  /** The token's body_sha256 when the body must be read and checked before anything is forwarded. */
   readonly bodySha256?: string | undefined;
 }
 
@@ -68,13 +68,13 @@ export interface Authenticator {
 export interface AuthenticateOptions extends DecodeOptions {
   /** The policy's defaultRateLimit, for keys without their own. */
   readonly defaultRateLimit: CompiledLimit | undefined;
-  /** The policy's defaultOwnerRateLimit, for owners without their own (issue 42). */
+  /** The policy's defaultOwnerRateLimit, for owners without their own. */
   readonly defaultOwnerRateLimit?: CompiledLimit | undefined;
   /** Forward-auth: the request body never reaches Keygate, so a body_sha256 claim is refused (check-binding.ts). */
   readonly bodyUnseen?: boolean;
 }
 
-/** An owner's own limit, if it has one (issue 42: the keys file's `owners`, or `keygate owners set` in Redis). */
+/** An owner's own limit, if it has one (the keys file's `owners`, or `keygate owners set` in Redis). */
 export type OwnerLimits = (owner: string) => CompiledLimit | undefined;
 
 /**

@@ -1,6 +1,6 @@
 import { deny, type Denial } from '../errors.js';
 
-/** A key's binding setting (issue 43): `required` refuses tokens that do not name their request. */
+/** A key's binding setting: `required` refuses tokens that do not name their request. */
 export type Binding = 'off' | 'required';
 
 /** The binding claims of a token (decode-token.ts has checked they are strings). */

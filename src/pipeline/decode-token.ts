@@ -13,7 +13,7 @@ export interface Claims {
   readonly recvWindowSeconds: number;
   readonly exp: number | undefined;
   readonly nbf: number | undefined;
-  /** Binding claims (issue 43, check-binding.ts): the request method, its target as sent, its body's digest. */
+  /** Binding claims (check-binding.ts): the request method, its target as sent, its body's digest. */
   readonly method: string | undefined;
   readonly path: string | undefined;
   readonly bodySha256: string | undefined;
@@ -78,7 +78,7 @@ function readHeader(h: string): HeaderVerdict {
  * The verdict depends on the segment's characters alone, and clients send one of a few headers
  * ({"alg":"HS256","typ":"JWT"} spelled their library's way), so the verdicts of recent segments are
  * kept: a token's header is then one Map lookup, not a base64url decode, a UTF-8 decode and a
- * JSON.parse per request (issue 39's profile: the token decode ≈ 8 µs of a request). Bounded: a
+ * JSON.parse per request (the token decode was a large part of a request's CPU). Bounded: a
  * client sending a new header each time only refills it; cleared whole when full.
  */
 const HEADER_CACHE_MAX = 64;

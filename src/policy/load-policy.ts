@@ -52,7 +52,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     found.push(`${file}: defaultRecvWindowSeconds must not exceed maxRecvWindowSeconds`);
   // `defaultRateLimit: { rate: 100/s, burst: 200 }`: the same shape as a key's own rateLimit.
   const rateLimitSpec = parseRateLimitSpec(o.defaultRateLimit, `${file}: defaultRateLimit`, found);
-  // Issue 42: an owner's budget (for owners without their own) and the failed-authentication budget per IP.
+  // An owner's budget (for owners without their own) and the failed-authentication budget per IP.
   const ownerLimitSpec = parseRateLimitSpec(o.defaultOwnerRateLimit, `${file}: defaultOwnerRateLimit`, found);
   const failedAuthSpec = parseRateLimitSpec(o.failedAuthLimit, `${file}: failedAuthLimit`, found);
   problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));

@@ -37,8 +37,8 @@ export interface Policy {
   readonly maxRecvWindowSeconds: number;
   /** The limit of keys without their own rateLimit (undefined = such keys are not limited). */
   readonly defaultRateLimit: CompiledLimit | undefined;
-  /** The budget of owners without their own limit, shared by all their keys (issue 42; undefined = none). */
+  /** The budget of owners without their own limit, shared by all their keys (undefined = none). */
   readonly defaultOwnerRateLimit: CompiledLimit | undefined;
-  /** The failed-authentication budget per client IP (issue 42; undefined = off). */
+  /** The failed-authentication budget per client IP (undefined = off). */
   readonly failedAuthLimit: CompiledLimit | undefined;
 }

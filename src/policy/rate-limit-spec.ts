@@ -24,7 +24,7 @@ export interface CompiledLimit {
 
 /** The name Keygate gives its policy in RateLimit-Policy / RateLimit (a list: an upstream's own policies can sit beside it). */
 export const POLICY_NAME = 'keygate';
-/** The owner's budget and the failed-authentication budget per IP, beside the key's (issue 42). */
+/** The owner's budget and the failed-authentication budget per IP, beside the key's. */
 export const OWNER_POLICY_NAME = 'keygate-owner';
 export const IP_POLICY_NAME = 'keygate-ip';
 export const MAX_RATE_COUNT = 1_000_000;

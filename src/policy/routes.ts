@@ -10,7 +10,7 @@ export interface RouteRule {
   readonly scopes: readonly string[];
   /** `upgrade: websocket`: a WebSocket upgrade to this route is relayed as a stream (src/gateway/streams/upgrade-path.ts). */
   readonly upgrade?: 'websocket';
-  /** What an admitted request on this route spends from each budget that applies (issue 42); 1 when absent. */
+  /** What an admitted request on this route spends from each budget that applies; 1 when absent. */
   readonly cost?: number;
   /** Where the rule was written ("file: routes[3] (line 12)"), for load-time messages. */
   readonly where: string;
@@ -52,7 +52,7 @@ export const DEFAULT_MATCHING: RouteMatching = Object.freeze({ caseSensitive: fa
 export const MAX_PATH_BYTES = 4096;
 export const MAX_PATH_SEGMENTS = 64;
 
-/** Route cost bounds (issue 42); src/store/budgets.ts spends it. */
+/** Route cost bounds; src/store/budgets.ts spends it. */
 export const MIN_COST = 1;
 export const MAX_COST = 1000;
 

@@ -2,7 +2,7 @@ import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from './rate-limit.js';
 
 /**
- * Several budgets charged at once (issue 42): a request costs its route's `cost` (1..1000) and
+ * Several budgets charged at once: a request costs its route's `cost` (1..1000) and
  * passes only if EVERY budget that applies to it (the key's, its owner's) has room for that cost.
  * Then the cost is spent from all of them; otherwise from none (all or nothing), so a refused
  * request leaves every budget as it was and its nonce unburnt.
@@ -100,7 +100,7 @@ export function retryAfterUs(states: readonly RateState[]): number {
 }
 
 /**
- * The failed-authentication budget per client IP (issue 42): one failure spends 1 when the budget
+ * The failed-authentication budget per client IP: one failure spends 1 when the budget
  * has room (then `tatUs` is the TAT to store; undefined: nothing to store). `blockedUs` is how long
  * from now the budget has no room for one more, in µs (0: not empty): while it lasts, the IP is
  * refused before any check, so no further failure can be spent. The Redis script

@@ -25,7 +25,7 @@ export interface ReplayFence {
 }
 
 /**
- * The replay fence (issue 28). A nonce admitted on a Redis master shortly before it failed may
+ * The replay fence. A nonce admitted on a Redis master shortly before it failed may
  * never have reached the replica that takes over: the new master does not know it, so the token
  * would pass the replay guard a second time. Every nonce older than the moment this instance
  * switched to the new master is therefore refused (40106, X-Server-Time, as for the nonce window:

@@ -146,7 +146,7 @@ export interface KeyRecordStore {
    * False when no key by this name exists as far as this instance's change messages tell, answered
    * without a store read; true when one may exist (or the store cannot tell). Exactly as current as a
    * key cache's negative entry: a create elsewhere is known once its change message arrives. The key
-   * cache asks before a read, so a flood of unknown names costs no Redis round trip (issue 30).
+   * cache asks before a read, so a flood of unknown names costs no Redis round trip.
    * Redis only (known-keys.ts, while subscribed); the memory store's reads cost no round trip.
    */
   mayHaveKey?(apiKey: string): boolean;
@@ -162,7 +162,7 @@ export interface AdmissionStore {
    * budgets.ts; none when `charge` is undefined or has no budgets), then the nonce (recorded for
    * `ttlMs` if new), then usage (lastUsedAt, count for today; Redis writes it in batches, see
    * flushUsage). The charge's owner says where a key's state lives (Redis: its owner's hash slot).
-   * See Admission for what each outcome wrote. (Before issue 42 the last argument was one limit.)
+   * See Admission for what each outcome wrote.
    */
   admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
 }
@@ -170,7 +170,7 @@ export interface AdmissionStore {
 /** The failed-authentication budgets per client IP (pipeline/ip-budget.ts). */
 export interface IpBudgetStore {
   /**
-   * The failed-authentication budget per client IP (issue 42, src/pipeline/ip-budget.ts): spends 1
+   * The failed-authentication budget per client IP (src/pipeline/ip-budget.ts): spends 1
    * from `ipKey`'s budget if it has room (GCRA on the store's clock, budgets.ts `spendFailure`) and
    * answers how long from now it has none, in µs (0: not empty). Redis: one script on the IP's own
    * slot, and a block is announced to every instance (onIpBlocked) before this resolves.
@@ -182,7 +182,7 @@ export interface IpBudgetStore {
 
 /** Owners' own settings and budgets (operations/owner-operations.ts, the request path's owner limits). */
 export interface OwnerStore {
-  /** An owner's own settings (issue 42), or null when it has none (the management connection in Redis). */
+  /** An owner's own settings, or null when it has none (the management connection in Redis). */
   readOwner(owner: string): Promise<OwnerRecord | null>;
   /** Every owner with settings of its own, by name. */
   listOwners(): Promise<readonly OwnerRecord[]>;

@@ -15,7 +15,7 @@ import { createProgress, type Progress } from './progress.js';
  */
 export interface KeyContext {
   readonly ops: KeyOperations;
-  /** `keygate owners`: the owners' settings (issue 42), the code path PUT /v1/owners/{owner} takes too. */
+  /** `keygate owners`: the owners' settings, the code path PUT /v1/owners/{owner} takes too. */
   readonly owners: OwnerOperations;
   /** For reads the operations do not cover (usage counters). */
   readonly store: Store;

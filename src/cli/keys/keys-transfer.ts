@@ -15,7 +15,7 @@ import { JSON_OPTION, type KeyAction } from './key-context.js';
  * Export in the keys-file format, so a file exported with --with-secrets can
  * be imported elsewhere or used as KEYGATE_KEYS_FILE. Without --with-secrets
  * no secret (current or previous) leaves Redis. An export is the whole store: the owners' own limits
- * (issue 42) go with the keys, as the keys file's top-level `owners:`, and an import sets them.
+ * go with the keys, as the keys file's top-level `owners:`, and an import sets them.
  */
 export const exportAction: KeyAction = {
   spec: {
@@ -140,7 +140,7 @@ export const importAction: KeyAction = {
     }
     const report = ctx.must(result);
     const { total, created, replaced, skipped, stopped } = report;
-    // The file's owners' limits, once its keys are in (issue 42): an owner with a limit already is kept
+    // The file's owners' limits, once its keys are in: an owner with a limit already is kept
     // unless --replace, as keys are. Each is one audited change (owner-operations.ts).
     let ownersSet = 0;
     if (stopped === undefined)

@@ -82,7 +82,7 @@ const listAction: KeyAction = {
   },
 };
 
-/** `keygate owners set|show|list` (issue 42): the same store, context and audit as `keygate keys`. */
+/** `keygate owners set|show|list`: the same store, context and audit as `keygate keys`. */
 export const ownersCommand: Command = {
   spec: { name: 'owners', summary: "manage owners' own rate limits in Redis", options: [], details: DETAILS },
   subcommands: [setAction, showAction, listAction].map(asCommand),

@@ -26,7 +26,7 @@ export { packageVersion };
 export function loadStartupConfig(env: NodeJS.ProcessEnv): {
   config?: Config;
   keys?: readonly KeyRecord[];
-  /** The keys file's `owners:` (issue 42). */
+  /** The keys file's `owners:`. */
   owners?: readonly OwnerRecord[];
   problems: string[];
 } {

@@ -13,7 +13,7 @@ import type { KeyChangeListener, Store } from '../store.js';
 
 export interface MemoryStoreOptions {
   keys?: readonly KeyRecord[];
-  /** Owners' own settings (the keys file's `owners:`, issue 42). */
+  /** Owners' own settings (the keys file's `owners:`). */
   owners?: readonly OwnerRecord[];
   /** How often expired nonces are swept, in ms. */
   sweepIntervalMs?: number;
@@ -49,7 +49,7 @@ export interface StagedKeys extends Pick<StagedKeySet, 'add' | 'scan'> {
 /** Changed keys announced one by one after a swap; past this a single "everything changed" is cheaper. */
 export const ANNOUNCE_LIMIT = 2_000;
 
-/** A budget's name in the memory store: the key's own is its apiKey (as before issue 42); an owner's cannot clash with one. */
+/** A budget's name in the memory store: the key's own is its apiKey (as when a key had one budget); an owner's cannot clash with one. */
 function budgetName(kind: 'key' | 'owner', apiKey: string, owner: string | undefined): string {
   return kind === 'key' ? apiKey : `\0owner\0${owner ?? ''}`;
 }
@@ -69,7 +69,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
-  // Owners' own settings and their compiled limits (issue 42): the request path reads `ownerLimit` per request.
+  // Owners' own settings and their compiled limits: the request path reads `ownerLimit` per request.
   let owners = new Map<string, { record: OwnerRecord; limit: CompiledLimit | undefined }>();
   const ownerEntry = (record: OwnerRecord) => ({
     record,
@@ -92,7 +92,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
   timer.unref();
 
-  /** Counts an admitted request and its cost beyond 1 (issue 42) in the day's extraCostField, as Redis keeps it. */
+  /** Counts an admitted request and its cost beyond 1 in the day's extraCostField, as Redis keeps it. */
   function countUse(apiKey: string, now: number, cost: number) {
     let u = usage.get(apiKey);
     if (!u) usage.set(apiKey, (u = { lastUsedAtMs: now, perDay: new Map() }));

@@ -5,7 +5,7 @@ import { randomInt } from 'node:crypto';
  * typed arrays grouped in buckets by expiry time, not as strings in a Map.
  *
  * Why: at 1,500 req/s and a 65 s TTL the guard holds about 100,000 entries. As "apiKey\0nonce"
- * strings in a Map (issue 39's profile) each entry was a ~55-character string plus a Map entry in
+ * strings in a Map each entry was a ~55-character string plus a Map entry in
  * the JavaScript heap, copied by every scavenge until promoted, marked by every full collection,
  * and walked entry by entry by a sweep every 10 s. Here an entry is 28 bytes in typed arrays,
  * which the collector never scans, and expiry drops a whole bucket at once.

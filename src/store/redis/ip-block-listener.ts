@@ -8,7 +8,7 @@ export interface IpBlockListener {
 }
 
 /**
- * Issue 42: an IP whose failed-authentication budget is empty is announced on `channel` as
+ * An IP whose failed-authentication budget is empty is announced on `channel` as
  * "<ip or /64> <µs>" (request-state.ts `spendFailedAuth`), so every instance refuses it before any
  * check (src/pipeline/ip-budget.ts). The channel is subscribed by the change feed with its own
  * (change-feed.ts `alsoChannels`, one SUBSCRIBE, one confirmation); this only reads its messages. A

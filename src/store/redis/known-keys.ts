@@ -1,6 +1,7 @@
 /**
  * Which API keys may exist, as a Bloom filter: `mayHave` is false only for a name never added, so a
- * token naming a random `sub` is answered "unknown key" without a Redis read (issue 30's flood),
+ * token naming a random `sub` is answered "unknown key" without a Redis read (a flood of made-up
+ * names costs Redis nothing),
  * while a false positive (about 1% at capacity) only costs the read that would have happened anyway.
  * Names are never removed (a deleted key stays "maybe": one read, as before). Filled and kept current
  * by the Redis store (redis-store.ts), which uses it only while its change subscription is confirmed.

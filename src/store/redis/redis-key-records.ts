@@ -24,7 +24,7 @@ import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store
  * The cost: on a Cluster every record lives on one node (the request path reads a
  * record only on a key-cache miss; nonces, GCRA state and usage stay spread by {apiKey}).
  *
- * Before issue 27 records were {prefix}key:<apiKey> (JSON) listed in the set {prefix}keys:
+ * In the first layout, records were {prefix}key:<apiKey> (JSON) listed in the set {prefix}keys:
  * migrateLegacy() moves them into this layout (see docs/redis.md "Redis layout").
  */
 export interface RedisKeyRecords {
@@ -34,10 +34,10 @@ export interface RedisKeyRecords {
   countKeys(): Promise<number>;
   /** Up to `count` apiKeys of the index after `after` (exclusive; from the first when undefined), in order. */
   namesAfter(after: string | undefined, count: number): Promise<string[]>;
-  /** The one commit point of every key change (issue 28 adds its durability wait here). */
+  /** The one commit point of every key change (and of its durability wait). */
   commitKeyChange(commit: KeyCommit): Promise<KeyWriteResult>;
   appendAudit(entry: AuditEntry): Promise<void>;
-  /** Moves records of the pre-issue-27 layout into this one; returns how many moved. */
+  /** Moves records of the first layout into this one; returns how many moved. */
   migrateLegacy(): Promise<number>;
 }
 

@@ -8,7 +8,7 @@ import type { AuditEntry } from '../key-write.js';
 import type { RedisClient } from './connection/redis-connection.js';
 
 /**
- * Owners' own settings in Redis (issue 42): one hash, `{prefix}{keystore}:owners` (owner → JSON
+ * Owners' own settings in Redis: one hash, `{prefix}{keystore}:owners` (owner → JSON
  * settings), on the {keystore} slot with the key records and the audit stream, so a change, its
  * audit entry and its change message are one atomic script (as key changes are, key-change-script.ts).
  * The change message goes on the key change channel as `owner:<owner>`: no apiKey holds a colon, so

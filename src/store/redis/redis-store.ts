@@ -75,9 +75,9 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
  *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :tat   the same for a key with an owner, in its owner's slot
- *   {prefix}{owner:<o>}:tat           the owner's GCRA state (issue 42): one slot with its keys' nonces and TATs
- *   {prefix}{keystore}:owners         hash: owner → its own settings (issue 42, redis-owners.ts)
- *   {prefix}{ipfail:<ip>}             failed-authentication GCRA state of a client IP or IPv6 /64 (issue 42)
+ *   {prefix}{owner:<o>}:tat           the owner's GCRA state: one slot with its keys' nonces and TATs
+ *   {prefix}{keystore}:owners         hash: owner → its own settings (redis-owners.ts)
+ *   {prefix}{ipfail:<ip>}             failed-authentication GCRA state of a client IP or IPv6 /64
  *   {prefix}key-events                pub/sub channel, message = apiKey, "*" or "owner:<owner>"
  *   {prefix}ip-blocks                 pub/sub channel, message = "<ip or /64> <µs>" (ip-block-listener.ts)
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
@@ -93,7 +93,7 @@ export function createRedisStore(
 } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
-  // Issue 42: "<ip or /64> <µs>" when an IP's failed-authentication budget is empty (ip-budget.ts).
+  // "<ip or /64> <µs>" when an IP's failed-authentication budget is empty (ip-budget.ts).
   const ipChannel = `${prefix}ip-blocks`;
   const connection =
     options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
@@ -112,7 +112,7 @@ export function createRedisStore(
       epoch.connected();
       // Nothing is served on the command connection until the server's settings have been read again.
       checks.connected();
-      // Records of the layout before issue 27, if any: moved at each connect (a no-op once moved).
+      // Records of the first layout, if any: moved at each connect (a no-op once moved).
       records
         .migrateLegacy()
         .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
@@ -123,7 +123,7 @@ export function createRedisStore(
     subscriberClosed: () => feed.subscriberClosed(),
   });
   const { client, manager, run } = connections;
-  // What the server must keep (noeviction; AOF or a replica), read from it (issue 46): the request
+  // What the server must keep (noeviction; AOF or a replica), read from it: the request
   // path's reads and admits, and key changes, wait for the first reading and are refused by a bad one.
   const checks = createRedisServerChecks(
     {
@@ -160,7 +160,7 @@ export function createRedisStore(
     return result;
   }
 
-  // Issue 46: a FLUSHDB/FLUSHALL by anyone else leaves the connections and the run_id as they were.
+  // A FLUSHDB/FLUSHALL by anyone else leaves the connections and the run_id as they were.
   const epoch = createKeystoreEpoch(
     { name: `${prefix}{keystore}:epoch` },
     {
@@ -195,7 +195,7 @@ export function createRedisStore(
       ...(events.onReconnect && { onReconnect: events.onReconnect }),
     },
   );
-  // Owners' own limits (issue 42): a table every instance keeps from the owners hash and the change feed.
+  // Owners' own limits: a table every instance keeps from the owners hash and the change feed.
   const owners = createRedisOwners({ prefix, channel }, { client, manager, logger: deps.logger });
   feed.onKeyChange((message) => owners.changed(message));
   const ipBlocks = createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });

@@ -28,7 +28,7 @@ export interface RequestState {
 /**
  * The request path's state of each key in Redis: the replay guard's nonces, the GCRA state and the usage
  * counts, all under `{prefix}{<apiKey>}:` (one Cluster slot per key, redis-store.ts has the layout); a key
- * with an owner keeps its nonces and TAT in its owner's slot instead (issue 42, `admitStateOf`).
+ * with an owner keeps its nonces and TAT in its owner's slot instead (`admitStateOf`).
  * `admit` is one round trip: the nonce's SET NX (batched per loop turn, turn-batch.ts) for a request no
  * budget applies to, the admit script otherwise. Usage is counted in process and written in batches
  * (usage-writer.ts). The failed-authentication budget per IP is one script on the IP's own slot; a block
@@ -51,7 +51,7 @@ export function createRequestState(
   };
   const admitScript = scripts.keygateAdmit.bind(client);
   /**
-   * Where the admit step's names live (issue 42): a key without an owner keeps its nonces and TAT
+   * Where the admit step's names live: a key without an owner keeps its nonces and TAT
    * under {<apiKey>} as before; a key with an owner keeps them under {owner:<owner>}, the slot of its
    * owner's bucket, so one script sees every budget of the request (one round trip, all or nothing,
    * also on a Cluster). An owner never changes after creation, so a key's nonces never move.
@@ -113,7 +113,7 @@ export function createRequestState(
             (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
           );
     },
-    // Issue 42: the IP's own slot; a block is announced to every instance before the refusal is answered.
+    // The IP's own slot; a block is announced to every instance before the refusal is answered.
     spendFailedAuth: (ipKey, limit) =>
       run(async () => {
         const blockedUs = await scripts.keygateIpBudget(

@@ -17,7 +17,7 @@ export interface UsageBatch {
 }
 
 /**
- * Usage counted in this process between two flushes to Redis (issue 29): the request path
+ * Usage counted in this process between two flushes to Redis: the request path
  * adds one to a Map instead of making Redis run HSET + HINCRBY per request.
  *
  * At most one batch per key is in flight or awaiting a retry. While it is, new admissions
@@ -28,7 +28,7 @@ export interface UsageBatch {
 export interface UsageCounter {
   /**
    * Counts one admitted request of `apiKey` at `nowMs` (the day is the UTC day of that instant) and
-   * its route's cost beyond 1 (issue 42), in the day's extraCostField, written by the same batch.
+   * its route's cost beyond 1, in the day's extraCostField, written by the same batch.
    */
   count(apiKey: string, nowMs: number, cost?: number): void;
   /** The batches to write now: the unresolved ones again (same seq), then each key's new counts. */

@@ -6,7 +6,7 @@ import { StoreUnavailableError } from '../store.js';
 import { createUsageCounter, type UsageBatch } from './usage-counter.js';
 
 export interface UsageWriter {
-  /** Counts one admitted request of the key, now, and its route's cost (issue 42; 1 when absent). */
+  /** Counts one admitted request of the key, now, and its route's cost (1 when absent). */
   count(apiKey: string, cost?: number): void;
   /** Writes what is pending; rejects with StoreUnavailableError when a batch failed (it is kept). */
   flush(): Promise<void>;
@@ -17,7 +17,7 @@ export interface UsageWriter {
 }
 
 /**
- * Usage counted in this process and written once per interval (issue 29): a crash loses at
+ * Usage counted in this process and written once per interval: a crash loses at
  * most the last interval's counts; close() (graceful shutdown, SIGTERM) writes them first.
  * A failed write keeps its counts for the next flush (logged with how many requests wait).
  * `write` stores one batch (usage-flush-script.ts in Redis) under the store's deadline.

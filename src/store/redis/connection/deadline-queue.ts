@@ -27,7 +27,7 @@ export interface DeadlineQueue {
 }
 
 /**
- * Deadlines for every Redis call in flight with one timer instead of one each (issue 29: a
+ * Deadlines for every Redis call in flight with one timer instead of one each (a
  * setTimeout, clearTimeout and setImmediate per call showed in the request path's profile).
  *
  * Every call gets the same deadline, so calls expire in the order they started: a FIFO whose

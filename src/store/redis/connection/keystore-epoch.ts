@@ -41,7 +41,7 @@ export interface KeystoreEpoch {
 }
 
 /**
- * Issue 46: an emptied database noticed. `FLUSHDB`/`FLUSHALL` from another application sharing the Redis
+ * An emptied database noticed. `FLUSHDB`/`FLUSHALL` from another application sharing the Redis
  * (or a restart without persistence) removes every nonce and key record while the connection and the
  * server's run_id stay the same, so nothing else tells. Each process reads an epoch marker,
  * `{prefix}{keystore}:epoch` (the keystore's hash tag: the same Cluster slot, so the same master and

@@ -43,7 +43,7 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
     enableOfflineQueue: options.subscriber,
     ...(options.commandTimeoutMs !== undefined && { commandTimeout: options.commandTimeoutMs }),
     connectTimeout: options.connectTimeoutMs,
-    // The subscriber's SUBSCRIBE waits for a connection however long it takes (issue 27: a
+    // The subscriber's SUBSCRIBE waits for a connection however long it takes (a
     // Keygate started before its Redis gave up at once and never subscribed).
     maxRetriesPerRequest: options.subscriber ? null : 0,
     autoResubscribe: true,

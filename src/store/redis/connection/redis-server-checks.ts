@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { DurabilityError, RedisMayEvictError, StoreUnavailableError } from '../../store.js';
 
 /*
- * What Keygate needs of the Redis it is given, read from the server itself (issue 46) rather than
+ * What Keygate needs of the Redis it is given, read from the server itself rather than
  * trusted: at connect, at every reconnect (a Sentinel failover reconnects too) and every few
  * seconds (a Cluster failover, a CONFIG SET, the evicted_keys counter).
  *

@@ -5,9 +5,9 @@
  * request still costs one round trip (EVALSHA). A request no budget applies to needs no script:
  * its admission is the nonce's SET NX PX alone (redis-store.ts). Usage is not written here: it is
  * counted in process and flushed in batches (usage-flush-script.ts), which took HSET + HINCRBY off
- * every request (issue 29).
+ * every request.
  *
- * All or nothing (issue 42): the cost is spent from every budget only when every budget has room
+ * All or nothing: the cost is spent from every budget only when every budget has room
  * and the nonce is new; a refusal by any budget writes nothing, so the token is not burnt and no
  * other budget pays for it.
  *

@@ -1,6 +1,6 @@
 // Tested in test/e2e/store-contract.test.ts (spendFailedAuth, both stores), test/e2e/redis-cluster.test.ts, test/e2e/metering.test.ts.
 /**
- * The Redis side of Store.spendFailedAuth (issue 42): budgets.ts `spendFailure` line for line, on
+ * The Redis side of Store.spendFailedAuth: budgets.ts `spendFailure` line for line, on
  * Redis's clock, so every instance judges an IP's budget by one time. The caller announces a block
  * on the ip-blocks channel (redis-store.ts), so instances that never saw this IP fail refuse it too.
  *

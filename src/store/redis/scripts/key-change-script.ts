@@ -3,7 +3,7 @@
  * The Redis side of Store.commitKeyChanges: a batch of compare-and-set key
  * writes, checked and applied in one atomic script together with the indexes,
  * the change messages and the audit entries, so no other write can land between
- * a version check and its write (the lost updates of issue 27), and a batch
+ * a version check and its write (no lost update), and a batch
  * (an import) is all or nothing. The checks are key-write.ts `checkKeyWrites`
  * rule for rule: the memory store runs that function, so both stores decide alike.
  *

@@ -7,7 +7,7 @@ import type { KeyUsage } from '../../../keys/key-usage.js';
  * same seq, and the script skips a seq this process already wrote.
  *
  * KEYS[1]  {prefix}{<apiKey>}:usage   hash: "last" = epoch ms, "YYYY-MM-DD" = admitted that UTC day,
- *                                     "x:YYYY-MM-DD" = cost spent that day beyond one per request (issue 42),
+ *                                     "x:YYYY-MM-DD" = cost spent that day beyond one per request,
  *                                     "b:<process id>" = "<last seq written> <epoch ms>" (batch marks)
  * ARGV: mark field, seq, last used (ms), oldest day kept, now (ms), then day, count pairs
  * Returns 1 when written, 0 when that batch had already been written.
