@@ -16,14 +16,11 @@ import { createIpBudget } from './pipeline/ip-budget.js';
 import { createBlockedRequestLog } from './gateway/blocked-request-log.js';
 import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
-import { loadKeysFileWithOwners } from './keys/keys-file.js';
 import type { OwnerRecord } from './keys/owner-record.js';
 import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
-import { createMemoryStore, type MemoryStore } from './store/memory/memory-store.js';
-import { createRedisStore } from './store/redis/redis-store.js';
-import { createReplayFence, type ReplayFence } from './store/replay-fence.js';
-import { createSecretCipher } from './keys/secret-cipher.js';
+import { createReplayFence } from './store/replay-fence.js';
+import { createStoreFromConfig, isMemoryStore } from './open-store.js';
 import type { Store } from './store/store.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
@@ -69,59 +66,6 @@ export interface Keygate {
   close(): Promise<void>;
 }
 
-/** Builds the store a config asks for: Redis (server, Sentinel or Cluster) when configured, else the embedded memory store. */
-export function createStoreFromConfig(
-  config: Config,
-  deps: {
-    logger: Logger;
-    clock: Clock;
-    metrics?: Metrics;
-    fence?: ReplayFence;
-    keys?: readonly KeyRecord[];
-    owners?: readonly OwnerRecord[];
-  },
-): Store {
-  if (config.redis) {
-    for (const connection of LABEL_VALUES.redisConnection) deps.metrics?.redisUp.set({ connection }, 0);
-    // Config holds the key bytes; the live cipher is built here, with the store that uses it.
-    const cipher = config.secretEncryptionKeys && createSecretCipher(config.secretEncryptionKeys);
-    return createRedisStore(
-      {
-        connection: config.redis,
-        commandTimeoutMs: config.limits.redisCommandTimeoutMs,
-        ...(cipher && { cipher }),
-        ...(config.redisDurability && { durability: config.redisDurability }),
-        watchFailovers: config.replayFence,
-      },
-      {
-        logger: deps.logger,
-        clock: deps.clock,
-        ...(deps.fence && { fence: deps.fence }),
-        events: {
-          onCommandError: (kind) => deps.metrics?.redisErrors.inc({ kind }),
-          onConnectionState: (up, connection) => deps.metrics?.redisUp.set({ connection }, up ? 1 : 0),
-          onServerReading: (reading, mayEvict) => {
-            deps.metrics?.redisMayEvict.set(mayEvict ? 1 : 0);
-            deps.metrics?.redisEvictedKeys.set(reading.evictedKeys);
-          },
-          onKeystoreEmptied: () => deps.metrics?.redisKeystoreEmptied.inc(),
-        },
-      },
-    );
-  }
-  const file = deps.keys === undefined && config.keysFile ? loadKeysFileWithOwners(config.keysFile) : undefined;
-  const keys = deps.keys ?? file?.records ?? [];
-  const owners = deps.owners ?? file?.owners ?? [];
-  deps.logger.info(
-    'embedded store: rate-limit state and key usage (lastUsedAt, per-day counts) are kept in this process only and lost on restart',
-  );
-  return createMemoryStore({ keys, owners }, { clock: deps.clock });
-}
-
-function isMemoryStore(store: Store): store is MemoryStore {
-  return store.kind === 'memory' && 'replaceAll' in store;
-}
-
 export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const clock = deps.clock ?? systemClock();
   const metrics = deps.metrics ?? createMetrics();
@@ -129,6 +73,9 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   // One fence per process, raised by the store that sees a failover (KEYGATE_REPLAY_FENCE) or an emptied
   // keystore (always: that loss is certain), checked by the authenticator.
   const fence = config.redis ? createReplayFence({ clock }) : undefined;
+  // Until a Redis connection reports, it is down: /metrics never shows a connection that was never tried as up.
+  if (config.redis && !deps.store)
+    for (const connection of LABEL_VALUES.redisConnection) metrics.redisUp.set({ connection }, 0);
   const store =
     deps.store ??
     createStoreFromConfig(config, {

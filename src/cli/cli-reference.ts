@@ -1,4 +1,4 @@
-import { optionLabel, usageLine, type Command } from './command-line.js';
+import { loaded, optionLabel, usageLine, type Command } from './command-line.js';
 
 const cell = (s: string) => s.replace(/\|/g, '\\|');
 
@@ -24,12 +24,12 @@ function section(cmd: Command, path: string, depth: number): string {
 /**
  * The generated part of docs/reference/cli.md: every command and key action
  * with its arguments and options, from the same declarations that parse the
- * command line and print --help.
+ * command line and print --help. Give it `await loadAll(program)`.
  */
 export function renderReference(program: Command): string {
   const out: string[] = [section(program, program.spec.name, 2)];
   const walk = (cmd: Command, path: string, depth: number) => {
-    for (const sub of cmd.subcommands ?? []) {
+    for (const sub of (cmd.subcommands ?? []).map(loaded)) {
       const subPath = `${path} ${sub.spec.name}`;
       out.push(section(sub, subPath, depth));
       walk(sub, subPath, depth + 1);

@@ -42,7 +42,31 @@ export interface Parsed {
 export interface Command {
   readonly spec: CommandSpec;
   readonly run?: (parsed: Parsed, io: CliIo) => number | Promise<number>;
-  readonly subcommands?: readonly Command[];
+  readonly subcommands?: readonly (Command | LazyCommand)[];
+}
+
+/**
+ * A command whose module is imported only when it is the one run (or its own help is asked for), so
+ * `keygate token` never loads what `keygate serve` needs. Its name and summary are here for the parent's
+ * list; the loaded command declares the same two (test/unit/cli-reference.test.ts holds them equal).
+ */
+export interface LazyCommand {
+  readonly spec: Pick<CommandSpec, 'name' | 'summary'>;
+  readonly load: () => Promise<Command>;
+}
+
+const isLazy = (c: Command | LazyCommand): c is LazyCommand => 'load' in c;
+
+/** The command with every lazy command below it loaded: what the generated reference walks. */
+export async function loadAll(cmd: Command | LazyCommand): Promise<Command> {
+  const c = isLazy(cmd) ? await cmd.load() : cmd;
+  return c.subcommands ? { ...c, subcommands: await Promise.all(c.subcommands.map(loadAll)) } : c;
+}
+
+/** A loaded command, or a bug: a walk over the whole tree runs on loadAll's result. */
+export function loaded(c: Command | LazyCommand): Command {
+  if (isLazy(c)) throw new Error(`command ${c.spec.name} is not loaded (use loadAll)`);
+  return c;
 }
 
 export const str = (p: Parsed, name: string): string | undefined => {
@@ -127,7 +151,9 @@ export function runCommand(cmd: Command, argv: readonly string[], io: CliIo, pat
     if (cmd.subcommands && first !== undefined && !first.startsWith('-')) {
       const sub = cmd.subcommands.find((c) => c.spec.name === first);
       if (!sub) throw new UsageError(`unknown command ${JSON.stringify(first)}`);
-      return runCommand(sub, rest, io, `${path} ${first}`);
+      const subPath = `${path} ${first}`;
+      if (!isLazy(sub)) return runCommand(sub, rest, io, subPath);
+      return sub.load().then((c) => runCommand(c, rest, io, subPath));
     }
     const parsed = parseCommandLine(cmd.spec, argv);
     if (parsed.help || !cmd.run) {

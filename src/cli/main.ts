@@ -1,15 +1,18 @@
-import { assertionCommand } from './credentials/assertion-command.js';
-import { checkConfigCommand } from './serve/check-config-command.js';
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './cli-errors.js';
-import { flag, runCommand, type Command } from './command-line.js';
-import { demoCommand } from './serve/demo-command.js';
-import { demoUpstreamCommand } from './serve/demo-upstream.js';
-import { keysCommand, openRedisKeyStore } from './keys/keys-command.js';
-import { managementTokenCommand } from './credentials/management-token-command.js';
-import { ownersCommand } from './keys/owners-command.js';
-import { packageVersion, serveCommand } from './serve/serve-command.js';
-import { tokenCommand } from './credentials/token-command.js';
+import { flag, runCommand, type Command, type LazyCommand } from './command-line.js';
+import { packageVersion } from '../observe/package-version.js';
+
+/**
+ * `keygate <command>` imports that command's module and nothing else: a token is an HMAC over a few
+ * bytes, and a script that mints one per request should not wait for the Redis client, the HTTP
+ * client, metrics and the logger to load (test/process/light-commands.test.ts holds which packages
+ * each light command loads). The summaries are here so that `keygate --help` loads no command.
+ */
+const lazy = (name: string, summary: string, load: () => Promise<Command>): LazyCommand => ({
+  spec: { name, summary },
+  load,
+});
 
 // The container tests and operators ask an image which build it holds.
 const printVersion = (io: CliIo) => (io.out.write(`keygate ${packageVersion()}\n`), 0);
@@ -40,15 +43,43 @@ export const program: Command = {
       'Exit status: 0 success, 1 the command failed (invalid configuration, no such key), 2 usage error (on stderr).',
   },
   subcommands: [
-    serveCommand,
-    demoCommand,
-    demoUpstreamCommand,
-    keysCommand,
-    ownersCommand,
-    tokenCommand,
-    managementTokenCommand,
-    assertionCommand,
-    checkConfigCommand,
+    lazy('serve', 'run the proxy', async () => (await import('./serve/serve-command.js')).serveCommand),
+    lazy(
+      'demo',
+      'run a demo upstream and Keygate in front of it with the demo key (the quickstart)',
+      async () => (await import('./serve/demo-command.js')).demoCommand,
+    ),
+    lazy(
+      'demo-upstream',
+      'run only the demo upstream (for docker-compose and the Kubernetes example)',
+      async () => (await import('./serve/demo-upstream.js')).demoUpstreamCommand,
+    ),
+    lazy('keys', 'manage API keys in Redis', async () => (await import('./keys/keys-command.js')).keysCommand),
+    lazy(
+      'owners',
+      "manage owners' own rate limits in Redis",
+      async () => (await import('./keys/owners-command.js')).ownersCommand,
+    ),
+    lazy(
+      'token',
+      'print a freshly signed token (use it as: Authorization: Bearer <token>)',
+      async () => (await import('./credentials/token-command.js')).tokenCommand,
+    ),
+    lazy(
+      'management-token',
+      'print a new management API token and its line for the tokens file',
+      async () => (await import('./credentials/management-token-command.js')).managementTokenCommand,
+    ),
+    lazy(
+      'assertion',
+      'the signed identity assertion (X-Keygate-Assertion): make keys, print the public set',
+      async () => (await import('./credentials/assertion-command.js')).assertionCommand,
+    ),
+    lazy(
+      'check-config',
+      'validate the environment, the policy file and the keys file; start nothing',
+      async () => (await import('./serve/check-config-command.js')).checkConfigCommand,
+    ),
     versionCommand,
     helpCommand,
   ],
@@ -63,7 +94,8 @@ const processIo = (): CliIo => ({
   err: process.stderr,
   env: process.env,
   stdin: process.stdin,
-  openKeyStore: openRedisKeyStore,
+  // Imported when a key command opens the store: the Redis client loads only then.
+  openKeyStore: async (env) => (await import('./keys/open-key-store.js')).openRedisKeyStore(env),
 });
 
 /** `keygate <argv>`: the exit status. Usage errors are written to stderr and are 2. */

@@ -3,7 +3,15 @@ import { parseFlatYaml } from './flat-yaml.js';
 import { firstInvalidUtf8 } from './utf8-check.js';
 import { parseYamlOffThread } from './yaml-off-thread.js';
 import { isMainThread } from 'node:worker_threads';
-import { isNode, LineCounter, parse as parseYaml, parseDocument, YAMLError } from 'yaml';
+import { createRequire } from 'node:module';
+
+/**
+ * The `yaml` package, loaded on first use: most files are read by flat-yaml.ts alone, and a command that
+ * reads none (`keygate token`) should not pay for loading it. `require` keeps the readers synchronous, and
+ * its cache makes every later call a lookup.
+ */
+const require = createRequire(import.meta.url);
+const yaml = () => require('yaml') as typeof import('yaml');
 
 /**
  * A file that is not valid YAML or JSON, located by line and column only. The parsers' own messages
@@ -71,7 +79,7 @@ function parseJson(text: string): unknown {
       throw new DataFileSyntaxError('JSON', line, column, undefined);
     }
     // Otherwise the YAML reading of the same text locates the first error, again without its text.
-    const first = parseDocument(text, { logLevel: 'silent' }).errors[0];
+    const first = yaml().parseDocument(text, { logLevel: 'silent' }).errors[0];
     throw new DataFileSyntaxError('JSON', first?.linePos?.[0].line, first?.linePos?.[0].col, undefined);
   }
 }
@@ -79,9 +87,9 @@ function parseJson(text: string): unknown {
 export function parseYamlText(text: string): unknown {
   try {
     // logLevel 'error': YAML warnings (an unknown tag) would otherwise be printed to stderr with a code frame.
-    return parseYaml(text, { maxAliasCount: 100, logLevel: 'error', prettyErrors: false });
+    return yaml().parse(text, { maxAliasCount: 100, logLevel: 'error', prettyErrors: false });
   } catch (err) {
-    if (!(err instanceof YAMLError)) throw err;
+    if (!(err instanceof yaml().YAMLError)) throw err;
     const at = err.linePos?.[0] ?? (typeof err.pos?.[0] === 'number' ? position(text, err.pos[0]) : undefined);
     const column = at && 'col' in at ? at.col : at?.column;
     throw new DataFileSyntaxError('YAML', at?.line, column, err.code);
@@ -130,6 +138,7 @@ export function readDataFileWithLines(path: string): {
 } {
   const data = readDataFile(path);
   const text = readFileSync(path, 'utf8');
+  const { LineCounter, isNode, parseDocument } = yaml();
   const lines = new LineCounter();
   let doc: ReturnType<typeof parseDocument> | undefined;
   try {

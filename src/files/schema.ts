@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Ajv, type ErrorObject } from 'ajv';
+import { createRequire } from 'node:module';
+import type { ErrorObject } from 'ajv';
 
 /** The published schemas (config/schema/*.json): what editors check as you type, and what Keygate checks at load. */
 export const SCHEMA_FILES = {
@@ -40,6 +41,8 @@ export function withSchemaProblems(
 
 function validate(name: SchemaName, data: unknown): Violation[] {
   // One compile per load: files load at start and on reload only, and no module-level cache means no shared state.
+  // Loaded on first use, synchronously: a command that validates no file (`keygate token`) never loads it.
+  const { Ajv } = createRequire(import.meta.url)('ajv') as typeof import('ajv');
   const ajv = new Ajv({ allErrors: true, verbose: true, strict: true });
   // Annotations editors (yaml-language-server, VS Code) show on a mismatch; Keygate uses them too.
   ajv.addKeyword({ keyword: 'patternErrorMessage', schemaType: 'string' });

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
-import { openRedisKeyStore } from '../../src/cli/keys/keys-command.js';
+import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import { ACCOUNTS_PATH, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';

@@ -8,7 +8,7 @@ import { jwtVerify, decodeProtectedHeader } from 'jose';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { runKeygate, spawnKeygate } from '../helpers/spawn-keygate.js';
 import { WORKERS_NO_GAIN_CORES } from '../../src/config/read-workers.js';
-import { redisUnreachable } from '../../src/cli/keys/keys-command.js';
+import { redisUnreachable } from '../../src/cli/keys/open-key-store.js';
 import { freePort } from '../helpers/free-port.js';
 
 const ROUTES_FILE = new URL('../../config/routes.yaml', import.meta.url).pathname;

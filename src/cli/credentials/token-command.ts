@@ -3,7 +3,6 @@ import { readFileSync } from 'node:fs';
 import { createToken, type TokenBinding } from '../../client/create-token.js';
 import { algOfPrivateKey } from '../../keys/public-key.js';
 import { DEFAULT_ROUTES_FILE } from '../../policy/policy.js';
-import { loadPolicy } from '../../policy/load-policy.js';
 import { UsageError } from '../cli-errors.js';
 import { flag, str, type Command } from '../command-line.js';
 
@@ -63,7 +62,7 @@ request (method, target as sent, body bytes): Keygate refuses it for any other.`
     const rw = str(parsed, 'recv-window');
     if (rw !== undefined && !/^[1-9]\d{0,5}$/.test(rw))
       throw new UsageError('--recv-window must be a positive whole number of seconds');
-    if (rw !== undefined) checkRecvWindow(Number(rw), io.env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE);
+    if (rw !== undefined) await checkRecvWindow(Number(rw), io.env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE);
     const recvWindow = {
       ...(rw !== undefined && { recvWindow: Number(rw) }),
       ...bindingOf(parsed.args, str(parsed, 'bind'), str(parsed, 'body')),
@@ -142,7 +141,9 @@ function readPrivateKey(file: string): KeyObject {
  * moves the failure to the first request. The policy is the one a server started with this
  * environment would load; point KEYGATE_CONFIG at the server's file to check against its cap.
  */
-function checkRecvWindow(seconds: number, policyFile: string): void {
+async function checkRecvWindow(seconds: number, policyFile: string): Promise<void> {
+  // Only --recv-window reads the policy: a plain `keygate token` loads neither it nor its schema validator.
+  const { loadPolicy } = await import('../../policy/load-policy.js');
   const problems: string[] = [];
   const { maxRecvWindowSeconds } = loadPolicy(policyFile, problems);
   if (problems.length > 0) return; // the policy is not readable here: the server is the judge

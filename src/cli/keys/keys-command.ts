@@ -1,15 +1,6 @@
 import { userInfo, hostname } from 'node:os';
-import pino from 'pino';
-import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
-import { readRedisDurability } from '../../config/read-durability.js';
-import { loadSecretEncryptionKeys } from '../../config/secret-encryption.js';
-import { createRedisStore } from '../../store/redis/redis-store.js';
-import { createSecretCipher } from '../../keys/secret-cipher.js';
-import { REDIS_CAUSE_HINTS, type RedisCause } from '../../store/redis/connection/redis-reachability.js';
-import { DurabilityError, StoreUnavailableError, type ConnectionProblem } from '../../store/store.js';
-import { waitUntilAnswers } from '../../store/wait-ready.js';
+import { DurabilityError } from '../../store/store.js';
 import { CliError } from '../cli-errors.js';
-import type { KeyStoreHandle } from '../cli-io.js';
 import { flag, type Command, type OptionSpec } from '../command-line.js';
 import { createKeyContext, type KeyAction } from './key-context.js';
 import { KEY_ACTIONS } from './keys-actions.js';
@@ -29,61 +20,6 @@ survive a failover: run the same command again.
 Exit status: 0 done, 1 no such key, the change was refused or not durable,
 or Redis did not answer within 2 s, 2 usage.`;
 
-/**
- * How long `keygate keys` waits for Redis to answer before giving up. A person is waiting at a terminal: long
- * enough for a connect and a Sentinel lookup on a busy host, short enough that a wrong URL is reported at once
- * (it used to take 8 s and end in the client library's wording).
- */
-export const CLI_REDIS_WAIT_MS = 2_000;
-
-/**
- * Why `keygate keys` stopped, in our words: which Redis (never its password), the cause in Redis's terms as
- * /readyz gives it (redis-reachability.ts; a connection that opened and never answered is a timeout too), and
- * what to check.
- */
-export function redisUnreachable(target: string, problem?: ConnectionProblem): string {
-  const cause = (problem?.cause ?? 'timeout') as RedisCause;
-  const hint = cause === 'other' ? (problem?.err ?? 'no detail') : (REDIS_CAUSE_HINTS[cause] ?? problem?.err);
-  return (
-    `Redis at ${target} did not answer within ${CLI_REDIS_WAIT_MS / 1000} s (cause: ${cause}; ${hint}). ` +
-    'Check that it is running and reachable from this host, and the Redis settings this command read ' +
-    '(KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS + KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES; ' +
-    'a password in KEYGATE_REDIS_PASSWORD or the URL).'
-  );
-}
-
-const NO_REDIS = `no Redis is configured (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).
-In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
-edit it (Keygate reloads it on change and on SIGHUP). To manage keys with
-this command, run Keygate with Redis.`;
-
-/** The Redis store `keygate keys` manages, from the same settings `keygate serve` reads. */
-export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStoreHandle> {
-  const problems: string[] = [];
-  const connection = readRedisSettings(env, problems);
-  if (problems.length > 0) throw new CliError(`invalid Redis settings:\n  - ${problems.join('\n  - ')}`, 2);
-  if (!connection) throw new CliError(NO_REDIS, 2);
-  const durability = readRedisDurability(env, connection, problems);
-  const encryptionKeys = loadSecretEncryptionKeys(env, problems);
-  const cipher = encryptionKeys && createSecretCipher(encryptionKeys);
-  if (problems.length > 0) throw new CliError(problems.join('\n  '), 2);
-  const store = createRedisStore(
-    { connection, commandTimeoutMs: 5_000, ...(cipher && { cipher }), ...(durability && { durability }) },
-    { logger: pino({ level: 'silent' }) },
-  );
-  try {
-    // Both connections a key command uses: the first command goes over the key operations' own.
-    await waitUntilAnswers(() => Promise.all([store.ping(), store.pingKeyOperations()]), CLI_REDIS_WAIT_MS, 50);
-  } catch (err) {
-    const problem = store.connectionProblem();
-    await store.close();
-    if (!(err instanceof StoreUnavailableError)) throw err;
-    // The client library's own text ("Stream isn't writeable…") names none of our settings: say it ourselves.
-    throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address', problem), 1);
-  }
-  return { store, encrypted: cipher !== undefined };
-}
-
 /** Every key action takes --verbose: the audit entries belong in the audit stream, not on the terminal. */
 export const VERBOSE_OPTION: OptionSpec = {
   name: 'verbose',
@@ -96,6 +32,8 @@ export const asCommand = (action: KeyAction): Command => ({
   spec: { ...action.spec, options: [...action.spec.options, VERBOSE_OPTION] },
   async run(parsed, io) {
     const { store, encrypted } = await io.openKeyStore(io.env);
+    // Imported here: `keygate keys keygen` and every --help run without the logger.
+    const { default: pino } = await import('pino');
     // Every entry is in the Redis stream with its change (one atomic step); this is only the terminal's copy.
     const audit = pino(
       { name: 'keygate-audit', base: null, level: flag(parsed, 'verbose') ? 'info' : 'silent' },

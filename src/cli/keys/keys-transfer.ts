@@ -1,7 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { stringify as toYaml } from 'yaml';
 import { toExternal, type KeyRecord } from '../../keys/key-record.js';
 import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
@@ -64,6 +63,8 @@ export const exportAction: KeyAction = {
         owners: Object.fromEntries(owners.map((o) => [o.owner, { rateLimit: o.rateLimit }])),
       }),
     };
+    // Imported here, not at the top: `keygate keys keygen` and every --help load this module too.
+    const { stringify: toYaml } = await import('yaml');
     // lineWidth 0: a long label stays on one line, the plain form a keys file loads fast in (files/flat-yaml.ts).
     const text =
       flag(p, 'json') || out?.endsWith('.json')

@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../../config/env-names.js';
 import { workersWarning } from '../../config/read-workers.js';
 import type { Command } from '../command-line.js';
-import { describeConfig, loadStartupConfig } from './serve-command.js';
+import { describeConfig, loadStartupConfig } from './startup-config.js';
 
 export const checkConfigCommand: Command = {
   spec: {

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadStartupConfig } from '../../src/cli/serve/serve-command.js';
+import { loadStartupConfig } from '../../src/cli/serve/startup-config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-serve-'));
 const keysFile = (name: string, text: string) => {

@@ -5,7 +5,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { loadConfig } from '../../src/config/load-config.js';
-import { createStoreFromConfig } from '../../src/create-keygate.js';
+import { createStoreFromConfig } from '../../src/open-store.js';
 import { parseKeyRecord, type KeyRecord } from '../../src/keys/key-record.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-create-'));

@@ -1,0 +1,74 @@
+import pino from 'pino';
+import { systemClock } from '../../clock.js';
+import { readRedisDurability } from '../../config/read-durability.js';
+import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
+import { loadSecretEncryptionKeys } from '../../config/secret-encryption.js';
+import { createStoreFromConfig } from '../../open-store.js';
+import { REDIS_CAUSE_HINTS, type RedisCause } from '../../store/redis/connection/redis-reachability.js';
+import { StoreUnavailableError, type ConnectionProblem } from '../../store/store.js';
+import { waitUntilAnswers } from '../../store/wait-ready.js';
+import { CliError } from '../cli-errors.js';
+import type { KeyStoreHandle } from '../cli-io.js';
+
+/**
+ * How long `keygate keys` waits for Redis to answer before giving up. A person is waiting at a terminal: long
+ * enough for a connect and a Sentinel lookup on a busy host, short enough that a wrong URL is reported at once
+ * (it used to take 8 s and end in the client library's wording).
+ */
+export const CLI_REDIS_WAIT_MS = 2_000;
+
+/**
+ * Why `keygate keys` stopped, in our words: which Redis (never its password), the cause in Redis's terms as
+ * /readyz gives it (redis-reachability.ts; a connection that opened and never answered is a timeout too), and
+ * what to check.
+ */
+export function redisUnreachable(target: string, problem?: ConnectionProblem): string {
+  const cause = (problem?.cause ?? 'timeout') as RedisCause;
+  const hint = cause === 'other' ? (problem?.err ?? 'no detail') : (REDIS_CAUSE_HINTS[cause] ?? problem?.err);
+  return (
+    `Redis at ${target} did not answer within ${CLI_REDIS_WAIT_MS / 1000} s (cause: ${cause}; ${hint}). ` +
+    'Check that it is running and reachable from this host, and the Redis settings this command read ' +
+    '(KEYGATE_REDIS_URL, or KEYGATE_REDIS_SENTINELS + KEYGATE_REDIS_SENTINEL_NAME, or KEYGATE_REDIS_CLUSTER_NODES; ' +
+    'a password in KEYGATE_REDIS_PASSWORD or the URL).'
+  );
+}
+
+const NO_REDIS = `no Redis is configured (KEYGATE_REDIS_URL, KEYGATE_REDIS_SENTINELS or KEYGATE_REDIS_CLUSTER_NODES).
+In embedded mode the keys file (KEYGATE_KEYS_FILE) is the source of keys:
+edit it (Keygate reloads it on change and on SIGHUP). To manage keys with
+this command, run Keygate with Redis.`;
+
+/** The Redis store `keygate keys` manages, from the same settings `keygate serve` reads. */
+export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStoreHandle> {
+  const problems: string[] = [];
+  const connection = readRedisSettings(env, problems);
+  if (problems.length > 0) throw new CliError(`invalid Redis settings:\n  - ${problems.join('\n  - ')}`, 2);
+  if (!connection) throw new CliError(NO_REDIS, 2);
+  const redisDurability = readRedisDurability(env, connection, problems);
+  const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
+  if (problems.length > 0) throw new CliError(problems.join('\n  '), 2);
+  // The store `keygate serve` would open from this environment, opened the same way; a person waits at a
+  // terminal, so a command gets 5 s, and nothing here watches for failovers (replayFence).
+  const store = createStoreFromConfig(
+    {
+      redis: connection,
+      redisDurability,
+      secretEncryptionKeys,
+      replayFence: false,
+      keysFile: undefined,
+      limits: { redisCommandTimeoutMs: 5_000 },
+    },
+    { logger: pino({ level: 'silent' }), clock: systemClock() },
+  );
+  try {
+    // Both connections a key command uses: the first command goes over the key operations' own.
+    await waitUntilAnswers(() => Promise.all([store.ping(), store.pingKeyOperations()]), CLI_REDIS_WAIT_MS, 50);
+  } catch (err) {
+    const problem = store.connectionProblem();
+    await store.close();
+    if (!(err instanceof StoreUnavailableError)) throw err;
+    // The client library's own text ("Stream isn't writeable…") names none of our settings: say it ourselves.
+    throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address', problem), 1);
+  }
+  return { store, encrypted: secretEncryptionKeys !== undefined };
+}

@@ -1,0 +1,89 @@
+import { loadConfig, type Config } from '../../config/load-config.js';
+import { ConfigError } from '../../files/config-error.js';
+import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
+import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
+import type { OwnerRecord } from '../../keys/owner-record.js';
+import type { KeyRecord } from '../../keys/key-record.js';
+import { AssertionKeysError, loadAssertionKeys } from '../../assertion/assertion-keys.js';
+
+// What `keygate serve` reads before it starts, and what `keygate check-config` checks without starting: apart
+// from the server, so that check-config loads none of it.
+
+/**
+ * Loads config and (in embedded mode) the keys file; returns every problem at once, or the config
+ * and the keys file's records (so the file is read once at start).
+ */
+export function loadStartupConfig(env: NodeJS.ProcessEnv): {
+  config?: Config;
+  keys?: readonly KeyRecord[];
+  /** The keys file's `owners:`. */
+  owners?: readonly OwnerRecord[];
+  problems: string[];
+} {
+  const problems: string[] = [];
+  let config: Config | undefined;
+  let keys: readonly KeyRecord[] | undefined;
+  let owners: readonly OwnerRecord[] | undefined;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems);
+  }
+  const keysFile = env.KEYGATE_KEYS_FILE;
+  if (keysFile && !readRedisSettings(env, [])) {
+    try {
+      ({ records: keys, owners } = loadKeysFileWithOwners(keysFile));
+    } catch (err) {
+      if (!(err instanceof KeysFileError)) throw err;
+      problems.push(...err.problems.map((p) => `KEYGATE_KEYS_FILE: ${p}`));
+    }
+  }
+  // Checked with the rest, so a bad assertion keys file is listed beside every other problem (never its key material).
+  const assertionFile = env.KEYGATE_ASSERTION_KEYS_FILE;
+  if (assertionFile) {
+    try {
+      loadAssertionKeys(assertionFile, env.KEYGATE_ASSERTION_SIGNING_KID || undefined);
+    } catch (err) {
+      if (!(err instanceof AssertionKeysError)) throw err;
+      problems.push(...err.problems.map((p) => `KEYGATE_ASSERTION_KEYS_FILE: ${p}`));
+    }
+  }
+  return problems.length > 0 ? { problems } : { config, ...(keys && { keys }), ...(owners && { owners }), problems };
+}
+
+/** What the startup log line shows: the effective config, secrets masked. */
+export function describeConfig(config: Config): Record<string, unknown> {
+  return {
+    port: config.port,
+    adminPort: config.adminPort,
+    mode: config.mode,
+    upstream: config.upstream?.origin,
+    ...(config.forwardAuthPathPrefix && { forwardAuthPathPrefix: config.forwardAuthPathPrefix }),
+    store: config.redis ? 'redis' : 'memory',
+    redis: describeRedis(config.redis),
+    ...(config.management && { managementPort: config.management.port, managementHost: config.management.host }),
+    workers: config.workers,
+    keysFile: config.keysFile,
+    secretsAtRest: config.redis ? (config.secretEncryptionKeys ? 'aes-256-gcm' : 'plain') : undefined,
+    configFile: config.configFile,
+    routes: config.policy.routes.rules.length,
+    publicRoutes: config.policy.publicRoutes.rules.length + config.policy.publicApiRoutes.rules.length,
+    timeEndpoint: config.policy.timeEndpoint,
+    routeMatching: config.policy.matching,
+    methodOverride: [...config.policy.methodOverride],
+    unlistedRoutes: config.policy.unlistedRoutes,
+    trustedProxies: config.policy.trustedProxyCidrs,
+    recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
+    limits: config.limits,
+    // Settings only: the keys file's path, never a key (describeConfig output is logged at start).
+    assertion: config.assertion && {
+      keysFile: config.assertion.keysFile,
+      audience: config.assertion.audience,
+      issuer: config.assertion.issuer,
+      ttlSeconds: config.assertion.ttlSeconds,
+      mode: config.assertion.mode,
+      ...(config.assertion.signingKid !== undefined && { signingKid: config.assertion.signingKid }),
+    },
+  };
+}
