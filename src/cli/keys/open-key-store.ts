@@ -1,3 +1,4 @@
+// Tested in test/process/redis-unreachable.test.ts, test/process/keys-cli-lifecycle.test.ts.
 import pino from 'pino';
 import { systemClock } from '../../clock.js';
 import { readRedisDurability } from '../../config/read-durability.js';

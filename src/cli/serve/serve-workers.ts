@@ -1,4 +1,5 @@
-import cluster, { type Worker } from 'node:cluster';
+import cluster from 'node:cluster';
+import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { AggregatorRegistry } from 'prom-client';
@@ -6,25 +7,13 @@ import type { Config } from '../../config/load-config.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import { createKeygate } from '../../create-keygate.js';
-import { createAdminServer } from '../../observe/admin-server.js';
-import { createAssertionKeysSource } from '../../assertion/assertion-keys-source.js';
+import { createAssertionKeysSource, type AssertionKeysSource } from '../../assertion/assertion-keys-source.js';
 import { describeRedis } from '../../config/redis-settings.js';
 import { warnWhenStoreEmpty } from './empty-store-warning.js';
 import { describeListenError } from './listen-error.js';
-
-/** IPC between the primary and its workers (besides prom-client's own metrics messages). */
-type NotReadyAnswer = { reason: string; cause?: string; err?: string };
-type Message =
-  | { type: 'keygate:listening'; port: number }
-  | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer }
-  /** The primary asks a worker how many keys the store holds (the empty-store warning); `err` when it could not tell. */
-  | { type: 'keygate:count-keys'; id: number; count?: number; err?: string };
-
-const isMessage = (m: unknown): m is Message =>
-  typeof m === 'object' &&
-  m !== null &&
-  typeof (m as { type?: unknown }).type === 'string' &&
-  (m as { type: string }).type.startsWith('keygate:');
+import { createPrimaryAdmin } from './primary-admin.js';
+import { isMessage } from './worker-messages.js';
+import { createWorkerSupervisor, type WorkerSupervisor } from './worker-supervisor.js';
 
 /**
  * KEYGATE_WORKERS > 1: the primary forks that many workers (node:cluster).
@@ -128,106 +117,15 @@ async function runWorker(
   return 0;
 }
 
+/**
+ * The primary: starts the workers, serves the admin port for them, passes SIGHUP on, and on SIGTERM/SIGINT (or
+ * when the workers die too often) stops them all.
+ */
 async function runPrimary(config: Config, logger: Logger): Promise<number> {
-  const aggregator = new AggregatorRegistry();
-  let stopping = false;
-  let proxyPort = config.port;
-  const restarts: number[] = [];
-  let giveUp: (reason: string) => void = () => {};
-  const gaveUp = new Promise<string>((resolve) => (giveUp = resolve));
-
-  const fork = (): Promise<Worker> =>
-    new Promise((resolve, reject) => {
-      const worker = cluster.fork();
-      const onExit = (code: number | null, signal: string | null) =>
-        reject(new Error(`worker ${worker.process.pid} exited before listening (code ${code}, signal ${signal})`));
-      worker.once('exit', onExit);
-      worker.on('message', (m: unknown) => {
-        if (isMessage(m) && m.type === 'keygate:listening') {
-          proxyPort = m.port;
-          worker.off('exit', onExit);
-          worker.once('exit', (code, signal) => onWorkerExit(worker, code, signal));
-          resolve(worker);
-        }
-      });
-    });
-
-  const onWorkerExit = (worker: Worker, code: number | null, signal: string | null) => {
-    if (stopping) return;
-    logger.error({ workerPid: worker.process.pid, code, signal }, 'worker died; starting a replacement');
-    const now = Date.now();
-    restarts.push(now);
-    while (restarts.length > 0 && restarts[0]! < now - 60_000) restarts.shift();
-    if (restarts.length > 5) return giveUp('more than 5 worker restarts within 60 s');
-    fork().catch((err: Error) => giveUp(err.message));
-  };
-
-  const live = () =>
-    Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && w.isConnected());
-  const stopAll = async (): Promise<boolean> => {
-    stopping = true;
-    const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined);
-    const exits = workers.map(
-      (w) =>
-        new Promise<boolean>((resolve) =>
-          w.isDead() ? resolve(w.process.exitCode === 0) : w.once('exit', (code) => resolve(code === 0)),
-        ),
-    );
-    for (const w of workers) w.process.kill('SIGTERM');
-    const hardStop = setTimeout(() => {
-      for (const w of workers) if (!w.isDead()) w.process.kill('SIGKILL');
-    }, config.limits.shutdownTimeoutMs + 5_000);
-    const results = await Promise.all(exits);
-    clearTimeout(hardStop);
-    return results.every(Boolean);
-  };
-
-  let nextId = 0;
-  const askWorkers = async (): Promise<NotReadyAnswer | undefined> => {
-    if (stopping) return { reason: 'shutting_down' };
-    const workers = live();
-    if (workers.length < config.workers) return { reason: 'worker_missing' };
-    const answers = await Promise.all(
-      workers.map(
-        (w) =>
-          new Promise<NotReadyAnswer | undefined>((resolve) => {
-            const id = nextId++;
-            const timer = setTimeout(() => done({ reason: 'worker_unresponsive' }), 2_000);
-            const onMessage = (m: unknown) => {
-              if (isMessage(m) && m.type === 'keygate:readyz' && m.id === id) done(m.notReady);
-            };
-            const done = (notReady: NotReadyAnswer | undefined) => {
-              clearTimeout(timer);
-              w.off('message', onMessage);
-              resolve(notReady);
-            };
-            w.on('message', onMessage);
-            w.send({ type: 'keygate:readyz', id });
-          }),
-      ),
-    );
-    return answers.find((a) => a !== undefined);
-  };
-
-  /** A worker's count of the store's keys; rejects when it cannot tell (no worker, Redis down, no answer in 5 s). */
-  const countKeysOf = (w: Worker | undefined) =>
-    new Promise<number>((resolve, reject) => {
-      if (w === undefined) return reject(new Error('no worker'));
-      const id = nextId++;
-      const timer = setTimeout(() => done(undefined, 'no answer'), 5_000);
-      const onMessage = (m: unknown) => {
-        if (isMessage(m) && m.type === 'keygate:count-keys' && m.id === id) done(m.count, m.err);
-      };
-      const done = (count: number | undefined, err: string | undefined) => {
-        clearTimeout(timer);
-        w.off('message', onMessage);
-        if (count === undefined) reject(new Error(err ?? 'no count'));
-        else resolve(count);
-      };
-      w.on('message', onMessage);
-      w.send({ type: 'keygate:count-keys', id });
-    });
-
+  const supervisor = createWorkerSupervisor(
+    { workers: config.workers, port: config.port, shutdownTimeoutMs: config.limits.shutdownTimeoutMs },
+    { logger },
+  );
   const signals = firstSignal((signal) => logger.info({ signal }, 'signal received'));
   // Each worker reloads its own policy; the primary only passes the signal on (and is not stopped by it).
   // The primary serves the admin port, so it publishes the assertion keys itself (and reloads them like the workers do).
@@ -235,60 +133,76 @@ async function runPrimary(config: Config, logger: Logger): Promise<number> {
     config.assertion &&
     createAssertionKeysSource({ file: config.assertion.keysFile, signingKid: config.assertion.signingKid }, { logger });
   process.on('SIGHUP', () => {
-    for (const w of live()) w.process.kill('SIGHUP');
+    for (const w of supervisor.live()) w.process.kill('SIGHUP');
     assertionKeys?.reload('reload requested');
   });
+  const admin = createPrimaryAdmin(config, {
+    supervisor,
+    ...(assertionKeys && { jwks: () => assertionKeys.current().jwks }),
+  });
+  const stop = () => shutDown({ supervisor, admin: admin.server, assertionKeys });
+
   try {
-    await Promise.all(Array.from({ length: config.workers }, fork));
+    await supervisor.start();
   } catch (err) {
     logger.error({ err: (err as Error).message }, 'a worker failed to start; stopping');
     process.stderr.write('keygate: a worker failed to start; stopped\n');
-    await stopAll();
+    await stop();
     logger.flush();
     return 1;
   }
-  const admin = createAdminServer(
-    { limits: config.limits },
-    {
-      metrics: { registry: { contentType: aggregator.contentType, metrics: () => aggregator.clusterMetrics() } },
-      ready: askWorkers,
-      ...(assertionKeys && { jwks: () => assertionKeys.current().jwks }),
-    },
-  );
   let adminPort: number;
   try {
     adminPort = await new Promise<number>((resolve, reject) => {
-      admin.once('error', reject);
-      admin.listen(config.adminPort, config.adminHost, () => resolve((admin.address() as AddressInfo).port));
+      admin.server.once('error', reject);
+      admin.server.listen(config.adminPort, config.adminHost, () =>
+        resolve((admin.server.address() as AddressInfo).port),
+      );
     });
   } catch (err) {
     // The workers already serve: stop them, or the primary would wait for a signal with no admin port.
     const message = describeListenError(err, config);
     logger.error({ err: message }, 'keygate cannot start');
     process.stderr.write(`keygate: ${message}\n`);
-    await stopAll();
+    await stop();
     logger.flush();
     return 1;
   }
-  logger.info({ workers: live().map((w) => w.process.pid), port: proxyPort, adminPort }, 'keygate started');
+  logger.info(
+    { workers: supervisor.live().map((w) => w.process.pid), port: supervisor.proxyPort(), adminPort },
+    'keygate started',
+  );
   // The empty-store warning of a single process, said once by the primary (it has no store: a worker counts).
   const stopEmptyCheck = warnWhenStoreEmpty(
     { requireKeys: config.readyRequiresKeys, where: (config.redis && describeRedis(config.redis)) ?? 'redis' },
-    { store: { countKeys: () => countKeysOf(live()[0]) }, logger },
+    { store: { countKeys: admin.countKeys }, logger },
   );
 
-  const reason = await Promise.race([signals, gaveUp]);
+  const reason = await Promise.race([signals, supervisor.gaveUp]);
   const failed = !['SIGTERM', 'SIGINT'].includes(reason);
   logger.info(
     { reason, deadlineMs: config.limits.shutdownTimeoutMs },
     'shutting down: workers drain in-flight requests',
   );
   stopEmptyCheck();
-  const clean = await stopAll();
-  admin.closeAllConnections();
-  await new Promise<void>((resolve) => admin.close(() => resolve()));
-  assertionKeys?.close();
+  const clean = await stop();
   logger.info({ clean }, 'keygate stopped');
   logger.flush();
   return failed || !clean ? 1 : 0;
+}
+
+/** Stops the workers (each drains its in-flight requests), then the admin port and the assertion keys' watch; true when every worker exited 0. */
+async function shutDown(parts: {
+  supervisor: WorkerSupervisor;
+  admin: Server;
+  assertionKeys: AssertionKeysSource | undefined;
+}): Promise<boolean> {
+  const clean = await parts.supervisor.stopAll();
+  const { admin } = parts;
+  if (admin.listening) {
+    admin.closeAllConnections();
+    await new Promise<void>((resolve) => admin.close(() => resolve()));
+  }
+  parts.assertionKeys?.close();
+  return clean;
 }
