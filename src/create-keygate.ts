@@ -24,6 +24,8 @@ import { createStoreFromConfig, isMemoryStore } from './open-store.js';
 import type { Store } from './store/store.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
+import type { TracerSlot, Tracing } from './observe/tracer.js';
+import { packageVersion } from './observe/package-version.js';
 
 export interface KeygateDeps {
   logger: Logger;
@@ -190,6 +192,25 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       { maxPerKey: config.limits.maxStreamsPerKey, idleTimeoutMs: config.limits.streamIdleTimeoutMs },
       { store, clock, logger, metrics: streamMetrics },
     );
+  // Tracing: its OpenTelemetry packages are loaded only when it is configured (an OTLP endpoint is set),
+  // by this dynamic import; listen() waits for them, so the first request is traced. Off, the gateway
+  // gets no slot at all and loads and allocates nothing for it.
+  const tracing: TracerSlot | undefined = config.tracing && { tracer: undefined };
+  const tracingSettings = config.tracing;
+  const loadingTracing: Promise<Tracing> | undefined =
+    tracingSettings &&
+    import('./observe/tracing/otel-tracing.js').then((m) =>
+      m.createTracing(
+        tracingSettings,
+        { redisAdmit: store.kind === 'redis', upstream: config.upstream },
+        {
+          version: packageVersion(),
+          onDropped: (reason, count) => metrics.spansDropped.inc({ reason }, count),
+        },
+      ),
+    );
+  // Awaited by listen() (which reports a failure) and close(); never an unhandled rejection meanwhile.
+  loadingTracing?.catch(() => {});
   const proxy = createGateway(config, {
     logger,
     clock,
@@ -200,6 +221,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),
+    ...(tracing && { tracing }),
   });
   let closing = false;
   const ready = createReadiness({ requireKeys: config.readyRequiresKeys }, { store, closing: () => closing });
@@ -241,6 +263,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
     reloadAssertionKeys: () => assertionKeys?.reload('reload requested') ?? false,
     async listen() {
+      if (tracing && loadingTracing) tracing.tracer = (await loadingTracing).tracer;
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
       if (!management || !config.management) return { port, adminPort };
@@ -293,6 +316,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       // Every response has closed: the refusals of blocked IPs not yet summed up in a line are, now.
       blockedLog.flush();
       await store.close();
+      // Spans still queued are sent (bounded by OTEL_BSP_EXPORT_TIMEOUT); a collector that is down costs no more.
+      await loadingTracing?.then((t) => t.shutdown()).catch(() => {});
     },
   };
 }

@@ -12,6 +12,7 @@ import { readAssertion, type AssertionSettings } from './read-assertion.js';
 import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { readRedisDurability, readReplayFence, type RedisDurability } from './read-durability.js';
 import { readReadyRequiresKeys } from './read-readiness.js';
+import { readTracing, type TracingSettings } from './read-tracing.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -52,6 +53,8 @@ export interface Config {
   readonly rateLimitHeaders: boolean;
   /** The signed identity assertion (KEYGATE_ASSERTION_KEYS_FILE and its siblings); undefined = off. The key file itself is read by keys/. */
   readonly assertion: AssertionSettings | undefined;
+  /** OpenTelemetry tracing (the standard OTEL_* variables); undefined = off, and its packages are never loaded. */
+  readonly tracing: TracingSettings | undefined;
   readonly policy: Policy;
   readonly limits: Limits;
 }
@@ -81,6 +84,7 @@ export function loadConfig(env: Env): Config {
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
   const limits = readLimits(env, problems);
   const assertion = readAssertion(env, problems);
+  const tracing = readTracing(env, problems);
   const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
   if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off')
     problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
@@ -112,6 +116,7 @@ export function loadConfig(env: Env): Config {
     logLevel,
     rateLimitHeaders: rawRateLimitHeaders !== 'off',
     assertion,
+    tracing,
     management,
     policy,
     limits,

@@ -19,6 +19,7 @@ import { createRequestPath, type RequestPathDeps } from './request-path.js';
 import type { StreamMetrics } from '../observe/stream-metrics.js';
 import type { StreamRegistry } from './streams/stream-registry.js';
 import { createUpgradePath } from './streams/upgrade-path.js';
+import type { TracerSlot } from '../observe/tracer.js';
 
 export interface GatewayDeps {
   readonly logger: Logger;
@@ -35,6 +36,8 @@ export interface GatewayDeps {
   readonly ipBlocks?: RequestPathDeps['ipBlocks'];
   /** WebSocket streams (proxy mode): the open streams by key and their metrics; absent = no 'upgrade' listener. */
   readonly streams?: { readonly registry: StreamRegistry; readonly metrics: StreamMetrics };
+  /** Tracing (OTEL_EXPORTER_OTLP_*); absent = off. */
+  readonly tracing?: TracerSlot | undefined;
 }
 
 /**

@@ -88,6 +88,8 @@ export function createForwardAuthMode(
 ): ForwardAuthMode {
   const prefix = options.pathPrefix;
   const mode: ForwardAuthMode = {
+    // The asking proxy forwards the request, with its own trace context.
+    forwards: false,
     /**
      * After a refusal nginx asks (error_page) for the body its auth_request dropped. The refusal
      * was recorded by the check itself; this only renders it, so it is not recorded again.

@@ -48,6 +48,8 @@ export interface PassArgs {
  * the gateway is built (request-path.ts never asks which mode it runs in).
  */
 export interface GatewayMode {
+  /** Whether a pass sends the request upstream (proxy mode, streams): it then carries Keygate's trace context. */
+  readonly forwards: boolean;
   /**
    * A request this mode answers outside the request path, unrecorded; true when it did.
    * Forward-auth: nginx asking for the body of a refusal already recorded.

@@ -26,6 +26,7 @@ export function createProxyMode(
     graceMs: limits.bodyRateGraceMs,
   };
   return {
+    forwards: true,
     preempt: () => false,
     original: (req: IncomingMessage): OriginalRequest => ({ ok: true, method: req.method, url: req.url }),
     upstreamHead: (raw, peerIp, peerTrusted, requestId) => forwardHeaders(raw, { peerIp, peerTrusted, requestId }),

@@ -10,6 +10,7 @@ import { ipAllowed, normalizeIp } from '../net/cidr.js';
 import { budgetPrefix } from '../net/ip-prefix.js';
 import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
+import { withTraceContext, type RequestSpan, type TracerSlot } from '../observe/tracer.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
 import { SPENDING_CODES, type IpBudget } from '../pipeline/ip-budget.js';
 import type { AssertionSigner } from '../assertion/assertion-signer.js';
@@ -68,6 +69,11 @@ export interface RequestPathDeps {
    * IP, not a line each). Absent = never blocked, nothing spent.
    */
   readonly ipBlocks?: (Pick<IpBudget, 'blockedMs' | 'spend'> & { readonly log: BlockedRequestLog }) | undefined;
+  /**
+   * Tracing: absent while it is off (no OTLP endpoint), and then the path does nothing for it. Its
+   * tracer is filled in once the OpenTelemetry packages have loaded, before the port listens.
+   */
+  readonly tracing?: TracerSlot | undefined;
 }
 
 export interface RequestPath {
@@ -89,7 +95,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   const recorder = createRequestRecorder(deps);
   const authSeconds = metrics.bound.authSeconds;
   const { refuse, refuseBlocked, internalError, closing } = createRefuser(deps);
-  const { ipBlocks } = deps;
+  const { ipBlocks, tracing } = deps;
   /** The policy in force as a plan (request-plan.ts): compiled once per policy, at its first request. */
   let plan = compileRequestPlan(deps.policy());
   const planOf = (policy: Policy) => (policy === plan.policy ? plan : (plan = compileRequestPlan(policy)));
@@ -101,12 +107,19 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     // requests already admitted keep the CPU they need.
     const shed = metrics.inflight.value >= limits.maxInFlight;
     const log = recorder.open(res, requestIdOf(req.headers['x-request-id']), req.method, started);
+    // Tracing off: this one branch is all the path spends on it.
+    const span = tracing === undefined ? undefined : traced(req, res, log, started);
     try {
       if (shed) return refuse(res, log, deny('overloaded'));
       // Node parses pipelined requests before the answer to an earlier one is written. Once
       // Keygate has answered "Connection: close" on this socket, what follows is never served.
       if (closing.has(req.socket)) return void res.destroy();
-      walk(new Walk(req, res, log, started, expectContinue, planOf(deps.policy()), passed));
+      const w = new Walk(req, res, log, started, expectContinue, planOf(deps.policy()), passed);
+      if (span !== undefined) {
+        w.span = span;
+        (res as TracedResponse)[WALK] = w;
+      }
+      walk(w);
     } catch (err) {
       internalError(res, log, err);
     }
@@ -236,6 +249,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   function authenticate(w: Walk) {
     w.log.clientIp = w.ip; // derived by checkIpBudget
+    if (w.span !== undefined) w.span.startAdmit();
     // The walk is the request's route (its cost) and client IP as the authenticator reads them.
     deps.authenticate(w.req.rawHeaders, w).then(
       (authn) => spendIpBudget(w, authn),
@@ -270,6 +284,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /** The error boundary of the path's asynchronous half. */
   function authorized(w: Walk, authn: Authenticated | Denial | RateLimited) {
+    if (w.span !== undefined) w.span.endAdmit(!authn.ok && authn.reason === 'store_unavailable');
     try {
       authorizeKey(w, authn);
     } catch (err) {
@@ -320,6 +335,11 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       w.assertion = deps.assertion.sign(w.keyRecord, { requestId: w.log.requestId, method: w.method, target });
     }
     w.passCode = outcome;
+    // Traced: the upstream gets Keygate's trace context in place of the client's (its parent is Keygate's span).
+    if (w.span !== undefined && mode.forwards) {
+      const target = w.target as Target;
+      withTraceContext(w.head.headers, w.span.startUpstream(w.method, target.path));
+    }
     // The mode reports back through `w.passed`, which hands the walk to `passed` below.
     mode.pass(w);
   }
@@ -328,6 +348,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   function passed(w: Walk, result: ForwardOutcome, upstreamMs: number | undefined) {
     const log = w.log;
     if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
+    if (w.span !== undefined)
+      w.span.endUpstream('status' in result ? result.status : undefined, 'reason' in result ? result.reason : undefined);
     if ('status' in result) {
       log.code = w.passCode;
       log.status = result.status;
@@ -346,6 +368,23 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     }
   }
 
+  /**
+   * Tracing on: the request's SERVER span, its ids on the request line, and its end when the response
+   * closes (after the recorder's own 'close' listener has completed the log).
+   */
+  function traced(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number): RequestSpan | undefined {
+    const tracer = (tracing as TracerSlot).tracer;
+    if (tracer === undefined) return undefined;
+    const span = tracer.startServer(req, started);
+    log.trace_id = span.traceId;
+    log.span_id = span.spanId;
+    const t = res as TracedResponse;
+    t[SPAN] = span;
+    t[SPAN_LOG] = log;
+    res.on('close', spanClosed);
+    return span;
+  }
+
   return {
     handle: admit,
     refuseRaw(socket, reason, fields) {
@@ -354,4 +393,28 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       recorder.record(log as RequestLog);
     },
   };
+}
+
+const SPAN = Symbol('requestSpan');
+const SPAN_LOG = Symbol('requestSpanLog');
+const WALK = Symbol('requestWalk');
+type TracedResponse = ServerResponse & { [SPAN]?: RequestSpan; [SPAN_LOG]?: RequestLog; [WALK]?: Walk };
+
+/** One 'close' listener for every traced response (no closure per request): the span ends with the outcome. */
+function spanClosed(this: ServerResponse) {
+  const t = this as TracedResponse;
+  const log = t[SPAN_LOG] as RequestLog;
+  const w = t[WALK];
+  (t[SPAN] as RequestSpan).end({
+    method: log.method,
+    route: log.route,
+    path: w?.target?.path,
+    status: log.status,
+    code: log.code,
+    reason: log.reason,
+    keyId: log.keyId,
+    owner: w?.keyOwner,
+    cost: w?.route?.cost,
+    clientIp: log.clientIp,
+  });
 }

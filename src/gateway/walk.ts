@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PUBLIC, type OK } from '../observe/metrics.js';
 import type { RequestLog } from '../observe/request-record.js';
+import type { RequestSpan } from '../observe/tracer.js';
 import type { Methods } from '../pipeline/check-override.js';
 import type { Target } from '../pipeline/check-target.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';
@@ -48,6 +49,8 @@ export class Walk implements PassArgs {
   responseHeaders: readonly string[] | undefined = undefined;
   /** Public or authenticated: what a pass is recorded as (set by the request path's `pass`). */
   passCode: typeof OK | typeof PUBLIC = PUBLIC;
+  /** The request's SERVER span; always undefined while tracing is off. */
+  span: RequestSpan | undefined = undefined;
   constructor(
     readonly req: IncomingMessage,
     readonly res: ServerResponse,

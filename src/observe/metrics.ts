@@ -39,6 +39,8 @@ export interface Metrics {
   readonly assertionsSigned: Counter<'mode'>;
   /** Identity assertions served from the per-key cache, without signing. */
   readonly assertionCacheHits: Counter;
+  /** Spans tracing did not export: its queue was full, or the exporter failed the batch (tracing/otel-tracing.ts). */
+  readonly spansDropped: Counter<'reason'>;
   readonly buildInfo: Gauge<'version' | 'node_version'>;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
@@ -72,6 +74,7 @@ export const LABEL_VALUES = Object.freeze({
   redisConnection: ['command', 'subscriber', 'management'] as const,
   invalidationScope: ['key', 'all'] as const,
   assertionMode: ['identity', 'request'] as const,
+  spanDropReason: ['queue_full', 'export_failed'] as const,
 });
 
 /** Why a forwarded request got no answer from the upstream (keygate_upstream_errors_total{cause}). */
@@ -267,6 +270,12 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       help: 'Identity assertions (X-Keygate-Assertion) served from the per-key cache, without signing',
       registers: [registry],
     }),
+    spansDropped: new Counter({
+      name: 'keygate_trace_spans_dropped_total',
+      help: 'Spans not exported (tracing on): queue_full = the export queue (OTEL_BSP_MAX_QUEUE_SIZE) was full; export_failed = the collector did not take the batch',
+      labelNames: ['reason'],
+      registers: [registry],
+    }),
     buildInfo: new Gauge({
       name: 'keygate_build_info',
       help: 'Always 1; the running Keygate version and Node.js version as labels',
@@ -281,5 +290,6 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
   for (const event of LABEL_VALUES.keyCacheEvent) metrics.keyCache.inc({ event }, 0);
   for (const kind of LABEL_VALUES.redisErrorKind) metrics.redisErrors.inc({ kind }, 0);
   for (const scope of LABEL_VALUES.invalidationScope) metrics.invalidations.inc({ scope }, 0);
+  for (const reason of LABEL_VALUES.spanDropReason) metrics.spansDropped.inc({ reason }, 0);
   return metrics;
 }

@@ -18,6 +18,8 @@ export const REQUEST_LINE_FIELDS = Object.freeze([
   'durationMs',
   'aborted',
   'parserError',
+  'trace_id',
+  'span_id',
 ] as const);
 type RequestLineField = (typeof REQUEST_LINE_FIELDS)[number];
 /** A string JSON writes as is between quotes (printable ASCII but `"` and `\`): most values, no escaping pass. */
@@ -86,7 +88,9 @@ function lineString(level: number, time: string, bindings: string, l: Partial<Re
     field(',"upstreamCause":', l.upstreamCause) +
     field(',"durationMs":', l.durationMs) +
     field(',"aborted":', l.aborted) +
-    field(',"parserError":', l.parserError);
+    field(',"parserError":', l.parserError) +
+    field(',"trace_id":', l.trace_id) +
+    field(',"span_id":', l.span_id);
   return `${out},"msg":"request"}\n`;
 }
 
@@ -108,6 +112,8 @@ const UPSTREAM_CAUSE = bytesOf(',"upstreamCause":');
 const DURATION_MS = bytesOf(',"durationMs":');
 const ABORTED = bytesOf(',"aborted":');
 const PARSER_ERROR = bytesOf(',"parserError":');
+const TRACE_ID = bytesOf(',"trace_id":');
+const SPAN_ID = bytesOf(',"span_id":');
 const LEVEL = bytesOf('{"level":');
 const TIME = bytesOf(',"time":');
 const END = bytesOf(',"msg":"request"}\n');
@@ -148,6 +154,8 @@ function writeLine(
   p = put(buf, p, DURATION_MS, l.durationMs);
   p = put(buf, p, ABORTED, l.aborted);
   p = put(buf, p, PARSER_ERROR, l.parserError);
+  p = put(buf, p, TRACE_ID, l.trace_id);
+  p = put(buf, p, SPAN_ID, l.span_id);
   return p < 0 ? -1 : copy(buf, p, END);
 }
 

@@ -26,6 +26,9 @@ export interface RequestLog {
   aborted?: true;
   /** Only on a parser error: the parser's error code, never its raw bytes. */
   parserError?: string | undefined;
+  /** With tracing on: the request's trace and its SERVER span (hex), so logs and traces join. */
+  trace_id?: string;
+  span_id?: string;
 }
 
 export interface RequestRecorder {

@@ -5,6 +5,7 @@ import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import { AssertionKeysError, loadAssertionKeys } from '../../assertion/assertion-keys.js';
+import { describeTracing } from '../../config/read-tracing.js';
 
 // What `keygate serve` reads before it starts, and what `keygate check-config` checks without starting: apart
 // from the server, so that check-config loads none of it.
@@ -85,5 +86,7 @@ export function describeConfig(config: Config): Record<string, unknown> {
       mode: config.assertion.mode,
       ...(config.assertion.signingKid !== undefined && { signingKid: config.assertion.signingKid }),
     },
+    // Where spans go and which are kept; the export headers by name only (they often hold a credential).
+    tracing: describeTracing(config.tracing),
   };
 }

@@ -17,6 +17,7 @@ import type { GatewayMode, OriginalRequest, PassArgs } from '../gateway-mode.js'
 import type { Forwarder } from '../upstream/forwarder.js';
 import { createProxyMode } from '../proxy-mode.js';
 import { createRequestPath } from '../request-path.js';
+import type { TracerSlot } from '../../observe/tracer.js';
 import type { StreamRegistry } from './stream-registry.js';
 import { StreamRelay } from './stream-relay.js';
 import { writeTime } from '../time-endpoint.js';
@@ -39,6 +40,8 @@ export interface UpgradePathDeps {
   readonly streamMetrics: StreamMetrics;
   /** Proxy mode's forwarder: an upgrade to another protocol (h2c) is forwarded as plain HTTP, as before streams. */
   readonly forwarder: Forwarder;
+  /** Tracing; absent = off. The upgrade is a request of the path, with its SERVER span. */
+  readonly tracing?: TracerSlot | undefined;
 }
 
 export interface UpgradePathOptions {
@@ -71,6 +74,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
   const plain = createProxyMode(deps.forwarder, limits);
 
   const mode: GatewayMode = {
+    forwards: true,
     preempt: () => false,
     original: (req: IncomingMessage): OriginalRequest => ({ ok: true, method: req.method, url: req.url }),
     // Before authentication, so a handshake that could never be relayed burns no nonce.
