@@ -46,6 +46,8 @@ export interface TracingOptions {
 }
 
 const propagator = new W3CTraceContextPropagator();
+/** The most a shutdown waits for the last export. */
+const SHUTDOWN_BOUND_MS = 5_000;
 
 /** Builds the tracer from the settings: its own provider (never registered globally), sampler, exporter and queue. */
 export async function createTracing(
@@ -78,7 +80,15 @@ export async function createTracing(
     tracer: {
       startServer: (req, startedAt) => new OtelRequestSpan(tracer, req, startedAt, options),
     } satisfies RequestTracer,
-    shutdown: () => provider.shutdown(),
+    // A collector that is down or hangs must not hold the shutdown: what is not sent by then is dropped.
+    shutdown: () => {
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, Math.min(settings.batch.exportTimeoutMillis, SHUTDOWN_BOUND_MS));
+        timer.unref();
+      });
+      return Promise.race([provider.shutdown().catch(() => {}), bound]).finally(() => clearTimeout(timer));
+    },
   };
 }
 
