@@ -7,7 +7,7 @@ import { createAdminServer } from './observe/admin-server.js';
 import { createForwarder } from './gateway/upstream/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
 import { createManagementApi } from './management/create-management-api.js';
-import { createMetrics, LABEL_VALUES, type Metrics } from './observe/metrics.js';
+import { createMetrics, exposeExemplars, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createStreamMetrics } from './observe/stream-metrics.js';
 import { createStreamRegistry } from './gateway/streams/stream-registry.js';
 import { createReadiness, type NotReady } from './observe/readiness.js';
@@ -211,6 +211,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     );
   // Awaited by listen() (which reports a failure) and close(); never an unhandled rejection meanwhile.
   loadingTracing?.catch(() => {});
+  if (tracing) exposeExemplars(metrics);
   const proxy = createGateway(config, {
     logger,
     clock,

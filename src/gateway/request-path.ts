@@ -314,6 +314,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     w.log.authMs = roundMs(ms);
     authSeconds[decision === undefined ? 'allow' : decision.reason === 'store_unavailable' ? 'error' : 'deny'].observe(
       ms / 1000,
+      w.log.exemplar,
     );
     if (decision !== undefined) return refuse(w.res, w.log, decision);
     metrics.bound.admittedTokens[(authn as Authenticated).alg].inc();
@@ -349,7 +350,10 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     const log = w.log;
     if (upstreamMs !== undefined) log.upstreamMs = upstreamMs;
     if (w.span !== undefined)
-      w.span.endUpstream('status' in result ? result.status : undefined, 'reason' in result ? result.reason : undefined);
+      w.span.endUpstream(
+        'status' in result ? result.status : undefined,
+        'reason' in result ? result.reason : undefined,
+      );
     if ('status' in result) {
       log.code = w.passCode;
       log.status = result.status;
@@ -372,12 +376,18 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
    * Tracing on: the request's SERVER span, its ids on the request line, and its end when the response
    * closes (after the recorder's own 'close' listener has completed the log).
    */
-  function traced(req: IncomingMessage, res: ServerResponse, log: RequestLog, started: number): RequestSpan | undefined {
+  function traced(
+    req: IncomingMessage,
+    res: ServerResponse,
+    log: RequestLog,
+    started: number,
+  ): RequestSpan | undefined {
     const tracer = (tracing as TracerSlot).tracer;
     if (tracer === undefined) return undefined;
     const span = tracer.startServer(req, started);
     log.trace_id = span.traceId;
     log.span_id = span.spanId;
+    if (span.sampled) log.exemplar = span.traceId;
     const t = res as TracedResponse;
     t[SPAN] = span;
     t[SPAN_LOG] = log;

@@ -80,6 +80,14 @@ export const LABEL_VALUES = Object.freeze({
 /** Why a forwarded request got no answer from the upstream (keygate_upstream_errors_total{cause}). */
 export type UpstreamCause = (typeof LABEL_VALUES.upstreamErrorCause)[number];
 
+/**
+ * Tracing on: /metrics answers in OpenMetrics, the exposition format that carries the latency
+ * histograms' exemplars (a sampled trace id per bucket). Tracing off, it stays the Prometheus text format.
+ */
+export function exposeExemplars(metrics: Pick<Metrics, 'registry'>): void {
+  metrics.registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE as never);
+}
+
 /** Upstream status → bounded label ("2xx"…; anything odd counts as "5xx"). */
 export function statusClass(status: number): string {
   return status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : '5xx';

@@ -29,6 +29,8 @@ export interface RequestLog {
   /** With tracing on: the request's trace and its SERVER span (hex), so logs and traces join. */
   trace_id?: string;
   span_id?: string;
+  /** Not a line field: the trace id when the trace is sampled, named by the latency histograms' exemplars. */
+  exemplar?: string;
 }
 
 export interface RequestRecorder {
@@ -86,7 +88,7 @@ export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }
           : log.reason === 'upstream_timeout'
             ? 'timeout'
             : 'error';
-      bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000);
+      bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000, log.exemplar);
     }
     if (log.upstreamCause !== undefined) bound.upstreamErrors[log.upstreamCause].inc();
     // warn: Keygate answered an error code (a number; the outcome labels are strings) with a 5xx status.

@@ -15,7 +15,15 @@ export interface Incrementable {
   inc(value?: number): void;
 }
 export interface Observable {
-  observe(value: number): void;
+  /** `traceId`: a sampled trace this observation belongs to, kept as its bucket's exemplar (tracing on). */
+  observe(value: number, traceId?: string): void;
+}
+
+/** One bucket's exemplar as prom-client writes it in OpenMetrics: `# {trace_id="…"} value timestamp`. */
+interface Exemplar {
+  readonly labelSet: { readonly trace_id: string };
+  readonly value: number;
+  readonly timestamp: number;
 }
 
 /**
@@ -66,6 +74,8 @@ export class ScrapeTimeHistogram<L extends string> extends Histogram<L> {
   private readonly sums: Float64Array;
   private readonly counts: Float64Array;
   private readonly order: number[] = []; // label sets, in the order first observed
+  /** The latest exemplar per label set and bucket (+Inf last); made only once an observation brings a trace id. */
+  private exemplars: Array<Exemplar | undefined> | undefined;
 
   constructor(config: HistogramConfiguration<L> & { buckets: number[] }, labelSets: readonly LabelValues<L>[]) {
     super(config);
@@ -82,20 +92,29 @@ export class ScrapeTimeHistogram<L extends string> extends Histogram<L> {
     const bounds = this.bounds;
     const width = bounds.length;
     const { bucketCounts, sums, counts, order } = this;
+    const keep = (slot: number, value: number, traceId: string) => this.exemplar(slot, value, traceId);
     return {
-      observe(value: number) {
+      observe(value: number, traceId?: string) {
         if (!Number.isFinite(value)) throw new TypeError(`Value is not a valid number: ${value}`);
         if (counts[i] === 0) order.push(i);
         counts[i] = (counts[i] as number) + 1;
         sums[i] = (sums[i] as number) + value;
-        for (let b = 0; b < width; b++) {
+        let b = 0;
+        for (; b < width; b++) {
           if (value <= (bounds[b] as number)) {
             bucketCounts[i * width + b] = (bucketCounts[i * width + b] as number) + 1;
             break;
           }
         }
+        // Tracing off, never a trace id: no exemplar is kept, nothing is allocated.
+        if (traceId !== undefined) keep(i * (width + 1) + b, value, traceId);
       },
     };
+  }
+
+  private exemplar(slot: number, value: number, traceId: string) {
+    this.exemplars ??= new Array<Exemplar | undefined>(this.sets.length * (this.bounds.length + 1));
+    this.exemplars[slot] = { labelSet: { trace_id: traceId }, value, timestamp: Date.now() / 1000 };
   }
 
   /** prom-client's exposition path (Registry.metrics) reads this; `get()` splays the labels as prom-client does. */
@@ -109,8 +128,10 @@ export class ScrapeTimeHistogram<L extends string> extends Histogram<L> {
       sharedLabels: object;
       value: number;
       metricName: string;
-      exemplar: null | undefined;
+      exemplar: Exemplar | null | undefined;
     }> = [];
+    const exemplars = this.exemplars;
+    const slots = this.bounds.length + 1;
     for (const i of this.order) {
       const labels = this.sets[i] as object;
       let acc = 0;
@@ -121,12 +142,13 @@ export class ScrapeTimeHistogram<L extends string> extends Histogram<L> {
           sharedLabels: labels,
           value: acc,
           metricName: `${name}_bucket`,
-          exemplar: null,
+          exemplar: exemplars?.[i * slots + b] ?? null,
         });
       }
       const count = this.counts[i] as number;
       const total = { sharedLabels: labels, exemplar: undefined };
-      values.push({ labels: { le: '+Inf' }, ...total, value: count, metricName: `${name}_bucket`, exemplar: null });
+      const inf = exemplars?.[i * slots + slots - 1] ?? null;
+      values.push({ labels: { le: '+Inf' }, ...total, value: count, metricName: `${name}_bucket`, exemplar: inf });
       values.push({ labels: {}, ...total, value: this.sums[i] as number, metricName: `${name}_sum` });
       values.push({ labels: {}, ...total, value: count, metricName: `${name}_count` });
     }

@@ -33,6 +33,8 @@ export interface RequestSpan {
   /** 32 and 16 lowercase hex digits: written on the request line as trace_id and span_id. */
   readonly traceId: string;
   readonly spanId: string;
+  /** The sampler kept this trace: it is exported, and may be a metric's exemplar. */
+  readonly sampled: boolean;
   /**
    * The upstream exchange begins: a CLIENT span when the trace is sampled. Returns the `traceparent` to
    * send upstream (that span's, or the SERVER span's id with the sampled flag off) and the `tracestate`.

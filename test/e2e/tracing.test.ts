@@ -5,7 +5,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
 import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
-import { SPAN_KIND, STATUS_ERROR, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js';
+import {
+  SPAN_KIND,
+  STATUS_ERROR,
+  startOtlpReceiver,
+  type OtlpReceiver,
+  type ReceivedSpan,
+} from '../helpers/otlp-receiver.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { guard } from '../helpers/slowdown.js';
@@ -68,7 +74,8 @@ function everyExportedString(spans: readonly ReceivedSpan[]): string[] {
   const out: string[] = [];
   for (const s of spans) {
     out.push(s.name, ...Object.keys(s.attributes), ...Object.values(s.attributes).map(String));
-    for (const e of s.events) out.push(e.name, ...Object.keys(e.attributes), ...Object.values(e.attributes).map(String));
+    for (const e of s.events)
+      out.push(e.name, ...Object.keys(e.attributes), ...Object.values(e.attributes).map(String));
     out.push(...Object.values(s.resource).map(String));
   }
   return out;
@@ -137,6 +144,16 @@ describe.each(['http/json', 'http/protobuf'])('tracing over OTLP %s', (protocol)
     await expect
       .poll(() => kg.logs.find((l) => l.includes(`"trace_id":"${CLIENT_TRACE}"`)), { timeout: guard(5_000) })
       .toContain(`"span_id":"${server.spanId}"`);
+  });
+
+  it('the latency histograms carry the sampled trace as an exemplar, in OpenMetrics', async () => {
+    const metrics = await send(kg.adminUrl, '/metrics', { headers: { accept: 'application/openmetrics-text' } });
+    expect(metrics.headers['content-type']).toMatch(/^application\/openmetrics-text/);
+    expect(metrics.body.endsWith('# EOF\n')).toBe(true);
+    const exemplar = (name: string) =>
+      new RegExp(`^${name}_bucket\\{[^}]*\\} \\d+ # \\{trace_id="${CLIENT_TRACE}"\\} [0-9.e-]+ [0-9.]+$`, 'm');
+    expect(metrics.body).toMatch(exemplar('keygate_upstream_duration_seconds'));
+    expect(metrics.body).toMatch(exemplar('keygate_auth_duration_seconds'));
   });
 
   it('a replay (40106) exports an ERROR span with its code and an event carrying the reason', async () => {
@@ -222,7 +239,10 @@ describe('sampling off (OTEL_TRACES_SAMPLER=always_off)', () => {
     kg = await startKeygate({
       upstream: upstream.url,
       keys: KEYS,
-      env: { KEYGATE_CONFIG: policyFile(), ...otelEnv(receiver, 'http/protobuf', { OTEL_TRACES_SAMPLER: 'always_off' }) },
+      env: {
+        KEYGATE_CONFIG: policyFile(),
+        ...otelEnv(receiver, 'http/protobuf', { OTEL_TRACES_SAMPLER: 'always_off' }),
+      },
     });
   });
   afterAll(async () => {
@@ -242,6 +262,8 @@ describe('sampling off (OTEL_TRACES_SAMPLER=always_off)', () => {
     await expect
       .poll(() => kg.logs.some((l) => l.includes(`"span_id":"${parentId}"`)), { timeout: guard(5_000) })
       .toBe(true);
+    // No exemplar names a trace that was not sampled.
+    expect((await send(kg.adminUrl, '/metrics')).body).not.toContain('trace_id=');
     // Closing flushes what is queued: nothing was.
     await kg.close();
     expect(receiver.exports).toEqual([]);
@@ -284,13 +306,21 @@ describe('forward-auth mode', () => {
     const server = spans.find((s) => s.kind === SPAN_KIND.SERVER)!;
     expect(server.parentSpanId).toBe(nginxSpan);
     expect(server.name).toBe(`GET ${ACCOUNTS_PATH}`);
-    expect(server.attributes).toMatchObject({ 'keygate.code': 'ok', 'keygate.key_id': KEY_ID, 'url.path': ACCOUNTS_PATH });
+    expect(server.attributes).toMatchObject({
+      'keygate.code': 'ok',
+      'keygate.key_id': KEY_ID,
+      'url.path': ACCOUNTS_PATH,
+    });
     // Nothing is forwarded, so there is no upstream CLIENT span.
     expect(spans.filter((s) => s.kind === SPAN_KIND.CLIENT)).toEqual([]);
 
     const refused = 'e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0';
     await send(kg.url, '/auth', {
-      headers: { 'x-original-method': 'GET', 'x-original-uri': ACCOUNTS_PATH, traceparent: `00-${refused}-${nginxSpan}-01` },
+      headers: {
+        'x-original-method': 'GET',
+        'x-original-uri': ACCOUNTS_PATH,
+        traceparent: `00-${refused}-${nginxSpan}-01`,
+      },
     });
     const [refusal] = await traceOf(receiver, refused);
     expect(refusal!.status).toBe(STATUS_ERROR);

@@ -118,6 +118,7 @@ function sampler(settings: TracingSettings): Sampler {
 class OtelRequestSpan implements RequestSpan {
   readonly traceId: string;
   readonly spanId: string;
+  readonly sampled: boolean;
   private readonly span: Span;
   private readonly parent: Context;
   private upstream: Span | undefined;
@@ -138,6 +139,7 @@ class OtelRequestSpan implements RequestSpan {
     const context = this.span.spanContext();
     this.traceId = context.traceId;
     this.spanId = context.spanId;
+    this.sampled = (context.traceFlags & TraceFlags.SAMPLED) !== 0;
     this.parent = trace.setSpan(ROOT_CONTEXT, this.span);
   }
 
