@@ -73,7 +73,11 @@ function value(v: AnyValue): AttrValue {
 const attrs = (list: KeyValue[] | undefined) => Object.fromEntries((list ?? []).map((kv) => [kv.key, value(kv.value)]));
 /** OTLP/JSON writes ids as hex (the JSON mapping's exception); protobuf carries bytes. */
 const hex = (id: unknown) =>
-  id === undefined || id === null ? '' : typeof id === 'string' ? id.toLowerCase() : Buffer.from(id as Uint8Array).toString('hex');
+  id === undefined || id === null
+    ? ''
+    : typeof id === 'string'
+      ? id.toLowerCase()
+      : Buffer.from(id as Uint8Array).toString('hex');
 
 interface ExportRequest {
   resourceSpans?: Array<{
@@ -112,7 +116,10 @@ export async function startOtlpReceiver(): Promise<OtlpReceiver> {
       const request = (
         contentType.startsWith('application/json')
           ? JSON.parse(body.toString('utf8'))
-          : ExportTraceServiceRequest.toObject(ExportTraceServiceRequest.decode(body), { longs: Number, defaults: false })
+          : ExportTraceServiceRequest.toObject(ExportTraceServiceRequest.decode(body), {
+              longs: Number,
+              defaults: false,
+            })
       ) as ExportRequest;
       for (const rs of request.resourceSpans ?? [])
         for (const ss of rs.scopeSpans ?? [])

@@ -13,7 +13,11 @@ import { token } from '../helpers/tokens.js';
 
 const RECORDER = pathToFileURL(join(repoRoot, 'scripts/harness/record-modules.mjs')).href;
 /** Every OTEL_* variable the runner's own environment might carry is removed: tracing is off unless set here. */
-const NO_OTEL = Object.fromEntries(Object.keys(process.env).filter((n) => n.startsWith('OTEL_')).map((n) => [n, undefined]));
+const NO_OTEL = Object.fromEntries(
+  Object.keys(process.env)
+    .filter((n) => n.startsWith('OTEL_'))
+    .map((n) => [n, undefined]),
+);
 
 // Valid W3C syntax is not Keygate's to judge while tracing is off: upper-case hex (invalid), a field name
 // in mixed case and blanks inside tracestate all reach the upstream exactly as sent.
