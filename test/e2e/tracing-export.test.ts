@@ -66,9 +66,9 @@ describe('a collector that accepts connections and never answers', () => {
     }
     // Two spans a request (SERVER, upstream CLIENT); at most QUEUE wait and one batch is out: the rest are dropped.
     const spans = requests * 2;
-    await expect.poll(() => dropped(kg, 'queue_full'), { timeout: guard(5_000) }).toBeGreaterThanOrEqual(
-      spans - QUEUE - BATCH,
-    );
+    await expect
+      .poll(() => dropped(kg, 'queue_full'), { timeout: guard(5_000) })
+      .toBeGreaterThanOrEqual(spans - QUEUE - BATCH);
     expect(await dropped(kg, 'queue_full')).toBeLessThanOrEqual(spans);
     // The shutdown waits for the last export a bounded time, not the exporter's two minutes.
     const closing = kg.close().then(() => 'closed');
