@@ -5,6 +5,7 @@ import type { UpstreamHead } from '../pipeline/forward-headers.js';
 import type { KeyRecord } from '../keys/key-record.js';
 import type { RouteMatch } from '../policy/routes.js';
 import type { ForwardOutcome } from './upstream/upstream-exchange.js';
+import type { RequestSpan } from '../observe/tracer.js';
 
 /** The request to check: the one received (proxy), or the one the asking proxy describes (forward-auth). */
 export interface OriginalRequest {
@@ -23,6 +24,8 @@ export interface PassArgs {
   readonly expectContinue: boolean;
   /** The authenticated key's owner (X-Api-Key-Owner); carried here because it is never logged. */
   readonly keyOwner: string | undefined;
+  /** The request's SERVER span while tracing is on (streams keep it open for their life). */
+  readonly span: RequestSpan | undefined;
   /** X-Keygate-Assertion (a compact JWS) when the assertion is on and a key passed; never on a public route. */
   readonly assertion: string | undefined;
   /** Keygate's own response headers (RateLimit), [name, value, …]. */

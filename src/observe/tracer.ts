@@ -45,10 +45,12 @@ export interface RequestSpan {
   /** The store's admission round trip (Redis) begins and ends: a CLIENT span when sampled. */
   startAdmit(): void;
   endAdmit(failed: boolean): void;
-  /** A named event on the SERVER span (or the stream's span): a stream Keygate closed, and why. */
-  event(name: string, attributes: Readonly<Record<string, string | number>>): void;
-  /** The response closed: attributes, ERROR status and the refusal event when refused; ends the span. */
+  /** The response closed: attributes, ERROR status and the refusal event when refused; ends the span (see keepOpen). */
   end(outcome: SpanOutcome): void;
+  /** A WebSocket stream was joined (101): `end` records the outcome but the span lasts until `streamEnded`. */
+  keepOpen(): void;
+  /** The stream closed: an event `keygate.stream.closed` with the reason (Keygate's: revoked, expired, scope, idle, shutdown; or upstream, client), then the span ends. */
+  streamEnded(reason: string): void;
 }
 
 /** Tracing as the wiring holds it: the tracer, and the exporter to flush at shutdown. */

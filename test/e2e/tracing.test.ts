@@ -16,6 +16,7 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { guard } from '../helpers/slowdown.js';
 import { token } from '../helpers/tokens.js';
+import { openStream, STREAM_PATH, STREAM_SCOPE, startWsUpstream, writeStreamPolicy } from '../helpers/ws-streams.js';
 
 const API_KEY = 'trace-key-apikey-7f3a';
 const SECRET = 'trace-secret-0123456789abcdef-s3cr3t';
@@ -364,5 +365,47 @@ describe('with Redis: the admit round trip', () => {
     expect(admit.kind).toBe(SPAN_KIND.CLIENT);
     expect(admit.parentSpanId).toBe(server.spanId);
     expect(admit.attributes['db.system.name']).toBe('redis');
+  });
+});
+
+describe('WebSocket streams', () => {
+  let receiver: OtlpReceiver;
+  let upstream: Awaited<ReturnType<typeof startWsUpstream>>;
+  let kg: RunningKeygate;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    upstream = await startWsUpstream();
+    kg = await startKeygate({
+      upstream: upstream.url,
+      keys: [makeKey({ apiKey: 'streamer', secret: SECRET, id: 'key-streamer', scopes: [STREAM_SCOPE] })],
+      env: { KEYGATE_CONFIG: writeStreamPolicy(), ...otelEnv(receiver, 'http/json') },
+    });
+  });
+  afterAll(async () => {
+    await upstream?.close();
+    await receiver?.close();
+  });
+
+  it('the upgrade is one span that lasts the stream, and ends with the event of Keygate closing it', async () => {
+    const traceId = '5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a5a';
+    const stream = await openStream(kg.url, 'streamer', SECRET, STREAM_PATH, {
+      traceparent: `00-${traceId}-${CLIENT_SPAN}-01`,
+    });
+    await expect.poll(() => upstream.connections.length).toBe(1);
+    // The upstream's handshake carries Keygate's trace context.
+    expect(upstream.connections[0]!.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    // Open stream: its span has not ended, so nothing of it is exported yet but the upstream exchange.
+    await expect.poll(() => receiver.spans.some((s) => s.traceId === traceId)).toBe(true);
+    expect(receiver.spans.filter((s) => s.traceId === traceId && s.kind === SPAN_KIND.SERVER)).toEqual([]);
+    // Shutdown closes the stream (1001), and flushes the span.
+    await kg.close();
+    expect((await stream.closed).code).toBe(1001);
+    const [server] = (await traceOf(receiver, traceId)).filter((s) => s.kind === SPAN_KIND.SERVER);
+    expect(server!.parentSpanId).toBe(CLIENT_SPAN);
+    expect(server!.attributes).toMatchObject({ 'http.response.status_code': 101, 'keygate.key_id': 'key-streamer' });
+    expect(server!.events).toContainEqual({
+      name: 'keygate.stream.closed',
+      attributes: { 'keygate.stream.close_reason': 'shutdown', 'keygate.stream.closed_by': 'keygate' },
+    });
   });
 });

@@ -24,6 +24,8 @@ export interface AdmittedStream {
   /** The caller's IP as authorization saw it (the key's allow-list is checked against it again). */
   readonly ip: string | undefined;
   readonly route: RouteMatch;
+  /** Told once why the stream ended (tracing: the upgrade's span gets the event and ends). */
+  readonly onEnd?: ((reason: StreamCloseReason) => void) | undefined;
 }
 
 /** A slot held for a key between its admission and its upstream's 101 (so the limit counts handshakes too). */
@@ -161,6 +163,7 @@ export function createStreamRegistry(
     open--;
     metrics.open.dec();
     metrics.closed[reason].inc();
+    stream.onEnd?.(reason);
     dropIfEmpty(apiKey, entry);
     if (open === 0) allClosed?.();
   }

@@ -9,7 +9,7 @@ import { deny, type Reason } from '../../errors.js';
 import { ASSERTION_HEADER, type AssertionSigner } from '../../assertion/assertion-signer.js';
 import type { Metrics, UpstreamCause } from '../../observe/metrics.js';
 import { roundMs } from '../../observe/request-record.js';
-import type { StreamMetrics } from '../../observe/stream-metrics.js';
+import type { StreamCloseReason, StreamMetrics } from '../../observe/stream-metrics.js';
 import type { Authenticator } from '../../pipeline/authenticate.js';
 import { forwardHeaders, KEY_ID_HEADER, KEY_OWNER_HEADER } from '../../pipeline/forward-headers.js';
 import type { Policy } from '../../policy/policy.js';
@@ -179,6 +179,8 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       up.removeAllListeners('close');
       up.removeAllListeners('error');
       up.pause();
+      // Traced: the upgrade's span stays open for the stream's life and ends with the reason it closed.
+      args.span?.keepOpen();
       args.passed({ status: 101 }, roundMs(performance.now() - sent));
       answer.push('X-Request-Id', log.requestId);
       if (args.responseHeaders) answer.push(...args.responseHeaders);
@@ -187,7 +189,13 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       res.writeHead(101, 'Switching Protocols', answer);
       res.end();
       const relay = new StreamRelay(client, up, limits.streamCloseGraceMs);
-      slot.activate({ relay, ip: args.ip, route: route as NonNullable<typeof route> });
+      const span = args.span;
+      slot.activate({
+        relay,
+        ip: args.ip,
+        route: route as NonNullable<typeof route>,
+        ...(span !== undefined && { onEnd: (reason: StreamCloseReason) => span.streamEnded(reason) }),
+      });
       relay.start(handshake?.head ?? Buffer.alloc(0), fromUpstream);
     }
   }

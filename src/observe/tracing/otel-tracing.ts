@@ -123,6 +123,7 @@ class OtelRequestSpan implements RequestSpan {
   private readonly parent: Context;
   private upstream: Span | undefined;
   private admit: Span | undefined;
+  private streaming = false;
 
   constructor(
     private readonly tracer: Tracer,
@@ -194,8 +195,17 @@ class OtelRequestSpan implements RequestSpan {
     span.end();
   }
 
-  event(name: string, attributes: Readonly<Record<string, string | number>>) {
-    this.span.addEvent(name, attributes);
+  keepOpen() {
+    this.streaming = true;
+  }
+
+  streamEnded(reason: string) {
+    const closedBy = reason === 'upstream' || reason === 'client' ? reason : 'keygate';
+    this.span.addEvent('keygate.stream.closed', {
+      'keygate.stream.close_reason': reason,
+      'keygate.stream.closed_by': closedBy,
+    });
+    this.span.end();
   }
 
   end(o: SpanOutcome) {
@@ -203,7 +213,7 @@ class OtelRequestSpan implements RequestSpan {
     // The client went away first: what was still open ends with the request.
     this.endAdmit(true);
     this.endUpstream(undefined, 'aborted');
-    if (!span.isRecording()) return span.end();
+    if (!span.isRecording()) return void (this.streaming || span.end());
     const method = o.method ?? 'HTTP';
     span.updateName(o.route === undefined ? method : `${method} ${o.route}`);
     const a: Attributes = { 'http.request.method': o.method ?? '_OTHER' };
@@ -221,7 +231,7 @@ class OtelRequestSpan implements RequestSpan {
       span.setStatus({ code: SpanStatusCode.ERROR, message: o.reason });
       span.addEvent('keygate.refused', { 'keygate.code': String(o.code), 'keygate.reason': o.reason });
     } else if (o.status !== undefined && o.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-    span.end();
+    if (!this.streaming) span.end();
   }
 }
 
