@@ -1,6 +1,6 @@
 // Tested in test/e2e/tracing.test.ts, test/e2e/tracing-export.test.ts.
 // Loaded only by a dynamic import from create-keygate.ts when an OTLP endpoint is set: a Keygate without
-// tracing never loads this file or a single OpenTelemetry package (test/process/tracing-off.test.ts).
+// tracing never loads this file or a single OpenTelemetry package (test/process/tracing.test.ts).
 import type { IncomingMessage } from 'node:http';
 import {
   ROOT_CONTEXT,

@@ -8,7 +8,7 @@ import { repoRoot } from '../helpers/deploy.js';
 import { freePort } from '../helpers/free-port.js';
 import { bearer, send } from '../helpers/http.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
-import { serveKeygate } from '../helpers/spawn-keygate.js';
+import { runKeygate, serveKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 
 const RECORDER = pathToFileURL(join(repoRoot, 'scripts/harness/record-modules.mjs')).href;
@@ -76,5 +76,49 @@ describe('tracing off (no OTLP endpoint set)', () => {
     // The client's (upper-case hex: not valid W3C) is replaced by a new trace of Keygate's.
     expect(sent).toMatch(/^traceparent: 00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     expect(sent?.toUpperCase()).not.toContain('4BF92F3577B34DA6A3CE929D0E0E4736');
+  });
+});
+
+describe('keygate check-config with tracing', () => {
+  const base = { ...NO_OTEL, KEYGATE_UPSTREAM: 'http://127.0.0.1:9', KEYGATE_REDIS_URL: undefined };
+
+  it('shows what tracing will do, the export headers by name only', async () => {
+    const { stdout } = await runKeygate(['check-config'], {
+      ...base,
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_HEADERS: 'authorization=Bearer%20hidden-credential',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.05',
+      OTEL_SERVICE_NAME: 'edge-auth',
+    });
+    expect(JSON.parse(stdout.slice(stdout.indexOf('{')))).toMatchObject({
+      tracing: {
+        endpoint: 'http://collector:4318/v1/traces',
+        protocol: 'http/json',
+        serviceName: 'edge-auth',
+        sampler: 'parentbased_traceidratio (0.05)',
+        headers: ['authorization'],
+      },
+    });
+    expect(stdout).not.toContain('hidden-credential');
+    expect(JSON.parse((await runKeygate(['check-config'], base)).stdout.replace(/^[^{]*/, ''))).toMatchObject({
+      tracing: 'off',
+    });
+  });
+
+  it('lists a bad tracing setting beside every other problem', async () => {
+    const failed = await runKeygate(['check-config'], {
+      ...base,
+      KEYGATE_PORT: 'eighty',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+    }).then(
+      () => ({ code: 0, stderr: '' }),
+      (e: { code: number | null; stderr: string }) => ({ code: e.code, stderr: e.stderr }),
+    );
+    expect(failed.code).toBe(1);
+    expect(failed.stderr).toContain('KEYGATE_PORT');
+    expect(failed.stderr).toContain('OTEL_EXPORTER_OTLP_PROTOCOL: one of http/protobuf, http/json, got "grpc"');
   });
 });
