@@ -122,6 +122,11 @@ describe.each(['http/json', 'http/protobuf'])('tracing over OTLP %s', (protocol)
     // The upstream's parent is Keygate's CLIENT span for the exchange.
     expect(parentId).toBe(client.spanId);
     expect(client.attributes['http.response.status_code']).toBe(200);
+    // The trace as exported, for the record: caller → Keygate's SERVER span → its CLIENT span → the upstream.
+    console.log(
+      `[tracing] ${protocol}: trace ${CLIENT_TRACE}: caller span ${CLIENT_SPAN} → SERVER "${server.name}" ${server.spanId}` +
+        ` → CLIENT "${client.name}" ${client.spanId} → upstream got traceparent ${sent[0]}`,
+    );
     expect(server.name).toBe(`GET ${ACCOUNTS_PATH}`);
     expect(server.contentType).toBe(protocol === 'http/json' ? 'application/json' : 'application/x-protobuf');
     expect(server.attributes).toMatchObject({
