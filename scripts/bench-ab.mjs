@@ -120,8 +120,9 @@ if (args.bind && (args.saturate || args.public)) throw new Error('--bind goes wi
 function envOf(list, option) {
   return Object.fromEntries(
     list.map((pair) => {
-      const m = /^(KEYGATE_[A-Z0-9_]+)=(.*)$/.exec(pair);
-      if (!m) throw new Error(`--${option} takes KEYGATE_NAME=value, not ${pair}`);
+      // Keygate's settings, and the OpenTelemetry ones tracing reads (tracing on against off).
+      const m = /^((?:KEYGATE|OTEL)_[A-Z0-9_]+)=(.*)$/.exec(pair);
+      if (!m) throw new Error(`--${option} takes KEYGATE_NAME=value or OTEL_NAME=value, not ${pair}`);
       return [m[1], m[2]];
     }),
   );

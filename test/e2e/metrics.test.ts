@@ -45,6 +45,7 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_key_invalidations_total: ['scope'],
   keygate_assertions_signed_total: ['mode'],
   keygate_assertion_cache_hits_total: [],
+  keygate_trace_spans_dropped_total: ['reason'],
   keygate_build_info: ['version', 'node_version'],
   keygate_open_streams: [],
   keygate_streams_closed_total: ['reason'],
