@@ -64,7 +64,7 @@ const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   scope: new Set(LABEL_VALUES.invalidationScope),
   mode: new Set(LABEL_VALUES.assertionMode),
   alg: new Set(['HS256', 'EdDSA', 'ES256']),
-  reason: new Set([...Object.keys(REASONS), ...STREAM_CLOSE_REASONS]),
+  reason: new Set([...Object.keys(REASONS), ...STREAM_CLOSE_REASONS, ...LABEL_VALUES.spanDropReason]),
   version: new Set([
     (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version,
   ]),
