@@ -3,8 +3,8 @@ import type { RateState } from '../../rate-limit.js';
 import type { Admission } from '../../store.js';
 
 // Shared answers: the no-limit path allocates nothing per request for its verdict.
-const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });
-const REPLAY: Admission = Object.freeze({ outcome: 'replay' });
+export const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });
+export const REPLAY: Admission = Object.freeze({ outcome: 'replay' });
 
 /** The admit script's reply (admit-script.ts) as an Admission: a request some budget applies to. */
 export function parseAdmissionReply(reply: number[]): Admission {
