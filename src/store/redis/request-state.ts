@@ -3,8 +3,8 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import type { KeyUsage } from '../../keys/key-usage.js';
-import type { Admission, Store } from '../store.js';
-import { ADMITTED, parseAdmissionReply, parseNonceReply, REPLAY } from './scripts/admission-reply.js';
+import { ADMITTED, REPLAY, type Admission, type Store } from '../store.js';
+import { parseAdmissionReply, parseNonceReply } from './scripts/admission-reply.js';
 import type { Charge } from '../budgets.js';
 import { ADMIT_SCRIPT } from './scripts/admit-script.js';
 import { IP_BUDGET_SCRIPT } from './scripts/ip-budget-script.js';
@@ -15,7 +15,7 @@ import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './scripts/usage-flush-script
 import { createUsageWriter } from './usage-writer.js';
 
 export interface RequestState {
-  admit: Store['admit'];
+  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
   spendFailedAuth: Store['spendFailedAuth'];
   /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
   getUsage(apiKey: string): Promise<KeyUsage>;
