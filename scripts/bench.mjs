@@ -12,15 +12,22 @@
 // carries a fresh nonce.
 import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
+  API_KEY,
   PATH,
   ROOT as root,
+  SECRET,
   createChildren,
   cpuUs,
+  countSyscalls,
   gcReader,
+  loopTurns,
+  pinToCpu,
+  pinTree,
+  straceAvailable,
   TRACE_GC,
   currentRssMb,
   get,
@@ -47,7 +54,7 @@ import {
 import { freePort } from './harness/free-port.mjs';
 import { claims, signWithKey, token } from './harness/mint.mjs';
 import { runKeygate } from './harness/spawn-keygate.mjs';
-import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.mjs';
+import { forwardAuthNginxArgs, nginxArgs, nginxAvailable, nginxLuaArgs, nginxLuaMissing } from './bench/nginx.mjs';
 
 /** @typedef {import('./bench/lib.mjs').WrkResult} WrkResult */
 /** @typedef {import('./bench/lib.mjs').TokenMix} TokenMix */
@@ -55,7 +62,8 @@ import { forwardAuthNginxArgs, nginxArgs, nginxAvailable } from './bench/nginx.m
  * One process (tree) under load. `pids`: several trees measured together (nginx + Keygate);
  * `noTokens`: sent without tokens; `redis`: its Redis commands and CPU are counted too.
  * `gc`: its collections, for a Node process started with TRACE_GC (bytes allocated per request, scavenges).
- * @typedef {{ name: string, url: string, pid: number, pids?: number[], noTokens?: boolean, path?: string, redis?: { port: number, pid: number }, gc?: ReturnType<typeof gcReader> }} Target
+ * `loopPid`: the process whose main thread runs its event loop (nginx: its worker), for --syscalls.
+ * @typedef {{ name: string, url: string, pid: number, pids?: number[], noTokens?: boolean, path?: string, redis?: { port: number, pid: number }, gc?: ReturnType<typeof gcReader>, loopPid?: number }} Target
  */
 /**
  * One wrk run with what the harness measured around it.
@@ -69,7 +77,13 @@ Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
   --short                     a few seconds per target (CI)
   --duration S --rounds N     seconds per measurement, rounds per target
   --million                   add a 1,000,000-request RSS run
-  --connections 10,50         the connection counts swept (default both)
+  --connections 10,50         the connection counts swept (default both), side by side in the tables
+  --log-level info|warn       every Keygate's KEYGATE_LOG_LEVEL (default info, as in production)
+  --no-pin                    do not pin (default with 2+ CPUs and taskset: every measured target on CPU 0,
+                              this harness, wrk, the upstream and Redis on CPU 1)
+  --syscalls                  after the rounds, per connection count, each target once more under
+                              strace -c (its event-loop thread only): syscalls and event-loop turns
+                              (epoll_wait calls) per request, which do not depend on the machine's load
   --targets a,b --forward-only
                               only these targets (and the bare hop), forwarded traffic only
                               (keygate-redis-limited / keygate-embedded-limited: the same with a
@@ -104,6 +118,9 @@ const args = parseOptions(
     duration: { type: 'string' },
     rounds: { type: 'string' },
     connections: { type: 'string', default: '10,50' },
+    'log-level': { type: 'string', default: 'info' },
+    'no-pin': { type: 'boolean' },
+    syscalls: { type: 'boolean' },
     million: { type: 'boolean' },
     'limit-cost': { type: 'boolean' },
     'alg-cost': { type: 'boolean' },
@@ -132,6 +149,25 @@ const LIMITED_PAIRS = [
 ];
 
 requireWrk('bench');
+if (!['info', 'warn'].includes(args['log-level'])) {
+  console.error(`--log-level: info or warn, not ${args['log-level']}`);
+  process.exit(2);
+}
+if (args.syscalls && !straceAvailable()) {
+  console.error('--syscalls needs strace on PATH (apt-get install -y strace)');
+  process.exit(2);
+}
+/** The CPU every measured target is pinned to; this harness and all it starts otherwise run on LOAD_CPU. */
+const TARGET_CPU = 0;
+const LOAD_CPU = 1;
+const PIN = !args['no-pin'] && cpus().length >= 2 && !spawnSync('taskset', ['-V']).error;
+// Children inherit the mask: Redis, the upstream and every wrk run start from here on LOAD_CPU,
+// and each measured target is moved to TARGET_CPU once it listens (pin()).
+if (PIN) pinToCpu(process.pid, LOAD_CPU);
+/** @param {{ pid: number }} t */
+const pin = (t) => {
+  if (PIN) pinTree(t.pid, TARGET_CPU);
+};
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-bench-'));
 const children = createChildren(dir, root);
@@ -560,6 +596,10 @@ function redisInfoMemory(port) {
 
 async function main() {
   const startedAt = new Date().toISOString();
+  const loadBefore = loadavg().map(round3);
+  console.log(
+    `load average before: ${loadBefore.join(' ')}${PIN ? `; targets pinned to CPU ${TARGET_CPU}, wrk, upstream and Redis to CPU ${LOAD_CPU}` : '; not pinned'}`,
+  );
   // --- infrastructure -------------------------------------------------------
   const { port: redisPort, url: redisUrl, keysFile } = await startRedisWithKey(children, dir, root);
   const redis = {
@@ -571,12 +611,22 @@ async function main() {
   // Every Node target logs its collections (TRACE_GC): bytes allocated per request and scavenges beside CPU.
   const bare = await startBareProxy(children, upstreamUrl, [TRACE_GC]);
   const bareUndici = await startBareUndici(children, upstreamUrl, [TRACE_GC]);
+  pin(bare);
+  pin(bareUndici);
   /** @param {string} name the log's name */
   const gcOf = (name) => gcReader(join(dir, `${name}.log`));
 
   /** @param {string} name @param {Record<string, string>} env @returns {Promise<Target & { child: import('./bench/lib.mjs').Child }>} */
   async function keygate(name, env) {
-    const { child, url, pid } = await startKeygate(children, name, upstreamUrl, env, root, [TRACE_GC]);
+    const { child, url, pid } = await startKeygate(
+      children,
+      name,
+      upstreamUrl,
+      { KEYGATE_LOG_LEVEL: args['log-level'], ...env },
+      root,
+      [TRACE_GC],
+    );
+    if (env.KEYGATE_WORKERS === undefined) pin({ pid });
     return { name, child, url, pid, gc: gcOf(name) };
   }
   const kgRedis = await keygate('keygate-redis', { KEYGATE_REDIS_URL: redisUrl });
@@ -624,10 +674,13 @@ async function main() {
     const answers = (port) => spawnSync('curl', ['-s', '-o', '/dev/null', `http://127.0.0.1:${port}/`]).status === 0;
     const port = await freePort();
     const nginx = await children.start('nginx', 'nginx', nginxArgs(dir, port, upstreamUrl), {}, () => answers(port));
+    const nginxPid = /** @type {number} */ (nginx.pid);
+    pin({ pid: nginxPid });
     targets.splice(1, 0, {
       name: 'nginx',
       url: `http://127.0.0.1:${port}`,
-      pid: /** @type {number} */ (nginx.pid),
+      pid: nginxPid,
+      loopPid: firstChild(nginxPid),
       noTokens: true,
     });
     // Forward-auth: the shipped nginx config asking Keygate (Redis store, as keygate-redis); CPU is nginx's plus Keygate's.
@@ -645,6 +698,7 @@ async function main() {
     const faArgs = forwardAuthNginxArgs(dir, root, faPort, kgFa.url, upstreamUrl);
     const faNginx = await children.start('nginx-forward-auth', 'nginx', faArgs, {}, () => answers(faPort));
     const faPid = /** @type {number} */ (faNginx.pid);
+    pin({ pid: faPid });
     targets.push({
       name: 'nginx+forward-auth',
       url: `http://127.0.0.1:${faPort}`,
@@ -652,6 +706,23 @@ async function main() {
       pids: [faPid, kgFa.pid],
     });
   } else console.log('nginx not on PATH: the nginx reference is not measured (apt-get install -y nginx)');
+  // The peer a user would choose instead: nginx+lua doing Keygate's checks on the same Redis (nginx.mjs).
+  const luaMissing = nginxLuaMissing();
+  if (luaMissing === undefined) {
+    const port = await freePort();
+    const luaArgs = nginxLuaArgs(dir, port, upstreamUrl, { redisPort, keys: { [API_KEY]: SECRET } });
+    // A request without a token is refused by the peer itself: it answers once it runs.
+    const lua = await children.start('nginx-lua', 'nginx', luaArgs, {}, () => answers401(port));
+    const luaPid = /** @type {number} */ (lua.pid);
+    pin({ pid: luaPid });
+    targets.push({
+      name: 'nginx-lua',
+      url: `http://127.0.0.1:${port}`,
+      pid: luaPid,
+      loopPid: firstChild(luaPid),
+      redis,
+    });
+  } else console.log(`the nginx+lua peer is not measured: it needs ${luaMissing} (apt-get install -y them)`);
   if (args.targets) {
     const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
     for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i]?.name ?? '')) targets.splice(i, 1);
@@ -732,11 +803,31 @@ async function main() {
         );
       }
     }
+    // Syscalls and loop turns per request: one more run per target under strace (countSyscalls).
+    /** @type {Record<string, { calls: Record<string, number>, turns: number }>} */
+    const syscalls = {};
+    if (args.syscalls)
+      for (const t of targets) {
+        const tokens = t.noTokens ? undefined : mintTokens(budget);
+        const counter = countSyscalls(t.loopPid ?? t.pid, join(dir, `strace-${t.name}-${connections}.txt`));
+        await counter.attached();
+        const w = runWrk(t.url, tokens, DURATION, { connections, path: t.path });
+        const calls = await counter.stop();
+        /** @type {Record<string, number>} */
+        const perRequest = {};
+        for (const [name, n] of Object.entries(calls))
+          if (n / w.requests >= 0.005) perRequest[name] = round3(n / w.requests);
+        syscalls[t.name] = { calls: perRequest, turns: round3(loopTurns(calls) / w.requests) };
+        process.stdout.write(
+          `c=${connections} under strace ${t.name.padEnd(17)} ${syscalls[t.name]?.turns} loop turns/req, syscalls/req ${JSON.stringify(perRequest)} (non2xx ${w.non2xx})\n`,
+        );
+      }
     /** @type {Record<string, Summary>} */
     const summary = {};
     for (const t of targets) {
       const rs = get(results, t.name);
       const last = rs.at(-1);
+      const sys = syscalls[t.name];
       summary[t.name] = {
         cpuUsPerRequest: Math.round(median(rs.map((r) => r.cpuUsPerRequest)) * 10) / 10,
         rps: Math.round(median(rs.map((r) => r.rps))),
@@ -750,6 +841,7 @@ async function main() {
           bytesPerRequest: Math.round(median(rs.map((r) => r.bytesPerRequest ?? NaN))),
           scavengesPer10k: round3(median(rs.map((r) => r.scavengesPer10k ?? NaN))),
         }),
+        ...(sys && { loopTurnsPerRequest: sys.turns, syscallsPerRequest: sys.calls }),
         ...(rs[0]?.redisCallsPerRequest && {
           redisCallsPerRequest: last?.redisCallsPerRequest,
           redisCpuUsPerRequest: Math.round(median(rs.map((r) => r.redisCpuUsPerRequest ?? NaN)) * 10) / 10,
@@ -799,7 +891,13 @@ async function main() {
     ),
   });
   printTable(sweep);
-  if (args['forward-only']) return writeResult(args.out, { forwardByConnections: sweep });
+  printSideBySide(sweep);
+  const loadAfterSweep = loadavg().map(round3);
+  console.log(`load average before: ${loadBefore.join(' ')}, after the saturation runs: ${loadAfterSweep.join(' ')}`);
+  const loadAverage = { before: loadBefore, afterSaturation: loadAfterSweep };
+  const pinned = PIN ? { targetCpu: TARGET_CPU, loadCpu: LOAD_CPU } : false;
+  if (args['forward-only'])
+    return writeResult(args.out, { loadAverage, pinned, logLevel: args['log-level'], forwardByConnections: sweep });
 
   // --- scenario 2: mixed (10% replays, 10% bad signatures) and pure rejections
   // The authenticated targets this run measured (--targets may have left one out).
@@ -873,8 +971,10 @@ async function main() {
       rounds: ROUNDS,
       connections: CONNECTION_SWEEP,
       wrkThreads: THREADS,
-      keygateLogLevel: 'info',
+      keygateLogLevel: args['log-level'],
+      pinned,
     },
+    loadAverage: { ...loadAverage, after: loadavg().map(round3) },
     forward: headline,
     forwardByConnections: sweep,
     ratios: Object.fromEntries(measured.map((n) => [n, ratio(n)])),
@@ -896,6 +996,7 @@ async function main() {
  *   tokensWrapped: boolean, peakRssMb: number, redisCallsPerRequest?: Record<string, number>,
  *   redisCpuUsPerRequest?: number, redisReadsPerRequest?: number, vsBare?: VsBare, cpuVsUndici?: number,
  *   bytesPerRequest?: number, scavengesPer10k?: number, bytesVsUndici?: number, scavengesVsUndici?: number,
+ *   loopTurnsPerRequest?: number, syscallsPerRequest?: Record<string, number>,
  *   cpuPerRequestVsUnlimited?: { medianOfRoundRatios: number, rounds: number[] },
  * }} Summary A target's medians over the rounds at one connection count.
  */
@@ -907,6 +1008,57 @@ async function main() {
 function gcText(r) {
   if (r.bytesPerRequest === undefined) return '';
   return ` ${Math.round(r.bytesPerRequest)} B/req ${(r.scavengesPer10k ?? NaN).toFixed(1)} scavenges/10k`;
+}
+
+/**
+ * Every target at every connection count side by side: CPU per request and its ratio to the bare
+ * undici hop, bytes allocated, scavenges and loop turns per request (the last three do not depend
+ * on the machine's load).
+ * @param {Record<string, Record<string, Summary>>} sweep
+ */
+function printSideBySide(sweep) {
+  const counts = Object.keys(sweep);
+  const names = Object.keys(sweep[counts[0] ?? ''] ?? {});
+  console.log(
+    `\nSide by side (median of ${ROUNDS} round(s) x ${DURATION} s; ratios against bare-undici in the same run)`,
+  );
+  const cols = ['CPU/req', 'vs undici', 'req/s', 'B/req', 'scav/10k', 'turns/req'];
+  console.log(`| Target | ${counts.flatMap((c) => cols.map((k) => `c${c} ${k}`)).join(' | ')} |`);
+  console.log(`|---|${counts.flatMap(() => cols.map(() => '---')).join('|')}|`);
+  for (const name of names) {
+    const cells = counts.flatMap((c) => {
+      const s = sweep[c]?.[name];
+      return [
+        `${s?.cpuUsPerRequest ?? '–'} µs`,
+        `${s?.cpuVsUndici ?? '–'}×`,
+        s?.rps ?? '–',
+        s?.bytesPerRequest ?? '–',
+        s?.scavengesPer10k ?? '–',
+        s?.loopTurnsPerRequest ?? '–',
+      ];
+    });
+    console.log(`| ${name} | ${cells.join(' | ')} |`);
+  }
+}
+
+/**
+ * A process's first child (nginx's one worker), or the process itself when it has none.
+ * @param {number} pid
+ */
+function firstChild(pid) {
+  try {
+    return Number(readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/)[0]) || pid;
+  } catch {
+    return pid;
+  }
+}
+
+/** @param {number} port */
+function answers401(port) {
+  const r = spawnSync('curl', ['-s', '-o', '/dev/null', '-w', '%{http_code}', `http://127.0.0.1:${port}/`], {
+    encoding: 'utf8',
+  });
+  return r.stdout === '401';
 }
 
 /**

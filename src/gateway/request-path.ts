@@ -251,14 +251,24 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     w.log.clientIp = w.ip; // derived by checkIpBudget
     if (w.span !== undefined) w.span.startAdmit();
     // The walk is the request's route (its cost) and client IP as the authenticator reads them.
-    deps.authenticate(w.req.rawHeaders, w).then(
-      (authn) => spendIpBudget(w, authn),
-      (err: unknown) =>
-        // Only a store that did not answer is 503; anything else is Keygate's own fault.
-        err instanceof StoreUnavailableError
-          ? authorized(w, deny('store_unavailable'))
-          : internalError(w.res, w.log, err),
+    let authn: ReturnType<Authenticator>;
+    try {
+      authn = deps.authenticate(w.req.rawHeaders, w);
+    } catch (err) {
+      return authenticationFailed(w, err);
+    }
+    // A cached key on the embedded store is decided at once: carried on in this same turn.
+    if (!(authn instanceof Promise)) return spendIpBudget(w, authn);
+    authn.then(
+      (a) => spendIpBudget(w, a),
+      (err: unknown) => authenticationFailed(w, err),
     );
+  }
+
+  /** Only a store that did not answer is 503; anything else is Keygate's own fault. */
+  function authenticationFailed(w: Walk, err: unknown) {
+    if (err instanceof StoreUnavailableError) authorized(w, deny('store_unavailable'));
+    else internalError(w.res, w.log, err);
   }
 
   /**

@@ -6,10 +6,10 @@ import type { KeyAlg } from '../keys/public-key.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
-import type { AdmissionStore } from '../store/store.js';
+import type { Admission, AdmissionStore } from '../store/store.js';
 import { checkBinding, type BoundRequest } from './check-binding.js';
-import { checkTime } from './check-time.js';
-import { decodeToken, type DecodeOptions } from './decode-token.js';
+import { checkTime, type Timing } from './check-time.js';
+import { decodeToken, type Claims, type DecodeOptions } from './decode-token.js';
 import type { BodyFraming } from './forward-headers.js';
 import { chargeOf, type KeyCharge } from './key-charge.js';
 import { readCredentials } from './read-credentials.js';
@@ -58,11 +58,15 @@ export type VerifiedDenial = Denial & { readonly keyId: string };
 /** 429 rate_limited / owner_rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
 export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
 
+/** What authentication decided. */
+export type AuthResult = Authenticated | Denial | VerifiedDenial | RateLimited;
+
+/**
+ * The decision itself when every answer was known at once (a cached key on the embedded store),
+ * else a promise of it. A caller handles both, and a synchronous throw as it would a rejection.
+ */
 export interface Authenticator {
-  (
-    rawHeaders: readonly string[],
-    request?: AuthRequest,
-  ): Promise<Authenticated | Denial | VerifiedDenial | RateLimited>;
+  (rawHeaders: readonly string[], request?: AuthRequest): AuthResult | Promise<AuthResult>;
 }
 
 export interface AuthenticateOptions extends DecodeOptions {
@@ -103,21 +107,33 @@ export function createAuthenticator(
     const ownerLimit = owner === undefined ? undefined : (deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit);
     return chargeOf(key, key.rateLimit ?? options.defaultRateLimit, ownerLimit, cost);
   }
-  return async function authenticate(rawHeaders, request) {
+  // Synchronous while every answer is known at once (a cached key, the embedded store): no promise
+  // and no microtask turn per request. A key read or a Redis admit makes the rest a promise.
+  return function authenticate(rawHeaders, request) {
     const credentials = readCredentials(rawHeaders);
     if (!credentials.ok) return credentials;
     const claims = decodeToken(credentials.token, options);
     if (!claims.ok) return claims;
     const timing = checkTime(claims, deps.clock.nowNs(), fence?.fenceNs());
     if (!timing.ok) return timing;
+    const key = deps.keys.get(claims.sub);
+    if (key instanceof Promise) return key.then((k) => withKey(k, credentials.token, claims, timing, request));
+    return withKey(key, credentials.token, claims, timing, request);
+  };
 
-    const key = await deps.keys.get(claims.sub);
+  function withKey(
+    key: PreparedKey | null,
+    token: string,
+    claims: Claims,
+    timing: Timing,
+    request: AuthRequest | undefined,
+  ): AuthResult | Promise<AuthResult> {
     if (!key) return deny('unknown_key');
     const nowMs = deps.clock.nowMs();
     if (key.record.state !== 'active') return deny('revoked');
     if (nowMs >= key.expiresAtMs) return deny('expired_key');
 
-    const signature = verifySignature(credentials.token, claims.alg, key.verifyKeys, nowMs);
+    const signature = verifySignature(token, claims.alg, key.verifyKeys, nowMs);
     if (!signature.ok) return signature;
     // Before the admit: a token presented with another method or target burns no nonce (check-binding.ts).
     let bodySha256: string | undefined;
@@ -133,7 +149,18 @@ export function createAuthenticator(
     }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
-    const admission = await deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
+    const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
+    if (admission instanceof Promise) return admission.then((a) => decide(a, key, claims, charge, bodySha256));
+    return decide(admission, key, claims, charge, bodySha256);
+  }
+
+  function decide(
+    admission: Admission,
+    key: PreparedKey,
+    claims: Claims,
+    charge: KeyCharge | undefined,
+    bodySha256: string | undefined,
+  ): AuthResult {
     const keyId = key.record.id;
     if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
     // Checked again on the answer: a failover seen while the admit was under way (the fence goes up
@@ -149,7 +176,7 @@ export function createAuthenticator(
     }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
     return { ok: true, key, alg: claims.alg, rate, bodySha256 };
-  };
+  }
 
   /** The request as the binding claims see it; a caller that gives none matches no claim (fail closed). */
   function boundRequest(request: AuthRequest | undefined): BoundRequest {

@@ -24,7 +24,12 @@ export interface KeyCacheEvents {
 }
 
 export interface KeyCache {
-  get(apiKey: string): Promise<PreparedKey | null>;
+  /**
+   * The key, or null for a key known not to exist. An entry in the cache is answered at once (no
+   * promise, so the request path stays synchronous for a cached key on a store that answers at once);
+   * a miss is a promise of the store's read.
+   */
+  get(apiKey: string): PreparedKey | null | Promise<PreparedKey | null>;
   /** Entries held now: found keys plus remembered unknown keys. */
   size(): number;
   close(): void;
@@ -136,7 +141,7 @@ export function createKeyCache(
           found.delete(apiKey);
           found.set(apiKey, hit);
           events.onHit?.();
-          return Promise.resolve(hit.value);
+          return hit.value;
         }
         found.delete(apiKey);
       } else {
@@ -144,7 +149,7 @@ export function createKeyCache(
         if (exp !== undefined) {
           if (exp > t) {
             events.onHit?.();
-            return Promise.resolve(null);
+            return null;
           }
           unknown.delete(apiKey);
         }

@@ -65,6 +65,10 @@ export type Admission =
   | { readonly outcome: 'replay' }
   | { readonly outcome: 'limited'; readonly refusedBy: number; readonly rate: readonly RateState[] };
 
+// Shared answers of both stores: a request no budget applies to allocates nothing for its verdict.
+export const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });
+export const REPLAY: Admission = Object.freeze({ outcome: 'replay' });
+
 /** A key change announced to every running instance (`null` = everything may have changed). */
 export type KeyChangeListener = (apiKey: string | null) => void;
 
@@ -164,7 +168,7 @@ export interface AdmissionStore {
    * flushUsage). The charge's owner says where a key's state lives (Redis: its owner's hash slot).
    * See Admission for what each outcome wrote.
    */
-  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
+  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Admission | Promise<Admission>;
 }
 
 /** The failed-authentication budgets per client IP (pipeline/ip-budget.ts). */

@@ -70,14 +70,14 @@ describe('batching on the Redis path keeps every guarantee', () => {
       expect((await store.admit('copies', `turn-warm-${Date.now()}`, 60_000, undefined)).outcome).toBe('admitted');
       const before = await reads();
       const nonces = Array.from({ length: 300 }, (_, i) => `turn-${i}-${Date.now()}`);
-      const outcomes = await Promise.all(nonces.map((n) => store.admit('copies', n, 60_000, undefined)));
+      const outcomes = await Promise.all(nonces.map(async (n) => store.admit('copies', n, 60_000, undefined)));
       // One read for the batch and one for the INFO below; the rest of the margin is for other
       // connections (a usage flush, the subscriber), never one read per command.
       const batchReads = (await reads()) - before;
       console.log(`[redis-batching] 300 nonce writes of one loop turn: ${batchReads} Redis socket reads`);
       expect(batchReads).toBeLessThanOrEqual(6);
       expect(new Set(outcomes.map((x) => x.outcome))).toEqual(new Set(['admitted']));
-      const again = await Promise.all(nonces.map((n) => store.admit('copies', n, 60_000, undefined)));
+      const again = await Promise.all(nonces.map(async (n) => store.admit('copies', n, 60_000, undefined)));
       expect(new Set(again.map((x) => x.outcome))).toEqual(new Set(['replay']));
     } finally {
       admin.disconnect();
@@ -92,7 +92,7 @@ describe('batching on the Redis path keeps every guarantee', () => {
     const store = a.keygate.store;
     const blockedBatch = async (tag: string) => {
       const nonces = Array.from({ length: 200 }, (_, i) => `${tag}-${i}-${Date.now()}`);
-      const calls = nonces.map((n) => store.admit('copies', n, 60_000, undefined).then(ok, fail));
+      const calls = nonces.map((n) => Promise.resolve(store.admit('copies', n, 60_000, undefined)).then(ok, fail));
       await new Promise((r) => setImmediate(r)); // queued after the pipeline's own setImmediate: it is written
       busy(DEADLINE_MS + 500);
       return { nonces, outcomes: await Promise.all(calls) };
@@ -104,7 +104,7 @@ describe('batching on the Redis path keeps every guarantee', () => {
     expect(new Set(answered.outcomes)).toEqual(new Set(['admitted']));
     // The replies were Redis's: the nonces are recorded (a second use is a replay).
     const again = await Promise.all(
-      answered.nonces.slice(0, 5).map((n) => store.admit('copies', n, 60_000, undefined)),
+      answered.nonces.slice(0, 5).map(async (n) => store.admit('copies', n, 60_000, undefined)),
     );
     expect(again.map((x) => x.outcome)).toEqual(Array(5).fill('replay'));
 

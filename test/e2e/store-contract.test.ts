@@ -90,7 +90,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
   });
 
   const admitted = (a: Admission) => a.outcome === 'admitted';
-  const nonceOnly = (store: Store, apiKey: string, nonce: string, ttlMs = 10_000) =>
+  const nonceOnly = async (store: Store, apiKey: string, nonce: string, ttlMs = 10_000) =>
     store.admit(apiKey, nonce, ttlMs, undefined);
 
   it('records a nonce once per key and lets the same nonce under another key through', async () => {
@@ -105,7 +105,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
   it('is atomic under 50 concurrent attempts', async () => {
     const { store, peer } = await h.open();
     const results = await Promise.all(
-      Array.from({ length: 50 }, (_, i) => nonceOnly(i % 2 ? store : peer, 'k', '999')),
+      Array.from({ length: 50 }, async (_, i) => nonceOnly(i % 2 ? store : peer, 'k', '999')),
     );
     expect(results.filter(admitted)).toHaveLength(1);
   });
@@ -125,7 +125,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
         audit: [],
         claim: { name, value: apiKey, ttlMs: 150 },
       });
-    const got = await Promise.all(Array.from({ length: 20 }, (_, i) => create(i % 2 ? store : peer, `k${i}`)));
+    const got = await Promise.all(Array.from({ length: 20 }, async (_, i) => create(i % 2 ? store : peer, `k${i}`)));
     const landed = got.flatMap((g, i) => (g.ok ? [{ apiKey: `k${i}`, version: g.versions[0] }] : []));
     expect(landed).toHaveLength(1);
     const winner = landed[0]!;
@@ -153,7 +153,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
   it('rate limit: of 25 concurrent requests from two instances exactly the burst passes, then one per interval', async () => {
     const { store, peer, advance } = await h.open();
     const results = await Promise.all(
-      Array.from({ length: 25 }, (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, byKey(TEN))),
+      Array.from({ length: 25 }, async (_, i) => (i % 2 ? store : peer).admit('rl', `n${i}`, 10_000, byKey(TEN))),
     );
     const passed = results.filter(admitted);
     expect(passed).toHaveLength(10);
@@ -178,7 +178,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     // After a whole burst interval the full allowance is back.
     await advance(2_100);
     const refill = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => store.admit('rl', `again${i}`, 10_000, byKey(TEN))),
+      Array.from({ length: 12 }, async (_, i) => store.admit('rl', `again${i}`, 10_000, byKey(TEN))),
     );
     expect(refill.filter(admitted)).toHaveLength(10);
   });
@@ -203,7 +203,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await store.admit('x', '2', 10_000, byKey(one))).outcome).toBe('limited');
     expect((await store.admit('y', '1', 10_000, byKey(one))).outcome).toBe('admitted');
     const open = await Promise.all(
-      Array.from({ length: 30 }, (_, i) => store.admit('x', `free${i}`, 10_000, undefined)),
+      Array.from({ length: 30 }, async (_, i) => store.admit('x', `free${i}`, 10_000, undefined)),
     );
     expect(open.every(admitted)).toBe(true);
   });
@@ -214,7 +214,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const lim = compileRateLimit({ rate: '5/m' });
     const before = Date.now();
     const results = await Promise.all(
-      Array.from({ length: 8 }, (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, byKey(lim))),
+      Array.from({ length: 8 }, async (_, i) => (i % 2 ? store : peer).admit('u', `n${i}`, 10_000, byKey(lim))),
     );
     await peer.admit('u', 'n0', 10_000, undefined); // replay: not counted
     await store.admit('u', 'free', 10_000, undefined); // no limit: counted
@@ -276,7 +276,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const { store, peer } = await h.open();
     const fifty = compileRateLimit({ rate: '50/h', burst: 50 });
     const results = await Promise.all(
-      Array.from({ length: 14 }, (_, i) =>
+      Array.from({ length: 14 }, async (_, i) =>
         (i % 2 ? store : peer).admit('cost', `n${i}`, 10_000, charge(5, undefined, fifty)),
       ),
     );
@@ -292,7 +292,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const twelve = compileRateLimit({ rate: '12/h' });
     const own = compileRateLimit({ rate: '100/h' });
     const results = await Promise.all(
-      Array.from({ length: 20 }, (_, i) =>
+      Array.from({ length: 20 }, async (_, i) =>
         (i % 2 ? store : peer).admit(i % 4 < 2 ? 'acme-1' : 'acme-2', `n${i}`, 10_000, charge(1, 'acme', own, twelve)),
       ),
     );

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { nginxLuaMissing } from '../../scripts/bench/nginx.mjs';
 import { guard } from '../helpers/slowdown.js';
 
 const run = promisify(execFile);
@@ -17,18 +18,35 @@ const run = promisify(execFile);
 describe('benchmark harness (short mode)', () => {
   it('measures every target side by side and writes a result file', { timeout: guard(180_000) }, async () => {
     const out = join(mkdtempSync(join(tmpdir(), 'keygate-bench-test-')), 'result.json');
-    await run('node', ['scripts/bench.mjs', '--short', '--duration', '1', '--connections', '20', '--out', out], {
-      timeout: guard(170_000),
-      maxBuffer: 10_000_000,
-    });
+    const { stdout } = await run(
+      'node',
+      ['scripts/bench.mjs', '--short', '--duration', '1', '--connections', '20', '--out', out],
+      { timeout: guard(170_000), maxBuffer: 10_000_000 },
+    );
     const r = JSON.parse(readFileSync(out, 'utf8'));
-    for (const name of ['upstream-direct', 'bare-http-proxy', 'keygate-redis', 'keygate-embedded']) {
+    // The nginx+lua peer runs where its Debian packages are (scripts/test-all.sh installs them); elsewhere the run says so.
+    const peer = nginxLuaMissing() === undefined ? ['nginx-lua'] : [];
+    if (peer.length === 0) expect(stdout).toContain('the nginx+lua peer is not measured');
+    for (const name of [
+      'upstream-direct',
+      'bare-http-proxy',
+      'bare-undici',
+      'keygate-redis',
+      'keygate-embedded',
+      ...peer,
+    ]) {
       expect(r.forward[name].rps, name).toBeGreaterThan(0);
       expect(r.forward[name].non2xx, name).toBe(0);
       expect(r.forward[name].errors, name).toBe(0);
       expect(r.forward[name].peakRssMb, name).toBeGreaterThan(0);
     }
     expect(r.ratios['keygate-redis'].throughputVsBare).toBeGreaterThan(0);
+    // The peer's Redis commands are counted like Keygate's: one SET NX per forwarded request.
+    if (peer.length) expect(r.forward['nginx-lua'].redisCallsPerRequest.set).toBeGreaterThan(0.9);
+    for (const name of ['bare-undici', 'keygate-redis', 'keygate-embedded'])
+      expect(r.forward[name].bytesPerRequest, `${name} bytesPerRequest`).toBeGreaterThan(0);
+    expect(r.loadAverage.before).toHaveLength(3);
+    expect(r.loadAverage.after).toHaveLength(3);
     for (const name of ['keygate-redis', 'keygate-embedded']) {
       // 10% replays + 10% bad signatures: about 20% refused (the token file's spread is deterministic).
       expect(r.mixed10pctReplay10pctBad[name].non2xxShare).toBeGreaterThan(0.15);

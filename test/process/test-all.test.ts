@@ -39,6 +39,9 @@ describe('the README test command (npm run test:all)', () => {
     ['python3-jwt', "the README's Python example"],
     ['nginx', 'the nginx forward-auth recipe'],
     ['caddy', 'the Caddy forward-auth recipe'],
+    ['libnginx-mod-http-lua', "the benchmark's nginx+lua peer"],
+    ['lua-resty-core', "the benchmark's nginx+lua peer"],
+    ['lua-cjson', "the benchmark's nginx+lua peer"],
     ['chromium', 'the console test'],
     ['prometheus', 'promtool (optional)'],
   ])('installs %s (%s) when missing', (pkg) => {

@@ -47,7 +47,7 @@ describe('key cache', () => {
     const clock = manualClock();
     const store = countingStore(createMemoryStore({ keys: [makeKey({ apiKey: 'a' })] }, { clock }));
     const cache = createKeyCache(opts, { store, clock });
-    const got = await Promise.all(Array.from({ length: 20 }, () => cache.get('a')));
+    const got = await Promise.all(Array.from({ length: 20 }, async () => cache.get('a')));
     expect(store.reads).toBe(1);
     expect(got.every((g) => g?.record.apiKey === 'a')).toBe(true);
   });

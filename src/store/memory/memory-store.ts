@@ -9,7 +9,7 @@ import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
 import { chargeBudgets, peekBudget, spendFailure, type Charge } from '../budgets.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
-import type { KeyChangeListener, Store } from '../store.js';
+import { ADMITTED, REPLAY, type KeyChangeListener, type Store } from '../store.js';
 
 export interface MemoryStoreOptions {
   keys?: readonly KeyRecord[];
@@ -220,16 +220,17 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       commit({ writes: [{ apiKey, next: null }], audit: [] });
       return existed;
     },
-    async admit(apiKey, nonce, ttlMs, charge) {
+    // Synchronous: the embedded store's answer is known at once, so the request path needs no promise for it.
+    admit(apiKey, nonce, ttlMs, charge) {
       const nowNs = deps.clock.nowNs();
       const now = Number(nowNs / 1_000_000n);
       const step =
         charge && charge.budgets.length > 0 ? chargeInMemory(apiKey, charge, Number(nowNs / 1_000n)) : undefined;
       if (step && !step.allowed) return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
-      if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return { outcome: 'replay' };
+      if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return REPLAY;
       if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
       countUse(apiKey, now, charge?.cost ?? 1);
-      return { outcome: 'admitted', rate: step?.states };
+      return step ? { outcome: 'admitted', rate: step.states } : ADMITTED;
     },
     async spendFailedAuth(ipKey, limit) {
       const step = spendFailure(ipTats.get(ipKey) ?? 0, Number(deps.clock.nowNs() / 1_000n), limit);

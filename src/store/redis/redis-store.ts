@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../../clock.js';
 import type { RedisConnection } from '../../config/redis-settings.js';
 import type { SecretCipher } from '../../keys/secret-cipher.js';
 import type { ReplayFence } from '../replay-fence.js';
-import type { ConnectionProblem, Store } from '../store.js';
+import type { Admission, ConnectionProblem, Store } from '../store.js';
 import { createChangeFeed } from './change-feed.js';
 import type { RedisClient } from './connection/redis-connection.js';
 import { createRedisConnections } from './connection/redis-connections.js';
@@ -85,7 +85,9 @@ export interface RedisStoreEvents {
 export function createRedisStore(
   options: RedisStoreOptions,
   deps: { logger: Logger; events?: RedisStoreEvents; clock?: Clock; fence?: ReplayFence },
-): Store & {
+): Omit<Store, 'admit'> & {
+  /** Always a promise here: Redis answers later. */
+  admit(...args: Parameters<Store['admit']>): Promise<Admission>;
   client: RedisClient;
   pingKeyOperations(): Promise<void>;
   /** Why the request path's connection is down (its last error), or undefined while it is up (/readyz). */

@@ -3,18 +3,19 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import type { KeyUsage } from '../../keys/key-usage.js';
-import type { Admission, Store } from '../store.js';
+import { ADMITTED, REPLAY, type Admission, type Store } from '../store.js';
 import { parseAdmissionReply, parseNonceReply } from './scripts/admission-reply.js';
 import type { Charge } from '../budgets.js';
 import { ADMIT_SCRIPT } from './scripts/admit-script.js';
 import { IP_BUDGET_SCRIPT } from './scripts/ip-budget-script.js';
 import type { RedisConnections } from './connection/redis-connections.js';
-import { createTurnSend } from './turn-batch.js';
+import { createNonceSet } from './turn-batch.js';
+import type { Redis } from 'ioredis';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './scripts/usage-flush-script.js';
 import { createUsageWriter } from './usage-writer.js';
 
 export interface RequestState {
-  admit: Store['admit'];
+  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
   spendFailedAuth: Store['spendFailedAuth'];
   /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
   getUsage(apiKey: string): Promise<KeyUsage>;
@@ -38,7 +39,7 @@ export function createRequestState(
   options: { prefix: string; ipChannel: string; usageFlushMs?: number },
   deps: { connections: RedisConnections; clock: Clock; logger: Logger },
 ): RequestState {
-  const { client, manager, run, runThen } = deps.connections;
+  const { client, manager, run, runThen, runCallback } = deps.connections;
   // The {…} hash tag puts every name of one key's request-path state in one Cluster slot.
   const stateOf = (apiKey: string) => `${options.prefix}{${apiKey}}:`;
   client.defineCommand('keygateAdmit', { lua: ADMIT_SCRIPT }); // numkeys first: 1 + one per budget
@@ -66,8 +67,10 @@ export function createRequestState(
     for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
     return args;
   };
-  // The request path's nonce SET: every one a loop turn issues leaves in one write (turn-batch.ts).
-  const sendInTurn = createTurnSend(client);
+  // The request path's nonce SET: written straight onto the command connection, every one a loop
+  // turn issues in one write, answered through a callback (turn-batch.ts). A Cluster has no one
+  // connection: ioredis's own command (with its auto-pipelining) there.
+  const nonceSet = client.isCluster ? undefined : createNonceSet(client as Redis);
   const usageScript = scripts.keygateUsage.bind(client);
 
   // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
@@ -103,15 +106,22 @@ export function createRequestState(
       const state = admitStateOf(apiKey, charge?.owner);
       // A request no budget applies to needs only the nonce's SET NX: no script, no TIME.
       // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
-      return charge === undefined || charge.budgets.length === 0
-        ? runThen(
-            () => sendInTurn('set', [`${state}nonce:${nonce}`, '1', 'PX', ttlMs, 'NX']),
-            (reply) => counted(apiKey, parseNonceReply(reply as string | null), charge?.cost),
-          )
-        : runThen(
-            () => admitScript(...admitArgs(state, nonce, ttlMs, charge)),
-            (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
+      if (charge === undefined || charge.budgets.length === 0) {
+        const key = `${state}nonce:${nonce}`;
+        if (nonceSet !== undefined)
+          return runCallback<boolean, Admission>(
+            (done) => nonceSet(key, ttlMs, done),
+            (first) => counted(apiKey, first ? ADMITTED : REPLAY, charge?.cost),
           );
+        return runThen(
+          () => client.call('set', key, '1', 'PX', ttlMs, 'NX'),
+          (reply) => counted(apiKey, parseNonceReply(reply as string | null), charge?.cost),
+        );
+      }
+      return runThen(
+        () => admitScript(...admitArgs(state, nonce, ttlMs, charge)),
+        (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
+      );
     },
     // The IP's own slot; a block is announced to every instance before the refusal is answered.
     spendFailedAuth: (ipKey, limit) =>

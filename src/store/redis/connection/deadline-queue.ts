@@ -22,6 +22,15 @@ export interface DeadlineQueue {
     toError: (err: unknown, timedOut: boolean) => Error,
     then: (value: T) => R,
   ): Promise<R>;
+  /**
+   * The same for a call answered through a callback (turn-batch.ts's nonce SET): `start` gets the
+   * callback, and the call's one promise is the only one (no promise from the call itself).
+   */
+  runCallback<T, R>(
+    start: (done: (err: Error | undefined, value: T) => void) => void,
+    toError: (err: unknown, timedOut: boolean) => Error,
+    then: (value: T) => R,
+  ): Promise<R>;
   /** Calls tracked and not yet settled or expired (tests, diagnostics). */
   inFlight(): number;
 }
@@ -118,6 +127,24 @@ export function createDeadlineQueue(options: { deadlineMs: number }, deps: { now
             if (settle(call)) reject(toError(err, false));
           },
         );
+      });
+    },
+    runCallback<T, R>(
+      start: (done: (err: Error | undefined, value: T) => void) => void,
+      toError: (err: unknown, timedOut: boolean) => Error,
+      then: (value: T) => R,
+    ) {
+      return new Promise<R>((resolve, reject) => {
+        const call = track(() => reject(toError(undefined, true)));
+        start((err, value) => {
+          if (!settle(call)) return;
+          if (err !== undefined) return reject(toError(err, false));
+          try {
+            resolve(then(value));
+          } catch (e) {
+            reject(e instanceof Error ? e : new Error(String(e)));
+          }
+        });
       });
     },
     inFlight: () => live,

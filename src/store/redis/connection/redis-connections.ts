@@ -32,6 +32,11 @@ export interface RedisConnections {
   run<T>(fn: () => Promise<T>): Promise<T>;
   /** The same deadline, with the result mapped in the deadline's one promise (the request path's admit). */
   runThen<T, R>(fn: () => Promise<T>, then: (value: T) => R): Promise<R>;
+  /** The same deadline for a call answered through a callback (the nonce SET: turn-batch.ts). */
+  runCallback<T, R>(
+    start: (done: (err: Error | undefined, value: T) => void) => void,
+    then: (value: T) => R,
+  ): Promise<R>;
   readonly deadlineMs: number;
   /** An unreachable Redis in Redis's terms: the start line, /readyz's cause, whether a connection is down. */
   readonly reachability: RedisReachability;
@@ -161,6 +166,7 @@ export function createRedisConnections(
     manager,
     run,
     runThen: (fn, then) => deadlines.run(fn, toStoreError, then),
+    runCallback: (start, then) => deadlines.runCallback(start, toStoreError, then),
     deadlineMs,
     reachability,
     async close() {

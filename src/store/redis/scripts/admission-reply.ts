@@ -1,10 +1,6 @@
 // Tested in test/e2e/admit-script.test.ts, test/e2e/store-contract.test.ts.
 import type { RateState } from '../../rate-limit.js';
-import type { Admission } from '../../store.js';
-
-// Shared answers: the no-limit path allocates nothing per request for its verdict.
-const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });
-const REPLAY: Admission = Object.freeze({ outcome: 'replay' });
+import { ADMITTED, REPLAY, type Admission } from '../../store.js';
 
 /** The admit script's reply (admit-script.ts) as an Admission: a request some budget applies to. */
 export function parseAdmissionReply(reply: number[]): Admission {
