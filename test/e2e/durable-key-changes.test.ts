@@ -45,6 +45,9 @@ async function startPair(redis: TestSentinel, upstream: RecordingUpstream, extra
   return { gates: [durable, asBefore] as const, apis: [api(durable), api(asBefore)] as const };
 }
 
+/** The reasons a key change is refused with while Redis fails over: both say what happened, and a retry is safe. */
+const DURABILITY_REFUSALS = ['not_durable', 'store_unavailable'];
+
 const errorOf = (r: Reply) => (r.status >= 400 ? (r.json() as { error: string }).error : '');
 
 async function change(api: ManagementClient, op: Op, apiKey: string): Promise<Reply> {
@@ -228,7 +231,13 @@ describe('durable key changes: a planned SENTINEL FAILOVER under a stream of rev
         }
       };
       const streams = [stream(0), stream(1)];
-      await new Promise((resolve) => setTimeout(resolve, 400));
+      // The failover starts once each stream has had revokes acknowledged, however slow the machine: a count
+      // of 0 lost must be a count of something.
+      await until(
+        'each stream has revokes acknowledged before the failover',
+        async () => answered.every((a) => a.filter((x) => x.status === 200).length >= 3),
+        guard(20_000),
+      );
       const t0 = Date.now();
       await redis.forceFailover();
       await until(
@@ -268,11 +277,30 @@ describe('durable key changes: a planned SENTINEL FAILOVER under a stream of rev
             `${refused.length} refused (${[...new Set(refused.map((r) => `${r.status} ${r.error}`))].join(', ')}), ` +
             `the last ${lastRefused < 0 ? '-' : answered[i]![lastRefused]!.at - t0} ms after the failover began; promoted after ${promotedMs} ms; revoke before the failover: median ${calm[calm.length >> 1]} ms`,
         );
-        // Only 200 or a 503 (not durable, or the store unreachable during the switch).
-        for (const r of refused) expect(r.status).toBe(503);
+        // Every refusal is an honest one that names its reason: 503 not_durable (no replica acknowledged in time)
+        // or store_unavailable (the store unreachable during the switch); never an error without one, nor no answer.
+        expect(refused.filter((r) => !(r.status === 503 && DURABILITY_REFUSALS.includes(r.error)))).toEqual([]);
       }
       expect(counts[0]).toBe(0);
-      expect(answered[0]!.filter((a) => a.status === 200).length).toBeGreaterThan(20);
+
+      // Once the demoted master is in sync as a replica, the durable instance acknowledges key changes again, and
+      // what it acknowledges is in force on the new master. How many revokes fitted into the window is no promise:
+      // a retry of a refused revoke (safe, as the refusal says) ends in 200, or 409 when an earlier try was written.
+      const last = keys[0]!.find((k) => !answered[0]!.some((a) => a.key === k)) ?? keys[0]!.at(-1)!;
+      const retries: Array<[number, string]> = [];
+      await until(
+        'the durable instance acknowledges a revoke after the failover',
+        async () => {
+          const r = await change(apis[0]!, 'revoke', last.apiKey);
+          retries.push([r.status, errorOf(r)]);
+          return r.status !== 503;
+        },
+        guard(30_000),
+      );
+      const [status, error] = retries.pop()!;
+      expect([200, 409], error).toContain(status);
+      expect(retries.filter(([s, e]) => !(s === 503 && DURABILITY_REFUSALS.includes(e)))).toEqual([]);
+      expect(await inForce(redis, 'revoke', last.apiKey)).toBe(true);
 
       // A revoke the as-before instance acknowledged and lost lets its key through the proxy again.
       for (const a of answered[1]!.filter((x) => x.status === 200)) {
