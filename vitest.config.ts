@@ -5,6 +5,8 @@ import { measureSlowdown } from './test/helpers/slowdown.js';
 /**
  * Test tiers, one vitest project each (`vitest run --project unit`):
  *   unit         pure functions and in-memory parts, no sockets, no child processes (seconds)
+ *   repo         checks of the repository itself: the docs against the code, the layer table, the test index,
+ *                every source file's test, a quiet npm ci
  *   e2e          Keygate in-process on real sockets, with real Redis, routers, browsers and clients
  *   adversarial  attacks over raw sockets; each case checks the answer and what the upstream received
  *   process      bin/keygate.js and the scripts as child processes
@@ -16,6 +18,16 @@ const tier = (name: string, globalSetup: string[] = BUILDS_DIST) => ({
   extends: true as const,
   test: { name, include: [`test/${name}/**/*.test.ts`], globalSetup },
 });
+/**
+ * The tiers without sockets or child processes share each worker's module cache between their files (isolate:
+ * false): most of the unit tier's time went to loading the same modules again in a fresh process for each file.
+ * Their tests build every part from a factory (no module-level state to leak) and restore any timer or spy they
+ * fake; a file that needs a process of its own belongs in another tier.
+ */
+const shared = (name: string) => {
+  const t = tier(name, []);
+  return { ...t, test: { ...t.test, isolate: false } };
+};
 
 // Hang guards (test and hook timeouts, child-process deadlines) scale with how busy the machine is right now, measured
 // once here; the workers read it from the environment (test/helpers/slowdown.ts). Assertions never use it.
@@ -37,6 +49,6 @@ export default defineConfig({
     pool: 'forks',
     // Tests start real servers on real ports; keep CPU contention sane on 2 cores.
     maxWorkers: 2,
-    projects: [tier('unit', []), tier('e2e'), tier('adversarial'), tier('process'), tier('deploy')],
+    projects: [shared('unit'), shared('repo'), tier('e2e'), tier('adversarial'), tier('process'), tier('deploy')],
   },
 });

@@ -1,4 +1,4 @@
-// Tested in test/adversarial/request-path.test.ts, test/unit/lifecycle-doc.test.ts (the steps in lifecycle order).
+// Tested in test/adversarial/request-path.test.ts, test/repo/lifecycle-doc.test.ts (the steps in lifecycle order).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';

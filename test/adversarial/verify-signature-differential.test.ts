@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeToken } from '../../src/pipeline/decode-token.js';
 import { verifySignature } from '../../src/pipeline/verify-signature.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { b64url, HS256, sign } from '../helpers/tokens.js';
 import { guard } from '../helpers/slowdown.js';
 

@@ -124,7 +124,7 @@ describe('Dockerfile', () => {
     // …and the context leaves out what the image must not hold.
     for (const p of [
       'node_modules/typescript/package.json',
-      'test/unit/docs.test.ts',
+      'test/repo/docs.test.ts',
       '.git/HEAD',
       'dist/index.js',
       'README.md',

@@ -15,7 +15,8 @@ import {
   type World,
 } from '../helpers/forward-auth-parity.js';
 import { bearer } from '../helpers/http.js';
-import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { waitStoreReady } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { createAssertionVerifier } from '../../src/client/verify-assertion.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { nowNonce, token } from '../helpers/tokens.js';

@@ -24,7 +24,8 @@ import { loadPolicy } from '../../src/policy/load-policy.js';
 import { envNamesInCode, flag, repoRoot } from '../helpers/deploy.js';
 import { parseDockerfile } from '../helpers/dockerfile.js';
 import { bearer, send } from '../helpers/http.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import {
   KUBECTL_MISSING,
   kustomization,

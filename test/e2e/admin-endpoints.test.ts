@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
-import { makeKey, startKeygate } from '../helpers/keygate.js';
+import { startKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { startRecordingUpstream } from '../helpers/recording-upstream.js';
 import { exchange } from '../helpers/raw-socket.js';
 import { serveKeygate } from '../helpers/spawn-keygate.js';

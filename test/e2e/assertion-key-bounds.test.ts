@@ -6,7 +6,8 @@ import { newAssertionKey } from '../../src/assertion/assertion-keys.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
 import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';
-import { makeKey, type RunningKeygate } from '../helpers/keygate.js';
+import { type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { createOpenApiCheck, managementClient, writeTokensFile } from '../helpers/management.js';
 import { token } from '../helpers/tokens.js';
 

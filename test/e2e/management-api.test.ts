@@ -3,7 +3,8 @@ import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256Hex } from '../../src/config/management-tokens.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import {
   createOpenApiCheck,
   managementClient,

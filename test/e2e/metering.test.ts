@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';
-import { makeKey, type RunningKeygate } from '../helpers/keygate.js';
+import { type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { token } from '../helpers/tokens.js';
 
 const SECRET = 'metering-secret-0123456789';

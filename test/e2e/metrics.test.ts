@@ -5,7 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, REASONS } from '../../src/errors.js';
 import { createMetrics, LABEL_VALUES } from '../../src/observe/metrics.js';
 import { parseExposition, valueOf, type Family } from '../helpers/exposition.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { send } from '../helpers/http.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import {

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';

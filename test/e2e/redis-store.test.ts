@@ -5,7 +5,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { toExternal } from '../../src/keys/key-record.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
 import { createRedisStore } from '../../src/store/redis/redis-store.js';
-import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { waitStoreReady } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { PUBLISHED_WITHIN } from '../helpers/constants.js';
 

@@ -6,7 +6,8 @@ import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { parseEncryptionKey } from '../../src/config/secret-encryption.js';
 import { createSecretCipher, SecretCipherError } from '../../src/keys/secret-cipher.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
-import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { waitStoreReady } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 const k1 = randomBytes(32);

@@ -5,7 +5,8 @@ import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { compileRateLimit, type CompiledLimit } from '../../src/policy/rate-limit-spec.js';
 import type { Admission, Charge, KeyPageQuery, Store } from '../../src/store/store.js';
-import { makeKey, waitStoreReady } from '../helpers/keygate.js';
+import { waitStoreReady } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 /**

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeyOperations, type KeyOperations } from '../../src/operations/key-operations.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import {

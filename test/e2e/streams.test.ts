@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeyOperations } from '../../src/operations/key-operations.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { token } from '../helpers/tokens.js';
 import { exchange } from '../helpers/raw-socket.js';
 import { closeCodeOf, wsFrame } from '../helpers/ws-frames.js';

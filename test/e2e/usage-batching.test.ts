@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
-import { makeKey, type RunningKeygate } from '../helpers/keygate.js';
+import { type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';
 import type { TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';

@@ -2,7 +2,8 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { ERRORS } from '../../src/errors.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
-import { makeKey, startKeygate, type RunningKeygate } from './keygate.js';
+import { startKeygate, type RunningKeygate } from './keygate.js';
+import { makeKey } from './make-key.js';
 import { token } from './tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from './recording-upstream.js';
 

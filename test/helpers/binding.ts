@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createToken, type TokenBinding } from '../../src/client/create-token.js';
-import { makeKey } from './keygate.js';
+import { makeKey } from './make-key.js';
 
 /** What the binding tests (issue 43) share: a policy, two keys (binding off and required), tokens, raw requests. */
 export const SECRET = 'binding-secret-0123456789abcdef';

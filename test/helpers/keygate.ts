@@ -4,7 +4,7 @@ import type { Clock } from '../../src/clock.js';
 import { loadConfig, type Config } from '../../src/config/load-config.js';
 import { createKeygate, type Keygate } from '../../src/create-keygate.js';
 import { REDACT_PATHS } from '../../src/observe/logger.js';
-import { parseKeyRecord, type KeyRecord } from '../../src/keys/key-record.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/store/store.js';
 import { systemClock } from '../../src/clock.js';
@@ -21,22 +21,6 @@ export interface RunningKeygate {
   /** Every log line written, raw. */
   readonly logs: string[];
   close(): Promise<void>;
-}
-
-export function makeKey(overrides: Partial<KeyRecord> & { apiKey: string; secret?: string }): KeyRecord {
-  const { record, errors } = parseKeyRecord(
-    {
-      id: `id-${overrides.apiKey}`,
-      apiSecret: overrides.secret ?? `secret-for-${overrides.apiKey}-0123456789`,
-      scopes: ['accounts:read'],
-      allowIps: [],
-      createdAt: new Date().toISOString(),
-      ...overrides,
-    },
-    'test key',
-  );
-  if (!record) throw new Error(errors.join('; '));
-  return record;
 }
 
 export async function startKeygate(options: {

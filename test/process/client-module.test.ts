@@ -1,7 +1,8 @@
 import { execFile, spawnSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { bearer, send } from '../helpers/http.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
 import { nowNonce, token } from '../helpers/tokens.js';

@@ -8,7 +8,7 @@ import { createReplayFence } from '../../src/store/replay-fence.js';
 import type { Store } from '../../src/store/store.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { HS256, sign } from '../helpers/tokens.js';
 
 const NOW_MS = Date.parse('2026-11-22T09:00:00Z');

@@ -4,7 +4,7 @@ import { findRoute } from '../../src/policy/find-route.js';
 import { compileRoute, DEFAULT_MATCHING } from '../../src/policy/routes.js';
 import { authorize } from '../../src/pipeline/authorize.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 const errors: string[] = [];
 const routes = compileRouteTable(

@@ -3,7 +3,7 @@ import { manualClock } from '../../src/clock.js';
 import { createKeyCache } from '../../src/store/key-cache.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import type { Store } from '../../src/store/store.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 function countingStore(inner: Store): Store & { reads: number } {
   const s = Object.create(inner) as Store & { reads: number };

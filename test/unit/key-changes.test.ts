@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/keys/key-changes.js';
 import { keyStatus, MAX_PREVIOUS_SECRETS, publicView } from '../../src/keys/key-record.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 const T0 = Date.parse('2026-11-22T00:00:00Z');
 

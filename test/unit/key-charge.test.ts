@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { prepareKey } from '../../src/keys/prepared-key.js';
 import { chargeOf } from '../../src/pipeline/key-charge.js';
 import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 const KEY_LIMIT = compileRateLimit({ rate: '10/s' });
 const OWNER_LIMIT = compileRateLimit({ rate: '100/s' }, 'owner');

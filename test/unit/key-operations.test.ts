@@ -13,7 +13,7 @@ import {
   type KeyPageQuery,
   type Store,
 } from '../../src/store/store.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 /**
  * The key operations' listing: pages read from the store's indexes, a state filter that reads a

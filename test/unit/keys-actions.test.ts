@@ -7,7 +7,7 @@ import { systemClock } from '../../src/clock.js';
 import { KEY_ACTIONS } from '../../src/cli/keys/keys-actions.js';
 import { main } from '../../src/cli/main.js';
 import { createMemoryStore, type MemoryStore } from '../../src/store/memory/memory-store.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 /**
  * `keygate keys <action>` in-process, through main() as bin/keygate.js calls

@@ -5,7 +5,7 @@ import { systemClock } from '../../src/clock.js';
 import { main } from '../../src/cli/main.js';
 import { parseFlatYaml } from '../../src/files/flat-yaml.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 async function exportYaml(label: string): Promise<string> {
   const store = createMemoryStore(

@@ -5,7 +5,7 @@ import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { ROUTES, type Answer, type Call, type RouteDeps } from '../../src/management/management-routes.js';
 import { createMemoryStore, type MemoryStore } from '../../src/store/memory/memory-store.js';
 import type { AuditEntry } from '../../src/store/store.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 /**
  * The management handlers as functions from a parsed call to an answer: the

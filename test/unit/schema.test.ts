@@ -8,7 +8,7 @@ import { SCHEMA_FILES } from '../../src/files/schema.js';
 import { loadKeysFile, KeysFileError } from '../../src/keys/keys-file.js';
 import { toExternal } from '../../src/keys/key-record.js';
 import { repoRoot } from '../helpers/deploy.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-schema-'));
 let n = 0;

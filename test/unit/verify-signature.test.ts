@@ -2,7 +2,7 @@ import { createHmac } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { verifySignature } from '../../src/pipeline/verify-signature.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { b64url, HS256, sign } from '../helpers/tokens.js';
 
 const NOW_MS = Date.parse('2026-11-22T09:00:00Z');

@@ -12,7 +12,7 @@ import { decodeToken, type Claims } from '../../src/pipeline/decode-token.js';
 import { verifySignature } from '../../src/pipeline/verify-signature.js';
 import { prepareKey } from '../../src/keys/prepared-key.js';
 import { repoRoot } from '../helpers/deploy.js';
-import { makeKey } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { codeSpans, readDoc, section, tableRows } from '../helpers/markdown.js';
 import { sign } from '../helpers/tokens.js';
 
