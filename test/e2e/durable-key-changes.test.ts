@@ -28,8 +28,10 @@ async function startPair(redis: TestSentinel, upstream: RecordingUpstream, extra
     KEYGATE_REDIS_SENTINELS: redis.sentinels,
     KEYGATE_REDIS_SENTINEL_NAME: redis.masterName,
     KEYGATE_REDIS_PASSWORD: PASSWORD,
-    // Generous: on a loaded machine a replica's acknowledgement can take several hundred ms.
-    KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: '2000',
+    // Generous: on a loaded machine a replica's acknowledgement (here through the test's own relay) took over 2 s,
+    // and a create in the set-up answered 503 not_durable. A change the held relay keeps from the replica is
+    // refused whatever the timeout.
+    KEYGATE_REDIS_DURABILITY_TIMEOUT_MS: '5000',
     KEYGATE_KEY_CACHE_TTL_MS: '600000',
     KEYGATE_MANAGEMENT_PORT: '0',
     KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,

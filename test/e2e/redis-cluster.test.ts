@@ -39,6 +39,9 @@ describe('Redis Cluster', () => {
       KEYGATE_REDIS_CLUSTER_NODES: nodes,
       KEYGATE_REDIS_PASSWORD: cluster.password!,
       KEYGATE_KEY_CACHE_TTL_MS: String(LONG_CACHE_TTL_MS),
+      // These cases are about the instances sharing one cluster, not the command deadline: at the 500 ms default a
+      // starved machine (redis-server and Keygate waiting for a core) got 503s, Keygate failing closed as it should.
+      KEYGATE_REDIS_TIMEOUT_MS: '5000',
     });
     // One instance knows a single seed node and discovers the rest.
     gates = [
