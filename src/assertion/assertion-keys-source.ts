@@ -1,3 +1,4 @@
+// Tested in test/e2e/assertion.test.ts (rotation in three file rewrites), test/e2e/assertion-key-bounds.test.ts.
 import type { Logger } from 'pino';
 import { createFileReloader, type FileReloader } from '../files/file-reloader.js';
 import { loadAssertionKeys, type AssertionKeySet } from './assertion-keys.js';

@@ -1,3 +1,4 @@
+// Tested in test/unit/command-line.test.ts (usage errors, exit 2), test/unit/keys-actions.test.ts.
 /**
  * Errors a command throws instead of printing and returning a number: they
  * are turned into a message on stderr and an exit status in one place

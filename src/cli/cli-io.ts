@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts (main() with a captured terminal), test/process/cli.test.ts.
 import type { Store } from '../store/store.js';
 
 /** The key store `keygate keys` works on, and whether its secrets are sealed at rest. */

@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts, test/unit/cli-reference.test.ts, test/process/cli.test.ts.
 import type { CliIo } from './cli-io.js';
 import { UsageError } from './cli-errors.js';
 import { flag, runCommand, type Command, type LazyCommand } from './command-line.js';

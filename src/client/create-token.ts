@@ -1,3 +1,4 @@
+// Tested in test/e2e/auth.test.ts, test/repo/contract-doc.test.ts (the worked example), test/process/client-module.test.ts.
 import { createHash, createHmac, createPrivateKey, sign, type KeyObject } from 'node:crypto';
 
 /** An HS256 key: the API secret exactly as issued, used as a plain string (never Base64-decoded or encoded). */

@@ -1,3 +1,4 @@
+// Tested in test/unit/load-config.test.ts, test/adversarial/limits.test.ts, test/e2e/overload.test.ts.
 import { readEnvInt, type Env } from './read-env-int.js';
 
 /** The size, time and concurrency bounds, each an integer setting with a default: docs/reference/configuration.md lists them. */

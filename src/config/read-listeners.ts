@@ -1,3 +1,4 @@
+// Tested in test/unit/load-config.test.ts (ports, defaults and conflicts), test/process/port-in-use.test.ts.
 import { readEnvInt, type Env } from './read-env-int.js';
 
 /** The proxy port and the admin port (/metrics, /healthz, /readyz), each with its address. */

@@ -1,3 +1,4 @@
+// Tested in test/unit/management-tokens.test.ts (the management listener's settings).
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
 import type { Env } from './read-env-int.js';
 

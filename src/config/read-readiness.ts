@@ -1,3 +1,4 @@
+// Tested in test/e2e/admin-endpoints.test.ts, test/process/redis-unreachable.test.ts.
 import type { Env } from './read-env-int.js';
 
 /**

@@ -1,3 +1,4 @@
+// Tested in test/unit/load-config.test.ts, test/e2e/forwarding.test.ts, test/adversarial/upstream-faults.test.ts.
 import type { Env } from './read-env-int.js';
 
 /** Where requests go: KEYGATE_MODE, and the upstream (proxy mode) or the path prefix Envoy adds (forward-auth). */

@@ -1,3 +1,4 @@
+// Tested in test/process/secret-env.test.ts.
 import { readFileSync } from 'node:fs';
 
 type Env = Readonly<Record<string, string | undefined>>;

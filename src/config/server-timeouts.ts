@@ -1,3 +1,4 @@
+// Tested in test/adversarial/limits.test.ts (headers and body timeouts on every listener), test/e2e/admin-endpoints.test.ts.
 import type { ServerOptions } from 'node:http';
 import type { Limits } from './read-limits.js';
 

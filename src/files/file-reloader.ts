@@ -1,3 +1,4 @@
+// Tested in test/e2e/file-reloader.test.ts, test/e2e/keys-file-reload.test.ts, test/e2e/policy-source.test.ts.
 import { createHash } from 'node:crypto';
 import {
   createReadStream,

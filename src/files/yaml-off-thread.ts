@@ -1,3 +1,4 @@
+// Tested in test/e2e/yaml-off-thread.test.ts.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';

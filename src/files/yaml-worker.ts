@@ -1,3 +1,4 @@
+// Tested in test/e2e/yaml-off-thread.test.ts (the worker it starts).
 import { workerData } from 'node:worker_threads';
 import { DataFileSyntaxError, parseYamlText } from './read-data-file.js';
 import type { YamlWorkerAnswer, YamlWorkerData } from './yaml-off-thread.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/keys-file-reload.test.ts.
 import { statSync } from 'node:fs';
 import type { Logger } from 'pino';
 import { createAsyncFileReloader, type AsyncFileReloader } from '../files/file-reloader.js';

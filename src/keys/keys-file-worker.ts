@@ -1,3 +1,4 @@
+// Tested in test/e2e/load-keys-off-thread.test.ts (the worker it starts).
 import { parentPort, workerData } from 'node:worker_threads';
 import { KeysFileError, loadKeysFileWithOwners } from './keys-file.js';
 

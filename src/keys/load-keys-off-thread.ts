@@ -1,3 +1,4 @@
+// Tested in test/e2e/load-keys-off-thread.test.ts.
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';

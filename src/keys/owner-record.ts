@@ -1,3 +1,4 @@
+// Tested in test/e2e/keys-file-owners.test.ts, test/e2e/owner-limits.test.ts, test/unit/keys-actions.test.ts.
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
 import { OWNER, OWNER_RULE } from './key-record.js';
 

@@ -1,3 +1,4 @@
+// Tested in test/unit/verify-signature.test.ts, test/unit/authorize.test.ts, test/unit/key-charge.test.ts.
 import { createSecretKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import { parseCidrList } from '../net/cidr.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/secret-cipher.test.ts, test/process/secret-env.test.ts.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
 
 /**

@@ -1,3 +1,4 @@
+// Tested in test/e2e/management-api.test.ts.
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { Limits } from '../config/read-limits.js';

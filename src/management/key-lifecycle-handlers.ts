@@ -1,3 +1,4 @@
+// Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
 import { invalid, keyView, refusal, type Handler } from './management-answer.js';
 import { credentialOf, fields, text } from './request-fields.js';
 

@@ -1,3 +1,4 @@
+// Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
 import { OWNER, OWNER_RULE, type KeyStatus } from '../keys/key-record.js';
 import { parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
 import { invalid, keyView, refusal, type Handler } from './management-answer.js';

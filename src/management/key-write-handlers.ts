@@ -1,3 +1,4 @@
+// Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
 import type { NewKeyInput } from '../keys/key-changes.js';
 import { OWNER_RULE } from '../keys/key-record.js';
 import { asBody, invalid, keyView, refusal, type Handler } from './management-answer.js';

@@ -1,3 +1,4 @@
+// Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
 import type { ManagementError } from '../errors.js';
 import { publicView, type KeyRecord } from '../keys/key-record.js';
 import { lastUsedAt } from '../keys/key-usage.js';

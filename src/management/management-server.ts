@@ -1,3 +1,4 @@
+// Tested in test/e2e/management-api.test.ts, test/e2e/console-browser.test.ts.
 import { readFileSync, readdirSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { dirname, extname, join } from 'node:path';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/management-api.test.ts (the tokens file reloads), test/unit/management-tokens.test.ts.
 import type { Logger } from 'pino';
 import { createFileReloader, type FileReloader } from '../files/file-reloader.js';
 import { loadManagementTokens, type ManagementToken } from '../config/management-tokens.js';

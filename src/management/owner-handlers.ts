@@ -1,3 +1,4 @@
+// Tested in test/e2e/owner-limits.test.ts (PUT /v1/owners/{owner}), test/e2e/console-browser.test.ts.
 import { invalid, refusal, type Handler } from './management-answer.js';
 import { fields, onlyParams } from './request-fields.js';
 

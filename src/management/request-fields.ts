@@ -1,3 +1,4 @@
+// Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
 import type { CredentialInput, KeyChanges } from '../keys/key-changes.js';
 import { isKeyAlg } from '../keys/public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/admin-endpoints.test.ts.
 import { createServer, type Server } from 'node:http';
 import type { Registry, RegistryContentType } from 'prom-client';
 import type { Limits } from '../config/read-limits.js';

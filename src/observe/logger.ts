@@ -1,3 +1,4 @@
+// Tested in test/unit/request-logger.test.ts, test/e2e/logging.test.ts, test/process/log-backpressure.test.ts.
 import pino, { type DestinationStream, type Logger } from 'pino';
 
 /**

@@ -1,3 +1,4 @@
+// Tested in test/e2e/metrics.test.ts, test/unit/scrape-time-metrics.test.ts, test/repo/metrics-catalogue.test.ts.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { ERROR_CODES, REASONS, type Reason } from '../errors.js';
 import { KEY_ALGS, type KeyAlg } from '../keys/public-key.js';

@@ -1,3 +1,4 @@
+// Tested in test/process/cli.test.ts (--version), test/e2e/metrics.test.ts (keygate_build_info).
 import { readFileSync } from 'node:fs';
 
 /** Keygate's version, from the package.json shipped beside dist/. */

@@ -1,3 +1,4 @@
+// Tested in test/e2e/admin-endpoints.test.ts, test/process/redis-unreachable.test.ts.
 import { RedisMayEvictError, type HealthStore } from '../store/store.js';
 
 /** Why /readyz answers 503. docs/running.md "Health and readiness" lists the same reasons. */

@@ -1,3 +1,4 @@
+// Tested in test/e2e/logging.test.ts, test/e2e/metrics.test.ts (the log line and the counts of every outcome).
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ErrorCode, Reason } from '../errors.js';

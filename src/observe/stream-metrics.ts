@@ -1,3 +1,4 @@
+// Tested in test/e2e/metrics.test.ts.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { ERROR_CODES } from '../errors.js';
 

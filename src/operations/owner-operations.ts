@@ -1,3 +1,4 @@
+// Tested in test/e2e/owner-limits.test.ts.
 import { checkOwnerName, ownerView, type OwnerRecord } from '../keys/owner-record.js';
 import {
   compileRateLimit,

@@ -1,3 +1,4 @@
+// Tested in test/unit/compile-route-table.test.ts, test/unit/overlapping-rules.test.ts.
 import { orderProblem } from './order-problem.js';
 import { buildRouteTrie, upperEscapes, type RouteTrie, type Shape, type TrieNode } from './route-trie.js';
 import type { RouteMatching, RouteRule } from './routes.js';

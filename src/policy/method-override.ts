@@ -1,3 +1,4 @@
+// Tested in test/unit/load-policy.test.ts, test/unit/check-override.test.ts.
 /**
  * Ways a client can ask the upstream to run another method than the one on
  * the request line. Common middleware (Express method-override, Rails, Laravel,

@@ -1,3 +1,4 @@
+// Tested in test/unit/compile-route-table.test.ts, test/unit/load-policy.test.ts ("is more specific than").
 import { hasMethod, sameMethods, showRule, whereAfter, type RouteRule } from './routes.js';
 import type { Shape } from './route-trie.js';
 

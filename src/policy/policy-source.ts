@@ -1,3 +1,4 @@
+// Tested in test/e2e/policy-source.test.ts.
 import type { Logger } from 'pino';
 import type { Policy } from '../policy/policy.js';
 import { loadPolicy } from '../policy/load-policy.js';

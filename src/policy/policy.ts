@@ -1,3 +1,4 @@
+// Tested in test/unit/load-policy.test.ts, test/unit/find-route.test.ts.
 import type { BlockList } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { CompiledLimit } from './rate-limit-spec.js';

@@ -1,3 +1,4 @@
+// Tested in test/unit/compile-route-table.test.ts, test/unit/find-route.test.ts.
 import type { RouteMatch, RouteMatching, RouteRule } from './routes.js';
 
 /**

@@ -1,3 +1,4 @@
+// Tested in test/unit/compile-route-table.test.ts, test/unit/find-route.test.ts.
 import { sameMethods, showRule, whereAfter, type RouteMatching, type RouteRule } from './routes.js';
 
 /**

@@ -1,3 +1,4 @@
+// Tested in test/unit/find-route.test.ts, test/unit/compile-route-table.test.ts.
 /**
  * Route patterns: `METHOD /path/with/:param/segments` with an optional final
  * `*` that matches the rest (one or more segments, the last may be empty).

@@ -1,3 +1,4 @@
+// Tested in test/process/assertion-cli.test.ts.
 import { chmodSync, existsSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { randomBytes } from 'node:crypto';

@@ -1,3 +1,4 @@
+// Tested in test/unit/management-tokens.test.ts, test/process/cli.test.ts.
 import { generateManagementToken, sha256Hex } from '../../config/management-tokens.js';
 import { UsageError } from '../cli-errors.js';
 import { runCommand, str, type Command } from '../command-line.js';

@@ -1,3 +1,4 @@
+// Tested in test/process/cli.test.ts, test/process/quickstart.test.ts, test/process/asymmetric-keys-cli.test.ts.
 import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createToken, type TokenBinding } from '../../client/create-token.js';

@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts, test/unit/keys-transfer.test.ts (each action through main()).
 import type { KeyRecord } from '../../keys/key-record.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';
 import { createKeyOperations, type KeyOperations } from '../../operations/key-operations.js';

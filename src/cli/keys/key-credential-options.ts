@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts, test/process/asymmetric-keys-cli.test.ts.
 import { readFileSync } from 'node:fs';
 import type { CredentialInput } from '../../keys/key-changes.js';
 import { isKeyAlg } from '../../keys/public-key.js';

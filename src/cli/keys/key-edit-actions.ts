@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts (each action through main()).
 import type { KeyChanges } from '../../keys/key-changes.js';
 import { parseDuration } from '../../keys/key-changes.js';
 import { publicView, type KeyRecord } from '../../keys/key-record.js';

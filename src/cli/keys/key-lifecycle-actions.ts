@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts (each action through main()).
 import { parseDuration } from '../../keys/key-changes.js';
 import { publicView } from '../../keys/key-record.js';
 import { UsageError } from '../cli-errors.js';

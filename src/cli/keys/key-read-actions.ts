@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts (each action through main()).
 import { publicView, type KeyRecord, type KeyStatus } from '../../keys/key-record.js';
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../../keys/key-usage.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';

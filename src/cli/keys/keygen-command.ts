@@ -1,3 +1,4 @@
+// Tested in test/process/asymmetric-keys-cli.test.ts, test/process/assertion-cli.test.ts.
 import { generateKeyPairSync } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { CliError, UsageError } from '../cli-errors.js';

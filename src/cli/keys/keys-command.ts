@@ -1,3 +1,4 @@
+// Tested in test/unit/keys-actions.test.ts, test/process/cli.test.ts, test/e2e/owner-limits.test.ts.
 import { userInfo, hostname } from 'node:os';
 import { DurabilityError } from '../../store/store.js';
 import { CliError } from '../cli-errors.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/owner-limits.test.ts (keygate owners through main()).
 import { describeRateLimit } from '../../policy/rate-limit-spec.js';
 import type { OwnerView } from '../../operations/owner-operations.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';

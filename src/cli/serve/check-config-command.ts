@@ -1,3 +1,4 @@
+// Tested in test/process/cli.test.ts, test/process/misspelt-settings.test.ts, test/process/parse-errors-hide-secrets.test.ts.
 import { availableParallelism } from 'node:os';
 import { unknownEnvProblems } from '../../config/env-names.js';
 import { workersWarning } from '../../config/read-workers.js';

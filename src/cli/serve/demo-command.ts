@@ -1,3 +1,4 @@
+// Tested in test/process/cli.test.ts, test/process/assertion-cli.test.ts.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';

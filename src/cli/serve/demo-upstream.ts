@@ -1,3 +1,4 @@
+// Tested in test/process/cli.test.ts (keygate demo), test/process/assertion-cli.test.ts.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ASSERTION_HEADER, AssertionError, type AssertionVerifier } from '../../client/verify-assertion.js';

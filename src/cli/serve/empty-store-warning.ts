@@ -1,3 +1,4 @@
+// Tested in test/process/redis-unreachable.test.ts, test/process/workers.test.ts ("holds no keys").
 import type { Logger } from 'pino';
 import type { Store } from '../../store/store.js';
 

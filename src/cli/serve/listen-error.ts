@@ -1,3 +1,4 @@
+// Tested in test/process/port-in-use.test.ts.
 import type { Config } from '../../config/load-config.js';
 
 interface ListenFailure {

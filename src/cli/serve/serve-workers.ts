@@ -1,3 +1,4 @@
+// Tested in test/process/workers.test.ts.
 import cluster from 'node:cluster';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
