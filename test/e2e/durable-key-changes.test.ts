@@ -109,10 +109,22 @@ describe('durable key changes: a lagging replica, then the master is killed', ()
     'every change that answered 2xx is in force on the new master; every one that could not be made durable answered 503 not_durable',
     async () => {
       const [durable, asBefore] = apis as [ManagementClient, ManagementClient];
+      // Set-up and the synced group need changes a replica acknowledged. On a starved machine the acknowledgement
+      // can miss even the generous timeout: that is an honest 503 naming its reason, and a retry is safe.
       const create = async () => {
-        const r = await durable.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
-        expect(r.status, errorOf(r)).toBe(201);
-        return r.json() as Key;
+        let created: Key | undefined;
+        await until(
+          'a key created durably',
+          async () => {
+            const r = await durable.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } });
+            if (r.status === 503 && DURABILITY_REFUSALS.includes(errorOf(r))) return false;
+            expect(r.status, errorOf(r)).toBe(201);
+            created = r.json() as Key;
+            return true;
+          },
+          guard(30_000),
+        );
+        return created!;
       };
       const steady = await create();
       // Replicated: through `durable` while the link flows; lagging: both instances while the relay holds.
@@ -120,9 +132,25 @@ describe('durable key changes: a lagging replica, then the master is killed', ()
       for (const list of Object.values(keys)) for (let i = 0; i < OPS.length; i++) list.push(await create());
 
       const results: Array<{ group: string; op: Op; key: Key; status: number; error: string; secret?: string }> = [];
+      /** A change retried while it is refused for durability; its final answer (409 or 404: an earlier try was written). */
+      const untilAcknowledged = async (api: ManagementClient, op: Op, apiKey: string) => {
+        let last: Reply | undefined;
+        await until(
+          `${op} acknowledged`,
+          async () => {
+            last = await change(api, op, apiKey);
+            return !(last.status === 503 && DURABILITY_REFUSALS.includes(errorOf(last)));
+          },
+          guard(30_000),
+        );
+        return last!;
+      };
       const run = async (group: string, api: ManagementClient, list: Key[]) => {
         for (const [i, op] of OPS.entries()) {
-          const r = await change(api, op, list[i]!.apiKey);
+          const r =
+            group === 'synced'
+              ? await untilAcknowledged(api, op, list[i]!.apiKey)
+              : await change(api, op, list[i]!.apiKey);
           const secret = op === 'rotate' && r.status === 200 ? (r.json() as Key).apiSecret : undefined;
           results.push({ group, op, key: list[i]!, status: r.status, error: errorOf(r), ...(secret && { secret }) });
         }
@@ -134,8 +162,15 @@ describe('durable key changes: a lagging replica, then the master is killed', ()
       // The held link really carried the lagging writes (else the 503s would prove nothing).
       expect(redis.relay!.held()).toBeGreaterThan(0);
 
-      const acknowledged = (group: string) => results.filter((r) => r.group === group && r.status < 300);
-      expect(acknowledged('synced').map((r) => r.status)).toEqual([200, 204, 200]);
+      // A synced change ended acknowledged whatever its final status (see below); the others, by a 2xx.
+      const acknowledged = (group: string) =>
+        results.filter((r) => r.group === group && (r.status < 300 || group === 'synced'));
+      // Each synced change ended acknowledged: its 2xx, or (after a refused try that was written) 409 / 404.
+      expect(results.filter((r) => r.group === 'synced').map((r) => [r.op, r.status])).toEqual([
+        ['revoke', expect.toSatisfy((s: number) => s === 200 || s === 409)],
+        ['delete', expect.toSatisfy((s: number) => s === 204 || s === 404)],
+        ['rotate', 200],
+      ]);
       // Nothing the durable instance could not make durable was acknowledged: 503 not_durable, each.
       expect(results.filter((r) => r.group === 'lagDurable').map((r) => [r.status, r.error])).toEqual(
         OPS.map(() => [503, 'not_durable']),
