@@ -1,56 +1,32 @@
-import { writeFileSync, mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { describe, expect, it } from 'vitest';
+import { startKeygate } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
 import { bearer, send } from '../helpers/http.js';
 import { parseExposition, valueOf } from '../helpers/exposition.js';
 import { exchange, statusOf } from '../helpers/raw-socket.js';
 import { token } from '../helpers/tokens.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { useGate } from '../helpers/gate.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 
 const SECRET = 'plain-secret-0123456789abcdef';
 
-function policyFile(yaml: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'keygate-policy-'));
-  const file = join(dir, 'policy.yaml');
-  writeFileSync(file, yaml);
-  return file;
-}
-
 describe('forwarding: what the upstream receives', () => {
-  let upstream: RecordingUpstream;
-  let gate: RunningKeygate;
-  beforeAll(async () => {
-    upstream = await startRecordingUpstream();
-    gate = await startKeygate({
-      upstream: upstream.url,
-      keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read', 'items:write'] })],
-      env: {
-        KEYGATE_CONFIG: policyFile(`
+  const kg = useGate({
+    keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read', 'items:write'] })],
+    policy: `
 routes:
   - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }
   - { method: [POST, PUT], path: /api/v3/items/:id, scopes: [items:write] }
   - { method: GET, path: /api/v3/files/*, scopes: [accounts:read] }
 public:
   - { method: GET, path: /status }
-`),
-      },
-    });
-  });
-  afterAll(async () => {
-    await gate.close();
-    await upstream.close();
-  });
-  beforeEach(() => {
-    upstream.received.length = 0;
-    upstream.handler = undefined;
+`,
+    resetUpstream: true,
   });
 
   it('injects X-Api-Key-Id and strips the token and every spoofed identity header', async () => {
-    const res = await send(gate.url, `${ACCOUNTS_PATH}?limit=5`, {
+    const res = await send(kg.gate.url, `${ACCOUNTS_PATH}?limit=5`, {
       headers: {
         ...bearer(token('good', SECRET)),
         'X-Api-Key-Id': 'admin',
@@ -67,8 +43,8 @@ public:
       },
     });
     expect(res.status).toBe(200);
-    expect(upstream.received).toHaveLength(1);
-    const got = upstream.received[0]!;
+    expect(kg.upstream.received).toHaveLength(1);
+    const got = kg.upstream.received[0]!;
     expect(got.url).toBe(`${ACCOUNTS_PATH}?limit=5`);
     expect(got.headers.authorization).toBeUndefined();
     const identity = got.rawHeaders
@@ -78,7 +54,7 @@ public:
     expect(got.headers['x-api-key-id']).toBe('key-good');
     expect(got.headers['x-forwarded-for']).toBe('127.0.0.1');
     expect(got.headers['x-forwarded-proto']).toBe('http');
-    expect(got.headers['x-forwarded-host']).toBe(new URL(gate.url).host);
+    expect(got.headers['x-forwarded-host']).toBe(new URL(kg.gate.url).host);
     expect(got.headers.forwarded).toBeUndefined();
     expect(got.headers['x-real-ip']).toBeUndefined();
     expect(got.headers.x_forwarded_for).toBeUndefined();
@@ -88,23 +64,25 @@ public:
   });
 
   it('keeps a sane client X-Request-Id and replaces an unsafe one', async () => {
-    await send(gate.url, ACCOUNTS_PATH, { headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'abc-123' } });
-    await send(gate.url, ACCOUNTS_PATH, {
+    await send(kg.gate.url, ACCOUNTS_PATH, {
+      headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'abc-123' },
+    });
+    await send(kg.gate.url, ACCOUNTS_PATH, {
       headers: { ...bearer(token('good', SECRET)), 'x-request-id': 'bad id with spaces' },
     });
-    expect(upstream.received[0]!.headers['x-request-id']).toBe('abc-123');
-    expect(upstream.received[1]!.headers['x-request-id']).not.toBe('bad id with spaces');
+    expect(kg.upstream.received[0]!.headers['x-request-id']).toBe('abc-123');
+    expect(kg.upstream.received[1]!.headers['x-request-id']).not.toBe('bad id with spaces');
   });
 
   it('forwards the body and method of a scoped POST, matching :param routes', async () => {
-    const res = await send(gate.url, '/api/v3/items/42', {
+    const res = await send(kg.gate.url, '/api/v3/items/42', {
       method: 'POST',
       headers: { ...bearer(token('good', SECRET)), 'content-type': 'application/json' },
       body: '{"a":1}',
     });
     expect(res.status).toBe(200);
-    expect(upstream.received[0]).toMatchObject({ method: 'POST', url: '/api/v3/items/42', body: '{"a":1}' });
-    const wrongMethod = await send(gate.url, '/api/v3/items/42', {
+    expect(kg.upstream.received[0]).toMatchObject({ method: 'POST', url: '/api/v3/items/42', body: '{"a":1}' });
+    const wrongMethod = await send(kg.gate.url, '/api/v3/items/42', {
       method: 'DELETE',
       headers: bearer(token('good', SECRET)),
     });
@@ -112,29 +90,29 @@ public:
   });
 
   it('matches a final * route', async () => {
-    expect((await send(gate.url, '/api/v3/files/a/b/c.txt', { headers: bearer(token('good', SECRET)) })).status).toBe(
-      200,
-    );
+    expect(
+      (await send(kg.gate.url, '/api/v3/files/a/b/c.txt', { headers: bearer(token('good', SECRET)) })).status,
+    ).toBe(200);
   });
 
   it('forwards listed public paths without authentication and without identity', async () => {
-    const res = await send(gate.url, '/status', {
+    const res = await send(kg.gate.url, '/status', {
       headers: { 'x-api-key-id': 'spoof', authorization: 'Bearer whatever' },
     });
     expect(res.status).toBe(200);
-    expect(upstream.received[0]!.headers['x-api-key-id']).toBeUndefined();
-    expect(upstream.received[0]!.headers.authorization).toBeUndefined();
-    expect((await send(gate.url, '/status2')).status).toBe(404);
-    expect((await send(gate.url, '/status', { method: 'POST' })).status).toBe(404);
+    expect(kg.upstream.received[0]!.headers['x-api-key-id']).toBeUndefined();
+    expect(kg.upstream.received[0]!.headers.authorization).toBeUndefined();
+    expect((await send(kg.gate.url, '/status2')).status).toBe(404);
+    expect((await send(kg.gate.url, '/status', { method: 'POST' })).status).toBe(404);
   });
 
   it('passes the upstream status and body through', async () => {
-    upstream.handler = (_req, res) => {
+    kg.upstream.handler = (_req, res) => {
       res.statusCode = 418;
       res.setHeader('x-upstream', 'yes');
       res.end('teapot');
     };
-    const res = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
+    const res = await send(kg.gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)) });
     expect(res.status).toBe(418);
     expect(res.body).toBe('teapot');
     expect(res.headers['x-upstream']).toBe('yes');
@@ -150,26 +128,18 @@ public:
       '*',
     ]) {
       const reply = (
-        await exchange(gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`)
+        await exchange(kg.gate.port, `GET ${target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${t}\r\n\r\n`)
       ).text;
       expect(statusOf(reply), target).toBe(400);
     }
-    expect(upstream.received).toHaveLength(0);
+    expect(kg.upstream.received).toHaveLength(0);
   });
 });
 
 describe('forwarding: public /api/v3/ routes (opt-in)', () => {
-  let upstream: RecordingUpstream;
-  let gate: RunningKeygate;
-  const requestsCounted = async (code: string) =>
-    valueOf(parseExposition((await send(gate.adminUrl, '/metrics')).body), 'keygate_requests_total', { code }) ?? 0;
-  beforeAll(async () => {
-    upstream = await startRecordingUpstream();
-    gate = await startKeygate({
-      upstream: upstream.url,
-      keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read'] })],
-      env: {
-        KEYGATE_CONFIG: policyFile(`
+  const kg = useGate({
+    keys: [makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good', scopes: ['accounts:read'] })],
+    policy: `
 routes:
   - { method: GET, path: /api/v3/viewer/accounts, scopes: [accounts:read] }
 public:
@@ -178,20 +148,14 @@ public:
   - { method: GET, path: /api/v3/time }
 timeEndpoint: false
 methodOverride: [X-HTTP-Method-Override]
-`),
-      },
-    });
+`,
+    resetUpstream: true,
   });
-  afterAll(async () => {
-    await gate.close();
-    await upstream.close();
-  });
-  beforeEach(() => {
-    upstream.received.length = 0;
-  });
+  const requestsCounted = async (code: string) =>
+    valueOf(parseExposition((await send(kg.gate.adminUrl, '/metrics')).body), 'keygate_requests_total', { code }) ?? 0;
 
   it('logs the public /api/v3/ routes at warn on start', () => {
-    const warned = gate.logs
+    const warned = kg.gate.logs
       .map((l) => JSON.parse(l) as { level: number; publicApiRoutes?: string[] })
       .filter((l) => l.publicApiRoutes);
     expect(warned).toHaveLength(1);
@@ -221,9 +185,9 @@ methodOverride: [X-HTTP-Method-Override]
       ['/API/V3/Asset_Pairs/', spoofed],
       ['/api/v3/time', {}],
     ];
-    for (const [path, headers] of cases) expect((await send(gate.url, path, { headers })).status, path).toBe(200);
-    expect(upstream.received.map((r) => r.url)).toEqual(cases.map(([path]) => path));
-    for (const r of upstream.received) {
+    for (const [path, headers] of cases) expect((await send(kg.gate.url, path, { headers })).status, path).toBe(200);
+    expect(kg.upstream.received.map((r) => r.url)).toEqual(cases.map(([path]) => path));
+    for (const r of kg.upstream.received) {
       const names = r.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
       expect(
         names.filter((n) => n === 'authorization' || n.replace(/_/g, '-').startsWith('x-api-key')),
@@ -233,9 +197,9 @@ methodOverride: [X-HTTP-Method-Override]
     }
     expect((await requestsCounted('public')) - before).toBe(cases.length);
     // Nothing was verified, so the token carried on the public calls was not spent: it still works where it is needed.
-    const authed = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
+    const authed = await send(kg.gate.url, ACCOUNTS_PATH, { headers: bearer(t) });
     expect(authed.status).toBe(200);
-    expect(upstream.received.at(-1)!.headers['x-api-key-id']).toBe('key-good');
+    expect(kg.upstream.received.at(-1)!.headers['x-api-key-id']).toBe('key-good');
   });
 
   it('anything not listed stays authenticated: other methods, other paths under the same prefix', async () => {
@@ -247,13 +211,13 @@ methodOverride: [X-HTTP-Method-Override]
       // An allowed override: the request is public only if both of its methods are; here only GET is.
       ['POST', '/api/v3/asset_pairs', 'GET'],
     ] as const) {
-      const r = await send(gate.url, path, {
+      const r = await send(kg.gate.url, path, {
         method,
         headers: { 'x-api-key-id': 'key-admin', ...(override && { 'x-http-method-override': override }) },
       });
       expect([path, r.status, r.json()]).toEqual([path, 401, { code: 40004, message: 'Unauthorized' }]);
     }
-    expect(upstream.received).toHaveLength(0);
+    expect(kg.upstream.received).toHaveLength(0);
   });
 });
 
@@ -331,27 +295,13 @@ describe.each([
     { 'x-forwarded-for': '127.0.0.1', 'x-forwarded-proto': 'http', 'x-forwarded-host': '127.0.0.1' },
   ],
 ])('forwarding headers from %s', (_name, cidr, expected) => {
-  let upstream: RecordingUpstream;
-  let gate: RunningKeygate;
-  beforeAll(async () => {
-    upstream = await startRecordingUpstream();
-    gate = await startKeygate({
-      upstream: upstream.url,
-      keys: [makeKey({ apiKey: 'good', secret: SECRET })],
-      env: {
-        KEYGATE_CONFIG: policyFile(
-          `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`,
-        ),
-      },
-    });
-  });
-  afterAll(async () => {
-    await gate.close();
-    await upstream.close();
+  const kg = useGate({
+    keys: [makeKey({ apiKey: 'good', secret: SECRET })],
+    policy: `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\ntrustedProxies: [${cidr}]\n`,
   });
 
   it('keeps or replaces X-Forwarded-For/-Proto/-Host, and always drops Forwarded, X-Forwarded-Port and X-Real-IP', async () => {
-    const res = await send(gate.url, ACCOUNTS_PATH, {
+    const res = await send(kg.gate.url, ACCOUNTS_PATH, {
       headers: {
         ...bearer(token('good', SECRET)),
         host: '127.0.0.1',
@@ -364,7 +314,7 @@ describe.each([
       },
     });
     expect(res.status).toBe(200);
-    const got = upstream.received.at(-1)!.headers;
+    const got = kg.upstream.received.at(-1)!.headers;
     expect({
       'x-forwarded-for': got['x-forwarded-for'],
       'x-forwarded-proto': got['x-forwarded-proto'],

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../src/clock.js';
 import { REASONS } from '../../src/errors.js';
 import { createLogger } from '../../src/observe/logger.js';
@@ -13,51 +13,44 @@ import {
   waitFor,
   type MixedResult,
 } from '../helpers/mixed-traffic.js';
-import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
 import { bearer, send } from '../helpers/http.js';
 import { token } from '../helpers/tokens.js';
-import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRecordingUpstream } from '../helpers/recording-upstream.js';
+import { useGate } from '../helpers/gate.js';
 
 const SECRET = 'log-secret-must-never-appear-0123';
 
 describe('request logs', () => {
-  let upstream: RecordingUpstream;
-  let gate: RunningKeygate;
-  beforeAll(async () => {
-    upstream = await startRecordingUpstream();
-    gate = await startKeygate({
-      upstream: upstream.url,
-      keys: [
-        makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' }),
-        makeKey({ apiKey: 'slow', secret: SECRET, id: 'key-slow', rateLimit: { rate: '1/h', burst: 1 } }),
-      ],
-    });
-  });
-  afterAll(async () => {
-    await gate.close();
-    await upstream.close();
+  const kg = useGate({
+    keys: [
+      makeKey({ apiKey: 'good', secret: SECRET, id: 'key-good' }),
+      makeKey({ apiKey: 'slow', secret: SECRET, id: 'key-slow', rateLimit: { rate: '1/h', burst: 1 } }),
+    ],
   });
 
   it('write one line per request with code, reason and key id, and never a token or secret', async () => {
     const tokens = [token('good', SECRET), token('good', 'wrong-secret-0123456789'), token('nobody', SECRET)];
-    await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[0]!) });
-    await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[0]!) }); // replay
-    await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[1]!) });
-    await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[2]!) });
-    await send(gate.url, '/api/v3/viewer/accounts', { headers: { authorization: `bearer ${tokens[0]}` } });
-    upstream.handler = (_req, res) => res.socket?.destroy();
-    await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('good', SECRET)) }).catch(() => undefined);
+    await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[0]!) });
+    await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[0]!) }); // replay
+    await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[1]!) });
+    await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: bearer(tokens[2]!) });
+    await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: { authorization: `bearer ${tokens[0]}` } });
+    kg.upstream.handler = (_req, res) => res.socket?.destroy();
+    await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('good', SECRET)) }).catch(
+      () => undefined,
+    );
     await new Promise((r) => setTimeout(r, 50));
 
-    const all = gate.logs.join('');
+    const all = kg.gate.logs.join('');
     for (const t of tokens) {
       for (const part of t.split('.')) expect(all).not.toContain(part);
     }
     expect(all).not.toContain(SECRET);
     expect(all.toLowerCase()).not.toContain('bearer');
 
-    const lines = gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+    const lines = kg.gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
     // keyId on every line once the signature verified (a replay too), never before.
     expect(lines.map((l) => [l.code, l.reason ?? null, l.keyId ?? null])).toEqual([
       ['ok', null, 'key-good'],
@@ -81,17 +74,17 @@ describe('request logs', () => {
   });
   // Issue 27 item 8: replay and rate-limit lines carried keyId null, though the docs and KeygateReplaySpike point there.
   it('a rate-limited request is logged with its key id', async () => {
-    const before = gate.logs.length;
+    const before = kg.gate.logs.length;
     const statuses: number[] = [];
     for (let i = 0; i < 2; i++)
       statuses.push(
-        (await send(gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('slow', SECRET)) })).status,
+        (await send(kg.gate.url, '/api/v3/viewer/accounts', { headers: bearer(token('slow', SECRET)) })).status,
       );
-    // The first is admitted (the upstream, which the test above made drop connections, answers as it may).
+    // The first is admitted (the kg.upstream, which the test above made drop connections, answers as it may).
     expect(statuses[1]).toBe(429);
     await expect
       .poll(() =>
-        gate.logs
+        kg.gate.logs
           .slice(before)
           .map((l) => JSON.parse(l) as Record<string, unknown>)
           .filter((l) => l.msg === 'request')
@@ -105,12 +98,12 @@ describe('request logs', () => {
 
   // Issue 35 item 9: a refused unlisted route carried no route at all, though the docs say "unlisted".
   it('logs route "unlisted" on a route_not_listed refusal', async () => {
-    const before = gate.logs.length;
-    const r = await send(gate.url, '/api/v3/not/in/the/policy', { headers: bearer(token('good', SECRET)) });
+    const before = kg.gate.logs.length;
+    const r = await send(kg.gate.url, '/api/v3/not/in/the/policy', { headers: bearer(token('good', SECRET)) });
     expect(r.status).toBe(403);
     await expect
       .poll(() =>
-        gate.logs
+        kg.gate.logs
           .slice(before)
           .map((l) => JSON.parse(l) as Record<string, unknown>)
           .find((l) => l.msg === 'request'),
@@ -143,25 +136,18 @@ const REQUEST_FIELDS = new Set([
 ]);
 
 describe('request log lines after a mixed run', () => {
-  let upstream: RecordingUpstream;
-  let gate: RunningKeygate;
+  const kg = useGate({ keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
   let mixed: MixedResult;
   let lines: Array<Record<string, unknown>>;
   beforeAll(async () => {
-    upstream = await startRecordingUpstream();
-    gate = await startKeygate({ upstream: upstream.url, keys: mixedTrafficKeys(), env: mixedTrafficEnv() });
-    mixed = await runMixedTraffic(gate, upstream);
+    mixed = await runMixedTraffic(kg.gate, kg.upstream);
     const total = Object.values(mixed.requests).reduce((a, b) => a + b, 0);
     const requestLines = () =>
-      gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
+      kg.gate.logs.map((l) => JSON.parse(l) as Record<string, unknown>).filter((l) => l.msg === 'request');
     lines = await waitFor(
       async () => requestLines(),
       (l) => l.length >= total,
     );
-  });
-  afterAll(async () => {
-    await gate.close();
-    await upstream.close();
   });
 
   it('writes exactly one line per request, including the ones the HTTP parser refused', () => {
@@ -211,7 +197,7 @@ describe('request log lines after a mixed run', () => {
   });
 
   it('never contains a token, a secret, the Authorization header or a query string, at any level', () => {
-    const all = gate.logs.join('');
+    const all = kg.gate.logs.join('');
     for (const t of mixed.tokens) for (const part of t.split('.')) expect(all).not.toContain(part);
     expect(all).not.toContain(MIXED_SECRET);
     expect(all.toLowerCase()).not.toContain('bearer');

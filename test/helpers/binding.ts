@@ -1,21 +1,14 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createToken, type TokenBinding } from '../../src/client/create-token.js';
 import { makeKey } from './make-key.js';
+import { writePolicyFile } from './gate.js';
 
 /** What the binding tests (issue 43) share: a policy, two keys (binding off and required), tokens, raw requests. */
 export const SECRET = 'binding-secret-0123456789abcdef';
 export const MAX = 4096;
 export const ORDERS = '/api/v3/orders';
 export const sha = (b: Buffer | string) => createHash('sha256').update(b).digest('base64url');
-export function policyFile(yaml: string): string {
-  const dir = mkdtempSync(join(tmpdir(), 'keygate-binding-'));
-  const file = join(dir, 'policy.yaml');
-  writeFileSync(file, yaml);
-  return file;
-}
+export const policyFile = writePolicyFile;
 export const POLICY = `
 routes:
   - { method: [GET, POST, DELETE], path: ${ORDERS}, scopes: [orders] }

@@ -23,14 +23,16 @@ export interface RunningKeygate {
   close(): Promise<void>;
 }
 
-export async function startKeygate(options: {
+export interface StartKeygateOptions {
   upstream: string;
   redisUrl?: string;
   keys?: KeyRecord[];
   env?: Record<string, string>;
   clock?: Clock;
   store?: Store;
-}): Promise<RunningKeygate> {
+}
+
+export async function startKeygate(options: StartKeygateOptions): Promise<RunningKeygate> {
   const config = loadConfig({
     KEYGATE_UPSTREAM: options.upstream,
     KEYGATE_PORT: '0',
