@@ -169,7 +169,7 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
     }
   });
 
-  it('writes what pino writes, whichever path a line takes (written into the batch, or built as a string)', () => {
+  it('writes what pino writes, whichever path a line takes (written into the batch, or built as a string)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'request-logger-'));
     try {
       const file = join(dir, 'out.log');
@@ -191,7 +191,14 @@ describe('createRequestLogger on Keygate’s own destination (lines handed over 
           log(numbered, false);
           pinoSide.logger.info(numbered, 'request');
         }
-      (destination as unknown as { flushSync(): void }).flushSync();
+      // flush, not flushSync: flushSync writes what is pending while a write already under way (a batch handed
+      // over mid-way) may not have reached the file yet on a busy machine; flush calls back once all of it has.
+      // Both take the request lines waiting in the batch first.
+      await new Promise<void>((resolve, reject) =>
+        (destination as unknown as { flush(cb: (err?: Error) => void): void }).flush((err) =>
+          err ? reject(err) : resolve(),
+        ),
+      );
       const written = readFileSync(file, 'utf8').split('\n');
       expect(written.pop()).toBe('');
       expect(written).toHaveLength(pinoSide.lines.length);
