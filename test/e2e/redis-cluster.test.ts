@@ -136,6 +136,7 @@ describe('Redis Cluster', () => {
       KEYGATE_REDIS_URL: '',
       KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
       KEYGATE_REDIS_PASSWORD: cluster.password,
+      KEYGATE_REDIS_TIMEOUT_MS: '5000',
     });
     const cliDone = Date.now();
     for (const g of gates) await expect.poll(() => status(g, token('ck-5', SECRET)), PUBLISHED_WITHIN).toBe(404);
@@ -145,6 +146,7 @@ describe('Redis Cluster', () => {
       KEYGATE_REDIS_URL: '',
       KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
       KEYGATE_REDIS_PASSWORD: cluster.password,
+      KEYGATE_REDIS_TIMEOUT_MS: '5000',
     });
     expect((JSON.parse(stdout) as Array<{ apiKey: string }>).map((k) => k.apiKey).sort()).toEqual([...KEYS].sort());
   });
