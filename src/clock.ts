@@ -17,17 +17,26 @@ export function systemClock(): Clock {
   };
 }
 
+/**
+ * Milliseconds as nanoseconds, exactly for whole ms: an epoch time in ms times 1e6 is past 2^53, where a double
+ * cannot hold every integer (1795880752465 * 1e6 came out 1 ms early).
+ */
+const nsOf = (ms: number): bigint => {
+  const whole = Math.floor(ms);
+  return BigInt(whole) * 1_000_000n + BigInt(Math.round((ms - whole) * 1e6));
+};
+
 /** A clock that only moves when told to (tests). */
 export function manualClock(startMs = Date.now()): Clock & { advance(ms: number): void; set(ms: number): void } {
-  let nowNs = BigInt(Math.round(startMs * 1e6));
+  let nowNs = nsOf(startMs);
   return {
     nowMs: () => Number(nowNs / 1_000_000n),
     nowNs: () => nowNs,
     advance(ms) {
-      nowNs += BigInt(Math.round(ms * 1e6));
+      nowNs += nsOf(ms);
     },
     set(ms) {
-      nowNs = BigInt(Math.round(ms * 1e6));
+      nowNs = nsOf(ms);
     },
   };
 }

@@ -1,24 +1,35 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { manualClock, systemClock } from '../../src/clock.js';
+
+// Date.now() is stubbed: the wall clock may step back (NTP), so two real readings promise no order.
+afterEach(() => vi.restoreAllMocks());
 
 describe('systemClock', () => {
   it('reads the wall clock, in ms and in ns that agree', () => {
+    vi.spyOn(Date, 'now').mockReturnValue(1_795_880_752_465);
     const clock = systemClock();
-    const before = Date.now();
-    const ms = clock.nowMs();
-    const ns = clock.nowNs();
-    const after = Date.now();
-    expect(ms).toBeGreaterThanOrEqual(before);
-    expect(ms).toBeLessThanOrEqual(after);
-    expect(ns % 1_000_000n).toBe(0n);
-    expect(Number(ns / 1_000_000n)).toBeGreaterThanOrEqual(ms);
-    expect(Number(ns / 1_000_000n)).toBeLessThanOrEqual(after);
+    expect(clock.nowMs()).toBe(1_795_880_752_465);
+    expect(clock.nowNs()).toBe(1_795_880_752_465_000_000n);
   });
 });
 
 describe('manualClock: moves only when told to', () => {
   const cases: ReadonlyArray<[string, number, Array<['advance' | 'set', number]>, number, bigint]> = [
     ['stands still', 1_000, [], 1_000, 1_000_000_000n],
+    [
+      'an epoch start (past 2^53 in ns) keeps its ms',
+      1_795_880_752_465,
+      [],
+      1_795_880_752_465,
+      1_795_880_752_465_000_000n,
+    ],
+    [
+      'set to an epoch time keeps its ms',
+      0,
+      [['set', 1_795_880_752_465]],
+      1_795_880_752_465,
+      1_795_880_752_465_000_000n,
+    ],
     [
       'advances by whole ms',
       1_000,
@@ -60,9 +71,10 @@ describe('manualClock: moves only when told to', () => {
   });
 
   it('starts at the wall clock by default', () => {
-    const before = Date.now();
+    vi.spyOn(Date, 'now').mockReturnValue(1_795_880_752_465);
     const clock = manualClock();
-    expect(clock.nowMs()).toBeGreaterThanOrEqual(before);
-    expect(clock.nowMs()).toBeLessThanOrEqual(Date.now());
+    expect(clock.nowMs()).toBe(1_795_880_752_465);
+    clock.advance(1);
+    expect(clock.nowMs()).toBe(1_795_880_752_466);
   });
 });
