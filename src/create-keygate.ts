@@ -1,3 +1,4 @@
+// Tested in test/e2e/admin-endpoints.test.ts, test/e2e/forwarding.test.ts and every e2e test (startKeygate in test/helpers/keygate.ts builds Keygate with it), test/deploy/observability-assets.test.ts.
 import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';

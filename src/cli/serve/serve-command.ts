@@ -1,3 +1,4 @@
+// Tested in test/process/cli.test.ts, test/process/lifecycle.test.ts, test/process/workers.test.ts (keygate serve as a child process).
 import { createKeygate } from '../../create-keygate.js';
 import { createLogger } from '../../observe/logger.js';
 import { describeRedis } from '../../config/redis-settings.js';
