@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send } from '../helpers/http.js';
-import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import {
   SPAN_KIND,
   STATUS_ERROR,
