@@ -632,8 +632,8 @@ describe('the example overlay matches what the code reads', () => {
     expect(ns.metadata.namespace).toBeUndefined();
     for (const o of objects.filter((m) => m.kind !== 'Namespace'))
       expect(o.metadata.namespace, `${o.kind}/${o.metadata.name}`).toBe('keygate-example');
-    // The image docs/deploying.md builds (docker build -t keygate:0.1.0 .).
-    for (const c of podContainers(deployment)) expect(c.image).toBe('keygate:0.1.0');
+    // The image docs/deploying.md builds (docker build -t keygate:0.2.0 .).
+    for (const c of podContainers(deployment)) expect(c.image).toBe('keygate:0.2.0');
     expect(keygate.env!.map((e) => e.name)).toContain('KEYGATE_LOG_LEVEL');
     expect(keygate.env!.map((e) => e.name)).toContain('KEYGATE_UPSTREAM');
     expect(keygate.resources!.limits!.memory).toBe('384Mi');

@@ -65,7 +65,7 @@ describe('npm start on a built tree', () => {
     const before = mtimes();
     const npm = await startUntilHealthy(['npm', 'start']);
     const direct = await startUntilHealthy([process.execPath, 'bin/keygate.js', 'serve']);
-    // npm prints each script it runs ("> keygate@0.1.0 build" / "> tsc -p tsconfig.build.json").
+    // npm prints each script it runs ("> keygate@0.2.0 build" / "> tsc -p tsconfig.build.json").
     expect(npm.output).not.toMatch(/^> (tsc|npm run build)/m);
     expect(npm.output).not.toContain('rebuilding');
     expect(npm.output).toContain('> node scripts/build-if-stale.mjs');

@@ -106,7 +106,7 @@ describe(`${PROXY_PAGE} links to the recipe files the tests run, instead of copy
 const PENDING = new Set<string>([]);
 
 describe('links between the docs resolve', () => {
-  const local = [...docFiles(), 'DEVELOPERS.md', 'CHANGELOG.md'].flatMap((file) =>
+  const local = [...docFiles(), 'DEVELOPERS.md', 'CHANGELOG.md', 'UPGRADING.md'].flatMap((file) =>
     links(readDoc(file))
       .filter(({ target }) => !/^[a-z][a-z0-9+.-]*:/i.test(target))
       .map(({ target, line }) => {
