@@ -2,6 +2,7 @@
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { Clock } from '../clock.js';
+import { auditStreamKey } from '../store/audit-entry.js';
 import type { Metrics } from './metrics.js';
 import { auditEntryOfFields, webhookEvent } from './webhook-events.js';
 import { webhookHeaders } from './webhook-signature.js';
@@ -119,8 +120,9 @@ export function createWebhookDelivery(
   },
 ): WebhookDelivery {
   const { logger, clock, metrics, redis } = deps;
-  const base = `${options.prefix ?? 'keygate:'}{keystore}:`;
-  const stream = `${base}audit`;
+  const prefix = options.prefix ?? 'keygate:';
+  const stream = auditStreamKey(prefix);
+  const base = `${prefix}{keystore}:`;
   const keys = [stream, `${base}webhook:retry`, `${base}webhook:attempts`] as const;
   const claimMs = options.timeoutMs + CLAIM_MARGIN_MS;
   const blockMs = options.blockMs ?? 1_000;

@@ -144,7 +144,21 @@ describe('signed webhooks: the audit stream through a consumer group, two instan
       ].sort(),
     );
     const revoked = bodies.find((e) => e.type === 'key.revoked')!;
-    expect(revoked.data).toMatchObject({ apiKey: k1.apiKey, id: k1.id, actor: 'settings-backend', action: 'revoke' });
+    // A revoke for a leak is a key.revoked with reason "leaked" (what a receiver alerts on).
+    expect(revoked.data).toMatchObject({
+      apiKey: k1.apiKey,
+      id: k1.id,
+      owner: 'acct_1',
+      actor: 'settings-backend',
+      action: 'revoke',
+      reason: 'leaked',
+    });
+    const updated = bodies.find((e) => e.type === 'key.updated')!;
+    expect(updated.data).toMatchObject({ apiKey: k1.apiKey, changes: ['scopes'] });
+    expect(bodies.find((e) => e.type === 'owner.updated')!.data).toMatchObject({
+      owner: 'acct_1',
+      action: 'owner-set',
+    });
     expect(Date.parse(revoked.timestamp)).not.toBeNaN();
     for (const w of got) {
       expect(w.headers['content-type']).toBe('application/json');
