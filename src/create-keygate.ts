@@ -26,7 +26,7 @@ import { createAssertionKeysSource, type AssertionKeysSource } from './assertion
 import { createAssertionSigner } from './assertion/assertion-signer.js';
 import type { TracerSlot, Tracing } from './observe/tracer.js';
 import { packageVersion } from './observe/package-version.js';
-import { createRedisClient } from './store/redis/redis-connection.js';
+import { createRedisClient } from './store/redis/connection/redis-connection.js';
 import { createWebhookDelivery, type WebhookDelivery } from './observe/webhook-delivery.js';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
