@@ -1,4 +1,4 @@
-// Tested in test/e2e/webhooks.test.ts, test/process/webhooks-kill.test.ts, test/e2e/redis-cluster.test.ts, test/e2e/redis-sentinel-failover.test.ts.
+// Tested in test/e2e/webhooks.test.ts, test/e2e/webhooks-topology.test.ts (Cluster, Sentinel), test/process/webhooks-kill.test.ts.
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { Clock } from '../clock.js';
