@@ -20,13 +20,12 @@ import type { OwnerRecord } from './keys/owner-record.js';
 import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createReplayFence } from './store/replay-fence.js';
-import { createStoreFromConfig, isMemoryStore } from './open-store.js';
+import { createStoreFromConfig, isMemoryStore, openWebhookRedis } from './open-store.js';
 import type { Store } from './store/store.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
 import type { TracerSlot, Tracing } from './observe/tracer.js';
 import { packageVersion } from './observe/package-version.js';
-import { createRedisClient } from './store/redis/connection/redis-connection.js';
 import { createWebhookDelivery, type WebhookDelivery } from './observe/webhook-delivery.js';
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
@@ -253,11 +252,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
    */
   function startWebhooks(settings: NonNullable<Config['webhook']>, connection: NonNullable<Config['redis']>) {
     // A read blocks up to 1 s: the command deadline covers that and a slow answer.
-    const client = createRedisClient(connection, {
-      commandTimeoutMs: 1_000 + config.limits.redisCommandTimeoutMs + 2_000,
-      connectTimeoutMs: 2_000,
-      subscriber: false,
-    });
+    const client = openWebhookRedis(connection, 1_000 + config.limits.redisCommandTimeoutMs + 2_000);
     client.on('error', (err: Error) => logger.debug({ err: err.message }, 'webhooks: redis connection error'));
     const delivery: WebhookDelivery = createWebhookDelivery(
       { ...settings, consumer: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}` },
