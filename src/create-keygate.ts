@@ -21,12 +21,15 @@ import type { OwnerRecord } from './keys/owner-record.js';
 import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createReplayFence } from './store/replay-fence.js';
-import { createStoreFromConfig, isMemoryStore } from './open-store.js';
+import { createStoreFromConfig, isMemoryStore, openWebhookRedis } from './open-store.js';
 import type { Store } from './store/store.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
 import type { TracerSlot, Tracing } from './observe/tracer.js';
 import { packageVersion } from './observe/package-version.js';
+import { createWebhookDelivery, type WebhookDelivery } from './observe/webhook-delivery.js';
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
 
 export interface KeygateDeps {
   logger: Logger;
@@ -237,10 +240,32 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       { tokensFile: config.management.tokensFile, limits: config.limits },
       { store, logger, now: () => clock.nowMs(), defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit },
     );
+  const webhooks = config.webhook && config.redis && startWebhooks(config.webhook, config.redis);
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {
     if (closing) res.setHeader('connection', 'close');
   });
+
+  /**
+   * Signed webhooks from the audit stream, on a Redis connection of their own (a blocking read never
+   * holds a request's command). With KEYGATE_WORKERS > 1 every worker is a consumer: the consumer group
+   * hands each event to one of them, so that is as safe as one and needs no election.
+   */
+  function startWebhooks(settings: NonNullable<Config['webhook']>, connection: NonNullable<Config['redis']>) {
+    // A read blocks up to 1 s: the command deadline covers that and a slow answer.
+    const client = openWebhookRedis(connection, 1_000 + config.limits.redisCommandTimeoutMs + 2_000);
+    client.on('error', (err: Error) => logger.debug({ err: err.message }, 'webhooks: redis connection error'));
+    const delivery: WebhookDelivery = createWebhookDelivery(
+      { ...settings, consumer: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}` },
+      { logger, clock, metrics, redis: client },
+    );
+    return {
+      async close() {
+        await delivery.close();
+        client.disconnect();
+      },
+    };
+  }
 
   const listenOn = (server: Server, port: number, host: string) =>
     new Promise<number>((resolve, reject) => {
@@ -317,6 +342,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       ipBudget.close();
       // Every response has closed: the refusals of blocked IPs not yet summed up in a line are, now.
       blockedLog.flush();
+      await webhooks?.close();
       await store.close();
       // Spans still queued are sent (bounded by OTEL_BSP_EXPORT_TIMEOUT); a collector that is down costs no more.
       await loadingTracing?.then((t) => t.shutdown()).catch(() => {});

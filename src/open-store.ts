@@ -8,6 +8,8 @@ import { createSecretCipher } from './keys/secret-cipher.js';
 import type { Metrics } from './observe/metrics.js';
 import { createMemoryStore, type MemoryStore } from './store/memory/memory-store.js';
 import { createRedisStore } from './store/redis/redis-store.js';
+import { createRedisClient, type RedisClient } from './store/redis/connection/redis-connection.js';
+import type { RedisConnection } from './config/redis-settings.js';
 import type { ReplayFence } from './store/replay-fence.js';
 import type { Store } from './store/store.js';
 
@@ -77,4 +79,12 @@ export function createStoreFromConfig(config: StoreSettings, deps: OpenStoreDeps
 /** The embedded store, which create-keygate.ts reloads from the keys file. */
 export function isMemoryStore(store: Store): store is MemoryStore {
   return store.kind === 'memory' && 'replaceAll' in store;
+}
+
+/**
+ * The webhook delivery's own Redis connection (observe/webhook-delivery.ts): a blocking read of the audit
+ * stream never holds a request's command. Opened here, beside the store, as every Redis client is.
+ */
+export function openWebhookRedis(connection: RedisConnection, commandTimeoutMs: number): RedisClient {
+  return createRedisClient(connection, { commandTimeoutMs, connectTimeoutMs: 2_000, subscriber: false });
 }

@@ -13,6 +13,7 @@ import { readRedisSettings, type RedisConnection } from './redis-settings.js';
 import { readRedisDurability, readReplayFence, type RedisDurability } from './read-durability.js';
 import { readReadyRequiresKeys } from './read-readiness.js';
 import { readTracing, type TracingSettings } from './read-tracing.js';
+import { readWebhook, type WebhookSettings } from './read-webhook.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -55,6 +56,8 @@ export interface Config {
   readonly assertion: AssertionSettings | undefined;
   /** OpenTelemetry tracing (the standard OTEL_* variables); undefined = off, and its packages are never loaded. */
   readonly tracing: TracingSettings | undefined;
+  /** Signed webhooks for key events (KEYGATE_WEBHOOK_URL and its siblings); undefined = off. Needs Redis. */
+  readonly webhook: WebhookSettings | undefined;
   readonly policy: Policy;
   readonly limits: Limits;
 }
@@ -85,6 +88,7 @@ export function loadConfig(env: Env): Config {
   const limits = readLimits(env, problems);
   const assertion = readAssertion(env, problems);
   const tracing = readTracing(env, problems);
+  const webhook = readWebhook(env, redis, problems);
   const rawRateLimitHeaders = env.KEYGATE_RATE_LIMIT_HEADERS || 'on';
   if (rawRateLimitHeaders !== 'on' && rawRateLimitHeaders !== 'off')
     problems.push(`KEYGATE_RATE_LIMIT_HEADERS: "on" or "off", got ${JSON.stringify(rawRateLimitHeaders)}`);
@@ -118,6 +122,7 @@ export function loadConfig(env: Env): Config {
     assertion,
     tracing,
     management,
+    webhook,
     policy,
     limits,
   });

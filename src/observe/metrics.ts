@@ -43,6 +43,10 @@ export interface Metrics {
   /** Spans tracing did not export: its queue was full, or the exporter failed the batch (tracing/otel-tracing.ts). */
   readonly spansDropped: Counter<'reason'>;
   readonly buildInfo: Gauge<'version' | 'node_version'>;
+  /** Webhook attempts and events (webhook-delivery.ts): delivered, failed (retried later), given_up. */
+  readonly webhookDeliveries: Counter<'outcome'>;
+  /** Events not yet delivered, group-wide (read by every consumer after each round). */
+  readonly webhookPending: Gauge;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
 }
@@ -76,6 +80,7 @@ export const LABEL_VALUES = Object.freeze({
   invalidationScope: ['key', 'all'] as const,
   assertionMode: ['identity', 'request'] as const,
   spanDropReason: ['queue_full', 'export_failed'] as const,
+  webhookOutcome: ['delivered', 'failed', 'given_up'] as const,
 });
 
 /** Why a forwarded request got no answer from the upstream (keygate_upstream_errors_total{cause}). */
@@ -293,6 +298,19 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       aggregator: 'max',
       registers: [registry],
     }),
+    webhookDeliveries: new Counter({
+      name: 'keygate_webhook_deliveries_total',
+      help: 'Webhook deliveries by outcome: delivered (answered 2xx), failed (an attempt not answered 2xx in time; retried), given_up (retried for 24 h, or its audit entry was trimmed)',
+      labelNames: ['outcome'],
+      registers: [registry],
+    }),
+    webhookPending: new Gauge({
+      name: 'keygate_webhook_pending',
+      help: 'Key events not yet delivered to the webhook receiver (being attempted or waiting for a retry), for the whole keystore: every instance reports the same count',
+      // The same group-wide count from every worker: the largest, not the sum.
+      aggregator: 'max',
+      registers: [registry],
+    }),
   };
   // The usual *_build_info convention: 1, with the build in labels, so it can be joined onto any series.
   metrics.buildInfo.set({ version: options.version ?? packageVersion(), node_version: process.version }, 1);
@@ -300,5 +318,6 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
   for (const kind of LABEL_VALUES.redisErrorKind) metrics.redisErrors.inc({ kind }, 0);
   for (const scope of LABEL_VALUES.invalidationScope) metrics.invalidations.inc({ scope }, 0);
   for (const reason of LABEL_VALUES.spanDropReason) metrics.spansDropped.inc({ reason }, 0);
+  for (const outcome of LABEL_VALUES.webhookOutcome) metrics.webhookDeliveries.inc({ outcome }, 0);
   return metrics;
 }

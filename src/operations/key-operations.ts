@@ -93,10 +93,7 @@ export function createKeyOperations(deps: {
 
   async function writeNew(record: KeyRecord, actor: string, claim?: KeyClaim): Promise<KeyWriteResult> {
     // The alg is audited with the key it was made with; an HS256 key's entry reads as before.
-    const detail = [record.owner && `owner=${record.owner}`, record.alg && `alg=${record.alg}`]
-      .filter(Boolean)
-      .join('; ');
-    const audit = entry(record, 'create', actor, detail || undefined);
+    const audit = entry(record, 'create', actor, record.alg ? { detail: `alg=${record.alg}` } : undefined);
     return commit([{ apiKey: record.apiKey, expect: 0, next: record }], [audit], claim);
   }
   const created = (record: KeyRecord) => done({ record, replayed: false });
@@ -159,7 +156,7 @@ export function createKeyOperations(deps: {
       const r = await change(apiKey, 'update', actor, true, (current) => {
         if (current.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
         const { record, errors } = updateKey(current, changes, now());
-        return record ? done({ next: record, detail: Object.keys(changes).join(',') }) : invalid(errors);
+        return record ? done({ next: record, audit: { changes: Object.keys(changes) } }) : invalid(errors);
       });
       return after(r);
     },
@@ -180,7 +177,7 @@ export function createKeyOperations(deps: {
         const algNote = from !== into ? `; alg=${from}->${into}` : '';
         return done({
           next: rotated.record,
-          detail: `grace=${graceMs}ms${algNote}${reason ? `; reason=${reason}` : ''}`,
+          audit: { detail: `grace=${graceMs}ms${algNote}`, ...(reason && { reason }) },
         });
       });
       if (!r.ok) return r;
@@ -196,7 +193,7 @@ export function createKeyOperations(deps: {
       const r = await change(apiKey, 'revoke', actor, true, (current) =>
         current.state === 'revoked'
           ? conflict('the key is already revoked')
-          : done({ next: revokeKey(current, reason, now()), ...(reason && { detail: reason }) }),
+          : done({ next: revokeKey(current, reason, now()), ...(reason && { audit: { reason } }) }),
       );
       return after(r);
     },

@@ -275,12 +275,12 @@ describe('operator console in a real browser', () => {
       expect(rotatedSecret).not.toBe(secret);
       const raw = new Redis(redis.url);
       const audit = (await raw.xrange('keygate:{keystore}:audit', '-', '+')).map(
-        ([, f]) => JSON.parse(f[1] as string) as { action: string; apiKey: string; detail?: string },
+        ([, f]) => JSON.parse(f[1] as string) as { action: string; apiKey: string; detail?: string; reason?: string },
       );
       raw.disconnect();
-      expect(audit.filter((e) => e.apiKey === apiKey && e.action === 'rotate').map((e) => e.detail)).toEqual([
-        'grace=3600000ms; reason=scheduled rotation',
-      ]);
+      expect(
+        audit.filter((e) => e.apiKey === apiKey && e.action === 'rotate').map((e) => [e.detail, e.reason]),
+      ).toEqual([['grace=3600000ms', 'scheduled rotation']]);
       // Within the grace period both secrets sign requests that pass.
       expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, rotatedSecret)) })).status).toBe(200);
       expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, secret)) })).status).toBe(200);

@@ -30,10 +30,12 @@ export interface StartKeygateOptions {
   env?: Record<string, string>;
   clock?: Clock;
   store?: Store;
+  /** Changes the loaded config before start: settings no variable sets (the webhooks' retry delays). */
+  adjust?: (config: Config) => Config;
 }
 
 export async function startKeygate(options: StartKeygateOptions): Promise<RunningKeygate> {
-  const config = loadConfig({
+  const loaded = loadConfig({
     KEYGATE_UPSTREAM: options.upstream,
     KEYGATE_PORT: '0',
     KEYGATE_ADMIN_PORT: '0',
@@ -43,6 +45,7 @@ export async function startKeygate(options: StartKeygateOptions): Promise<Runnin
     ...(options.redisUrl && { KEYGATE_REDIS_URL: options.redisUrl }),
     ...options.env,
   });
+  const config = options.adjust ? options.adjust(loaded) : loaded;
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk, _enc, cb) {

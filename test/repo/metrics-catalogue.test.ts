@@ -39,6 +39,7 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
     keygate_key_invalidations_total: 'invalidationScope',
     keygate_assertions_signed_total: 'assertionMode',
     keygate_trace_spans_dropped_total: 'spanDropReason',
+    keygate_webhook_deliveries_total: 'webhookOutcome',
   };
   it('maps every LABEL_VALUES set to a metric', () => {
     expect(new Set(Object.values(VALUES_OF))).toEqual(new Set(Object.keys(LABEL_VALUES)));

@@ -1,6 +1,7 @@
 import { loadConfig, type Config } from '../../config/load-config.js';
 import { ConfigError } from '../../files/config-error.js';
 import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
+import { describeWebhook } from '../../config/read-webhook.js';
 import { KeysFileError, loadKeysFileWithOwners } from '../../keys/keys-file.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import type { KeyRecord } from '../../keys/key-record.js';
@@ -77,6 +78,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     trustedProxies: config.policy.trustedProxyCidrs,
     recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
     limits: config.limits,
+    // On or off, and the receiver without its credentials; never the signing secret.
+    webhooks: describeWebhook(config.webhook) ?? 'off',
     // Settings only: the keys file's path, never a key (describeConfig output is logged at start).
     assertion: config.assertion && {
       keysFile: config.assertion.keysFile,
