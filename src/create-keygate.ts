@@ -21,6 +21,7 @@ import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createReplayFence } from './store/replay-fence.js';
 import { createStoreFromConfig, isMemoryStore } from './open-store.js';
+import { largestRouteCost } from './policy/routes.js';
 import type { Store } from './store/store.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
@@ -234,7 +235,13 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     config.management &&
     createManagementApi(
       { tokensFile: config.management.tokensFile, limits: config.limits },
-      { store, logger, now: () => clock.nowMs(), defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit },
+      {
+        store,
+        logger,
+        now: () => clock.nowMs(),
+        defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit,
+        costliestRoute: () => largestRouteCost(policy.policy().routes),
+      },
     );
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
   proxy.prependListener('request', (_req, res) => {

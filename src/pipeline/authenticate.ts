@@ -149,6 +149,9 @@ export function createAuthenticator(
     }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
+    // A cost above a budget's burst never fits, however long the client waits: refused without a
+    // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
+    if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id };
     const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
     if (admission instanceof Promise) return admission.then((a) => decide(a, key, claims, charge, bodySha256));
     return decide(admission, key, claims, charge, bodySha256);
@@ -176,6 +179,11 @@ export function createAuthenticator(
     }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
     return { ok: true, key, alg: claims.alg, rate, bodySha256 };
+  }
+
+  function exceedsBurst(charge: KeyCharge): boolean {
+    for (const b of charge.budgets) if (charge.cost > b.limit.burst) return true;
+    return false;
   }
 
   /** The request as the binding claims see it; a caller that gives none matches no claim (fail closed). */

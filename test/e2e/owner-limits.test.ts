@@ -14,6 +14,7 @@ import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
 
 const SECRET = 'owner-limits-secret-0123456789';
+const HEAVY_PATH = '/api/v3/depth';
 
 /**
  * Issue 42, owners' own limits over the wire: two Keygate instances on one real Redis. An owner's
@@ -29,6 +30,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
   let writer: ManagementClient;
   let reader: ManagementClient;
   let onB: ManagementClient;
+  let policyFile: string;
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -40,6 +42,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       [
         'routes:',
         `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
+        `  - { method: GET, path: ${HEAVY_PATH}, scopes: [accounts:read], cost: 5 }`,
         'defaultOwnerRateLimit: { rate: 1000/h }',
         '',
       ].join('\n'),
@@ -55,7 +58,8 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       KEYGATE_MANAGEMENT_PORT: '0',
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
     };
-    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1'].map((apiKey) =>
+    policyFile = policy;
+    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1', 'tiny-1', 'raise-1'].map((apiKey) =>
       makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] }),
     );
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
@@ -80,7 +84,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     const code = await main(args, {
       out: sink((s) => (out += s)),
       err: sink((s) => (err += s)),
-      env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test' },
+      env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test', KEYGATE_CONFIG: policyFile },
       stdin: Readable.from([]),
       openKeyStore: openRedisKeyStore,
     });
@@ -186,5 +190,59 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect(imported.code).toBe(1);
     expect(imported.err).toContain('mover-1');
     expect(imported.err).toContain('owner');
+  });
+
+  it('a burst below a route cost: PUT and owners set warn; a request that can never fit is 429 cost_exceeds_burst without Retry-After', async () => {
+    const put = await writer.call('PUT', '/v1/owners/tiny', { json: { rateLimit: { rate: '10/s', burst: 2 } } });
+    expect(put.status).toBe(200);
+    const { warnings } = put.json() as { warnings: string[] };
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('burst 2 is below the cost 5 of route /api/v3/depth');
+    // A burst that holds the costliest route: no warning.
+    const fits = await writer.call('PUT', '/v1/owners/beta', { json: { rateLimit: { rate: '1/s', burst: 5 } } });
+    expect(fits.json()).toMatchObject({ warnings: [] });
+    const set = await owners('set', 'tiny', '--rate-limit', '10/s', '--burst', '3');
+    expect(set.code).toBe(0);
+    expect(set.out).toBe('tiny  10/s burst 3\n');
+    expect(set.err).toMatch(/^warning: owner tiny: burst 3 is below the cost 5 of route \/api\/v3\/depth .*\n$/);
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('tiny')?.burst), PUBLISHED_WITHIN)
+      .toEqual([3, 3]);
+
+    upstream.reset();
+    for (const gate of [a, b]) {
+      const r = await send(gate.url, HEAVY_PATH, { headers: bearer(token('tiny-1', SECRET)) });
+      expect(r.status).toBe(429);
+      expect(r.json()).toEqual({ code: 10429, message: 'Too Many Requests' });
+      expect(r.headers['retry-after']).toBeUndefined(); // waiting would never help
+    }
+    expect(upstream.received).toHaveLength(0);
+    // Nothing was spent: the cheap route still has the whole burst.
+    expect((await call(a, 'tiny-1')).headers.ratelimit).toBe('"keygate-owner";r=2;t=1');
+    await expect.poll(() => a.logs.concat(b.logs).some((l) => l.includes('"reason":"cost_exceeds_burst"'))).toBe(true);
+    expect((await send(a.adminUrl, '/metrics')).body).toMatch(
+      /keygate_auth_rejections_total\{code="10429",reason="cost_exceeds_burst"\} [1-9]/,
+    );
+  });
+
+  it('raising a limit takes effect at once: the budget spent under 1/h admits again within 1 s of a raise to 10/s', async () => {
+    expect((await owners('set', 'raise', '--rate-limit', '1/h')).code).toBe(0);
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('raise')?.burst), PUBLISHED_WITHIN)
+      .toEqual([1, 1]);
+    expect((await call(a, 'raise-1')).status).toBe(200);
+    const limited = await call(b, 'raise-1');
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(3_000); // the old rate: an hour's wait
+    expect((await owners('set', 'raise', '--rate-limit', '10/s')).code).toBe(0);
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('raise')?.burst), PUBLISHED_WITHIN)
+      .toEqual([10, 10]);
+    // The old rate's debt is clamped to the new burst: at most a whole burst of 10/s (1 s) to wait, not 3,600 s.
+    const first = await call(a, 'raise-1');
+    expect(first.status === 200 || Number(first.headers['retry-after']) <= 1).toBe(true);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await call(b, 'raise-1')).status).toBe(200);
+    expect((await call(a, 'raise-1')).status).toBe(200);
   });
 });

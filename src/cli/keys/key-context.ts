@@ -2,7 +2,7 @@ import type { KeyRecord } from '../../keys/key-record.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';
 import { createKeyOperations, type KeyOperations } from '../../operations/key-operations.js';
 import type { Done } from '../../operations/outcome.js';
-import { createOwnerOperations, type OwnerOperations } from '../../operations/owner-operations.js';
+import { createOwnerOperations, type CostliestRoute, type OwnerOperations } from '../../operations/owner-operations.js';
 import type { AuditEntry, Store } from '../../store/store.js';
 import { CliError, KeyNotFound } from '../cli-errors.js';
 import type { CommandSpec, OptionSpec, Parsed } from '../command-line.js';
@@ -61,6 +61,8 @@ export interface KeyContextDeps {
   out: NodeJS.WritableStream;
   err: NodeJS.WritableStream;
   encrypted: boolean;
+  /** The policy's costliest route (the file `keygate serve` would read), for `owners set`'s warning. */
+  costliestRoute?: () => CostliestRoute | undefined;
 }
 
 export function createKeyContext(deps: KeyContextDeps): KeyContext {
@@ -73,7 +75,12 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
   };
   return {
     ops,
-    owners: createOwnerOperations({ store: deps.store, now: deps.now, audit: deps.audit }),
+    owners: createOwnerOperations({
+      store: deps.store,
+      now: deps.now,
+      audit: deps.audit,
+      ...(deps.costliestRoute && { costliestRoute: deps.costliestRoute }),
+    }),
     store: deps.store,
     actor: deps.actor,
     now: deps.now,
