@@ -302,6 +302,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       w.log.keyId = authn.key.record.id;
       w.keyOwner = authn.key.record.owner;
       w.keyRecord = authn.key.record;
+      w.credential = authn.credential;
       const authz = authorize(authn.key, w.ip, w.route, w.plan.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
       else {

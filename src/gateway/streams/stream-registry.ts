@@ -26,6 +26,8 @@ export interface AdmittedStream {
   readonly route: RouteMatch;
   /** Told once why the stream ended (tracing: the upgrade's span gets the event and ends). */
   readonly onEnd?: ((reason: StreamCloseReason) => void) | undefined;
+  /** The credential that verified the token (VerifyKey.id): the stream ends when its key no longer holds it. */
+  readonly credential: string;
 }
 
 /** A slot held for a key between its admission and its upstream's 101 (so the limit counts handshakes too). */
@@ -65,7 +67,8 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
  * makes reaches `store.onKeyChange`, and each one makes the registry read the key again from the
  * store and judge every stream of that key as authorization would now: revoked or deleted
  * (`revoked`), past its expiry (`expired`, also on a timer at the expiry), or the route's scope gone
- * or the allow-list no longer admitting the caller (`scope`). While the store cannot promise that
+ * or the allow-list no longer admitting the caller (`scope`), or the credential that opened the stream
+ * gone from the key or past its rotation grace (`rotated`, also on a timer at the grace's end). While the store cannot promise that
  * every change is heard (`subscribed()` false), the keys of open streams are read again every sweep.
  */
 export function createStreamRegistry(
@@ -144,12 +147,21 @@ export function createStreamRegistry(
     }
     const now = clock.nowMs();
     if (now >= key.expiresAtMs) return closeKey(entry, 'expired', 'key expired');
-    for (const s of entry.streams)
-      if (!authorize(key, s.ip, s.route, 'deny').ok) s.relay.close(CLOSE_POLICY, 'key no longer authorized', 'scope');
+    // The next moment a stream may stop being good on its own: the key's expiry, or the end of the
+    // rotation grace of a credential a stream was opened with.
+    let next = key.expiresAtMs;
+    for (const s of entry.streams) {
+      const credential = key.verifyKeys.find((k) => k.id === s.credential);
+      if (credential === undefined || credential.validUntilMs <= now)
+        s.relay.close(CLOSE_POLICY, 'credential rotated out', 'rotated');
+      else if (!authorize(key, s.ip, s.route, 'deny').ok)
+        s.relay.close(CLOSE_POLICY, 'key no longer authorized', 'scope');
+      else if (credential.validUntilMs < next) next = credential.validUntilMs;
+    }
     clearTimeout(entry.expiry);
     entry.expiry = undefined;
-    if (Number.isFinite(key.expiresAtMs)) {
-      entry.expiry = setTimeout(() => void recheck(apiKey), Math.min(key.expiresAtMs - now, MAX_DELAY_MS));
+    if (Number.isFinite(next)) {
+      entry.expiry = setTimeout(() => void recheck(apiKey), Math.min(next - now, MAX_DELAY_MS));
       entry.expiry.unref();
     }
   }

@@ -103,7 +103,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
 
   function pass(args: PassArgs) {
     if (!isWebSocket(args.req.rawHeaders)) return plain.pass(args);
-    const { req, res, log, head, keyOwner, assertion, route, keyRecord } = args;
+    const { req, res, log, head, keyOwner, assertion, route, keyRecord, credential } = args;
     const handshake = handshakes.get(req);
     const request = handshake && checkUpgradeRequest(req.rawHeaders);
     if (
@@ -111,6 +111,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       request === undefined ||
       !request.ok ||
       keyRecord === undefined ||
+      credential === undefined ||
       route?.upgrade !== 'websocket' ||
       req.method !== 'GET' ||
       req.httpVersion !== '1.1'
@@ -195,6 +196,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
         ip: args.ip,
         route: route as NonNullable<typeof route>,
         ...(span !== undefined && { onEnd: (reason: StreamCloseReason) => span.streamEnded(reason) }),
+        credential: credential as string,
       });
       relay.start(handshake?.head ?? Buffer.alloc(0), fromUpstream);
     }
