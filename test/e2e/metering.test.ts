@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { startInstancePair, type InstancePair } from '../helpers/instance-pair.js';
-import { makeKey, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
 
 const SECRET = 'metering-secret-0123456789';
@@ -165,5 +167,58 @@ describe('metering across two instances: route cost, owner budgets, failed-authe
         401,
       );
     await heardBlock(pair.b, '127.0.0.41');
+  });
+});
+
+describe('IP blocks stay inside their deployment: two deployments on two databases of one Redis', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  const gates: RunningKeygate[] = [];
+  afterAll(async () => {
+    for (const g of gates) await g.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('failures against deployment A (db 1) block the IP on both of its instances, never on deployment B (db 2)', async () => {
+    redis = await startRedis();
+    upstream = await startRecordingUpstream();
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-two-dbs-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(
+      policy,
+      [
+        'routes:',
+        `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
+        'failedAuthLimit: { rate: 10/h, burst: 3 }',
+        '',
+      ].join('\n'),
+    );
+    const env = { KEYGATE_CONFIG: policy };
+    const keys = [makeKey({ apiKey: 'good', secret: SECRET })];
+    const start = (db: number, withKeys: boolean) =>
+      startKeygate({ upstream: upstream.url, redisUrl: `${redis.url}/${db}`, env, ...(withKeys && { keys }) });
+    const a1 = await start(1, true);
+    gates.push(a1);
+    const a2 = await start(1, false);
+    gates.push(a2);
+    const b = await start(2, true);
+    gates.push(b);
+    for (let i = 0; i < 3; i++)
+      expect(
+        (await send(a1.url, ACCOUNTS_PATH, { headers: bearer(token('good', 'forged-0123456789')), from: '127.0.0.51' }))
+          .status,
+      ).toBe(401);
+    // Deployment A's other instance hears the block on A's channel...
+    await expect
+      .poll(async () => (await send(a2.url, ACCOUNTS_PATH, { from: '127.0.0.51' })).status, { timeout: 10_000 })
+      .toBe(429);
+    // ...and deployment B, on the same Redis server, heard nothing: its clients from that IP pass.
+    expect(
+      (await send(b.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)), from: '127.0.0.51' })).status,
+    ).toBe(200);
+    expect(
+      (await send(b.url, ACCOUNTS_PATH, { headers: bearer(token('good', SECRET)), from: '127.0.0.51' })).status,
+    ).toBe(200);
   });
 });
