@@ -9,7 +9,7 @@ import { createGateway } from './gateway/create-gateway.js';
 import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, exposeExemplars, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createStreamMetrics } from './observe/stream-metrics.js';
-import { createStreamRegistry } from './gateway/streams/stream-registry.js';
+import { createStreamRegistry, type SharedStreamCount } from './gateway/streams/stream-registry.js';
 import { createReadiness, type NotReady } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createIpBudget } from './pipeline/ip-budget.js';
@@ -41,6 +41,8 @@ export interface KeygateDeps {
   keys?: readonly KeyRecord[];
   /** The keys file's `owners:` read with `keys`. */
   owners?: readonly OwnerRecord[];
+  /** A worker's streams counted with every other worker's (serve-workers.ts), so KEYGATE_MAX_STREAMS_PER_KEY is per instance. */
+  sharedStreams?: SharedStreamCount;
 }
 
 export interface Keygate {
@@ -191,7 +193,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     config.upstream &&
     createStreamRegistry(
       { maxPerKey: config.limits.maxStreamsPerKey, idleTimeoutMs: config.limits.streamIdleTimeoutMs },
-      { store, clock, logger, metrics: streamMetrics },
+      { store, clock, logger, metrics: streamMetrics, ...(deps.sharedStreams && { shared: deps.sharedStreams }) },
     );
   // Tracing: its OpenTelemetry packages are loaded only when it is configured (an OTLP endpoint is set),
   // by this dynamic import; listen() waits for them, so the first request is traced. Off, the gateway

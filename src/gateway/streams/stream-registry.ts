@@ -18,6 +18,16 @@ export interface StreamRegistryOptions {
   readonly sweepMs?: number;
 }
 
+/**
+ * Streams counted beyond this process (KEYGATE_WORKERS > 1: the primary counts every worker's, so the
+ * limit is per instance, as its name says). `take` answers whether the instance has room for one more
+ * stream of the key and, if so, holds it; `give` hands it back. Without one, this process's count is the instance's.
+ */
+export interface SharedStreamCount {
+  take(apiKey: string): Promise<boolean>;
+  give(apiKey: string): void;
+}
+
 /** What a stream was admitted with: re-checked against its key on every change of that key. */
 export interface AdmittedStream {
   readonly relay: StreamRelay;
@@ -39,8 +49,8 @@ export interface StreamSlot {
 }
 
 export interface StreamRegistry {
-  /** A slot for one more stream of `apiKey`, or undefined when the key holds maxPerKey already. */
-  reserve(apiKey: string): StreamSlot | undefined;
+  /** A slot for one more stream of `apiKey`, or undefined when the key holds maxPerKey already (on the instance). */
+  reserve(apiKey: string): Promise<StreamSlot | undefined>;
   /** Streams open now. */
   readonly size: number;
   /** Shutdown: every stream gets 1001 and its connections end; resolves once all have closed. */
@@ -73,9 +83,9 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
  */
 export function createStreamRegistry(
   options: StreamRegistryOptions,
-  deps: { store: Store; clock: Clock; logger: Logger; metrics: StreamMetrics },
+  deps: { store: Store; clock: Clock; logger: Logger; metrics: StreamMetrics; shared?: SharedStreamCount },
 ): StreamRegistry {
-  const { store, clock, logger, metrics } = deps;
+  const { store, clock, logger, metrics, shared } = deps;
   const byKey = new Map<string, KeyStreams>();
   let open = 0;
   let shuttingDown = false;
@@ -181,12 +191,21 @@ export function createStreamRegistry(
   }
 
   return {
-    reserve(apiKey) {
-      const entry = entryOf(apiKey);
+    async reserve(apiKey) {
+      let entry = entryOf(apiKey);
       if (entry.streams.size + entry.pending >= options.maxPerKey) {
         dropIfEmpty(apiKey, entry);
         return undefined;
       }
+      if (shared !== undefined) {
+        entry.pending++;
+        const room = await shared.take(apiKey).catch(() => false);
+        entry.pending--;
+        dropIfEmpty(apiKey, entry);
+        if (!room) return undefined;
+        entry = entryOf(apiKey);
+      }
+      const give = () => shared?.give(apiKey);
       entry.pending++;
       let settled = false;
       return {
@@ -197,7 +216,10 @@ export function createStreamRegistry(
           entry.streams.add(stream);
           open++;
           metrics.open.inc();
-          stream.relay.onEnd = (reason) => ended(apiKey, entry, stream, reason);
+          stream.relay.onEnd = (reason) => {
+            give();
+            ended(apiKey, entry, stream, reason);
+          };
           if (shuttingDown) stream.relay.close(CLOSE_GOING_AWAY, 'shutting down', 'shutdown');
           // The key was read at authentication; a change since then may not have found this stream yet.
           else void recheck(apiKey);
@@ -205,6 +227,7 @@ export function createStreamRegistry(
         release() {
           if (settled) return;
           settled = true;
+          give();
           entry.pending--;
           dropIfEmpty(apiKey, entry);
         },

@@ -18,7 +18,7 @@ import type { Forwarder } from '../upstream/forwarder.js';
 import { createProxyMode } from '../proxy-mode.js';
 import { createRequestPath } from '../request-path.js';
 import type { TracerSlot } from '../../observe/tracer.js';
-import type { StreamRegistry } from './stream-registry.js';
+import type { StreamRegistry, StreamSlot } from './stream-registry.js';
 import { StreamRelay } from './stream-relay.js';
 import { writeTime } from '../time-endpoint.js';
 import { upstreamCause } from '../upstream/upstream-exchange.js';
@@ -103,7 +103,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
 
   function pass(args: PassArgs) {
     if (!isWebSocket(args.req.rawHeaders)) return plain.pass(args);
-    const { req, res, log, head, keyOwner, assertion, route, keyRecord, credential } = args;
+    const { req, route, keyRecord, credential } = args;
     const handshake = handshakes.get(req);
     const request = handshake && checkUpgradeRequest(req.rawHeaders);
     if (
@@ -117,9 +117,20 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       req.httpVersion !== '1.1'
     )
       return args.passed({ reason: 'upgrade_not_allowed' });
-    const reserved = streams.reserve(keyRecord.apiKey);
-    if (reserved === undefined) return args.passed({ reason: 'streams_limited' });
-    const slot = reserved;
+    void streams.reserve(keyRecord.apiKey).then(
+      (slot) => {
+        if (slot === undefined) return args.passed({ reason: 'streams_limited' });
+        // The client left while the instance's count was asked (workers): nothing to answer.
+        if (req.socket.destroyed) return slot.release();
+        relayTo(args, slot, request as UpgradeRequest, handshake as { head: Buffer });
+      },
+      // reserve never rejects; relayTo throwing is a bug, answered as the error boundary would.
+      () => args.passed({ reason: 'internal_error' }),
+    );
+  }
+
+  function relayTo(args: PassArgs, slot: StreamSlot, request: UpgradeRequest, handshake: { head: Buffer }) {
+    const { req, res, log, head, keyOwner, assertion, route, credential } = args;
     const headers = head.headers;
     headers.push('Sec-WebSocket-Key', request.key, 'Sec-WebSocket-Version', '13');
     headers.push(KEY_ID_HEADER, log.keyId as string);
