@@ -122,7 +122,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
         if (slot === undefined) return args.passed({ reason: 'streams_limited' });
         // The client left while the instance's count was asked (workers): nothing to answer.
         if (req.socket.destroyed) return slot.release();
-        relayTo(args, slot, request as UpgradeRequest, handshake as { head: Buffer });
+        relayTo(args, slot, request, handshake);
       },
       // reserve never rejects; relayTo throwing is a bug, answered as the error boundary would.
       () => args.passed({ reason: 'internal_error' }),
@@ -165,7 +165,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
         return;
       }
       if (end > limits.maxHeaderBytes) return fail('upstream_bad_response', 'bad_response');
-      const answer = checkUpgradeAnswer(received.subarray(0, end).toString('latin1'), request as UpgradeRequest);
+      const answer = checkUpgradeAnswer(received.subarray(0, end).toString('latin1'), request);
       if (answer === null) return fail('upstream_bad_response', 'bad_response');
       joined(answer, received.subarray(end + 4));
     }
