@@ -59,7 +59,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
     };
     policyFile = policy;
-    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1', 'tiny-1', 'raise-1'].map((apiKey) =>
+    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1', 'tiny-1', 'raise-1', 'reborn-1'].map((apiKey) =>
       makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] }),
     );
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
@@ -244,5 +244,35 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     await new Promise((r) => setTimeout(r, 1_000));
     expect((await call(b, 'raise-1')).status).toBe(200);
     expect((await call(a, 'raise-1')).status).toBe(200);
+  });
+
+  it('a key deleted and imported again under another owner is refused while its nonces live: a used token never passes again', async () => {
+    const used = token('reborn-1', SECRET);
+    expect((await send(a.url, ACCOUNTS_PATH, { headers: bearer(used) })).status).toBe(200);
+    expect((await cli('keys', 'delete', 'reborn-1')).code).toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-owner-reborn-'));
+    const fileFor = (owner: string) => {
+      const file = join(dir, `${owner}.json`);
+      const k = makeKey({ apiKey: 'reborn-1', secret: SECRET, owner });
+      writeFileSync(file, JSON.stringify({ keys: [{ ...k, apiSecret: SECRET, secret: undefined }] }));
+      return file;
+    };
+    const elsewhere = await cli('keys', 'import', fileFor('elsewhere'));
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.err).toContain('reborn-1 was deleted less than');
+    expect(elsewhere.err).toContain('"reborn"');
+    // Under its old owner it may come back: its nonces are where they were, so the used token is still a replay.
+    expect((await cli('keys', 'import', fileFor('reborn'))).code).toBe(0);
+    await expect
+      .poll(
+        async () => (await send(b.url, ACCOUNTS_PATH, { headers: bearer(token('reborn-1', SECRET)) })).status,
+        PUBLISHED_WITHIN,
+      )
+      .toBe(200);
+    for (const gate of [a, b]) {
+      const replay = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(used) });
+      expect(replay.status).toBe(401);
+      expect(replay.json()).toMatchObject({ code: 40106 });
+    }
   });
 });

@@ -200,6 +200,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     async getKey(apiKey) {
       return keys.get(apiKey) ?? null;
     },
+    // Nonces are kept by apiKey alone, whatever the owner: a re-created key keeps them.
+    deletedOwner: async () => undefined,
     async readKey(apiKey) {
       const record = keys.get(apiKey);
       return record ? { record, version: versions.get(apiKey) ?? 0 } : null;

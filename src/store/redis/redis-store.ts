@@ -223,6 +223,7 @@ export function createRedisStore(
     // A name the complete filter has never seen: no key by that name, as far as change messages tell.
     mayHaveKey: (apiKey) => feed.mayHaveKey(apiKey),
     readKey: (apiKey) => run(() => changes.readKey(apiKey)),
+    deletedOwner: (apiKey) => run(() => changes.deletedOwner(apiKey)),
     listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
       const result = await gated(checks.changeRefusal, () => commit(() => changes.commitKeyChange(change)));
