@@ -56,7 +56,7 @@ export interface KeyImport {
 export function createKeyImport(
   options: { importBatch: number },
   deps: {
-    store: Pick<KeyRecordStore, 'readKey'>;
+    store: Pick<KeyRecordStore, 'readKey' | 'deletedOwner'>;
     commits: KeyCommits;
     listAll: (filter: KeyFilter) => AsyncGenerator<readonly KeyRecord[]>;
   },
