@@ -206,7 +206,8 @@ export interface OwnerStore {
   /**
    * The request path's read of an owner's own limit, compiled (undefined: none of its own), answered
    * from this instance's table without a store call. Redis keeps the table from the owners hash, read
-   * whole before the first key is read and on every flush, and per owner on its change message.
+   * whole before the first key is read and on every flush, and per owner on its change message; a read
+   * that fails is retried until it succeeds, and meanwhile this throws StoreUnavailableError (503).
    */
   ownerLimit(owner: string): CompiledLimit | undefined;
   /**

@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
@@ -274,5 +275,66 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       expect(replay.status).toBe(401);
       expect(replay.json()).toMatchObject({ code: 40106 });
     }
+  });
+});
+
+describe('an owner change always arrives: a read that a busy Redis refuses is retried', () => {
+  const closers: Array<() => Promise<unknown>> = [];
+  afterAll(async () => {
+    for (const close of closers.reverse()) await close();
+  });
+
+  it("the instance whose read of the owner failed (BUSY: a long script) answers 503 for the owner's keys meanwhile, then applies the new limit", async () => {
+    // Redis answers BUSY to every other client once a script has run for 100 ms.
+    const redis = await startRedis({ args: ['--busy-reply-threshold', '100'] });
+    closers.push(() => redis.stop());
+    const upstream = await startRecordingUpstream();
+    closers.push(() => upstream.close());
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-owner-busy-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\n`);
+    // A long cache TTL: the key stays cached on b, so only the owner's change message can bring the new limit.
+    const env = { KEYGATE_CONFIG: policy, KEYGATE_KEY_CACHE_TTL_MS: '600000' };
+    const keys = [makeKey({ apiKey: 'slow-1', secret: SECRET, owner: 'slow' })];
+    const a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
+    closers.push(() => a.close());
+    const b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
+    closers.push(() => b.close());
+    await a.keygate.store.putOwner({ owner: 'slow', rateLimit: { rate: '1/h' } }, undefined);
+    await expect.poll(() => b.keygate.store.ownerLimit('slow')?.burst, PUBLISHED_WITHIN).toBe(1);
+    const call = () => send(b.url, ACCOUNTS_PATH, { headers: bearer(token('slow-1', SECRET)) });
+    expect((await call()).status).toBe(200);
+    expect((await call()).status).toBe(429); // the hour's one request is spent
+
+    // The new limit and its change message, written by a script that then keeps Redis busy for 1.5 s:
+    // b hears the message and its read of the owner is answered BUSY.
+    const raw = new Redis(redis.url);
+    closers.push(() => raw.quit());
+    const settings = JSON.stringify({ rateLimit: { rate: '10/s', burst: 10 }, updatedAt: new Date().toISOString() });
+    const busy = raw.eval(
+      `redis.call('HSET', KEYS[1], 'slow', ARGV[1])
+       redis.call('PUBLISH', KEYS[2], 'owner:slow')
+       local t = redis.call('TIME')
+       local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+       while true do
+         local n = redis.call('TIME')
+         if tonumber(n[1]) * 1000000 + tonumber(n[2]) - start > 1500000 then break end
+       end
+       return 1`,
+      2,
+      'keygate:{keystore}:owners',
+      'keygate:key-events',
+      settings,
+    );
+    await expect
+      .poll(() => b.logs.some((l) => l.includes("owner's changed limit could not be read")), { timeout: 10_000 })
+      .toBe(true);
+    // Unknown meanwhile: refused as Redis being unavailable is, never admitted or limited under the old limit.
+    const during = await call();
+    expect([503, 200]).toContain(during.status);
+    await busy;
+    // Retried until it succeeds: the raise applies on b (its old debt clamped to the new burst).
+    await expect.poll(async () => (await call()).status, PUBLISHED_WITHIN).toBe(200);
+    expect(b.keygate.store.ownerLimit('slow')?.burst).toBe(10);
   });
 });

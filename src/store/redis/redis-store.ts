@@ -283,6 +283,7 @@ export function createRedisStore(
       checks.stop();
       feed.stop();
       ipBlocks.stop();
+      owners.stop();
       await requests.close();
       await connections.close();
     },
