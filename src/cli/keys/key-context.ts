@@ -98,3 +98,15 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
       deps.out.write(`${JSON.stringify(value, null, 2).split('\n').map(escapeUnprintable).join('\n')}\n`),
   };
 }
+
+/**
+ * One line on stderr when `count` secrets were just stored in plain form (no KEYGATE_SECRET_ENCRYPTION_KEY):
+ * anyone who can read the Redis (a dump, a replica, a backup) can sign as those keys.
+ */
+export function warnPlainSecrets(ctx: Pick<KeyContext, 'encrypted' | 'err'>, count: number): void {
+  if (ctx.encrypted || count === 0) return;
+  ctx.err.write(
+    `warning: ${count === 1 ? 'the secret was' : `${count} secrets were`} stored unencrypted: ` +
+      'set KEYGATE_SECRET_ENCRYPTION_KEY (or _FILE) to seal secrets at rest (docs/security.md)\n',
+  );
+}
