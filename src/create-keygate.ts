@@ -10,7 +10,7 @@ import { createGateway } from './gateway/create-gateway.js';
 import { createManagementApi } from './management/create-management-api.js';
 import { createMetrics, exposeExemplars, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createStreamMetrics } from './observe/stream-metrics.js';
-import { createStreamRegistry } from './gateway/streams/stream-registry.js';
+import { createStreamRegistry, type SharedStreamCount } from './gateway/streams/stream-registry.js';
 import { createReadiness, type NotReady } from './observe/readiness.js';
 import { createAuthenticator } from './pipeline/authenticate.js';
 import { createIpBudget } from './pipeline/ip-budget.js';
@@ -22,6 +22,7 @@ import type { KeyRecord } from './keys/key-record.js';
 import { createPolicySource } from './policy/policy-source.js';
 import { createReplayFence } from './store/replay-fence.js';
 import { createStoreFromConfig, isMemoryStore, openWebhookRedis } from './open-store.js';
+import { largestRouteCost } from './policy/routes.js';
 import type { Store } from './store/store.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
@@ -44,6 +45,8 @@ export interface KeygateDeps {
   keys?: readonly KeyRecord[];
   /** The keys file's `owners:` read with `keys`. */
   owners?: readonly OwnerRecord[];
+  /** A worker's streams counted with every other worker's (serve-workers.ts), so KEYGATE_MAX_STREAMS_PER_KEY is per instance. */
+  sharedStreams?: SharedStreamCount;
 }
 
 export interface Keygate {
@@ -194,7 +197,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     config.upstream &&
     createStreamRegistry(
       { maxPerKey: config.limits.maxStreamsPerKey, idleTimeoutMs: config.limits.streamIdleTimeoutMs },
-      { store, clock, logger, metrics: streamMetrics },
+      { store, clock, logger, metrics: streamMetrics, ...(deps.sharedStreams && { shared: deps.sharedStreams }) },
     );
   // Tracing: its OpenTelemetry packages are loaded only when it is configured (an OTLP endpoint is set),
   // by this dynamic import; listen() waits for them, so the first request is traced. Off, the gateway
@@ -238,7 +241,13 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     config.management &&
     createManagementApi(
       { tokensFile: config.management.tokensFile, limits: config.limits },
-      { store, logger, now: () => clock.nowMs(), defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit },
+      {
+        store,
+        logger,
+        now: () => clock.nowMs(),
+        defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit,
+        costliestRoute: () => largestRouteCost(policy.policy().routes),
+      },
     );
   const webhooks = config.webhook && config.redis && startWebhooks(config.webhook, config.redis);
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.

@@ -69,6 +69,10 @@ export const REASONS = Object.freeze({
     10429,
     "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried",
   ),
+  cost_exceeds_burst: reason(
+    10429,
+    "the route's cost is above the burst of a budget that applies (the key's or its owner's): it can never fit, so no Retry-After",
+  ),
   streams_limited: reason(10429, 'the key already holds KEYGATE_MAX_STREAMS_PER_KEY open streams on this instance'),
   owner_rate_limited: reason(
     10429,

@@ -39,6 +39,8 @@ export interface PassArgs {
   readonly ip: string | undefined;
   /** The authenticated key's record; none on a public route. */
   readonly keyRecord: KeyRecord | undefined;
+  /** The credential (VerifyKey.id) that verified the token: a stream is closed once its key no longer holds it. */
+  readonly credential: string | undefined;
   /**
    * Called once per pass with what became of it; `upstreamMs` only when something was forwarded. A
    * method of the request's own object (never a closure made per request).

@@ -6,7 +6,7 @@ import type { Clock } from '../clock.js';
 import { deny, ERRORS, type Denial } from '../errors.js';
 import type { RequestLog } from '../observe/request-record.js';
 import type { RateLimited } from '../pipeline/authenticate.js';
-import type { IpBlocked } from '../pipeline/ip-budget.js';
+import { blockedState, type IpBlocked } from '../pipeline/ip-budget.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { GatewayMode } from './gateway-mode.js';
 import { limitedHeaders } from './rate-limit-headers.js';
@@ -71,10 +71,9 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
     const status = mode.refusing(res, 10429);
     if (status !== undefined || !complete) {
       // An asking proxy that forces a status (forward-auth), or a body still arriving: the general path.
-      const us = blockedMs * 1_000;
       const decision: IpBlocked = {
         ...deny('ip_blocked'),
-        rate: { limits: [limit], states: [{ remaining: 0, resetUs: us, retryAfterUs: us }] },
+        rate: { limits: [limit], states: [blockedState(limit, blockedMs * 1_000)] },
       };
       return refuseAs(res, log, decision, complete);
     }
@@ -82,7 +81,8 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
     log.code = 10429;
     log.reason = 'ip_blocked';
     // Whole seconds, rounded up, as limitedHeaders writes them (blockedMs > 0, so at least 1).
-    renderBlocked(res, log.requestId, limit, Math.ceil(blockedMs / 1_000));
+    const state = blockedState(limit, blockedMs * 1_000);
+    renderBlocked(res, log.requestId, limit, Math.ceil(state.retryAfterUs / 1e6), Math.ceil(state.resetUs / 1e6));
     return false;
   }
 

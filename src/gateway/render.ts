@@ -83,14 +83,16 @@ const BLOCKED_LENGTH = String(BLOCKED_BODY.length);
 /**
  * The 429 10429 to a client IP whose failed-authentication budget is empty, as renderError
  * and limitedHeaders would write it for a proxy-mode refusal, in one head: only the request id and the
- * seconds vary (Retry-After, and RateLimit's t, are the same whole seconds for one budget). For the
+ * seconds vary. For the
  * flood it answers, no per-header setHeader and no header map: the pairs go to writeHead as they are.
+ * `seconds` is Retry-After (the next failure fits), `fullSeconds` RateLimit's t (the whole burst is back).
  */
 export function renderBlocked(
   res: ServerResponse,
   requestId: string,
   limit: { readonly name: string; readonly policyHeader: string },
   seconds: number,
+  fullSeconds: number,
 ): void {
   if (res.headersSent) {
     res.destroy();
@@ -111,7 +113,7 @@ export function renderBlocked(
     'ratelimit-policy',
     limit.policyHeader,
     'ratelimit',
-    `"${limit.name}";r=0;t=${s}`,
+    `"${limit.name}";r=0;t=${fullSeconds}`,
   ]);
   res.end(BLOCKED_BODY);
 }

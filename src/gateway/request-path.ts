@@ -12,7 +12,7 @@ import { OK, PUBLIC, TIME, type Metrics } from '../observe/metrics.js';
 import { createRequestRecorder, roundMs, type RequestLog } from '../observe/request-record.js';
 import { withTraceContext, type RequestSpan, type TracerSlot } from '../observe/tracer.js';
 import type { Authenticated, Authenticator, RateLimited } from '../pipeline/authenticate.js';
-import { SPENDING_CODES, type IpBudget } from '../pipeline/ip-budget.js';
+import { spendsIpBudget, type IpBudget } from '../pipeline/ip-budget.js';
 import type { AssertionSigner } from '../assertion/assertion-signer.js';
 import { authorize } from '../pipeline/authorize.js';
 import { checkOverride } from '../pipeline/check-override.js';
@@ -272,19 +272,13 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
   }
 
   /**
-   * A refusal that says the token or its key was bad (SPENDING_CODES) spends 1 from the client IP's
+   * A refusal that says the token or its key was bad (spendsIpBudget: a credential was presented) spends 1 from the client IP's
    * failed-authentication budget, in the store every instance shares, and is answered once the spend is
    * made: the next request, on any instance, finds it spent. Anything else goes on at once.
    */
   function spendIpBudget(w: Walk, authn: Authenticated | Denial | RateLimited) {
     const limit = w.plan.policy.failedAuthLimit;
-    if (
-      authn.ok ||
-      limit === undefined ||
-      ipBlocks === undefined ||
-      w.ip === undefined ||
-      !SPENDING_CODES.has(authn.code)
-    )
+    if (authn.ok || limit === undefined || ipBlocks === undefined || w.ip === undefined || !spendsIpBudget(authn))
       return authorized(w, authn);
     ipBlocks.spend(w.ip, limit).then(
       () => authorized(w, authn),
@@ -308,6 +302,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
       w.log.keyId = authn.key.record.id;
       w.keyOwner = authn.key.record.owner;
       w.keyRecord = authn.key.record;
+      w.credential = authn.credential;
       const authz = authorize(authn.key, w.ip, w.route, w.plan.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
       else {

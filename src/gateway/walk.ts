@@ -41,6 +41,8 @@ export class Walk implements PassArgs {
   keyOwner: string | undefined = undefined;
   /** The authenticated key's record, for the assertion's claims; none on a public route. */
   keyRecord: KeyRecord | undefined = undefined;
+  /** Which of the key's credentials verified the token (a stream ends with it); none on a public route. */
+  credential: string | undefined = undefined;
   /** X-Keygate-Assertion for a pass (when the assertion is on and a key passed). */
   assertion: string | undefined = undefined;
   /** The token's body_sha256 when the body is read and checked before forwarding. */

@@ -1,5 +1,5 @@
 // Tested in test/unit/verify-signature.test.ts, test/unit/authorize.test.ts, test/unit/key-charge.test.ts.
-import { createSecretKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
+import { createHash, createSecretKey, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
 import type { BlockList } from 'node:net';
 import { parseCidrList } from '../net/cidr.js';
 import { MAX_PREVIOUS_SECRETS, type KeyRecord, type PreviousSecret } from './key-record.js';
@@ -14,10 +14,19 @@ import { publicKeyProblem } from './weak-public-key.js';
  * credentials of its own alg, so a public key is never an HMAC secret.
  * Previous (rotated) credentials carry their deadline.
  */
-export type VerifyKey =
-  | { readonly alg: 'HS256'; readonly key: KeyObject; readonly validUntilMs: number }
-  | { readonly alg: 'EdDSA'; readonly key: KeyObject; readonly validUntilMs: number }
-  | { readonly alg: 'ES256'; readonly key: VerifyKeyObjectInput; readonly validUntilMs: number };
+export type VerifyKey = (
+  | { readonly alg: 'HS256'; readonly key: KeyObject }
+  | { readonly alg: 'EdDSA'; readonly key: KeyObject }
+  | { readonly alg: 'ES256'; readonly key: VerifyKeyObjectInput }
+) & {
+  readonly validUntilMs: number;
+  /**
+   * Which credential this is, the same in every copy of the record (a digest of its alg and secret or
+   * public key, never the secret itself): a stream remembers the credential that opened it, and ends
+   * when a later copy of its key no longer holds it (stream-registry.ts).
+   */
+  readonly id: string;
+};
 
 /** A key made ready for the hot path: secrets imported once, allow-list and scopes compiled. */
 export interface PreparedKey {
@@ -59,7 +68,7 @@ function importCredential(
   const alg: KeyAlg = c.alg ?? 'HS256';
   if (alg === 'HS256') {
     if (c.secret === undefined) throw new Error('HS256 credential without a secret');
-    return { alg, key: importSecret(c.secret), validUntilMs };
+    return { alg, key: importSecret(c.secret), validUntilMs, id: credentialId(alg, c.secret) };
   }
   // A weak key stored before the check (or written by an older Keygate) verifies nothing: a token
   // for it is refused like any bad signature, and the cache reports it (log line and metric).
@@ -69,9 +78,15 @@ function importCredential(
     refused.push(`${alg} public key ${weak}`);
     return undefined;
   }
+  const id = credentialId(alg, c.publicKey ?? '');
   return alg === 'ES256'
-    ? { alg, key: { key: imported.key, dsaEncoding: 'ieee-p1363' }, validUntilMs }
-    : { alg, key: imported.key, validUntilMs };
+    ? { alg, key: { key: imported.key, dsaEncoding: 'ieee-p1363' }, validUntilMs, id }
+    : { alg, key: imported.key, validUntilMs, id };
+}
+
+/** A credential's identity: SHA-256 of its alg and material, so no copy of a secret is kept beside the KeyObject. */
+function credentialId(alg: KeyAlg, material: string): string {
+  return createHash('sha256').update(alg).update('\0').update(material).digest('base64url');
 }
 
 /** Built once per cache fill (src/store/key-cache.ts), so the pipeline never parses a record per request. */

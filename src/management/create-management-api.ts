@@ -6,7 +6,7 @@ import { createManagementTokensSource, type ManagementTokensSource } from './man
 import type { Store } from '../store/store.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import { createKeyOperations } from '../operations/key-operations.js';
-import { createOwnerOperations } from '../operations/owner-operations.js';
+import { createOwnerOperations, type CostliestRoute } from '../operations/owner-operations.js';
 import { createManagementServer } from './management-server.js';
 
 export interface ManagementApi {
@@ -29,6 +29,8 @@ export function createManagementApi(
     now: () => number;
     /** The policy's defaultOwnerRateLimit in force, for an owner's budget (GET /v1/owners/{owner}). */
     defaultOwnerRateLimit?: () => CompiledLimit | undefined;
+    /** The policy in force's costliest route, for PUT /v1/owners/{owner}'s warnings. */
+    costliestRoute?: () => CostliestRoute | undefined;
   },
 ): ManagementApi {
   const { store, logger, now } = deps;
@@ -39,6 +41,7 @@ export function createManagementApi(
     now,
     audit: (entry) => logger.info({ audit: entry }, 'owner change'),
     ...(deps.defaultOwnerRateLimit && { defaultOwnerRateLimit: deps.defaultOwnerRateLimit }),
+    ...(deps.costliestRoute && { costliestRoute: deps.costliestRoute }),
   });
   const server = createManagementServer(
     { limits: options.limits },

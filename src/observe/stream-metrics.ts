@@ -3,7 +3,16 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { ERROR_CODES } from '../errors.js';
 
 /** Why a stream ended: the values of keygate_streams_closed_total{reason} (docs/reference/metrics.md lists them). */
-export const STREAM_CLOSE_REASONS = ['revoked', 'expired', 'scope', 'shutdown', 'idle', 'upstream', 'client'] as const;
+export const STREAM_CLOSE_REASONS = [
+  'revoked',
+  'expired',
+  'scope',
+  'rotated',
+  'shutdown',
+  'idle',
+  'upstream',
+  'client',
+] as const;
 export type StreamCloseReason = (typeof STREAM_CLOSE_REASONS)[number];
 
 /** The WebSocket streams' metrics: none carries a key, a path or an IP. */

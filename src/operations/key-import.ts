@@ -1,7 +1,7 @@
 // Tested in test/unit/key-operations.test.ts, test/process/keys-import.test.ts, test/unit/keys-actions.test.ts.
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyWrite, KeyWriteResult, VersionedKey } from '../store/key-write.js';
-import { StoreUnavailableError, type AuditEntry, type KeyRecordStore } from '../store/store.js';
+import { DELETED_OWNER_KEPT_MS, StoreUnavailableError, type AuditEntry, type KeyRecordStore } from '../store/store.js';
 import { refusedWrite, type KeyCommits } from './key-commits.js';
 import type { KeyFilter } from './key-listing.js';
 import { conflict, done, type Done } from './outcome.js';
@@ -56,7 +56,7 @@ export interface KeyImport {
 export function createKeyImport(
   options: { importBatch: number },
   deps: {
-    store: Pick<KeyRecordStore, 'readKey'>;
+    store: Pick<KeyRecordStore, 'readKey' | 'deletedOwner'>;
     commits: KeyCommits;
     listAll: (filter: KeyFilter) => AsyncGenerator<readonly KeyRecord[]>;
   },
@@ -79,11 +79,20 @@ export function createKeyImport(
           // (store/redis/request-state.ts), so a new owner would forget every nonce used so far and
           // admit a used token again. Checked against the heads the compare-and-set starts from.
           const moved = replace ? batch.findIndex((r, i) => heads[i] && heads[i].record.owner !== r.owner) : -1;
-          if (moved >= 0) {
-            const r = batch[moved] as KeyRecord;
-            const was = (heads[moved] as VersionedKey).record.owner;
+          // The same for a key deleted a moment ago and imported again under another owner: its nonces
+          // outlive it under its old owner as long as a token may be replayed (Store.deletedOwner).
+          const gone = await Promise.all(
+            batch.map((r, i) => (heads[i] ? Promise.resolve(undefined) : store.deletedOwner(r.apiKey))),
+          );
+          const reborn = batch.findIndex((r, i) => gone[i] !== undefined && gone[i] !== (r.owner ?? ''));
+          if (moved >= 0 || reborn >= 0) {
+            const at = moved >= 0 ? moved : reborn;
+            const r = batch[at] as KeyRecord;
+            const was = moved >= 0 ? (heads[at] as VersionedKey).record.owner : gone[at] || undefined;
+            const had =
+              moved >= 0 ? 'has' : `was deleted less than ${Math.ceil(DELETED_OWNER_KEPT_MS / 60_000)} min ago with`;
             const refusal = conflict(
-              `key ${r.apiKey} has owner ${was === undefined ? '(none)' : JSON.stringify(was)}; the file gives it ` +
+              `key ${r.apiKey} ${had} owner ${was === undefined ? '(none)' : JSON.stringify(was)}; the file gives it ` +
                 `${r.owner === undefined ? 'none' : JSON.stringify(r.owner)}: an owner never changes ` +
                 '(its nonces live under its owner: a used token would pass again); create a new key for the new owner',
             );

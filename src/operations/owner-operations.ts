@@ -32,8 +32,18 @@ export interface OwnerOperations {
   get(owner: string): Promise<Done<OwnerView & { budget: OwnerBudget | null }>>;
   /** Every owner with settings of its own, by name. */
   list(): Promise<readonly OwnerView[]>;
-  /** Sets the owner's own limit (null removes it), audited and announced to every instance; the owner as set. */
-  setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView>>;
+  /**
+   * Sets the owner's own limit (null removes it), audited and announced to every instance; the owner as
+   * set, with `warnings` (empty when none): a burst below the policy's largest route cost.
+   */
+  setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView & { warnings: string[] }>>;
+}
+
+/** The policy's costliest route, for the warning a burst below it deserves. */
+export interface CostliestRoute {
+  readonly cost?: number;
+  readonly pattern: string;
+  readonly where: string;
 }
 
 /**
@@ -48,6 +58,8 @@ export function createOwnerOperations(deps: {
   audit: (entry: AuditEntry) => void;
   /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */
   defaultOwnerRateLimit?: () => CompiledLimit | undefined;
+  /** The policy's route of the largest cost (routes.ts largestRouteCost); undefined when none costs more than 1. */
+  costliestRoute?: () => CostliestRoute | undefined;
 }): OwnerOperations {
   const { store, now } = deps;
   const view = (owner: string, r: OwnerRecord | null) => ownerView(r ?? { owner });
@@ -94,7 +106,15 @@ export function createOwnerOperations(deps: {
       );
       await store.putOwner(record, entry);
       deps.audit(entry);
-      return { ok: true, value: view(owner, record) };
+      const warnings: string[] = [];
+      const costliest = deps.costliestRoute?.();
+      const burst = spec && compileRateLimit(spec, OWNER_POLICY_NAME).burst;
+      if (burst !== undefined && costliest?.cost !== undefined && costliest.cost > burst)
+        warnings.push(
+          `owner ${owner}: burst ${burst} is below the cost ${costliest.cost} of route ${costliest.pattern} (${costliest.where}): ` +
+            `its keys' requests to that route can never pass (429 cost_exceeds_burst); give a burst of at least ${costliest.cost}`,
+        );
+      return { ok: true, value: { ...view(owner, record), warnings } };
     },
   };
 }

@@ -47,6 +47,8 @@ export interface Authenticated {
   readonly rate: RateInfo | undefined;
   /** The token's body_sha256 when the body must be read and checked before anything is forwarded. */
   readonly bodySha256?: string | undefined;
+  /** Which of the key's credentials verified the token (VerifyKey.id): a stream it opens ends with that credential. */
+  readonly credential: string;
 }
 
 /**
@@ -149,9 +151,14 @@ export function createAuthenticator(
     }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
+    // A cost above a budget's burst never fits, however long the client waits: refused without a
+    // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
+    if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id };
     const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
-    if (admission instanceof Promise) return admission.then((a) => decide(a, key, claims, charge, bodySha256));
-    return decide(admission, key, claims, charge, bodySha256);
+    const credential = signature.credential.id;
+    if (admission instanceof Promise)
+      return admission.then((a) => decide(a, key, claims, charge, bodySha256, credential));
+    return decide(admission, key, claims, charge, bodySha256, credential);
   }
 
   function decide(
@@ -160,6 +167,7 @@ export function createAuthenticator(
     claims: Claims,
     charge: KeyCharge | undefined,
     bodySha256: string | undefined,
+    credential: string,
   ): AuthResult {
     const keyId = key.record.id;
     if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
@@ -175,7 +183,12 @@ export function createAuthenticator(
       return { ...refusal, keyId, rate: { limits, states: admission.rate } };
     }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
-    return { ok: true, key, alg: claims.alg, rate, bodySha256 };
+    return { ok: true, key, alg: claims.alg, rate, bodySha256, credential };
+  }
+
+  function exceedsBurst(charge: KeyCharge): boolean {
+    for (const b of charge.budgets) if (charge.cost > b.limit.burst) return true;
+    return false;
   }
 
   /** The request as the binding claims see it; a caller that gives none matches no claim (fail closed). */

@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js';
 import type { Denial, ErrorCode } from '../errors.js';
 import { budgetPrefix } from '../net/ip-prefix.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
+import type { RateState } from '../store/rate-limit.js';
 import type { IpBudgetStore } from '../store/store.js';
 import type { RateInfo } from './authenticate.js';
 
@@ -12,7 +13,9 @@ import type { RateInfo } from './authenticate.js';
  *   - `checkIpBudget`: while the budget is empty, every request from the IP (IPv6: its /64) is refused with
  *     429 `ip_blocked` (`blockedMs`), right after the header count is screened, before the target, route,
  *     upstream head or token are looked at;
- *   - `spendIpBudget`: a refusal of authentication with one of SPENDING_CODES spends 1 from the IP's budget
+ *   - `spendIpBudget`: a refusal of authentication with one of SPENDING_CODES, for a request that presented
+ *     a credential (a non-empty Authorization header: any web page can make its visitors' browsers send
+ *     requests without one, an <img> or a preflight, and those must not get a visitor's IP blocked), spends 1 from the IP's budget
  *     in the store (`spend`), shared by every instance (Redis: one script on the IP's own slot, Redis's
  *     clock); the refusal is answered once the spend has been made, so the next request, on any instance,
  *     finds it spent. A body found not to match its token's body_sha256 (after the admit) spends too.
@@ -27,8 +30,24 @@ import type { RateInfo } from './authenticate.js';
 export const SPENDING_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>([40004, 40106, 40107, 10013]);
 export const MAX_BLOCKED = 100_000;
 
+/**
+ * Whether a refusal of authentication spends from the IP's budget: one of SPENDING_CODES, for a request
+ * that presented a credential (a missing or empty Authorization header spends nothing).
+ */
+export function spendsIpBudget(denial: Denial): boolean {
+  return SPENDING_CODES.has(denial.code) && denial.reason !== 'missing_header';
+}
+
 /** 429 ip_blocked: no key was looked at, the IP's budget is what the client is told of. */
 export type IpBlocked = Denial & { readonly rate: RateInfo };
+
+/**
+ * Where an empty IP budget stands `blockedUs` before its next free unit: nothing left, the next failure
+ * fits in `blockedUs`, and the whole burst is back (RateLimit `t`, docs/keys.md) (burst - 1) intervals later.
+ */
+export function blockedState(limit: CompiledLimit, blockedUs: number): RateState {
+  return { remaining: 0, resetUs: blockedUs + (limit.burst - 1) * limit.intervalUs, retryAfterUs: blockedUs };
+}
 
 export interface IpBudget {
   /** How long `ip` is still blocked on this instance, in ms (0: not blocked). */

@@ -20,7 +20,7 @@ const SIGNATURE_BYTES: Readonly<Record<KeyAlg, number>> = { HS256: 32, EdDSA: 64
  * spelling), so neither check is repeated here. The secret is the plain string
  * (its UTF-8 bytes); a token signed with a Base64 form of it fails. After a
  * rotation the previous secret verifies too, until its grace period ends
- * (`validUntilMs`, compared with `nowMs`). jose's compactVerify, pinned to
+ * (`validUntilMs`, compared with `nowMs`). The credential that verified is returned: a stream ends with it. jose's compactVerify, pinned to
  * HS256, is the reference this is tested against (test/unit/verify-signature.test.ts).
  *
  * EdDSA and ES256 keys verify with crypto.verify and the public KeyObject made
@@ -36,7 +36,7 @@ export function verifySignature(
   alg: KeyAlg,
   keys: readonly VerifyKey[],
   nowMs: number,
-): { ok: true } | Denial {
+): { ok: true; credential: VerifyKey } | Denial {
   const first = token.indexOf('.');
   const second = first < 0 ? -1 : token.indexOf('.', first + 1);
   // Fail closed on a shape decodeToken should already have refused, rather than
@@ -50,8 +50,8 @@ export function verifySignature(
     if (k.alg !== alg || k.validUntilMs <= nowMs) continue;
     if (k.alg === 'HS256') {
       const expected = createHmac('sha256', k.key).update(signingInput).digest();
-      if (timingSafeEqual(expected, signature)) return { ok: true };
-    } else if (verifyPublic(k, signingInput, signature)) return { ok: true };
+      if (timingSafeEqual(expected, signature)) return { ok: true, credential: k };
+    } else if (verifyPublic(k, signingInput, signature)) return { ok: true, credential: k };
   }
   return deny('bad_signature');
 }

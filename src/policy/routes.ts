@@ -57,6 +57,13 @@ export const MAX_PATH_SEGMENTS = 64;
 export const MIN_COST = 1;
 export const MAX_COST = 1000;
 
+/** The route of the largest cost in a table (the first, among equals), or undefined when every route costs 1. */
+export function largestRouteCost(table: { readonly rules: readonly RouteRule[] }): RouteRule | undefined {
+  let most: RouteRule | undefined;
+  for (const r of table.rules) if ((r.cost ?? 1) > (most?.cost ?? 1)) most = r;
+  return most;
+}
+
 /** The larger cost of two routes a request is authorized against (both run, or either may). */
 export function costOf(a: Pick<RouteMatch, 'cost'>, b: Pick<RouteMatch, 'cost'>): { cost?: number } {
   const cost = Math.max(a.cost ?? 1, b.cost ?? 1);

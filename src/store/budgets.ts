@@ -18,6 +18,20 @@ import type { RateState } from './rate-limit.js';
  * test/unit/budgets.test.ts checks this function against a reference model.
  */
 
+/**
+ * A stored TAT as it counts now: never before now (a budget at rest), and never more than the whole
+ * burst ahead (`burst * T`). Under an unchanged limit a stored TAT is never further ahead than that;
+ * after the limit was raised (a faster rate, a larger burst) the old rate's debt would otherwise carry
+ * over for as long as it took to pay at the old rate, so it is clamped: the new limit applies at once,
+ * as if its budget had just been spent whole. The stores write a clamped TAT back (on a refusal too), so
+ * it then drains at the new rate.
+ */
+export function tatNow(storedTatUs: number, nowUs: number, limit: CompiledLimit): number {
+  if (storedTatUs <= nowUs) return nowUs;
+  const most = nowUs + limit.burst * limit.intervalUs;
+  return storedTatUs > most ? most : storedTatUs;
+}
+
 /** Which budget a state belongs to: the key's own (or the policy default), or its owner's. */
 export type BudgetKind = 'key' | 'owner';
 
@@ -38,7 +52,13 @@ export interface Charge {
 
 export type ChargeStep =
   | { readonly allowed: true; readonly tatsUs: readonly number[]; readonly states: readonly RateState[] }
-  | { readonly allowed: false; readonly refusedBy: number; readonly states: readonly RateState[] };
+  | {
+      readonly allowed: false;
+      readonly refusedBy: number;
+      readonly states: readonly RateState[];
+      /** Budget i's TAT to store back when it was clamped to its burst (tatNow), else undefined: nothing is spent. */
+      readonly clampedUs: readonly (number | undefined)[];
+    };
 
 /**
  * One decision over several budgets. `storedTatsUs[i]` is budget i's stored TAT (0 or a past time
@@ -57,13 +77,13 @@ export function chargeBudgets(
   let refusedBy = -1;
   for (let i = 0; i < n; i++) {
     const limit = limits[i] as CompiledLimit;
-    const stored = storedTatsUs[i] ?? 0;
-    const tat = stored > nowUs ? stored : nowUs;
+    const tat = tatNow(storedTatsUs[i] ?? 0, nowUs, limit);
     const next = tat + cost * limit.intervalUs;
     tats[i] = next;
     if (refusedBy < 0 && next - nowUs > limit.burst * limit.intervalUs) refusedBy = i;
   }
   const states: RateState[] = new Array<RateState>(n);
+  const clamped: (number | undefined)[] = [];
   for (let i = 0; i < n; i++) {
     const limit = limits[i] as CompiledLimit;
     const capacity = limit.burst * limit.intervalUs;
@@ -76,7 +96,8 @@ export function chargeBudgets(
       };
     } else {
       const stored = storedTatsUs[i] ?? 0;
-      const tat = stored > nowUs ? stored : nowUs;
+      const tat = tatNow(stored, nowUs, limit);
+      clamped[i] = stored > tat ? tat : undefined;
       states[i] = {
         remaining: Math.max(0, Math.floor((capacity - (tat - nowUs)) / limit.intervalUs)),
         resetUs: tat - nowUs,
@@ -84,7 +105,9 @@ export function chargeBudgets(
       };
     }
   }
-  return refusedBy < 0 ? { allowed: true, tatsUs: tats, states } : { allowed: false, refusedBy, states };
+  return refusedBy < 0
+    ? { allowed: true, tatsUs: tats, states }
+    : { allowed: false, refusedBy, states, clampedUs: clamped };
 }
 
 /** Where a budget stands now, spending nothing: what is left and when it is whole again (the console's read). */
@@ -112,8 +135,9 @@ export function spendFailure(
   limit: CompiledLimit,
 ): { readonly tatUs: number | undefined; readonly blockedUs: number } {
   const capacity = limit.burst * limit.intervalUs;
-  let tat = storedTatUs > nowUs ? storedTatUs : nowUs;
-  let stored: number | undefined;
+  let tat = tatNow(storedTatUs, nowUs, limit);
+  // A TAT clamped to the burst is stored back even when nothing more is spent (tatNow).
+  let stored: number | undefined = storedTatUs > tat ? tat : undefined;
   if (tat + limit.intervalUs - nowUs <= capacity) stored = tat = tat + limit.intervalUs;
   const blocked = tat + limit.intervalUs - nowUs - capacity;
   return { tatUs: stored, blockedUs: blocked > 0 ? blocked : 0 };

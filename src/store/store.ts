@@ -110,6 +110,12 @@ export interface KeyRecordStore {
   /** The record with its version, for a compare-and-set (commitKeyChanges). */
   readKey(apiKey: string): Promise<VersionedKey | null>;
   /**
+   * The owner ('' for none) of a key deleted less than DELETED_OWNER_KEPT_MS ago, when the store keeps a
+   * key's nonces under its owner (Redis): a re-creation under another owner would forget them, so the key
+   * operations refuse it meanwhile. undefined: none known (the memory store keeps nonces by apiKey alone).
+   */
+  deletedOwner(apiKey: string): Promise<string | undefined>;
+  /**
    * One page of keys from the store's indexes (every key, and each owner's, ordered by apiKey, kept
    * in the same atomic step as the record): reads only that page, whatever the number of keys.
    */
@@ -200,7 +206,8 @@ export interface OwnerStore {
   /**
    * The request path's read of an owner's own limit, compiled (undefined: none of its own), answered
    * from this instance's table without a store call. Redis keeps the table from the owners hash, read
-   * whole before the first key is read and on every flush, and per owner on its change message.
+   * whole before the first key is read and on every flush, and per owner on its change message; a read
+   * that fails is retried until it succeeds, and meanwhile this throws StoreUnavailableError (503).
    */
   ownerLimit(owner: string): CompiledLimit | undefined;
   /**
@@ -235,3 +242,9 @@ export interface Store extends KeyRecordStore, AdmissionStore, IpBudgetStore, Ow
   readonly kind: 'memory' | 'redis';
   close(): Promise<void>;
 }
+
+/**
+ * How long a deleted key's owner is kept: the longest a nonce can live, 2 × the largest recv_window a
+ * policy may allow (maxRecvWindowSeconds ≤ 3600) + the 5 s margin (check-time.ts).
+ */
+export const DELETED_OWNER_KEPT_MS = 2 * 3_600_000 + 5_000;

@@ -2,6 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable, Writable } from 'node:stream';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
@@ -15,6 +16,7 @@ import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
 
 const SECRET = 'owner-limits-secret-0123456789';
+const HEAVY_PATH = '/api/v3/depth';
 
 /**
  * Issue 42, owners' own limits over the wire: two Keygate instances on one real Redis. An owner's
@@ -30,6 +32,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
   let writer: ManagementClient;
   let reader: ManagementClient;
   let onB: ManagementClient;
+  let policyFile: string;
 
   beforeAll(async () => {
     redis = await startRedis();
@@ -41,6 +44,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       [
         'routes:',
         `  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }`,
+        `  - { method: GET, path: ${HEAVY_PATH}, scopes: [accounts:read], cost: 5 }`,
         'defaultOwnerRateLimit: { rate: 1000/h }',
         '',
       ].join('\n'),
@@ -56,7 +60,8 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
       KEYGATE_MANAGEMENT_PORT: '0',
       KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
     };
-    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1'].map((apiKey) =>
+    policyFile = policy;
+    const keys = ['acme-1', 'acme-2', 'other-1', 'beta-1', 'mover-1', 'tiny-1', 'raise-1', 'reborn-1'].map((apiKey) =>
       makeKey({ apiKey, secret: SECRET, owner: apiKey.split('-')[0] }),
     );
     a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
@@ -81,7 +86,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     const code = await main(args, {
       out: sink((s) => (out += s)),
       err: sink((s) => (err += s)),
-      env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test' },
+      env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test', KEYGATE_CONFIG: policyFile },
       stdin: Readable.from([]),
       openKeyStore: openRedisKeyStore,
     });
@@ -187,5 +192,150 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     expect(imported.code).toBe(1);
     expect(imported.err).toContain('mover-1');
     expect(imported.err).toContain('owner');
+  });
+
+  it('a burst below a route cost: PUT and owners set warn; a request that can never fit is 429 cost_exceeds_burst without Retry-After', async () => {
+    const put = await writer.call('PUT', '/v1/owners/tiny', { json: { rateLimit: { rate: '10/s', burst: 2 } } });
+    expect(put.status).toBe(200);
+    const { warnings } = put.json() as { warnings: string[] };
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('burst 2 is below the cost 5 of route /api/v3/depth');
+    // A burst that holds the costliest route: no warning.
+    const fits = await writer.call('PUT', '/v1/owners/beta', { json: { rateLimit: { rate: '1/s', burst: 5 } } });
+    expect(fits.json()).toMatchObject({ warnings: [] });
+    const set = await owners('set', 'tiny', '--rate-limit', '10/s', '--burst', '3');
+    expect(set.code).toBe(0);
+    expect(set.out).toBe('tiny  10/s burst 3\n');
+    expect(set.err).toMatch(/^warning: owner tiny: burst 3 is below the cost 5 of route \/api\/v3\/depth .*\n$/);
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('tiny')?.burst), PUBLISHED_WITHIN)
+      .toEqual([3, 3]);
+
+    upstream.reset();
+    for (const gate of [a, b]) {
+      const r = await send(gate.url, HEAVY_PATH, { headers: bearer(token('tiny-1', SECRET)) });
+      expect(r.status).toBe(429);
+      expect(r.json()).toEqual({ code: 10429, message: 'Too Many Requests' });
+      expect(r.headers['retry-after']).toBeUndefined(); // waiting would never help
+    }
+    expect(upstream.received).toHaveLength(0);
+    // Nothing was spent: the cheap route still has the whole burst.
+    expect((await call(a, 'tiny-1')).headers.ratelimit).toBe('"keygate-owner";r=2;t=1');
+    await expect.poll(() => a.logs.concat(b.logs).some((l) => l.includes('"reason":"cost_exceeds_burst"'))).toBe(true);
+    expect((await send(a.adminUrl, '/metrics')).body).toMatch(
+      /keygate_auth_rejections_total\{code="10429",reason="cost_exceeds_burst"\} [1-9]/,
+    );
+  });
+
+  it('raising a limit takes effect at once: the budget spent under 1/h admits again within 1 s of a raise to 10/s', async () => {
+    expect((await owners('set', 'raise', '--rate-limit', '1/h')).code).toBe(0);
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('raise')?.burst), PUBLISHED_WITHIN)
+      .toEqual([1, 1]);
+    expect((await call(a, 'raise-1')).status).toBe(200);
+    const limited = await call(b, 'raise-1');
+    expect(limited.status).toBe(429);
+    expect(Number(limited.headers['retry-after'])).toBeGreaterThan(3_000); // the old rate: an hour's wait
+    expect((await owners('set', 'raise', '--rate-limit', '10/s')).code).toBe(0);
+    await expect
+      .poll(() => [a, b].map((g) => g.keygate.store.ownerLimit('raise')?.burst), PUBLISHED_WITHIN)
+      .toEqual([10, 10]);
+    // The old rate's debt is clamped to the new burst: at most a whole burst of 10/s (1 s) to wait, not 3,600 s.
+    const first = await call(a, 'raise-1');
+    expect(first.status === 200 || Number(first.headers['retry-after']) <= 1).toBe(true);
+    await new Promise((r) => setTimeout(r, 1_000));
+    expect((await call(b, 'raise-1')).status).toBe(200);
+    expect((await call(a, 'raise-1')).status).toBe(200);
+  });
+
+  it('a key deleted and imported again under another owner is refused while its nonces live: a used token never passes again', async () => {
+    const used = token('reborn-1', SECRET);
+    expect((await send(a.url, ACCOUNTS_PATH, { headers: bearer(used) })).status).toBe(200);
+    expect((await cli('keys', 'delete', 'reborn-1')).code).toBe(0);
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-owner-reborn-'));
+    const fileFor = (owner: string) => {
+      const file = join(dir, `${owner}.json`);
+      const k = makeKey({ apiKey: 'reborn-1', secret: SECRET, owner });
+      writeFileSync(file, JSON.stringify({ keys: [{ ...k, apiSecret: SECRET, secret: undefined }] }));
+      return file;
+    };
+    const elsewhere = await cli('keys', 'import', fileFor('elsewhere'));
+    expect(elsewhere.code).toBe(1);
+    expect(elsewhere.err).toContain('reborn-1 was deleted less than');
+    expect(elsewhere.err).toContain('"reborn"');
+    // Under its old owner it may come back: its nonces are where they were, so the used token is still a replay.
+    expect((await cli('keys', 'import', fileFor('reborn'))).code).toBe(0);
+    await expect
+      .poll(
+        async () => (await send(b.url, ACCOUNTS_PATH, { headers: bearer(token('reborn-1', SECRET)) })).status,
+        PUBLISHED_WITHIN,
+      )
+      .toBe(200);
+    for (const gate of [a, b]) {
+      const replay = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(used) });
+      expect(replay.status).toBe(401);
+      expect(replay.json()).toMatchObject({ code: 40106 });
+    }
+  });
+});
+
+describe('an owner change always arrives: a read that a busy Redis refuses is retried', () => {
+  const closers: Array<() => Promise<unknown>> = [];
+  afterAll(async () => {
+    for (const close of closers.reverse()) await close();
+  });
+
+  it("the instance whose read of the owner failed (BUSY: a long script) answers 503 for the owner's keys meanwhile, then applies the new limit", async () => {
+    // Redis answers BUSY to every other client once a script has run for 100 ms.
+    const redis = await startRedis({ args: ['--busy-reply-threshold', '100'] });
+    closers.push(() => redis.stop());
+    const upstream = await startRecordingUpstream();
+    closers.push(() => upstream.close());
+    const dir = mkdtempSync(join(tmpdir(), 'keygate-owner-busy-'));
+    const policy = join(dir, 'policy.yaml');
+    writeFileSync(policy, `routes:\n  - { method: GET, path: ${ACCOUNTS_PATH}, scopes: [accounts:read] }\n`);
+    // A long cache TTL: the key stays cached on b, so only the owner's change message can bring the new limit.
+    const env = { KEYGATE_CONFIG: policy, KEYGATE_KEY_CACHE_TTL_MS: '600000' };
+    const keys = [makeKey({ apiKey: 'slow-1', secret: SECRET, owner: 'slow' })];
+    const a = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env, keys });
+    closers.push(() => a.close());
+    const b = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, env });
+    closers.push(() => b.close());
+    await a.keygate.store.putOwner({ owner: 'slow', rateLimit: { rate: '1/h' } }, undefined);
+    await expect.poll(() => b.keygate.store.ownerLimit('slow')?.burst, PUBLISHED_WITHIN).toBe(1);
+    const call = () => send(b.url, ACCOUNTS_PATH, { headers: bearer(token('slow-1', SECRET)) });
+    expect((await call()).status).toBe(200);
+    expect((await call()).status).toBe(429); // the hour's one request is spent
+
+    // The new limit and its change message, written by a script that then keeps Redis busy for 1.5 s:
+    // b hears the message and its read of the owner is answered BUSY.
+    const raw = new Redis(redis.url);
+    closers.push(() => raw.quit());
+    const settings = JSON.stringify({ rateLimit: { rate: '10/s', burst: 10 }, updatedAt: new Date().toISOString() });
+    const busy = raw.eval(
+      `redis.call('HSET', KEYS[1], 'slow', ARGV[1])
+       redis.call('PUBLISH', KEYS[2], 'owner:slow')
+       local t = redis.call('TIME')
+       local start = tonumber(t[1]) * 1000000 + tonumber(t[2])
+       while true do
+         local n = redis.call('TIME')
+         if tonumber(n[1]) * 1000000 + tonumber(n[2]) - start > 1500000 then break end
+       end
+       return 1`,
+      2,
+      'keygate:{keystore}:owners',
+      'keygate:key-events',
+      settings,
+    );
+    await expect
+      .poll(() => b.logs.some((l) => l.includes("owner's changed limit could not be read")), { timeout: 10_000 })
+      .toBe(true);
+    // Unknown meanwhile: refused as Redis being unavailable is, never admitted or limited under the old limit.
+    const during = await call();
+    expect([503, 200]).toContain(during.status);
+    await busy;
+    // Retried until it succeeds: the raise applies on b (its old debt clamped to the new burst).
+    await expect.poll(async () => (await call()).status, PUBLISHED_WITHIN).toBe(200);
+    expect(b.keygate.store.ownerLimit('slow')?.burst).toBe(10);
   });
 });

@@ -13,7 +13,16 @@ import {
 } from '../helpers/ws-streams.js';
 
 const SECRET = 'stream-secret-0123456789abcdef';
-const KEYS = ['revoke-me', 'delete-me', 'unscope-me', 'expire-me', 'move-me', 'bystander'];
+const KEYS = [
+  'revoke-me',
+  'delete-me',
+  'unscope-me',
+  'expire-me',
+  'move-me',
+  'bystander',
+  'rotate-now',
+  'rotate-grace',
+];
 
 /**
  * Two Keygates on one real Redis (replicas of one deployment): the stream is open on `b`, the key is
@@ -110,5 +119,64 @@ describe('a stream closes when its key stops being good, on another instance tha
     expect(closed.at).toBeGreaterThanOrEqual(expiresAt);
     expect(await upstreamSide.closed).toBe(1008);
     expect(await closedTotal('expired')).toBe(1);
+  });
+
+  /** Opens a stream of `apiKey` signed with `secret` on `gate` and waits until the upstream holds it. */
+  async function streamOn(gate: RunningKeygate, apiKey: string, secret: string) {
+    const before = upstream.connections.length;
+    const stream = await openStream(gate.url, apiKey, secret);
+    await expect.poll(() => upstream.connections.length).toBe(before + 1);
+    return { stream, upstreamSide: upstream.connections.at(-1) as (typeof upstream.connections)[number] };
+  }
+
+  it('a rotation with grace 0 closes the streams opened with the old secret, on both instances; one opened with the new secret stays open', async () => {
+    const onA = await streamOn(a, 'rotate-now', SECRET);
+    const onB = await streamOn(b, 'rotate-now', SECRET);
+    const before = await closedTotal('rotated');
+    const rotated = await ops.rotate('rotate-now', 0, 'test');
+    expect(rotated.ok).toBe(true);
+    const changedAt = Date.now();
+    const fresh = rotated.ok ? (rotated.value.secret as string) : '';
+    for (const [label, s] of [
+      ['rotate-now on a', onA],
+      ['rotate-now on b', onB],
+    ] as const) {
+      const closed = await closedAfterChange(`${label} (grace 0)`, s.stream, changedAt);
+      expect(closed.code).toBe(1008);
+      expect(await s.upstreamSide.closed).toBe(1008);
+    }
+    await expect.poll(() => closedTotal('rotated')).toBe(before + 1);
+    // The new secret opens a stream that stays open past a change of the key that keeps it good.
+    const renewed = await streamOn(b, 'rotate-now', fresh);
+    expect((await ops.update('rotate-now', { label: 'still good' }, 'test')).ok).toBe(true);
+    await new Promise((r) => setTimeout(r, 500));
+    expect(renewed.stream.ws.readyState).toBe(renewed.stream.ws.OPEN);
+    renewed.stream.ws.close(1000);
+    await renewed.stream.closed;
+  });
+
+  it("the end of a rotation's grace closes the streams opened with the old secret; one opened with the new secret in the grace stays open", async () => {
+    const old = await streamOn(b, 'rotate-grace', SECRET);
+    const rotated = await ops.rotate('rotate-grace', 1_500, 'test');
+    expect(rotated.ok).toBe(true);
+    const value = rotated.ok ? rotated.value : undefined;
+    const graceEnds = Date.parse(value?.previousSecretValidUntil ?? '');
+    const fresh = await streamOn(b, 'rotate-grace', value?.secret as string);
+    // Inside the grace the old secret still admits: its stream stays open, and a new one opens with it too.
+    const alsoOld = await streamOn(a, 'rotate-grace', SECRET);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(old.stream.ws.readyState).toBe(old.stream.ws.OPEN);
+    for (const [label, s] of [
+      ['rotate-grace on b', old],
+      ['rotate-grace on a', alsoOld],
+    ] as const) {
+      const closed = await closedAfterChange(`${label} (from the grace's end)`, s.stream, graceEnds);
+      expect(closed.code).toBe(1008);
+      expect(closed.at).toBeGreaterThanOrEqual(graceEnds);
+      expect(await s.upstreamSide.closed).toBe(1008);
+    }
+    expect(fresh.stream.ws.readyState).toBe(fresh.stream.ws.OPEN);
+    fresh.stream.ws.close(1000);
+    await fresh.stream.closed;
   });
 });

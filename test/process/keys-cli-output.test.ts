@@ -45,13 +45,16 @@ describe('keygate keys: quiet and helpful on long work (real CLI, real Redis)', 
     const quiet = await outcome(['keys', 'import', file('quiet.json', 'q')], env);
     expect(quiet.code, quiet.stderr).toBe(0);
     expect(quiet.stdout).toBe(`imported ${N} new, replaced 0, skipped 0 existing (use --replace to overwrite)\n`);
-    expect(quiet.stderr).toBe(''); // piped: no progress either
+    // Piped: no progress either; only the one warning that the secrets were stored in plain form.
+    expect(quiet.stderr).toBe(
+      `warning: ${N} secrets were stored unencrypted: set KEYGATE_SECRET_ENCRYPTION_KEY (or _FILE) to seal secrets at rest (docs/security.md)\n`,
+    );
 
     const verbose = await outcome(['keys', 'import', file('verbose.json', 'v'), '--verbose'], env);
     expect(verbose.code, verbose.stderr).toBe(0);
     const audit = verbose.stderr
       .split('\n')
-      .filter(Boolean)
+      .filter((l) => l !== '' && !l.startsWith('warning: '))
       .map((l) => (JSON.parse(l) as { audit: { action: string; actor: string } }).audit);
     expect(audit).toHaveLength(N);
     expect(new Set(audit.map((a) => `${a.action} ${a.actor}`))).toEqual(new Set(['import cli-output']));

@@ -6,6 +6,14 @@ import { runKeygate, serveKeygate, spawnKeygate } from '../helpers/spawn-keygate
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { guard } from '../helpers/slowdown.js';
+import {
+  openStream,
+  refusalOf,
+  startWsUpstream,
+  STREAM_SCOPE,
+  writeStreamPolicy,
+  type ClientStream,
+} from '../helpers/ws-streams.js';
 
 const alive = (pid: number) => {
   try {
@@ -183,6 +191,65 @@ describe('KEYGATE_WORKERS', () => {
       } finally {
         await s.stop();
         await empty.stop();
+      }
+    },
+    guard(60_000),
+  );
+
+  it(
+    'KEYGATE_MAX_STREAMS_PER_KEY counts per instance: with 2 workers and a limit of 2, one key holds 2 streams, not 4',
+    async () => {
+      const wsUpstream = await startWsUpstream();
+      const { stdout } = await runKeygate(['keys', 'create', '--scopes', STREAM_SCOPE, '--json'], {
+        KEYGATE_REDIS_URL: redis.url,
+      });
+      const streamer = JSON.parse(stdout) as { apiKey: string; apiSecret: string };
+      const s = await serveKeygate({
+        KEYGATE_UPSTREAM: wsUpstream.url,
+        KEYGATE_REDIS_URL: redis.url,
+        KEYGATE_CONFIG: writeStreamPolicy(),
+        KEYGATE_WORKERS: '2',
+        KEYGATE_MAX_STREAMS_PER_KEY: '2',
+      });
+      const open: ClientStream[] = [];
+      try {
+        await s.line('keygate started', 15_000);
+        // Each stream is a new connection: the primary hands them to the workers in turn.
+        const refused: Array<{ status: number; code: number }> = [];
+        for (let i = 0; i < 4; i++) {
+          const attempt = openStream(s.url, streamer.apiKey, streamer.apiSecret);
+          try {
+            open.push(await attempt);
+          } catch {
+            refused.push(await refusalOf(attempt));
+          }
+        }
+        expect(open).toHaveLength(2);
+        expect(refused).toEqual([
+          { status: 429, code: 10429 },
+          { status: 429, code: 10429 },
+        ]);
+        // A stream that ends gives its place back, to whichever worker asks next.
+        const first = open.shift() as ClientStream;
+        first.ws.close(1000);
+        await first.closed;
+        await expect
+          .poll(async () => {
+            const attempt = openStream(s.url, streamer.apiKey, streamer.apiSecret);
+            try {
+              open.push(await attempt);
+              return true;
+            } catch {
+              await refusalOf(attempt);
+              return false;
+            }
+          })
+          .toBe(true);
+        expect(open).toHaveLength(2);
+      } finally {
+        for (const o of open) o.ws.terminate();
+        await s.stop();
+        await wsUpstream.close();
       }
     },
     guard(60_000),

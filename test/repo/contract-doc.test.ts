@@ -305,7 +305,7 @@ describe('docs/contract.md: the worked example is what the client makes and the 
       ).toBe(ok);
     }
     const nowMs = Number(nonce / 1_000_000n);
-    expect(verifySignature(token, 'HS256', verifyKeys, nowMs)).toEqual({ ok: true });
+    expect(verifySignature(token, 'HS256', verifyKeys, nowMs)).toMatchObject({ ok: true });
   });
 
   it('the Base64-secret signature it shows is what a Base64-encoded secret gives, and Keygate refuses it', () => {

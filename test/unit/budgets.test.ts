@@ -85,6 +85,7 @@ describe('chargeBudgets', () => {
         { remaining: 40, resetUs: 10 * 72 * S, retryAfterUs: 0 },
         { remaining: 2, resetUs: 10 * 300 * S, retryAfterUs: 3 * 300 * S },
       ],
+      clampedUs: [undefined, undefined], // within their bursts: nothing to write back
     });
     expect(retryAfterUs(third.states)).toBe(900 * S);
     expect(store(T0 + 900 * S - 1, 5).step.allowed).toBe(false);
@@ -153,5 +154,22 @@ describe('chargeBudgets', () => {
       ),
       { numRuns: runs },
     );
+  });
+});
+
+describe('a raised limit applies at once', () => {
+  it("a TAT stored under a slower rate is clamped to the new burst and stored back: the old rate's debt does not carry over", () => {
+    const slow = compileRateLimit({ rate: '1/m', burst: 1 }); // T = 60 s
+    const fast = compileRateLimit({ rate: '60/s', burst: 60 }); // T ≈ 16.7 ms, whole burst back in 1 s
+    const spent = chargeBudgets([0], 0, [slow], 1);
+    const tat = spent.allowed ? (spent.tatsUs[0] as number) : NaN; // 60 s ahead
+    expect(chargeBudgets([tat], 1_000, [slow], 1)).toMatchObject({ allowed: false, clampedUs: [undefined] });
+    // Under the raised limit the budget counts as just spent whole: the refusal says to store that back...
+    const refused = chargeBudgets([tat], 1_000, [fast], 1);
+    expect(refused).toMatchObject({ allowed: false, clampedUs: [1_000 + 60 * fast.intervalUs] });
+    expect(refused.states[0]).toEqual({ remaining: 0, resetUs: 60 * fast.intervalUs, retryAfterUs: fast.intervalUs });
+    // ...and from the stored value, one interval later the request fits, well within 1 s.
+    const stored = refused.allowed ? NaN : (refused.clampedUs[0] as number);
+    expect(chargeBudgets([stored], 1_000 + fast.intervalUs, [fast], 1)).toMatchObject({ allowed: true });
   });
 });

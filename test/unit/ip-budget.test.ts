@@ -2,7 +2,7 @@ import pino from 'pino';
 import { describe, expect, it } from 'vitest';
 import { manualClock } from '../../src/clock.js';
 import { deny, type Reason } from '../../src/errors.js';
-import { createIpBudget, SPENDING_CODES } from '../../src/pipeline/ip-budget.js';
+import { createIpBudget, spendsIpBudget } from '../../src/pipeline/ip-budget.js';
 import { compileRateLimit, IP_POLICY_NAME } from '../../src/policy/rate-limit-spec.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { StoreUnavailableError, type IpBudgetStore } from '../../src/store/store.js';
@@ -16,9 +16,9 @@ function setup() {
   return { clock, budget: createIpBudget({ store, clock, logger: silent }) };
 }
 
-describe('SPENDING_CODES: the refusals of authentication that spend from the IP budget', () => {
+describe('spendsIpBudget: the refusals of authentication that spend from the IP budget', () => {
   it.each<[reason: Reason, spends: boolean]>([
-    ['missing_header', true], // 40004
+    ['missing_header', false], // 40004: no credential presented, nothing spent (a web page can make browsers send these)
     ['bad_header_format', true], // 40107
     ['bad_signature', true], // 40106
     ['replay', true], // 40106
@@ -28,7 +28,7 @@ describe('SPENDING_CODES: the refusals of authentication that spend from the IP 
     ['scope_denied', false], // 10403
     ['store_unavailable', false], // 50300
   ])('%s spends: %s', (reason, spends) => {
-    expect(SPENDING_CODES.has(deny(reason).code)).toBe(spends);
+    expect(spendsIpBudget(deny(reason))).toBe(spends);
   });
 });
 

@@ -3,7 +3,7 @@ import type { KeyRecord } from '../../keys/key-record.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';
 import { createKeyOperations, type KeyOperations } from '../../operations/key-operations.js';
 import type { Done } from '../../operations/outcome.js';
-import { createOwnerOperations, type OwnerOperations } from '../../operations/owner-operations.js';
+import { createOwnerOperations, type CostliestRoute, type OwnerOperations } from '../../operations/owner-operations.js';
 import type { AuditEntry, Store } from '../../store/store.js';
 import { CliError, KeyNotFound } from '../cli-errors.js';
 import type { CommandSpec, OptionSpec, Parsed } from '../command-line.js';
@@ -62,6 +62,8 @@ export interface KeyContextDeps {
   out: NodeJS.WritableStream;
   err: NodeJS.WritableStream;
   encrypted: boolean;
+  /** The policy's costliest route (the file `keygate serve` would read), for `owners set`'s warning. */
+  costliestRoute?: () => CostliestRoute | undefined;
 }
 
 export function createKeyContext(deps: KeyContextDeps): KeyContext {
@@ -74,7 +76,12 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
   };
   return {
     ops,
-    owners: createOwnerOperations({ store: deps.store, now: deps.now, audit: deps.audit }),
+    owners: createOwnerOperations({
+      store: deps.store,
+      now: deps.now,
+      audit: deps.audit,
+      ...(deps.costliestRoute && { costliestRoute: deps.costliestRoute }),
+    }),
     store: deps.store,
     actor: deps.actor,
     now: deps.now,
@@ -91,4 +98,16 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
     print: (value) =>
       deps.out.write(`${JSON.stringify(value, null, 2).split('\n').map(escapeUnprintable).join('\n')}\n`),
   };
+}
+
+/**
+ * One line on stderr when `count` secrets were just stored in plain form (no KEYGATE_SECRET_ENCRYPTION_KEY):
+ * anyone who can read the Redis (a dump, a replica, a backup) can sign as those keys.
+ */
+export function warnPlainSecrets(ctx: Pick<KeyContext, 'encrypted' | 'err'>, count: number): void {
+  if (ctx.encrypted || count === 0) return;
+  ctx.err.write(
+    `warning: ${count === 1 ? 'the secret was' : `${count} secrets were`} stored unencrypted: ` +
+      'set KEYGATE_SECRET_ENCRYPTION_KEY (or _FILE) to seal secrets at rest (docs/security.md)\n',
+  );
 }

@@ -5,7 +5,7 @@ import { publicView, type KeyRecord } from '../../keys/key-record.js';
 import { describeRateLimit } from '../../policy/rate-limit-spec.js';
 import { UsageError } from '../cli-errors.js';
 import { flag, str, type Parsed } from '../command-line.js';
-import { apiKeyOf, JSON_OPTION, opt, type KeyAction, type KeyContext } from './key-context.js';
+import { apiKeyOf, JSON_OPTION, opt, warnPlainSecrets, type KeyAction, type KeyContext } from './key-context.js';
 import { credentialFrom, CREDENTIAL_OPTIONS } from './key-credential-options.js';
 
 /** `keygate keys create` and `update`: the flags that set a key's fields, read into KeyChanges. */
@@ -105,6 +105,7 @@ export const createAction: KeyAction = {
       await ctx.ops.create({ ...changes, ...credential, ...(owner !== undefined && { owner }) }, ctx.actor),
     );
     if (record.secret === undefined) return printPublicKeyKey(ctx, record, flag(p, 'json'));
+    warnPlainSecrets(ctx, 1);
     if (flag(p, 'json')) {
       ctx.print({
         apiKey: record.apiKey,

@@ -3,7 +3,7 @@ import { parseDuration } from '../../keys/key-changes.js';
 import { publicView } from '../../keys/key-record.js';
 import { UsageError } from '../cli-errors.js';
 import { flag, str } from '../command-line.js';
-import { apiKeyOf, JSON_OPTION, opt, type KeyAction } from './key-context.js';
+import { apiKeyOf, JSON_OPTION, opt, warnPlainSecrets, type KeyAction } from './key-context.js';
 import { credentialFrom, CREDENTIAL_OPTIONS } from './key-credential-options.js';
 
 /** `keygate keys rotate`, `revoke` and `delete`: a key's secret and its end. */
@@ -28,6 +28,7 @@ export const rotateAction: KeyAction = {
       secret,
       previousSecretValidUntil: until,
     } = ctx.must(await ctx.ops.rotate(apiKeyOf(p), graceMs, ctx.actor, undefined, credentialFrom(p)), apiKeyOf(p));
+    if (secret !== undefined) warnPlainSecrets(ctx, 1);
     if (secret === undefined) {
       const view = publicView(record, ctx.now());
       if (flag(p, 'json'))

@@ -1,6 +1,9 @@
 // Tested in test/unit/keys-actions.test.ts, test/process/cli.test.ts, test/e2e/owner-limits.test.ts.
 import { userInfo, hostname } from 'node:os';
 import { DurabilityError } from '../../store/store.js';
+import { loadPolicy } from '../../policy/load-policy.js';
+import { DEFAULT_ROUTES_FILE } from '../../policy/policy.js';
+import { largestRouteCost } from '../../policy/routes.js';
 import { CliError } from '../cli-errors.js';
 import { flag, type Command, type OptionSpec } from '../command-line.js';
 import { createKeyContext, type KeyAction } from './key-context.js';
@@ -43,6 +46,7 @@ export const asCommand = (action: KeyAction): Command => ({
     const ctx = createKeyContext({
       store,
       encrypted,
+      costliestRoute: () => costliestRouteOf(io.env),
       out: io.out,
       err: io.err,
       now: () => Date.now(),
@@ -67,6 +71,16 @@ export const keysCommand: Command = {
   // keygen needs no store: the key pair is the client's, made on the client's side.
   subcommands: [...KEY_ACTIONS.map(asCommand), keygenCommand],
 };
+
+/**
+ * The costliest route of the policy file `keygate serve` would read (KEYGATE_CONFIG, else the shipped
+ * one). A file that does not load gives no warning: the command is about Redis, not the policy.
+ */
+function costliestRouteOf(env: NodeJS.ProcessEnv) {
+  const problems: string[] = [];
+  const policy = loadPolicy(env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE, problems);
+  return problems.length > 0 ? undefined : largestRouteCost(policy.routes);
+}
 
 function safeUser(): string {
   try {

@@ -9,7 +9,7 @@ import { readDataFile } from '../../files/read-data-file.js';
 import { CliError } from '../cli-errors.js';
 import { flag, str } from '../command-line.js';
 import { auditEntry } from '../../store/audit-entry.js';
-import { JSON_OPTION, type KeyAction } from './key-context.js';
+import { JSON_OPTION, warnPlainSecrets, type KeyAction } from './key-context.js';
 
 /**
  * Export in the keys-file format, so a file exported with --with-secrets can
@@ -134,6 +134,7 @@ export const importAction: KeyAction = {
       throw new CliError(`nothing imported:${importProblems(p.args[0] as string, err.problems)}`, 2);
     }
     const replace = flag(p, 'replace');
+    warnPlainSecrets(ctx, records.filter((r) => r.secret !== undefined).length);
     const progress = ctx.progress('importing', records.length);
     let result;
     try {

@@ -47,7 +47,8 @@ const setAction: KeyAction = {
       burst = Number(burstText);
     }
     const spec = rate === 'none' ? null : { rate, ...(burst !== undefined && { burst }) };
-    const set = ctx.must(await ctx.owners.setRateLimit(owner, spec, ctx.actor));
+    const { warnings, ...set } = ctx.must(await ctx.owners.setRateLimit(owner, spec, ctx.actor));
+    for (const w of warnings) ctx.err.write(`warning: ${w}\n`);
     if (flag(p, 'json')) ctx.print(set);
     else ctx.out.write(line(set));
   },

@@ -14,6 +14,7 @@ import { warnWhenStoreEmpty } from './empty-store-warning.js';
 import { describeListenError } from './listen-error.js';
 import { createPrimaryAdmin } from './primary-admin.js';
 import { isMessage } from './worker-messages.js';
+import { streamsCountedByPrimary } from './worker-streams.js';
 import { createWorkerSupervisor, type WorkerSupervisor } from './worker-supervisor.js';
 
 /**
@@ -52,7 +53,12 @@ async function runWorker(
   keys?: readonly KeyRecord[],
   owners?: readonly OwnerRecord[],
 ): Promise<number> {
-  const keygate = createKeygate(config, { logger, ...(keys && { keys }), ...(owners && { owners }) });
+  const keygate = createKeygate(config, {
+    logger,
+    ...(keys && { keys }),
+    ...(owners && { owners }),
+    sharedStreams: streamsCountedByPrimary(),
+  });
   // Workers always use Redis, so SIGHUP (forwarded by the primary) reloads the policy file (and the management tokens file).
   process.on('SIGHUP', () => {
     keygate.reloadPolicy();
@@ -124,7 +130,12 @@ async function runWorker(
  */
 async function runPrimary(config: Config, logger: Logger): Promise<number> {
   const supervisor = createWorkerSupervisor(
-    { workers: config.workers, port: config.port, shutdownTimeoutMs: config.limits.shutdownTimeoutMs },
+    {
+      workers: config.workers,
+      port: config.port,
+      shutdownTimeoutMs: config.limits.shutdownTimeoutMs,
+      maxStreamsPerKey: config.limits.maxStreamsPerKey,
+    },
     { logger },
   );
   const signals = firstSignal((signal) => logger.info({ signal }, 'signal received'));

@@ -7,7 +7,10 @@ export type Message =
   | { type: 'keygate:listening'; port: number }
   | { type: 'keygate:readyz'; id: number; notReady?: NotReadyAnswer }
   /** The primary asks a worker how many keys the store holds (the empty-store warning); `err` when it could not tell. */
-  | { type: 'keygate:count-keys'; id: number; count?: number; err?: string };
+  | { type: 'keygate:count-keys'; id: number; count?: number; err?: string }
+  /** A worker asks the primary for room for one more stream of a key (`ok` in the answer); `give` hands one back. */
+  | { type: 'keygate:stream-take'; id: number; apiKey: string; ok?: boolean }
+  | { type: 'keygate:stream-give'; apiKey: string };
 
 export const isMessage = (m: unknown): m is Message =>
   typeof m === 'object' &&
@@ -15,7 +18,7 @@ export const isMessage = (m: unknown): m is Message =>
   typeof (m as { type?: unknown }).type === 'string' &&
   (m as { type: string }).type.startsWith('keygate:');
 
-type Question = Extract<Message, { id: number }>['type'];
+type Question = Exclude<Extract<Message, { id: number }>['type'], 'keygate:stream-take'>;
 
 /**
  * Asks one worker a question and resolves with its answer (the message of that type with the same id), or

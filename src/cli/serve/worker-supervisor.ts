@@ -2,6 +2,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import type { Logger } from 'pino';
 import { isMessage } from './worker-messages.js';
+import { streamCount } from './worker-streams.js';
 
 export interface WorkerSupervisor {
   /** Forks the workers; rejects when one exits before it listens. */
@@ -23,9 +24,11 @@ export interface WorkerSupervisor {
  * stops them all at shutdown.
  */
 export function createWorkerSupervisor(
-  options: { workers: number; port: number; shutdownTimeoutMs: number },
+  options: { workers: number; port: number; shutdownTimeoutMs: number; maxStreamsPerKey: number },
   deps: { logger: Logger },
 ): WorkerSupervisor {
+  // The instance's stream count per key, for every worker (KEYGATE_MAX_STREAMS_PER_KEY is per instance).
+  const streams = streamCount(options.maxStreamsPerKey);
   const { logger } = deps;
   let stopping = false;
   let proxyPort = options.port;
@@ -39,7 +42,10 @@ export function createWorkerSupervisor(
       const onExit = (code: number | null, signal: string | null) =>
         reject(new Error(`worker ${worker.process.pid} exited before listening (code ${code}, signal ${signal})`));
       worker.once('exit', onExit);
+      worker.once('exit', () => streams.workerGone(worker));
       worker.on('message', (m: unknown) => {
+        if (isMessage(m) && (m.type === 'keygate:stream-take' || m.type === 'keygate:stream-give'))
+          return streams.onMessage(worker, m);
         if (isMessage(m) && m.type === 'keygate:listening') {
           proxyPort = m.port;
           worker.off('exit', onExit);

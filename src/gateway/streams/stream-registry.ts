@@ -18,6 +18,16 @@ export interface StreamRegistryOptions {
   readonly sweepMs?: number;
 }
 
+/**
+ * Streams counted beyond this process (KEYGATE_WORKERS > 1: the primary counts every worker's, so the
+ * limit is per instance, as its name says). `take` answers whether the instance has room for one more
+ * stream of the key and, if so, holds it; `give` hands it back. Without one, this process's count is the instance's.
+ */
+export interface SharedStreamCount {
+  take(apiKey: string): Promise<boolean>;
+  give(apiKey: string): void;
+}
+
 /** What a stream was admitted with: re-checked against its key on every change of that key. */
 export interface AdmittedStream {
   readonly relay: StreamRelay;
@@ -26,6 +36,8 @@ export interface AdmittedStream {
   readonly route: RouteMatch;
   /** Told once why the stream ended (tracing: the upgrade's span gets the event and ends). */
   readonly onEnd?: ((reason: StreamCloseReason) => void) | undefined;
+  /** The credential that verified the token (VerifyKey.id): the stream ends when its key no longer holds it. */
+  readonly credential: string;
 }
 
 /** A slot held for a key between its admission and its upstream's 101 (so the limit counts handshakes too). */
@@ -37,8 +49,8 @@ export interface StreamSlot {
 }
 
 export interface StreamRegistry {
-  /** A slot for one more stream of `apiKey`, or undefined when the key holds maxPerKey already. */
-  reserve(apiKey: string): StreamSlot | undefined;
+  /** A slot for one more stream of `apiKey`, or undefined when the key holds maxPerKey already (on the instance). */
+  reserve(apiKey: string): Promise<StreamSlot | undefined>;
   /** Streams open now. */
   readonly size: number;
   /** Shutdown: every stream gets 1001 and its connections end; resolves once all have closed. */
@@ -65,14 +77,15 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
  * makes reaches `store.onKeyChange`, and each one makes the registry read the key again from the
  * store and judge every stream of that key as authorization would now: revoked or deleted
  * (`revoked`), past its expiry (`expired`, also on a timer at the expiry), or the route's scope gone
- * or the allow-list no longer admitting the caller (`scope`). While the store cannot promise that
+ * or the allow-list no longer admitting the caller (`scope`), or the credential that opened the stream
+ * gone from the key or past its rotation grace (`rotated`, also on a timer at the grace's end). While the store cannot promise that
  * every change is heard (`subscribed()` false), the keys of open streams are read again every sweep.
  */
 export function createStreamRegistry(
   options: StreamRegistryOptions,
-  deps: { store: Store; clock: Clock; logger: Logger; metrics: StreamMetrics },
+  deps: { store: Store; clock: Clock; logger: Logger; metrics: StreamMetrics; shared?: SharedStreamCount },
 ): StreamRegistry {
-  const { store, clock, logger, metrics } = deps;
+  const { store, clock, logger, metrics, shared } = deps;
   const byKey = new Map<string, KeyStreams>();
   let open = 0;
   let shuttingDown = false;
@@ -144,12 +157,21 @@ export function createStreamRegistry(
     }
     const now = clock.nowMs();
     if (now >= key.expiresAtMs) return closeKey(entry, 'expired', 'key expired');
-    for (const s of entry.streams)
-      if (!authorize(key, s.ip, s.route, 'deny').ok) s.relay.close(CLOSE_POLICY, 'key no longer authorized', 'scope');
+    // The next moment a stream may stop being good on its own: the key's expiry, or the end of the
+    // rotation grace of a credential a stream was opened with.
+    let next = key.expiresAtMs;
+    for (const s of entry.streams) {
+      const credential = key.verifyKeys.find((k) => k.id === s.credential);
+      if (credential === undefined || credential.validUntilMs <= now)
+        s.relay.close(CLOSE_POLICY, 'credential rotated out', 'rotated');
+      else if (!authorize(key, s.ip, s.route, 'deny').ok)
+        s.relay.close(CLOSE_POLICY, 'key no longer authorized', 'scope');
+      else if (credential.validUntilMs < next) next = credential.validUntilMs;
+    }
     clearTimeout(entry.expiry);
     entry.expiry = undefined;
-    if (Number.isFinite(key.expiresAtMs)) {
-      entry.expiry = setTimeout(() => void recheck(apiKey), Math.min(key.expiresAtMs - now, MAX_DELAY_MS));
+    if (Number.isFinite(next)) {
+      entry.expiry = setTimeout(() => void recheck(apiKey), Math.min(next - now, MAX_DELAY_MS));
       entry.expiry.unref();
     }
   }
@@ -169,12 +191,21 @@ export function createStreamRegistry(
   }
 
   return {
-    reserve(apiKey) {
-      const entry = entryOf(apiKey);
+    async reserve(apiKey) {
+      let entry = entryOf(apiKey);
       if (entry.streams.size + entry.pending >= options.maxPerKey) {
         dropIfEmpty(apiKey, entry);
         return undefined;
       }
+      if (shared !== undefined) {
+        entry.pending++;
+        const room = await shared.take(apiKey).catch(() => false);
+        entry.pending--;
+        dropIfEmpty(apiKey, entry);
+        if (!room) return undefined;
+        entry = entryOf(apiKey);
+      }
+      const give = () => shared?.give(apiKey);
       entry.pending++;
       let settled = false;
       return {
@@ -185,7 +216,10 @@ export function createStreamRegistry(
           entry.streams.add(stream);
           open++;
           metrics.open.inc();
-          stream.relay.onEnd = (reason) => ended(apiKey, entry, stream, reason);
+          stream.relay.onEnd = (reason) => {
+            give();
+            ended(apiKey, entry, stream, reason);
+          };
           if (shuttingDown) stream.relay.close(CLOSE_GOING_AWAY, 'shutting down', 'shutdown');
           // The key was read at authentication; a change since then may not have found this stream yet.
           else void recheck(apiKey);
@@ -193,6 +227,7 @@ export function createStreamRegistry(
         release() {
           if (settled) return;
           settled = true;
+          give();
           entry.pending--;
           dropIfEmpty(apiKey, entry);
         },

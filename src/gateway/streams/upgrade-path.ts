@@ -18,7 +18,7 @@ import type { Forwarder } from '../upstream/forwarder.js';
 import { createProxyMode } from '../proxy-mode.js';
 import { createRequestPath } from '../request-path.js';
 import type { TracerSlot } from '../../observe/tracer.js';
-import type { StreamRegistry } from './stream-registry.js';
+import type { StreamRegistry, StreamSlot } from './stream-registry.js';
 import { StreamRelay } from './stream-relay.js';
 import { writeTime } from '../time-endpoint.js';
 import { upstreamCause } from '../upstream/upstream-exchange.js';
@@ -103,7 +103,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
 
   function pass(args: PassArgs) {
     if (!isWebSocket(args.req.rawHeaders)) return plain.pass(args);
-    const { req, res, log, head, keyOwner, assertion, route, keyRecord } = args;
+    const { req, route, keyRecord, credential } = args;
     const handshake = handshakes.get(req);
     const request = handshake && checkUpgradeRequest(req.rawHeaders);
     if (
@@ -111,14 +111,26 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
       request === undefined ||
       !request.ok ||
       keyRecord === undefined ||
+      credential === undefined ||
       route?.upgrade !== 'websocket' ||
       req.method !== 'GET' ||
       req.httpVersion !== '1.1'
     )
       return args.passed({ reason: 'upgrade_not_allowed' });
-    const reserved = streams.reserve(keyRecord.apiKey);
-    if (reserved === undefined) return args.passed({ reason: 'streams_limited' });
-    const slot = reserved;
+    void streams.reserve(keyRecord.apiKey).then(
+      (slot) => {
+        if (slot === undefined) return args.passed({ reason: 'streams_limited' });
+        // The client left while the instance's count was asked (workers): nothing to answer.
+        if (req.socket.destroyed) return slot.release();
+        relayTo(args, slot, request, handshake);
+      },
+      // reserve never rejects; relayTo throwing is a bug, answered as the error boundary would.
+      () => args.passed({ reason: 'internal_error' }),
+    );
+  }
+
+  function relayTo(args: PassArgs, slot: StreamSlot, request: UpgradeRequest, handshake: { head: Buffer }) {
+    const { req, res, log, head, keyOwner, assertion, route, credential } = args;
     const headers = head.headers;
     headers.push('Sec-WebSocket-Key', request.key, 'Sec-WebSocket-Version', '13');
     headers.push(KEY_ID_HEADER, log.keyId as string);
@@ -153,7 +165,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
         return;
       }
       if (end > limits.maxHeaderBytes) return fail('upstream_bad_response', 'bad_response');
-      const answer = checkUpgradeAnswer(received.subarray(0, end).toString('latin1'), request as UpgradeRequest);
+      const answer = checkUpgradeAnswer(received.subarray(0, end).toString('latin1'), request);
       if (answer === null) return fail('upstream_bad_response', 'bad_response');
       joined(answer, received.subarray(end + 4));
     }
@@ -195,6 +207,7 @@ export function createUpgradePath(options: UpgradePathOptions, deps: UpgradePath
         ip: args.ip,
         route: route as NonNullable<typeof route>,
         ...(span !== undefined && { onEnd: (reason: StreamCloseReason) => span.streamEnded(reason) }),
+        credential: credential as string,
       });
       relay.start(handshake?.head ?? Buffer.alloc(0), fromUpstream);
     }

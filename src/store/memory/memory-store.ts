@@ -200,6 +200,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     async getKey(apiKey) {
       return keys.get(apiKey) ?? null;
     },
+    // Nonces are kept by apiKey alone, whatever the owner: a re-created key keeps them.
+    deletedOwner: async () => undefined,
     async readKey(apiKey) {
       const record = keys.get(apiKey);
       return record ? { record, version: versions.get(apiKey) ?? 0 } : null;
@@ -226,7 +228,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const now = Number(nowNs / 1_000_000n);
       const step =
         charge && charge.budgets.length > 0 ? chargeInMemory(apiKey, charge, Number(nowNs / 1_000n)) : undefined;
-      if (step && !step.allowed) return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
+      if (step && !step.allowed) {
+        step.clampedUs.forEach((tat, i) => tat !== undefined && tats.set(step.names[i] as string, tat));
+        return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
+      }
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return REPLAY;
       if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
       countUse(apiKey, now, charge?.cost ?? 1);

@@ -5,7 +5,7 @@ import { openExternal, SecretCipherError, type SecretCipher } from '../../keys/s
 import { KEY_CHANGE_SCRIPT } from './scripts/key-change-script.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from '../key-write.js';
 import type { RedisClient } from './connection/redis-connection.js';
-import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store.js';
+import { DELETED_OWNER_KEPT_MS, StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store.js';
 
 /**
  * The key records in Redis: every name of the management state carries the one
@@ -17,6 +17,7 @@ import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store
  * The sorted sets are the listing: a page is one ZRANGEBYLEX after the cursor's apiKey, then one
  * HGET per key of the page (listKeys), whatever the number of keys.
  *   {prefix}{keystore}:ids             hash: id → apiKey (an id names one key)
+ *   {prefix}{keystore}:deleted:<apiKey>  the owner a deleted key had ('' for none), kept DELETED_OWNER_KEPT_MS
  *   {prefix}{keystore}:version         counter: versions never repeat, even after a delete and a re-import
  *   {prefix}{keystore}:audit           stream of key changes (who/what/when, never a secret)
  *   {prefix}{keystore}:idempotency:<sha256>  a management Idempotency-Key (per token), set with the key it
@@ -30,6 +31,7 @@ import { StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store
 export interface RedisKeyRecords {
   getKey(apiKey: string): Promise<KeyRecord | null>;
   readKey(apiKey: string): Promise<VersionedKey | null>;
+  deletedOwner(apiKey: string): Promise<string | undefined>;
   listKeys(query: KeyPageQuery): Promise<KeyPage>;
   countKeys(): Promise<number>;
   /** Up to `count` apiKeys of the index after `after` (exclusive; from the first when undefined), in order. */
@@ -101,6 +103,7 @@ export function createRedisKeyRecords(
       args.push(r ? seal(r) : '', r?.id ?? '', r?.owner ?? '', r?.state ?? '');
     }
     for (const a of commit.audit) args.push(JSON.stringify(a));
+    args.push(String(DELETED_OWNER_KEPT_MS));
     if (commit.claim) args.push(commit.claim.value, String(commit.claim.ttlMs));
     const reply = await script(keys.length, keys, args);
     return toResult(reply, commit.claim?.name);
@@ -108,6 +111,10 @@ export function createRedisKeyRecords(
 
   return {
     getKey: async (apiKey) => decode(apiKey, await client.hget(recordOf(apiKey), 'json')),
+    async deletedOwner(apiKey) {
+      const owner = await client.get(`${base}deleted:${apiKey}`);
+      return owner === null ? undefined : owner;
+    },
     async readKey(apiKey) {
       const [json, v] = await client.hmget(recordOf(apiKey), 'json', 'v');
       const record = decode(apiKey, json);

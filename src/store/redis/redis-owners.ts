@@ -5,6 +5,7 @@ import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../p
 import { peekBudget } from '../budgets.js';
 import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
+import { StoreUnavailableError } from '../store.js';
 import type { RedisClient } from './connection/redis-connection.js';
 
 /**
@@ -16,7 +17,9 @@ import type { RedisClient } from './connection/redis-connection.js';
  *
  * Every instance keeps the owners' compiled limits in a table the request path reads per request
  * (Store.ownerLimit), without a store call: read whole (HGETALL) before the first key is read and on
- * every feed flush (a reconnect: changes may have been missed), and per owner (HGET) on its message.
+ * every feed flush (a reconnect: changes may have been missed), and per owner (HGET) on its message. A
+ * read that fails is retried until it succeeds; meanwhile the owner (or every owner, for the table) is
+ * unknown and its keys are answered 503, never served under a limit that may be stale.
  * Replies on one connection come in the order sent, so a later read always lands after an earlier one.
  * Owners are assumed few beside keys (one account, many keys): the whole table is one HGETALL.
  *
@@ -39,13 +42,23 @@ export interface RedisOwners {
   put(record: OwnerRecord, audit: AuditEntry | undefined): Promise<void>;
   /** What is left of the owner's budget now (its GCRA state on Redis's clock), spending nothing. */
   budget(owner: string, limit: CompiledLimit): Promise<RateState>;
-  /** The table's limit for `owner` (undefined: none of its own, or not read yet: see ensureLoaded). */
+  /**
+   * The table's limit for `owner` (undefined: none of its own). Throws StoreUnavailableError while this
+   * instance's copy of the owner is unknown (its read after a change, or the whole table's, failed and
+   * is being retried): its keys are answered 503 rather than with a limit that may be stale.
+   */
   limit(owner: string): CompiledLimit | undefined;
   /** Resolves once the table has been read whole at least once (reads it if not). */
   ensureLoaded(): Promise<void>;
   /** A key change message (null: flush): re-reads the table or the one owner it names. */
   changed(message: string | null): void;
+  /** Stops the retries of failed reads (the store is closing). */
+  stop(): void;
 }
+
+/** A failed read is tried again after this, doubling up to RETRY_MAX_MS, until it succeeds. */
+const RETRY_FIRST_MS = 100;
+const RETRY_MAX_MS = 2_000;
 
 export function createRedisOwners(
   options: { prefix: string; channel: string },
@@ -66,6 +79,20 @@ export function createRedisOwners(
   let table = new Map<string, CompiledLimit>();
   let loading: Promise<void> | undefined;
   let loaded = false;
+  /** Owners whose change was announced and whose read failed: unknown until a retry succeeds. */
+  const unknown = new Map<string, number>(); // owner -> the next retry's delay
+  const timers = new Set<NodeJS.Timeout>();
+  let stopped = false;
+  let tableRetryMs = RETRY_FIRST_MS;
+  function later(fn: () => void, ms: number) {
+    if (stopped) return;
+    const t = setTimeout(() => {
+      timers.delete(t);
+      fn();
+    }, ms);
+    t.unref();
+    timers.add(t);
+  }
 
   /** A stored record, or null when corrupt (logged; such an owner has no limit of its own, as if unset). */
   function decode(owner: string, raw: string | null | undefined): OwnerRecord | null {
@@ -92,14 +119,21 @@ export function createRedisOwners(
       }
       table = next;
       loaded = true;
+      unknown.clear();
+      tableRetryMs = RETRY_FIRST_MS;
     });
     loading = p;
     p.then(
       () => loading === p && (loading = undefined),
       (err: Error) => {
         if (loading === p) loading = undefined;
-        deps.logger.warn({ err: err.message }, 'owner limits could not be read; read again before the next key');
+        deps.logger.warn(
+          { err: err.message, retryMs: tableRetryMs },
+          "owner limits could not be read; owners' keys are answered 503 until a retry succeeds",
+        );
         loaded = false;
+        later(() => void (loaded || loading ? undefined : loadAll().catch(() => {})), tableRetryMs);
+        tableRetryMs = Math.min(tableRetryMs * 2, RETRY_MAX_MS);
       },
     );
     return p;
@@ -110,9 +144,19 @@ export function createRedisOwners(
         const limit = compiled(decode(owner, raw));
         if (limit) table.set(owner, limit);
         else table.delete(owner);
+        unknown.delete(owner);
       },
-      // Not heard for sure: the whole table is read again before the next key read.
-      () => void (loaded = false),
+      (err: Error) => {
+        // A change was announced and not read: this instance does not know the owner's limit now.
+        const retryMs = unknown.get(owner) ?? RETRY_FIRST_MS;
+        if (retryMs === RETRY_FIRST_MS)
+          deps.logger.warn(
+            { owner, err: err.message },
+            "owner's changed limit could not be read; its keys are answered 503 until a retry succeeds",
+          );
+        unknown.set(owner, Math.min(retryMs * 2, RETRY_MAX_MS));
+        later(() => unknown.has(owner) && loadOne(owner), retryMs);
+      },
     );
   }
 
@@ -141,11 +185,20 @@ export function createRedisOwners(
       )) as [string, string, string];
       return peekBudget(Number(tat), Number(s) * 1_000_000 + Number(us), limit);
     },
-    limit: (owner) => table.get(owner),
+    limit(owner) {
+      if (!loaded || unknown.has(owner))
+        throw new StoreUnavailableError(`the limit of owner ${owner} is being read again after a failed read`);
+      return table.get(owner);
+    },
     ensureLoaded: () => (loaded ? Promise.resolve() : (loading ?? loadAll())),
     changed(message) {
       if (message === null) void loadAll().catch(() => {});
       else if (message.startsWith(OWNER_MESSAGE_PREFIX)) loadOne(message.slice(OWNER_MESSAGE_PREFIX.length));
+    },
+    stop() {
+      stopped = true;
+      for (const t of timers) clearTimeout(t);
+      timers.clear();
     },
   };
 }

@@ -79,7 +79,8 @@ export interface RedisStoreEvents {
  *   {prefix}{keystore}:owners         hash: owner → its own settings (redis-owners.ts)
  *   {prefix}{ipfail:<ip>}             failed-authentication GCRA state of a client IP or IPv6 /64
  *   {prefix}key-events                pub/sub channel, message = apiKey, "*" or "owner:<owner>"
- *   {prefix}ip-blocks                 pub/sub channel, message = "<ip or /64> <µs>" (ip-block-listener.ts)
+ *   {prefix}ip-blocks:<db>            pub/sub channel, message = "<ip or /64> <µs>" (ip-block-listener.ts); <db> the
+ *                                     database number (0 under Sentinel and Cluster)
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
@@ -95,11 +96,13 @@ export function createRedisStore(
 } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
-  // "<ip or /64> <µs>" when an IP's failed-authentication budget is empty (ip-budget.ts).
-  const ipChannel = `${prefix}ip-blocks`;
   const connection =
     options.connection ?? (options.url !== undefined ? { mode: 'standalone' as const, url: options.url } : undefined);
   if (!connection) throw new Error('createRedisStore: give url or connection');
+  // "<ip or /64> <µs>" when an IP's failed-authentication budget is empty (ip-budget.ts). Pub/sub ignores
+  // the database number, so the channel names it: deployments on other databases of one Redis never hear
+  // each other's blocks.
+  const ipChannel = `${prefix}ip-blocks:${databaseOf(connection)}`;
   const events = deps.events ?? {};
   const clock = deps.clock ?? systemClock();
   const connections = createRedisConnections(connection, options, {
@@ -220,6 +223,7 @@ export function createRedisStore(
     // A name the complete filter has never seen: no key by that name, as far as change messages tell.
     mayHaveKey: (apiKey) => feed.mayHaveKey(apiKey),
     readKey: (apiKey) => run(() => changes.readKey(apiKey)),
+    deletedOwner: (apiKey) => run(() => changes.deletedOwner(apiKey)),
     listKeys: (query) => run(() => changes.listKeys(query)),
     commitKeyChanges: async (change) => {
       const result = await gated(checks.changeRefusal, () => commit(() => changes.commitKeyChange(change)));
@@ -279,8 +283,21 @@ export function createRedisStore(
       checks.stop();
       feed.stop();
       ipBlocks.stop();
+      owners.stop();
       await requests.close();
       await connections.close();
     },
   };
+}
+
+/** The database number a connection selects: a standalone URL's path (`redis://host/3`) or `?db=3`, as ioredis reads it; else 0. */
+export function databaseOf(connection: RedisConnection): number {
+  if (connection.mode !== 'standalone') return 0;
+  try {
+    const url = new URL(connection.url);
+    const db = url.searchParams.get('db') ?? url.pathname.slice(1);
+    return /^\d{1,5}$/.test(db) ? Number(db) : 0;
+  } catch {
+    return 0;
+  }
 }

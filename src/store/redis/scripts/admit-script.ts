@@ -38,6 +38,11 @@ for i = 1, n do
   if tat < now then tat = now end
   intervals[i] = interval
   caps[i] = tonumber(ARGV[2 + 2 * i]) * interval
+  if tat - now > caps[i] then
+    -- Stored under a slower limit: clamped to this one's burst and written back (budgets.ts tatNow).
+    tat = now + caps[i]
+    redis.call('SET', KEYS[i + 1], string.format('%.0f', tat), 'PX', math.ceil(caps[i] / 1000))
+  end
   tats[i] = tat
   nexts[i] = tat + cost * interval
   if refused < 0 and nexts[i] - now > caps[i] then refused = i - 1 end

@@ -16,6 +16,10 @@ local interval = tonumber(ARGV[1])
 local capacity = tonumber(ARGV[2]) * interval
 local tat = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
 if tat < now then tat = now end
+if tat - now > capacity then
+  tat = now + capacity
+  redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil(capacity / 1000))
+end
 if tat + interval - now <= capacity then
   tat = tat + interval
   redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))

@@ -16,7 +16,8 @@
  *       optionally 4+n+1 the commit's claim (an Idempotency-Key, key-write.ts KeyClaim)
  * ARGV: 1 owner-index prefix · 2 change channel · 3 n writes · 4 n audit entries ·
  *       then 7 per write: apiKey, expected version ('' = unconditional), 'put'|'del', json, id, owner, state ·
- *       then one JSON string per audit entry · then, with a claim, its value and TTL (ms)
+ *       then one JSON string per audit entry · then how long a deleted key's owner is kept (ms) ·
+ *       then, with a claim, its value and TTL (ms)
  * Returns {'ok', version of each write (0 for a delete)} · {'version'|'revoked', apiKey, current version} ·
  *         {'id_taken', apiKey, current version, id, holder} · {'claimed', value already there}
  */
@@ -66,6 +67,11 @@ for i = 1, n do
   if op == 'del' then
     redis.call('DEL', KEYS[4 + i])
     redis.call('ZREM', KEYS[1], apiKey)
+    -- The deleted key's owner, kept as long as its nonces may live ({keystore}:deleted:<apiKey>, named
+    -- from the index's name: same slot): a re-creation under another owner is refused meanwhile.
+    if h[1] then
+      redis.call('SET', string.sub(KEYS[1], 1, -6) .. 'deleted:' .. apiKey, h[3] or '', 'PX', ARGV[5 + n * W + na])
+    end
     out[i + 1] = 0
   else
     local ver = redis.call('INCR', KEYS[3])
@@ -81,7 +87,7 @@ for j = 1, na do
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', '100000', '*', 'entry', ARGV[4 + n * W + j])
 end
 if claim then
-  local c = 4 + n * W + na
+  local c = 5 + n * W + na
   redis.call('SET', claim, (out[2] or 0) .. ' ' .. ARGV[c + 1], 'PX', ARGV[c + 2])
 end
 return out
