@@ -3,6 +3,10 @@ import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyClaim, KeyWrite, KeyWriteResult } from '../store/key-write.js';
 import type { AuditEntry, KeyRecordStore } from '../store/store.js';
 import { conflict, done, notFound, type Done, type Refusal } from './outcome.js';
+import { auditEntry, type AuditAction } from '../store/audit-entry.js';
+
+/** What an entry says beyond who, what and which key (its owner comes from the key). */
+export type AuditExtra = Parameters<typeof auditEntry>[4];
 
 /** A refused compare-and-set in words: what the operator sees (409 / exit 1). */
 export function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal {
@@ -22,17 +26,22 @@ const RETRIES = 8;
 
 /** The steps every key change is made of, shared by the key operations and the import. */
 export interface KeyCommits {
-  /** The audit entry of a change to `r`, at the clock's now. */
-  entry(r: Pick<KeyRecord, 'apiKey' | 'id'>, action: string, actor: string, detail?: string): AuditEntry;
+  /** The audit entry of a change to `r`, at the clock's now (store/audit-entry.ts: the one shape). */
+  entry(
+    r: Pick<KeyRecord, 'apiKey' | 'id' | 'owner'>,
+    action: AuditAction,
+    actor: string,
+    extra?: AuditExtra,
+  ): AuditEntry;
   /** Commits writes with their audit entries; the log lines follow only a commit that happened. */
   commit(writes: KeyWrite[], audit: AuditEntry[], claim?: KeyClaim): Promise<KeyWriteResult>;
   /** Read, decide, compare-and-set; `retry` re-reads and decides again when another change landed first. */
   change(
     apiKey: string,
-    action: string,
+    action: AuditAction,
     actor: string,
     retry: boolean,
-    decide: (current: KeyRecord) => Done<{ next: KeyRecord | null; detail?: string }>,
+    decide: (current: KeyRecord) => Done<{ next: KeyRecord | null; audit?: AuditExtra }>,
   ): Promise<Done<{ before: KeyRecord; after: KeyRecord | null }>>;
 }
 
@@ -47,14 +56,12 @@ export function createKeyCommits(deps: {
   audit: (entry: AuditEntry) => void;
 }): KeyCommits {
   const { store, now } = deps;
-  const entry = (r: Pick<KeyRecord, 'apiKey' | 'id'>, action: string, actor: string, detail?: string): AuditEntry => ({
-    at: new Date(now()).toISOString(),
-    actor,
-    action,
-    apiKey: r.apiKey,
-    id: r.id,
-    ...(detail && { detail }),
-  });
+  const entry = (
+    r: Pick<KeyRecord, 'apiKey' | 'id' | 'owner'>,
+    action: AuditAction,
+    actor: string,
+    extra?: AuditExtra,
+  ) => auditEntry(now(), actor, action, r, extra);
   /** Commits writes with their audit entries; the log lines follow only a commit that happened. */
   const commit = async (writes: KeyWrite[], audit: AuditEntry[], claim?: KeyClaim) => {
     const result = await store.commitKeyChanges({ writes, audit, ...(claim && { claim }) });
@@ -64,17 +71,17 @@ export function createKeyCommits(deps: {
   /** Read, decide, compare-and-set; `retry` re-reads and decides again when another change landed first. */
   async function change(
     apiKey: string,
-    action: string,
+    action: AuditAction,
     actor: string,
     retry: boolean,
-    decide: (current: KeyRecord) => Done<{ next: KeyRecord | null; detail?: string }>,
+    decide: (current: KeyRecord) => Done<{ next: KeyRecord | null; audit?: AuditExtra }>,
   ): Promise<Done<{ before: KeyRecord; after: KeyRecord | null }>> {
     for (let attempt = 0; ; attempt++) {
       const current = await store.readKey(apiKey);
       if (!current) return notFound;
       const d = decide(current.record);
       if (!d.ok) return d;
-      const audit = entry(d.value.next ?? current.record, action, actor, d.value.detail);
+      const audit = entry(d.value.next ?? current.record, action, actor, d.value.audit);
       const result = await commit([{ apiKey, expect: current.version, next: d.value.next }], [audit]);
       if (result.ok) return done({ before: current.record, after: d.value.next });
       if (result.conflict === 'version' && result.version === 0) return notFound;

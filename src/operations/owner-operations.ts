@@ -10,6 +10,7 @@ import {
 } from '../policy/rate-limit-spec.js';
 import type { AuditEntry, OwnerStore } from '../store/store.js';
 import { invalid, type Done } from './outcome.js';
+import { auditEntry } from '../store/audit-entry.js';
 
 /** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
 export type OwnerView = ReturnType<typeof ownerView>;
@@ -78,17 +79,19 @@ export function createOwnerOperations(deps: {
       checkOwnerName(owner, 'owner', problems);
       const spec: RateLimitSpec | undefined = parseRateLimitSpec(rateLimit, 'owner.rateLimit', problems);
       if (problems.length > 0) return invalid(problems);
-      const at = new Date(now()).toISOString();
+      const t = now();
+      const at = new Date(t).toISOString();
       const record: OwnerRecord = { owner, ...(spec && { rateLimit: spec, updatedAt: at }) };
-      // An owner's entry names no key: apiKey and id are empty, the owner is in the detail.
-      const entry: AuditEntry = {
-        at,
+      // An owner's entry names no key: apiKey and id are empty.
+      const entry = auditEntry(
+        t,
         actor,
-        action: 'owner-set',
-        apiKey: '',
-        id: '',
-        detail: `owner=${owner}; rateLimit=${describeRateLimit(spec)}`,
-      };
+        'owner-set',
+        { apiKey: '', id: '', owner },
+        {
+          detail: `rateLimit=${describeRateLimit(spec)}`,
+        },
+      );
       await store.putOwner(record, entry);
       deps.audit(entry);
       return { ok: true, value: view(owner, record) };

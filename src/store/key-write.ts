@@ -1,15 +1,8 @@
 // Tested in test/e2e/store-contract.test.ts (both stores), test/unit/key-operations.test.ts.
 import type { KeyRecord } from '../keys/key-record.js';
+import type { AuditEntry } from './audit-entry.js';
 
-/** Who changed which key, how and when. Never a secret. */
-export interface AuditEntry {
-  readonly at: string;
-  readonly actor: string;
-  readonly action: string;
-  readonly apiKey: string;
-  readonly id: string;
-  readonly detail?: string;
-}
+export type { AuditEntry } from './audit-entry.js';
 
 /**
  * One key change as a compare-and-set: applied only if the key is still at

@@ -8,6 +8,7 @@ import { groupKeyProblems } from '../../keys/key-problems.js';
 import { readDataFile } from '../../files/read-data-file.js';
 import { CliError } from '../cli-errors.js';
 import { flag, str } from '../command-line.js';
+import { auditEntry } from '../../store/audit-entry.js';
 import { JSON_OPTION, type KeyAction } from './key-context.js';
 
 /**
@@ -77,14 +78,15 @@ export const exportAction: KeyAction = {
       `exported ${keys.length} keys${out ? ` to ${out}` : ''}${withSecrets ? ' with secrets' : ' without secrets (not importable)'}\n`,
     );
     // One entry for the whole export (apiKey "*"), on the audit log: an export changes no key.
-    ctx.audit({
-      at: new Date(ctx.now()).toISOString(),
-      actor: ctx.actor,
-      action: withSecrets ? 'export-with-secrets' : 'export',
-      apiKey: '*',
-      id: '*',
-      detail: `${keys.length} keys${owners.length > 0 ? `, ${owners.length} owners` : ''}`,
-    });
+    ctx.audit(
+      auditEntry(
+        ctx.now(),
+        ctx.actor,
+        withSecrets ? 'export-with-secrets' : 'export',
+        { apiKey: '*', id: '*' },
+        { detail: `${keys.length} keys${owners.length > 0 ? `, ${owners.length} owners` : ''}` },
+      ),
+    );
   },
 };
 
