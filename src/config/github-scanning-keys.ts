@@ -1,3 +1,4 @@
+// Tested in test/unit/github-scanning.test.ts.
 import { createPublicKey } from 'node:crypto';
 import { readDataFile } from '../files/read-data-file.js';
 

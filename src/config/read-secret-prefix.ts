@@ -1,3 +1,4 @@
+// Tested in test/unit/secret-format.test.ts.
 import type { Env } from './read-env-int.js';
 
 /** What KEYGATE_SECRET_PREFIX may be: 2–12 characters of a-z0-9, then `_` (a scanner's anchor, never a regex's). */

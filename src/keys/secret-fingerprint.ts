@@ -1,3 +1,4 @@
+// Tested in test/e2e/secret-scanning.test.ts.
 import { createHmac, hkdfSync } from 'node:crypto';
 
 /**

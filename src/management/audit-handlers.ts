@@ -1,3 +1,4 @@
+// Tested in test/e2e/audit.test.ts.
 import { parseAuditQuery } from '../operations/audit-reader.js';
 import { invalid, type Handler } from './management-answer.js';
 import { onlyParams } from './request-fields.js';

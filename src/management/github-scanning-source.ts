@@ -1,3 +1,4 @@
+// Tested in test/e2e/secret-scanning.test.ts, test/unit/github-scanning.test.ts.
 import type { Logger } from 'pino';
 import { createFileReloader, type FileReloader } from '../files/file-reloader.js';
 import { loadGithubScanningKeys, type GithubScanningKey } from '../config/github-scanning-keys.js';

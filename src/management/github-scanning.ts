@@ -1,3 +1,4 @@
+// Tested in test/e2e/secret-scanning.test.ts, test/unit/github-scanning.test.ts.
 import { verify } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { GithubScanningKey } from '../config/github-scanning-keys.js';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/secret-scanning.test.ts, test/unit/github-scanning.test.ts.
 import { Counter, type Registry } from 'prom-client';
 
 /** The labels a secret scanning report's tokens are answered with (GitHub's partner API). */

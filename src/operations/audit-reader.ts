@@ -1,3 +1,4 @@
+// Tested in test/e2e/audit.test.ts.
 import { AUDIT_ACTIONS, AUDIT_CURSOR, auditMatches, type AuditEntry, type AuditFilter } from '../store/audit-entry.js';
 import type { Store } from '../store/store.js';
 

@@ -1,3 +1,4 @@
+// Tested in test/e2e/audit.test.ts.
 import { escapeUnprintable } from '../../keys/printable-text.js';
 import { createAuditReader, parseAuditQuery } from '../../operations/audit-reader.js';
 import type { AuditEntry } from '../../store/audit-entry.js';
