@@ -169,6 +169,8 @@ function row(key) {
   }
   // A revoked key can still be deleted (the cleanup after a revoke); deleting asks for the key to be typed.
   if (canWrite) actions.append(button('Delete', () => remove(key)));
+  // Any token may read the audit log (GET /v1/audit): who changed the key, how and when.
+  actions.append(button('History', () => history(key)));
   tr.append(
     cell(key.owner || '', 'owner'),
     cell(key.label || '', 'label'),
@@ -265,6 +267,44 @@ async function revoke(key) {
 }
 
 let deleting = null;
+// A key's audit entries, oldest first (every page of GET /v1/audit?apiKey=…); never a secret.
+async function history(key) {
+  const dialog = $('#history-dialog');
+  dialog.querySelector('.which').textContent = key.apiKey;
+  const body = dialog.querySelector('tbody');
+  body.replaceChildren();
+  dialog.querySelector('.error').textContent = '';
+  dialog.showModal();
+  try {
+    let cursor = null;
+    do {
+      const q = new URLSearchParams({ apiKey: key.apiKey, limit: '1000' });
+      if (cursor) q.set('cursor', cursor);
+      const page = await api('GET', `/v1/audit?${q}`);
+      for (const e of page.entries) {
+        const why = [
+          e.reason && `reason: ${e.reason}`,
+          e.changes && `changed: ${e.changes.join(', ')}`,
+          e.url && `found at: ${e.url}`,
+          e.source && `source: ${e.source}`,
+          e.detail,
+        ].filter(Boolean);
+        const tr = document.createElement('tr');
+        tr.append(
+          cell(when(e.at), 'at'),
+          cell(e.action, 'action'),
+          cell(e.actor, 'actor'),
+          cell(why.join('; '), 'why'),
+        );
+        body.append(tr);
+      }
+      cursor = page.nextCursor;
+    } while (cursor);
+  } catch (err) {
+    dialog.querySelector('.error').textContent = err.message;
+  }
+}
+
 function remove(key) {
   deleting = key;
   const form = $('#delete-form');

@@ -240,13 +240,19 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   const management =
     config.management &&
     createManagementApi(
-      { tokensFile: config.management.tokensFile, limits: config.limits },
+      {
+        tokensFile: config.management.tokensFile,
+        limits: config.limits,
+        secretPrefix: config.secretPrefix,
+        githubScanningKeysFile: config.management.githubScanningKeysFile,
+      },
       {
         store,
         logger,
         now: () => clock.nowMs(),
         defaultOwnerRateLimit: () => policy.policy().defaultOwnerRateLimit,
         costliestRoute: () => largestRouteCost(policy.policy().routes),
+        registry: metrics.registry,
       },
     );
   const webhooks = config.webhook && config.redis && startWebhooks(config.webhook, config.redis);
@@ -296,7 +302,10 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     ready,
     reloadKeys: () => watcher?.reload('reload requested') ?? Promise.resolve(false),
     reloadPolicy: () => policy.reload('reload requested'),
-    reloadManagementTokens: () => management?.tokens.reload('reload requested') ?? false,
+    reloadManagementTokens: () => {
+      management?.scanningKeys?.reload('reload requested');
+      return management?.tokens.reload('reload requested') ?? false;
+    },
     reloadAssertionKeys: () => assertionKeys?.reload('reload requested') ?? false,
     async listen() {
       if (tracing && loadingTracing) tracing.tracer = (await loadingTracing).tracer;
@@ -341,6 +350,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         management.server.closeAllConnections();
         await new Promise<void>((resolve) => management.server.close(() => resolve()));
         management.tokens.close();
+        management.scanningKeys?.close();
       }
       await forwarder?.close();
       watcher?.close();

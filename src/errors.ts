@@ -176,6 +176,17 @@ export const MANAGEMENT_ERRORS = Object.freeze({
   not_json: { status: 415, message: 'the body must be JSON (Content-Type: application/json)' },
   body_too_large: { status: 413, message: 'the body is larger than 64 KiB' },
   conflict: { status: 409, message: "the key's state does not allow this change" },
+  signature_invalid: {
+    status: 401,
+    message:
+      'the report is not signed by a GitHub secret scanning key in force (Github-Public-Key-Identifier, Github-Public-Key-Signature)',
+  },
+  report_too_large: { status: 413, message: 'the report is larger than 1 MiB' },
+  audit_needs_redis: {
+    status: 501,
+    message:
+      'the audit log is kept in Redis: with the embedded store keys change only in the keys file (KEYGATE_KEYS_FILE), so Keygate has no audit to read',
+  },
   writes_need_redis: {
     status: 409,
     message: 'writes need Redis: with the embedded store the keys file (KEYGATE_KEYS_FILE) is the source of keys',

@@ -5,6 +5,8 @@ import type { Store } from '../store/store.js';
 export interface KeyStoreHandle {
   readonly store: Store;
   readonly encrypted: boolean;
+  /** KEYGATE_SECRET_PREFIX, as `keygate serve` reads it: the prefix of the secrets create and rotate issue. */
+  readonly secretPrefix?: string | undefined;
 }
 
 /**

@@ -62,6 +62,11 @@ export const program: Command = {
       async () => (await import('./keys/owners-command.js')).ownersCommand,
     ),
     lazy(
+      'audit',
+      'print the audit log of key changes (oldest first; never a secret)',
+      async () => (await import('./keys/audit-command.js')).auditCommand,
+    ),
+    lazy(
       'token',
       'print a freshly signed token (use it as: Authorization: Bearer <token>)',
       async () => (await import('./credentials/token-command.js')).tokenCommand,

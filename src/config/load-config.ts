@@ -14,6 +14,7 @@ import { readRedisDurability, readReplayFence, type RedisDurability } from './re
 import { readReadyRequiresKeys } from './read-readiness.js';
 import { readTracing, type TracingSettings } from './read-tracing.js';
 import { readWebhook, type WebhookSettings } from './read-webhook.js';
+import { readSecretPrefix } from './read-secret-prefix.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -46,6 +47,8 @@ export interface Config {
    * Secret bytes, like the Redis password: describeConfig (src/cli/serve/serve-command.ts) picks what is logged.
    */
   readonly secretEncryptionKeys: SecretEncryptionKeys | undefined;
+  /** KEYGATE_SECRET_PREFIX: the prefix of issued HS256 secrets; undefined = `kgs_` (keys/secret-format.ts). */
+  readonly secretPrefix: string | undefined;
   readonly configFile: string;
   readonly logLevel: string;
   /** The management API's listener (KEYGATE_MANAGEMENT_PORT); undefined = no listener. */
@@ -72,9 +75,9 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 export function loadConfig(env: Env): Config {
   const problems: string[] = [];
   const listeners = readListeners(env, problems);
-  const management = readManagement(env, listeners.port, listeners.adminPort, problems);
   const { mode, upstream, forwardAuthPathPrefix } = readUpstream(env, problems);
   const redis = readRedisSettings(env, problems);
+  const management = readManagement(env, listeners.port, listeners.adminPort, problems, redis !== undefined);
   const redisUrl = redis?.mode === 'standalone' ? redis.url : undefined;
   const redisDurability = readRedisDurability(env, redis, problems);
   const replayFence = readReplayFence(env, redis, problems);
@@ -82,6 +85,7 @@ export function loadConfig(env: Env): Config {
   const readyRequiresKeys = readReadyRequiresKeys(env, problems);
   const keysFile = env.KEYGATE_KEYS_FILE || undefined;
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
+  const secretPrefix = readSecretPrefix(env, problems);
 
   const logLevel = env.KEYGATE_LOG_LEVEL || 'info';
   if (!LOG_LEVELS.includes(logLevel)) problems.push(`KEYGATE_LOG_LEVEL: one of ${LOG_LEVELS.join(', ')}`);
@@ -116,6 +120,7 @@ export function loadConfig(env: Env): Config {
     workers,
     keysFile,
     secretEncryptionKeys,
+    secretPrefix,
     configFile,
     logLevel,
     rateLimitHeaders: rawRateLimitHeaders !== 'off',

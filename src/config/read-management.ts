@@ -1,12 +1,15 @@
 // Tested in test/unit/management-tokens.test.ts (the management listener's settings).
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
 import type { Env } from './read-env-int.js';
+import { GithubScanningKeysError, loadGithubScanningKeys } from './github-scanning-keys.js';
 
 export interface ManagementSettings {
   readonly host: string;
   readonly port: number;
   /** KEYGATE_MANAGEMENT_TOKENS_FILE: checked at start, reloaded when it changes. */
   readonly tokensFile: string;
+  /** KEYGATE_GITHUB_SCANNING_KEYS_FILE: serves POST /v1/secret-scanning/github when set (Redis only). */
+  readonly githubScanningKeysFile?: string;
 }
 
 /**
@@ -18,9 +21,28 @@ export function readManagement(
   port: number,
   adminPort: number,
   problems: string[],
+  /** Whether a Redis store is configured (the secret scanning endpoint needs one). */
+  redis = true,
 ): ManagementSettings | undefined {
   const rawPort = env.KEYGATE_MANAGEMENT_PORT;
   const tokensFile = env.KEYGATE_MANAGEMENT_TOKENS_FILE || undefined;
+  const scanningFile = env.KEYGATE_GITHUB_SCANNING_KEYS_FILE || undefined;
+  if (scanningFile) {
+    if (rawPort === undefined || rawPort === '')
+      problems.push(
+        'KEYGATE_GITHUB_SCANNING_KEYS_FILE: set, but KEYGATE_MANAGEMENT_PORT is not (the secret scanning endpoint is served on the management port)',
+      );
+    if (!redis)
+      problems.push(
+        'KEYGATE_GITHUB_SCANNING_KEYS_FILE: needs Redis (a reported key is revoked in the shared store; with the embedded store the keys file is the source of keys: remove a leaked key there)',
+      );
+    try {
+      loadGithubScanningKeys(scanningFile);
+    } catch (err) {
+      if (!(err instanceof GithubScanningKeysError)) throw err;
+      problems.push(...err.problems.map((p) => `KEYGATE_GITHUB_SCANNING_KEYS_FILE: ${p}`));
+    }
+  }
   if (rawPort === undefined || rawPort === '') {
     if (tokensFile)
       problems.push(
@@ -50,5 +72,10 @@ export function readManagement(
     problems.push(...err.problems.map((p) => `KEYGATE_MANAGEMENT_TOKENS_FILE: ${p}`));
   }
   // Loopback unless asked: the settings backend usually runs beside Keygate or reaches it through a NetworkPolicy.
-  return { host: env.KEYGATE_MANAGEMENT_HOST || '127.0.0.1', port: mport, tokensFile };
+  return {
+    host: env.KEYGATE_MANAGEMENT_HOST || '127.0.0.1',
+    port: mport,
+    tokensFile,
+    ...(scanningFile && { githubScanningKeysFile: scanningFile }),
+  };
 }

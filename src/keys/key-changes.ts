@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { generateSecret } from './secret-format.js';
 import {
   generateKeyMaterial,
   MAX_PREVIOUS_SECRETS,
@@ -61,8 +61,9 @@ function credentialFields(input: CredentialInput, secret: string): Record<string
   return { alg, publicKey: input.publicKey };
 }
 
-export function newKey(changes: NewKeyInput, nowMs: number): KeyChangeResult {
-  const m = generateKeyMaterial();
+/** `secretPrefix`: the issued secret's prefix (KEYGATE_SECRET_PREFIX; default `kgs_`, keys/secret-format.ts). */
+export function newKey(changes: NewKeyInput, nowMs: number, secretPrefix?: string): KeyChangeResult {
+  const m = generateKeyMaterial(secretPrefix);
   return revalidate({
     apiKey: m.apiKey,
     ...credentialFields(changes, m.secret),
@@ -117,6 +118,7 @@ export function rotateKey(
   graceMs: number,
   nowMs: number,
   to: CredentialInput = {},
+  secretPrefix?: string,
 ): { record: KeyRecord; secret?: string; errors: string[] } {
   const alg = to.alg ?? record.alg ?? 'HS256';
   if (alg !== 'HS256' && to.publicKey === undefined)
@@ -129,7 +131,7 @@ export function rotateKey(
       ? { secret: record.secret, validUntil }
       : { alg: record.alg, publicKey: record.publicKey, validUntil };
   const previous = (graceMs > 0 ? [old, ...kept] : kept).slice(0, MAX_PREVIOUS_SECRETS);
-  const secret = randomBytes(32).toString('base64url');
+  const secret = generateSecret(secretPrefix);
   const { previousSecrets: _p, secret: _s, alg: _a, publicKey: _k, ...rest } = record;
   const next = revalidate({
     ...toExternal({ ...rest, ...(previous.length > 0 && { previousSecrets: previous }) }),

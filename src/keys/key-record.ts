@@ -1,3 +1,4 @@
+import { generateSecret } from './secret-format.js';
 import { createPublicKey, randomBytes } from 'node:crypto';
 import { parseCidrList } from '../net/cidr.js';
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
@@ -345,10 +346,10 @@ function fingerprintOf(pem: string): string {
 }
 
 /** 32 random bytes for secrets (base64url, used by clients as a plain string); 16 for key names. */
-export function generateKeyMaterial(): { apiKey: string; secret: string; id: string } {
+export function generateKeyMaterial(secretPrefix?: string): { apiKey: string; secret: string; id: string } {
   return {
     apiKey: `kg_${randomBytes(16).toString('hex')}`,
-    secret: randomBytes(32).toString('base64url'),
+    secret: generateSecret(secretPrefix),
     id: `key_${randomBytes(8).toString('hex')}`,
   };
 }

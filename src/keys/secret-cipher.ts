@@ -1,5 +1,6 @@
 // Tested in test/e2e/secret-cipher.test.ts, test/process/secret-env.test.ts.
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
+import { fingerprintKeyOf, fingerprintWith } from './secret-fingerprint.js';
 
 /**
  * Secrets at rest: AES-256-GCM with a random 96-bit IV, the key record's id
@@ -15,6 +16,11 @@ export interface SecretCipher {
   open(sealed: string, aad: string): string;
   /** True when `sealed` was sealed with the current key. */
   isCurrent(sealed: string): boolean;
+  /**
+   * The secret's keyed fingerprints (secret-fingerprint.ts), with the current key first, then each
+   * previous one: what a leak report is looked up by, never the secret.
+   */
+  fingerprints(secret: string): string[];
 }
 
 export class SecretCipherError extends Error {
@@ -32,6 +38,7 @@ export function createSecretCipher(options: { current: Buffer; previous?: readon
   const currentKid = kidOf(options.current);
   const keys = new Map<string, Buffer>([[currentKid, options.current]]);
   for (const k of options.previous ?? []) keys.set(kidOf(k), k);
+  const fingerprintKeys = [options.current, ...(options.previous ?? [])].map(fingerprintKeyOf);
 
   return {
     seal(plain, aad) {
@@ -65,6 +72,7 @@ export function createSecretCipher(options: { current: Buffer; previous?: readon
     isCurrent(sealed) {
       return sealed.split('.')[1] === currentKid;
     },
+    fingerprints: (secret) => fingerprintKeys.map((k) => fingerprintWith(k, secret)),
   };
 }
 

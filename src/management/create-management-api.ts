@@ -1,11 +1,15 @@
 // Tested in test/e2e/management-api.test.ts.
 import type { Server } from 'node:http';
+import { Registry } from 'prom-client';
+import { createScanningMetrics } from '../observe/scanning-metrics.js';
+import { createGithubScanningKeysSource, type GithubScanningKeysSource } from './github-scanning-source.js';
 import type { Logger } from 'pino';
 import type { Limits } from '../config/read-limits.js';
 import { createManagementTokensSource, type ManagementTokensSource } from './management-tokens-source.js';
 import type { Store } from '../store/store.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import { createKeyOperations } from '../operations/key-operations.js';
+import { createAuditReader } from '../operations/audit-reader.js';
 import { createOwnerOperations, type CostliestRoute } from '../operations/owner-operations.js';
 import { createManagementServer } from './management-server.js';
 
@@ -13,6 +17,8 @@ export interface ManagementApi {
   readonly server: Server;
   /** The tokens file, reloaded on change and on SIGHUP. */
   readonly tokens: ManagementTokensSource;
+  /** GitHub's secret scanning keys (KEYGATE_GITHUB_SCANNING_KEYS_FILE), reloaded on change and on SIGHUP. */
+  readonly scanningKeys?: GithubScanningKeysSource;
 }
 
 /**
@@ -22,7 +28,13 @@ export interface ManagementApi {
  * same audit).
  */
 export function createManagementApi(
-  options: { tokensFile: string; limits: Limits },
+  options: {
+    tokensFile: string;
+    limits: Limits;
+    secretPrefix?: string | undefined;
+    /** KEYGATE_GITHUB_SCANNING_KEYS_FILE: serve POST /v1/secret-scanning/github. */
+    githubScanningKeysFile?: string | undefined;
+  },
   deps: {
     store: Store;
     logger: Logger;
@@ -31,11 +43,18 @@ export function createManagementApi(
     defaultOwnerRateLimit?: () => CompiledLimit | undefined;
     /** The policy in force's costliest route, for PUT /v1/owners/{owner}'s warnings. */
     costliestRoute?: () => CostliestRoute | undefined;
+    /** The instance's metrics registry (the secret scanning counter); a private one when absent (tests). */
+    registry?: Registry;
   },
 ): ManagementApi {
   const { store, logger, now } = deps;
   const tokens = createManagementTokensSource({ file: options.tokensFile }, { logger });
-  const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
+  const ops = createKeyOperations({
+    store,
+    now,
+    audit: (entry) => logger.info({ audit: entry }, 'key change'),
+    secretPrefix: options.secretPrefix,
+  });
   const owners = createOwnerOperations({
     store,
     now,
@@ -43,9 +62,27 @@ export function createManagementApi(
     ...(deps.defaultOwnerRateLimit && { defaultOwnerRateLimit: deps.defaultOwnerRateLimit }),
     ...(deps.costliestRoute && { costliestRoute: deps.costliestRoute }),
   });
+  const scanningKeys =
+    options.githubScanningKeysFile !== undefined
+      ? createGithubScanningKeysSource({ file: options.githubScanningKeysFile }, { logger })
+      : undefined;
+  const scanning = scanningKeys && {
+    keys: scanningKeys.keys,
+    metrics: createScanningMetrics(deps.registry ?? new Registry()),
+  };
   const server = createManagementServer(
     { limits: options.limits },
-    { ops, owners, store, tokens: tokens.tokens, logger, now },
+    {
+      ops,
+      owners,
+      store,
+      tokens: tokens.tokens,
+      logger,
+      now,
+      ...(scanning && { scanning }),
+      // The memory store keeps no audit log (keys change only in the keys file): no reader, 501.
+      ...(store.kind === 'redis' && { audit: createAuditReader({ store }) }),
+    },
   );
-  return { server, tokens };
+  return { server, tokens, ...(scanningKeys && { scanningKeys }) };
 }

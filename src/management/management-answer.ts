@@ -5,6 +5,7 @@ import { lastUsedAt } from '../keys/key-usage.js';
 import type { Store } from '../store/store.js';
 import type { KeyOperations } from '../operations/key-operations.js';
 import type { Refusal } from '../operations/outcome.js';
+import type { AuditReader } from '../operations/audit-reader.js';
 import type { OwnerOperations } from '../operations/owner-operations.js';
 
 /**
@@ -41,6 +42,8 @@ export interface RouteDeps {
   readonly owners?: OwnerOperations;
   readonly store: Pick<Store, 'getUsage'>;
   readonly now: () => number;
+  /** The audit log's reader; absent with the embedded store (no audit log): GET /v1/audit answers 501. */
+  readonly audit?: AuditReader;
 }
 
 /** A handler: a function from a parsed call to an answer. */

@@ -1,3 +1,4 @@
+import { auditHandlers } from './audit-handlers.js';
 import { keyLifecycleHandlers } from './key-lifecycle-handlers.js';
 import { keyReadHandlers } from './key-read-handlers.js';
 import { keyWriteHandlers } from './key-write-handlers.js';
@@ -26,7 +27,7 @@ const row = (pattern: string, method: string, write: boolean, body: boolean, han
   handle,
 });
 
-/** Every /v1/keys and /v1/owners route (the OpenAPI description is config/management-openapi.json). */
+/** Every /v1/keys, /v1/owners and /v1/audit route (the OpenAPI description is config/management-openapi.json). */
 export const ROUTES: readonly Route[] = [
   row('/v1/keys', 'GET', false, false, keyReadHandlers.list),
   row('/v1/keys', 'POST', true, true, keyWriteHandlers.create),
@@ -39,4 +40,5 @@ export const ROUTES: readonly Route[] = [
   // An owner's own rate limit, shared by all its keys.
   row('/v1/owners/{owner}', 'GET', false, false, ownerHandlers.show),
   row('/v1/owners/{owner}', 'PUT', true, true, ownerHandlers.put),
+  row('/v1/audit', 'GET', false, false, auditHandlers.list),
 ];

@@ -11,6 +11,15 @@ import type { KeyOperations } from '../operations/key-operations.js';
 import type { OwnerOperations } from '../operations/owner-operations.js';
 import { OWNER } from '../keys/key-record.js';
 import { DurabilityError, StoreUnavailableError, type Store } from '../store/store.js';
+import type { AuditReader } from '../operations/audit-reader.js';
+import type { GithubScanningKey } from '../config/github-scanning-keys.js';
+import {
+  GITHUB_SCANNING_ACTOR,
+  GITHUB_SCANNING_PATH,
+  handleScanningReport,
+  MAX_REPORT_BYTES,
+  type ScanningLabel,
+} from './github-scanning.js';
 import { ROUTES, type Answer, type Route } from './management-routes.js';
 import { serverTimeouts } from '../config/server-timeouts.js';
 
@@ -43,6 +52,10 @@ export interface ManagementServerDeps {
   ops: KeyOperations;
   /** Owners' own limits: /v1/owners/{owner}. */
   owners?: OwnerOperations;
+  /** POST /v1/secret-scanning/github, when KEYGATE_GITHUB_SCANNING_KEYS_FILE is set: GitHub's keys in force. */
+  scanning?: { keys: () => readonly GithubScanningKey[]; metrics: { count(label: ScanningLabel): void } };
+  /** The audit log's reader (Redis only): GET /v1/audit. */
+  audit?: AuditReader;
   store: Pick<Store, 'kind' | 'getUsage'>;
   /** The tokens in force (the tokens file reloads on change). */
   tokens: () => readonly ManagementToken[];
@@ -74,6 +87,10 @@ function matchOwner(method: string, parts: readonly string[]): Matched | 'no_rou
 function match(method: string, path: string): Matched | 'no_route' | 'method_not_allowed' {
   const parts = path.split('/');
   if (parts[1] === 'v1' && parts[2] === 'owners') return matchOwner(method, parts);
+  if (path === '/v1/audit') {
+    const route = ROUTES.find((r) => r.pattern === path && r.method === method);
+    return route ? { route, apiKey: undefined } : 'method_not_allowed';
+  }
   if (parts[1] !== 'v1' || parts[2] !== 'keys' || parts.length > 5) return 'no_route';
   let apiKey: string | undefined;
   let pattern = '/v1/keys';
@@ -126,7 +143,13 @@ export function createManagementServer(
 ): Server {
   const openapi = readFileSync(options.openapiFile ?? OPENAPI_FILE);
   const consoleFiles = loadConsole(options.consoleDir ?? CONSOLE_DIR);
-  const routeDeps = { ops: deps.ops, store: deps.store, now: deps.now, ...(deps.owners && { owners: deps.owners }) };
+  const routeDeps = {
+    ops: deps.ops,
+    store: deps.store,
+    now: deps.now,
+    ...(deps.owners && { owners: deps.owners }),
+    ...(deps.audit && { audit: deps.audit }),
+  };
 
   const send = (res: ServerResponse, status: number, body?: unknown, headers?: Readonly<Record<string, string>>) => {
     if (res.headersSent) return void res.destroy();
@@ -187,15 +210,15 @@ export function createManagementServer(
     return m ? matchToken(deps.tokens(), m[1] as string) : undefined;
   };
 
-  const readBody = (req: IncomingMessage): Promise<Buffer | 'too_large'> =>
+  const readBody = (req: IncomingMessage, max = MAX_BODY_BYTES): Promise<Buffer | 'too_large'> =>
     new Promise((resolve, reject) => {
       const declared = Number(req.headers['content-length'] ?? 0);
-      if (declared > MAX_BODY_BYTES) return resolve('too_large');
+      if (declared > max) return resolve('too_large');
       const chunks: Buffer[] = [];
       let size = 0;
       req.on('data', (chunk: Buffer) => {
         size += chunk.length;
-        if (size > MAX_BODY_BYTES) {
+        if (size > max) {
           req.removeAllListeners('data');
           req.pause();
           resolve('too_large');
@@ -215,6 +238,15 @@ export function createManagementServer(
     }
     if (path.startsWith('/console/')) return serveConsole(req, res, path);
     const method = req.method ?? '';
+    if (path === GITHUB_SCANNING_PATH && deps.scanning) {
+      // Authenticated by GitHub's signature over the raw body, not by a management token.
+      line.route = path;
+      if (method !== 'POST') return fail(res, 'method_not_allowed');
+      const raw = await readBody(req, MAX_REPORT_BYTES);
+      if (raw === 'too_large') return fail(res, 'report_too_large');
+      line.actor = GITHUB_SCANNING_ACTOR;
+      return answer(res, await handleScanningReport(req, raw, { ...deps.scanning, ops: deps.ops }));
+    }
     const openapiRoute = path === '/v1/openapi.json';
     const whoamiRoute = path === '/v1/whoami';
     const fixedRoute = openapiRoute || whoamiRoute;

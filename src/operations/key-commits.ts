@@ -5,7 +5,7 @@ import type { AuditEntry, KeyRecordStore } from '../store/store.js';
 import { conflict, done, notFound, type Done, type Refusal } from './outcome.js';
 import { auditEntry, type AuditAction } from '../store/audit-entry.js';
 
-/** What an entry says beyond who, what and which key. */
+/** What an entry says beyond who, what and which key (its owner comes from the key). */
 export type AuditExtra = Parameters<typeof auditEntry>[4];
 
 /** A refused compare-and-set in words: what the operator sees (409 / exit 1). */
@@ -26,7 +26,7 @@ const RETRIES = 8;
 
 /** The steps every key change is made of, shared by the key operations and the import. */
 export interface KeyCommits {
-  /** The audit entry of a change to `r`, at the clock's now. */
+  /** The audit entry of a change to `r`, at the clock's now (store/audit-entry.ts: the one shape). */
   entry(
     r: Pick<KeyRecord, 'apiKey' | 'id' | 'owner'>,
     action: AuditAction,

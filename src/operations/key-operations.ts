@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, timingSafeEqual } from 'node:crypto';
 import {
   newKey,
   revokeKey,
@@ -17,6 +17,15 @@ import { createKeyCommits, refusedWrite } from './key-commits.js';
 import { createKeyImport, IMPORT_BATCH, type KeyImport } from './key-import.js';
 import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
 import { conflict, done, invalid, notFound, type Done } from './outcome.js';
+import type { AuditExtra } from './key-commits.js';
+import { LEAKED_REASON } from '../store/audit-entry.js';
+
+/** Compares two secrets in time that does not depend on where they differ. */
+const sameSecret = (a: string, b: string) => {
+  const x = Buffer.from(a);
+  const y = Buffer.from(b);
+  return x.length === y.length && timingSafeEqual(x, y);
+};
 
 /** Sent with a create: a retried create with the same key (from the same actor) returns the first key. */
 export interface Idempotency {
@@ -49,6 +58,18 @@ export interface KeyOperations extends KeyImport {
     to?: CredentialInput,
   ): Promise<Done<{ record: KeyRecord; secret?: string; previousSecretValidUntil: string }>>;
   revoke(apiKey: string, reason: string | undefined, actor: string): Promise<Done<KeyRecord>>;
+  /**
+   * A secret reported found in public (a secret scanning report): the key's current secret revokes
+   * the key (through the one revoke), a previous secret still in its grace ends that grace (the
+   * current secret keeps working); both audited with reason `leaked`, the report's url and source.
+   * `true_positive` when the secret was live, else `false_positive` (unknown, revoked, out of grace).
+   * Found by the secret's keyed fingerprint (Store.keyOfSecret), never by reading keys.
+   */
+  reportLeak(
+    secret: string,
+    where: { url?: string; source?: string },
+    actor: string,
+  ): Promise<{ label: 'true_positive' | 'false_positive'; apiKey?: string; action?: 'revoke' | 'end-grace' }>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
   usage(apiKey: string): Promise<Done<{ record: KeyRecord; usage: KeyUsage }>>;
   /** The record parser's problems with a create, writing nothing (to list every problem of a request at once). */
@@ -73,6 +94,8 @@ export function createKeyOperations(deps: {
   store: Store;
   now: () => number;
   audit: (entry: AuditEntry) => void;
+  /** The prefix of the HS256 secrets create and rotate issue (KEYGATE_SECRET_PREFIX); default `kgs_`. */
+  secretPrefix?: string | undefined;
   /** Keys per import step (default IMPORT_BATCH; tests use small ones). */
   importBatch?: number;
 }): KeyOperations {
@@ -90,6 +113,19 @@ export function createKeyOperations(deps: {
 
   const after = (r: Done<{ after: KeyRecord | null }>): Done<KeyRecord> =>
     r.ok ? done(r.value.after as KeyRecord) : r;
+
+  /** The one revoke: an operator's (CLI, API, console) and a leak report's alike. */
+  const revokeWith = async (apiKey: string, reason: string | undefined, actor: string, extra?: AuditExtra) =>
+    after(
+      await change(apiKey, 'revoke', actor, true, (current) =>
+        current.state === 'revoked'
+          ? conflict('the key is already revoked')
+          : done({
+              next: revokeKey(current, reason, now()),
+              ...((reason || extra) && { audit: { ...(reason && { reason }), ...extra } }),
+            }),
+      ),
+    );
 
   async function writeNew(record: KeyRecord, actor: string, claim?: KeyClaim): Promise<KeyWriteResult> {
     // The alg is audited with the key it was made with; an HS256 key's entry reads as before.
@@ -130,12 +166,12 @@ export function createKeyOperations(deps: {
 
   return {
     get: load,
-    check: (input) => newKey(input, now()).errors,
+    check: (input) => newKey(input, now(), deps.secretPrefix).errors,
     checkUpdate: (record, changes) => updateKey(record, changes, now()).errors,
     list,
     listAll,
     async create(input, actor, idempotency) {
-      const { record, errors } = newKey(input, now());
+      const { record, errors } = newKey(input, now(), deps.secretPrefix);
       if (!record) return invalid(errors);
       if (!idempotency) {
         const r = await writeNew(record, actor);
@@ -167,7 +203,7 @@ export function createKeyOperations(deps: {
       let secret: string | undefined;
       const r = await change(apiKey, 'rotate', actor, false, (current) => {
         if (keyStatus(current, t) !== 'active') return conflict('only an active key can be rotated');
-        const rotated = rotateKey(current, graceMs, t, to);
+        const rotated = rotateKey(current, graceMs, t, to, deps.secretPrefix);
         if (rotated.errors.length > 0) return invalid(rotated.errors);
         secret = rotated.secret;
         // The reason is the operator's words, recorded as given (revoke keeps its reason the same way).
@@ -190,12 +226,34 @@ export function createKeyOperations(deps: {
     async revoke(apiKey, reason, actor) {
       // The reason is kept on the key (revokeReason) and printed by keys list: the record's text rule.
       if (reason !== undefined && hasUnprintable(reason)) return invalid([`key.reason: ${PRINTABLE_RULE}`]);
-      const r = await change(apiKey, 'revoke', actor, true, (current) =>
-        current.state === 'revoked'
-          ? conflict('the key is already revoked')
-          : done({ next: revokeKey(current, reason, now()), ...(reason && { audit: { reason } }) }),
-      );
-      return after(r);
+      return revokeWith(apiKey, reason, actor);
+    },
+    async reportLeak(secret, where, actor) {
+      const negative = { label: 'false_positive' } as const;
+      const apiKey = store.keyOfSecret ? await store.keyOfSecret(secret) : null;
+      if (apiKey === null) return negative;
+      const extra = { reason: LEAKED_REASON, ...where };
+      const head = await store.readKey(apiKey);
+      if (!head || keyStatus(head.record, now()) !== 'active') return negative;
+      if (head.record.secret !== undefined && sameSecret(head.record.secret, secret)) {
+        const r = await revokeWith(apiKey, LEAKED_REASON, actor, extra);
+        return r.ok ? { label: 'true_positive', apiKey, action: 'revoke' } : negative;
+      }
+      const r = await change(apiKey, 'end-grace', actor, true, (current) => {
+        const previous = current.previousSecrets ?? [];
+        const matches = (p: (typeof previous)[number]) => p.secret !== undefined && sameSecret(p.secret, secret);
+        const live = previous.some((p) => matches(p) && Date.parse(p.validUntil) > now());
+        if (current.state === 'revoked' || !live) return conflict('not a live previous secret of this key');
+        const kept = previous.filter((p) => !matches(p));
+        const { previousSecrets: _p, ...rest } = current;
+        const next: KeyRecord = {
+          ...rest,
+          ...(kept.length > 0 && { previousSecrets: kept }),
+          updatedAt: new Date(now()).toISOString(),
+        };
+        return done({ next, audit: extra });
+      });
+      return r.ok ? { label: 'true_positive', apiKey, action: 'end-grace' } : negative;
     },
     importKeys,
     reseal,

@@ -7,6 +7,14 @@ import type { Charge } from './budgets.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-write.js';
 
 export type { AuditEntry } from './key-write.js';
+import type { AuditRecord } from './audit-entry.js';
+
+/** Where an audit read starts: `after` a cursor (exclusive), else at `sinceMs`; how many stream entries it reads. */
+export interface AuditRange {
+  readonly after?: string | undefined;
+  readonly sinceMs?: number | undefined;
+  readonly count: number;
+}
 export type { Budget, BudgetKind, Charge } from './budgets.js';
 import type { RateState } from './rate-limit.js';
 
@@ -162,6 +170,19 @@ export interface KeyRecordStore {
   mayHaveKey?(apiKey: string): boolean;
   /** Appends an audit entry of what changes no key (an export) to the stream `keygate:{keystore}:audit`; no-op in memory. */
   appendAudit(entry: AuditEntry): Promise<void>;
+  /**
+   * Audit entries oldest first, at most `range.count`: after the cursor `range.after` (exclusive), else
+   * from `range.sinceMs`, else from the oldest kept. Redis: XRANGE on the stream (the management
+   * connection); memory: none (it keeps no audit log, see memory-store.ts). An entry that
+   * does not parse is skipped, its cursor still counted (the reader's paging moves past it).
+   */
+  readAudit(range: AuditRange): Promise<{ readonly records: readonly AuditRecord[]; readonly last?: string }>;
+  /**
+   * The apiKey whose record holds this secret (its current one or one in its grace), found by the
+   * secret's keyed fingerprint (keys/secret-fingerprint.ts), never by reading keys; null when none.
+   * Redis only: the memory store's keys come from the keys file, where a leaked key is removed by hand.
+   */
+  keyOfSecret?(secret: string): Promise<string | null>;
 }
 
 /** A request's admission: what authentication (pipeline/authenticate.ts) asks of the store. */

@@ -189,7 +189,7 @@ describe('operator console in a real browser', () => {
       await page.waitForSelector('#secret-dialog[open]');
       const apiKey = (await page.textContent('#secret-api-key')) as string;
       const secret = (await page.textContent('#secret-value')) as string;
-      expect(Buffer.from(secret, 'base64url')).toHaveLength(32);
+      expect(secret).toMatch(/^kgs_[0-9A-Za-z]{46}$/);
       await page.click('#copy-secret');
       await expect.poll(() => page.textContent('#copy-secret'), UI_WAIT).toBe('Copied');
       expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(secret);
@@ -294,6 +294,18 @@ describe('operator console in a real browser', () => {
       expect([refused.status, JSON.parse(refused.body)]).toEqual([404, { code: 10013, message: 'Resource not found' }]);
       const stored = (await api.call('GET', `/v1/keys/${apiKey}`)).json() as { revokeReason: string };
       expect(stored.revokeReason).toBe('demo over');
+      // The key's history, from the audit log: each change with its reason, never a secret.
+      await row.locator('button', { hasText: 'History' }).click();
+      await page.waitForSelector('#history-dialog[open]');
+      await expect
+        .poll(() => page.locator('#history-dialog tbody tr .action').allTextContents(), UI_WAIT)
+        .toEqual(expect.arrayContaining(['create', 'rotate', 'revoke']));
+      const historyText = (await page.textContent('#history-dialog tbody')) as string;
+      expect(historyText).toContain('reason: scheduled rotation');
+      expect(historyText).toContain('reason: demo over');
+      expect(historyText).not.toContain(secret);
+      expect(historyText).not.toContain(rotatedSecret);
+      await page.click('#history-dialog .cancel');
     },
   );
 
@@ -359,7 +371,7 @@ describe('operator console in a real browser', () => {
       await page.click('#create-form button[type=submit]');
       await page.waitForSelector('#secret-dialog[open]');
       expect(await page.isVisible('#secret-row')).toBe(true);
-      expect(Buffer.from((await page.textContent('#secret-value')) as string, 'base64url')).toHaveLength(32);
+      expect((await page.textContent('#secret-value')) as string).toMatch(/^kgs_[0-9A-Za-z]{46}$/);
       await page.click('#secret-done');
     },
   );

@@ -149,6 +149,15 @@ describe('Redis Cluster', () => {
       KEYGATE_REDIS_TIMEOUT_MS: '5000',
     });
     expect((JSON.parse(stdout) as Array<{ apiKey: string }>).map((k) => k.apiKey).sort()).toEqual([...KEYS].sort());
+    // The audit stream is read on the {keystore} slot's node, like the records it sits beside.
+    const audit = await runKeygate(['audit', '--key', 'ck-5', '--json'], {
+      KEYGATE_REDIS_URL: '',
+      KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
+      KEYGATE_REDIS_PASSWORD: cluster.password,
+    });
+    expect(JSON.parse(audit.stdout)).toEqual([
+      expect.objectContaining({ action: 'revoke', apiKey: 'ck-5', reason: 'cluster test' }),
+    ]);
   });
 
   it("a rate limit is shared by every instance (GCRA state under the key's hash tag)", async () => {

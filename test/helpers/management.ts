@@ -43,7 +43,7 @@ type OpenApi = {
 /** Which documented path a request path is. */
 function templateOf(path: string): string {
   const p = path.split('?')[0] as string;
-  if (p === '/v1/openapi.json' || p === '/v1/keys') return p;
+  if (['/v1/openapi.json', '/v1/keys', '/v1/audit', '/v1/whoami', '/v1/secret-scanning/github'].includes(p)) return p;
   const parts = p.split('/');
   if (parts[2] === 'owners') return '/v1/owners/{owner}';
   return parts.length === 5 ? `/v1/keys/{apiKey}/${parts[4]}` : '/v1/keys/{apiKey}';

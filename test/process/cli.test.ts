@@ -178,6 +178,7 @@ describe('keygate CLI', () => {
     'demo-upstream',
     'keys',
     'owners',
+    'audit',
     'token',
     'management-token',
     'assertion',

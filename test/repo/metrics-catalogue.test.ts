@@ -5,6 +5,7 @@ import { REASONS } from '../../src/errors.js';
 import { createMetrics, LABEL_VALUES } from '../../src/observe/metrics.js';
 import { NOT_READY_REASONS } from '../../src/observe/readiness.js';
 import { createStreamMetrics, STREAM_CLOSE_REASONS } from '../../src/observe/stream-metrics.js';
+import { createScanningMetrics } from '../../src/observe/scanning-metrics.js';
 import { codeSpans, readDoc, section, tableRows } from '../helpers/markdown.js';
 
 const root = new URL('../../', import.meta.url);
@@ -27,6 +28,8 @@ describe('docs/reference/metrics.md lists every metric with its labels and their
   const registry = createMetrics({ defaultMetrics: false }).registry;
   // The streams' metrics live on the same registry (src/observe/stream-metrics.ts).
   createStreamMetrics(registry);
+  // So do the secret scanning endpoint's (src/observe/scanning-metrics.ts), registered when it is served.
+  createScanningMetrics(registry);
   const own = registry.getMetricsAsArray();
   const VALUES_OF: Record<string, string> = {
     keygate_auth_duration_seconds: 'authOutcome',

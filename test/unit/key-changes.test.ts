@@ -1,3 +1,4 @@
+import { isIssuedSecret } from '../../src/keys/secret-format.js';
 import { describe, expect, it } from 'vitest';
 import { newKey, parseDuration, revokeKey, rotateKey, updateKey } from '../../src/keys/key-changes.js';
 import { keyStatus, MAX_PREVIOUS_SECRETS, publicView } from '../../src/keys/key-record.js';
@@ -7,13 +8,14 @@ import { makeKey } from '../helpers/make-key.js';
 const T0 = Date.parse('2026-11-22T00:00:00Z');
 
 describe('key lifecycle', () => {
-  it('creates keys with 32-byte secrets and optional expiry', () => {
+  it('creates keys with issued-format secrets (kgs_…, checksum valid; another prefix when given) and optional expiry', () => {
     const { record } = newKey(
       { scopes: ['a'], allowIps: ['10.0.0.0/8'], label: 'x', expiresAt: new Date(T0 + 1000).toISOString() },
       T0,
     );
     expect(record).toBeDefined();
-    expect(Buffer.from(record!.secret!, 'base64url')).toHaveLength(32);
+    expect(isIssuedSecret(record!.secret!)).toBe(true);
+    expect(isIssuedSecret(newKey({}, T0, 'acme_').record!.secret!, 'acme_')).toBe(true);
     expect(record!.apiKey).not.toBe(record!.id);
     expect(keyStatus(record!, T0)).toBe('active');
     expect(keyStatus(record!, T0 + 1000)).toBe('expired');

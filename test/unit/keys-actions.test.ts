@@ -72,7 +72,7 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
       ['create', '--scopes', 'a,b', '--label', 'ci', '--ttl', '1d', '--rate-limit', '5/s', '--burst', '9'],
       (r) =>
         expect(r.out).toMatch(
-          /^Created key key_[0-9a-f]+\n {2}apiKey: {4}kg_[0-9a-f]{32}\n {2}apiSecret: \S{43}\n[^]*rate limit: 5\/s/,
+          /^Created key key_[0-9a-f]+\n {2}apiKey: {4}kg_[0-9a-f]{32}\n {2}apiSecret: kgs_[0-9A-Za-z]{46}\n[^]*rate limit: 5\/s/,
         ),
     ],
     [
@@ -95,7 +95,7 @@ describe('keygate keys: each action succeeds, audited as the actor', () => {
     [
       'rotate',
       ['rotate', 'active', '--grace', '0'],
-      (r) => expect(r.out).toMatch(/^Rotated active \(id-active\)\n {2}new apiSecret: \S{43}\n/),
+      (r) => expect(r.out).toMatch(/^Rotated active \(id-active\)\n {2}new apiSecret: kgs_[0-9A-Za-z]{46}\n/),
     ],
     ['revoke', ['revoke', 'active', '--reason', 'left'], (r) => expect(r.out).toBe('revoked active (id-active)\n')],
     ['delete', ['delete', 'gone'], (r) => expect(r.out).toBe('deleted gone (id-gone)\n')],

@@ -64,10 +64,16 @@ export interface KeyContextDeps {
   encrypted: boolean;
   /** The policy's costliest route (the file `keygate serve` would read), for `owners set`'s warning. */
   costliestRoute?: () => CostliestRoute | undefined;
+  secretPrefix?: string | undefined;
 }
 
 export function createKeyContext(deps: KeyContextDeps): KeyContext {
-  const ops = createKeyOperations({ store: deps.store, now: deps.now, audit: deps.audit });
+  const ops = createKeyOperations({
+    store: deps.store,
+    now: deps.now,
+    audit: deps.audit,
+    secretPrefix: deps.secretPrefix,
+  });
   const must = <T>(r: Done<T>, apiKey = ''): T => {
     if (r.ok) return r.value;
     if (r.refused === 'not_found') throw new KeyNotFound(apiKey);

@@ -35,7 +35,7 @@ export const VERBOSE_OPTION: OptionSpec = {
 export const asCommand = (action: KeyAction): Command => ({
   spec: { ...action.spec, options: [...action.spec.options, VERBOSE_OPTION] },
   async run(parsed, io) {
-    const { store, encrypted } = await io.openKeyStore(io.env);
+    const { store, encrypted, secretPrefix } = await io.openKeyStore(io.env);
     // Imported here: `keygate keys keygen` and every --help run without the logger.
     const { default: pino } = await import('pino');
     // Every entry is in the Redis stream with its change (one atomic step); this is only the terminal's copy.
@@ -47,6 +47,7 @@ export const asCommand = (action: KeyAction): Command => ({
       store,
       encrypted,
       costliestRoute: () => costliestRouteOf(io.env),
+      secretPrefix,
       out: io.out,
       err: io.err,
       now: () => Date.now(),

@@ -4,6 +4,7 @@ import { systemClock } from '../../clock.js';
 import { readRedisDurability } from '../../config/read-durability.js';
 import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
 import { loadSecretEncryptionKeys } from '../../config/secret-encryption.js';
+import { readSecretPrefix } from '../../config/read-secret-prefix.js';
 import { createStoreFromConfig } from '../../open-store.js';
 import { REDIS_CAUSE_HINTS, type RedisCause } from '../../store/redis/connection/redis-reachability.js';
 import { StoreUnavailableError, type ConnectionProblem } from '../../store/store.js';
@@ -47,6 +48,7 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
   if (!connection) throw new CliError(NO_REDIS, 2);
   const redisDurability = readRedisDurability(env, connection, problems);
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
+  const secretPrefix = readSecretPrefix(env, problems);
   if (problems.length > 0) throw new CliError(problems.join('\n  '), 2);
   // The store `keygate serve` would open from this environment, opened the same way; a person waits at a
   // terminal, so a command gets 5 s, and nothing here watches for failovers (replayFence).
@@ -71,5 +73,5 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
     // The client library's own text ("Stream isn't writeable…") names none of our settings: say it ourselves.
     throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address', problem), 1);
   }
-  return { store, encrypted: secretEncryptionKeys !== undefined };
+  return { store, encrypted: secretEncryptionKeys !== undefined, secretPrefix };
 }

@@ -277,7 +277,13 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const nowUs = Number(deps.clock.nowNs() / 1_000n);
       return peekBudget(tats.get(budgetName('owner', '', owner)) ?? 0, nowUs, limit);
     },
+    // No audit log in memory: operators change keys only in Redis (management writes answer
+    // writes_need_redis, `keygate keys` needs Redis); the embedded store's keys come from the keys
+    // file, whose history is the operator's own (version control). GET /v1/audit answers 501.
     async appendAudit() {},
+    async readAudit() {
+      return { records: [] };
+    },
     async ping() {},
     async countKeys() {
       return keys.size;

@@ -1,8 +1,17 @@
 // Tested in test/e2e/redis-store.test.ts, test/e2e/store-contract.test.ts, test/e2e/secret-cipher.test.ts.
 import type { Logger } from 'pino';
 import { parseKeyRecord, toExternal, type KeyRecord } from '../../keys/key-record.js';
+import { secretFingerprints } from '../../keys/secret-fingerprint.js';
 import { openExternal, SecretCipherError, type SecretCipher } from '../../keys/secret-cipher.js';
 import { KEY_CHANGE_SCRIPT } from './scripts/key-change-script.js';
+import {
+  AUDIT_STREAM_FIELD,
+  AUDIT_STREAM_MAX,
+  auditStreamKey,
+  parseAuditEntry,
+  type AuditRecord,
+} from '../audit-entry.js';
+import type { AuditRange } from '../store.js';
 import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from '../key-write.js';
 import type { RedisClient } from './connection/redis-connection.js';
 import { DELETED_OWNER_KEPT_MS, StoreUnavailableError, type KeyPage, type KeyPageQuery } from '../store.js';
@@ -39,6 +48,10 @@ export interface RedisKeyRecords {
   /** The one commit point of every key change (and of its durability wait). */
   commitKeyChange(commit: KeyCommit): Promise<KeyWriteResult>;
   appendAudit(entry: AuditEntry): Promise<void>;
+  /** The apiKey whose record holds this secret (current or in its grace), by its fingerprint; null if none. */
+  keyOfSecret(secret: string): Promise<string | null>;
+  /** The audit stream from a cursor or a time (XRANGE, exclusive start after a cursor), oldest first. */
+  readAudit(range: AuditRange): Promise<{ records: AuditRecord[]; last?: string }>;
   /** Moves records of the first layout into this one; returns how many moved. */
   migrateLegacy(): Promise<number>;
 }
@@ -84,6 +97,15 @@ export function createRedisKeyRecords(
     return record;
   }
 
+  const fingerprints = `${base}fingerprints`;
+  /**
+   * The current key's fingerprint of every secret the record holds (its own and those still in their
+   * grace): a revoked key keeps them, so a report of its secret is answered, never acted on twice.
+   */
+  const fingerprintsOf = (record: KeyRecord) =>
+    [record.secret, ...(record.previousSecrets ?? []).map((p) => p.secret)]
+      .flatMap((s) => (s === undefined ? [] : [secretFingerprints(s, cipher)[0] as string]))
+      .join(' ');
   const seal = (record: KeyRecord) =>
     JSON.stringify(toExternal(record, cipher && ((secret) => cipher.seal(secret, record.id))));
 
@@ -94,13 +116,14 @@ export function createRedisKeyRecords(
       `${base}version`,
       `${base}audit`,
       ...commit.writes.map((w) => recordOf(w.apiKey)),
+      fingerprints,
       ...(commit.claim ? [`${base}${commit.claim.name}`] : []),
     ];
     const args: string[] = [`${base}owner:`, channel, String(commit.writes.length), String(commit.audit.length)];
     for (const w of commit.writes) {
       const r = w.next;
       args.push(w.apiKey, w.expect === undefined ? '' : String(w.expect), r ? 'put' : 'del');
-      args.push(r ? seal(r) : '', r?.id ?? '', r?.owner ?? '', r?.state ?? '');
+      args.push(r ? seal(r) : '', r?.id ?? '', r?.owner ?? '', r?.state ?? '', r ? fingerprintsOf(r) : '');
     }
     for (const a of commit.audit) args.push(JSON.stringify(a));
     args.push(String(DELETED_OWNER_KEPT_MS));
@@ -136,7 +159,37 @@ export function createRedisKeyRecords(
       client.zrangebylex(index, after === undefined ? '-' : `(${after}`, '+', 'LIMIT', 0, count),
     commitKeyChange,
     async appendAudit(entry) {
-      await client.xadd(`${base}audit`, 'MAXLEN', '~', '100000', '*', 'entry', JSON.stringify(entry));
+      await client.xadd(
+        auditStreamKey(prefix),
+        'MAXLEN',
+        '~',
+        String(AUDIT_STREAM_MAX),
+        '*',
+        AUDIT_STREAM_FIELD,
+        JSON.stringify(entry),
+      );
+    },
+    async keyOfSecret(secret) {
+      // Every key the fingerprint may have been written with (an encryption key being changed).
+      for (const fp of secretFingerprints(secret, cipher)) {
+        const apiKey = await client.hget(fingerprints, fp);
+        if (apiKey !== null) return apiKey;
+      }
+      return null;
+    },
+    async readAudit(range) {
+      // The stream name carries the {keystore} tag: on a Cluster it is read from the node holding that slot.
+      const start =
+        range.after !== undefined ? `(${range.after}` : range.sinceMs !== undefined ? `${range.sinceMs}-0` : '-';
+      const rows = await client.xrange(auditStreamKey(prefix), start, '+', 'COUNT', range.count);
+      const records: AuditRecord[] = [];
+      for (const [cursor, fields] of rows) {
+        const i = fields.indexOf(AUDIT_STREAM_FIELD);
+        const entry = i >= 0 && i % 2 === 0 ? parseAuditEntry(fields[i + 1] ?? '') : undefined;
+        if (entry) records.push({ cursor, entry });
+      }
+      const last = rows.at(-1)?.[0];
+      return { records, ...(last !== undefined && { last }) };
     },
     async migrateLegacy() {
       const legacySet = `${prefix}keys`;
@@ -147,7 +200,7 @@ export function createRedisKeyRecords(
         const head = raw === null ? undefined : legacyHead(raw);
         if (head) {
           // Copied as stored (sealed secrets stay sealed); a key already in the new layout wins.
-          const keys = [index, `${base}ids`, `${base}version`, `${base}audit`, recordOf(apiKey)];
+          const keys = [index, `${base}ids`, `${base}version`, `${base}audit`, recordOf(apiKey), fingerprints];
           const args = [
             `${base}owner:`,
             channel,
@@ -160,6 +213,8 @@ export function createRedisKeyRecords(
             head.id,
             head.owner,
             head.state,
+            // Its secrets are indexed when it is next written (a change, or keygate keys reencrypt).
+            '',
           ];
           const reply = await script(keys.length, keys, args);
           const result = toResult(reply);

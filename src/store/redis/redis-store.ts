@@ -259,6 +259,8 @@ export function createRedisStore(
     getUsage: requests.getUsage,
     flushUsage: requests.flushUsage,
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
+    readAudit: (range) => run(() => changes.readAudit(range)),
+    keyOfSecret: (secret) => run(() => changes.keyOfSecret(secret)),
     readOwner: (owner) => run(() => owners.read(owner)),
     listOwners: () => run(() => owners.list()),
     putOwner: (record, entry) => gated(checks.changeRefusal, () => commit(() => owners.put(record, entry))),

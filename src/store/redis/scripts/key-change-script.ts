@@ -12,10 +12,12 @@
  * ARGV[1] + owner; they share the tag, so they are local to the slot's node.
  *
  * KEYS: 1 index (sorted set of apiKeys) · 2 ids (hash id → apiKey) · 3 version counter ·
- *       4 audit stream · 4+i the record hash of write i (v, json, id, owner, state) ·
- *       optionally 4+n+1 the commit's claim (an Idempotency-Key, key-write.ts KeyClaim)
+ *       4 audit stream · 4+i the record hash of write i (v, json, id, owner, state, fps) ·
+ *       4+n+1 the fingerprints hash (secret fingerprint → apiKey, keys/secret-fingerprint.ts) ·
+ *       optionally 4+n+2 the commit's claim (an Idempotency-Key, key-write.ts KeyClaim)
  * ARGV: 1 owner-index prefix · 2 change channel · 3 n writes · 4 n audit entries ·
- *       then 7 per write: apiKey, expected version ('' = unconditional), 'put'|'del', json, id, owner, state ·
+ *       then 8 per write: apiKey, expected version ('' = unconditional), 'put'|'del', json, id, owner, state,
+ *       the record's secret fingerprints (space-separated; a write replaces the ones it had) ·
  *       then one JSON string per audit entry · then how long a deleted key's owner is kept (ms) ·
  *       then, with a claim, its value and TTL (ms)
  * Returns {'ok', version of each write (0 for a delete)} · {'version'|'revoked', apiKey, current version} ·
@@ -24,8 +26,9 @@
 export const KEY_CHANGE_SCRIPT = `
 local n = tonumber(ARGV[3])
 local na = tonumber(ARGV[4])
-local W = 7
-local claim = KEYS[4 + n + 1]
+local W = 8
+local fpIndex = KEYS[4 + n + 1]
+local claim = KEYS[4 + n + 2]
 if claim then
   local there = redis.call('GET', claim)
   if there then return {'claimed', there} end
@@ -34,7 +37,7 @@ local heads = {}
 local freed = {}
 for i = 1, n do
   local a = 5 + (i - 1) * W
-  local h = redis.call('HMGET', KEYS[4 + i], 'v', 'id', 'owner', 'state')
+  local h = redis.call('HMGET', KEYS[4 + i], 'v', 'id', 'owner', 'state', 'fps')
   heads[i] = h
   if h[1] and (ARGV[a + 2] == 'del' or ARGV[a + 4] ~= h[2]) then freed[h[2]] = true end
 end
@@ -59,10 +62,16 @@ local out = {'ok'}
 for i = 1, n do
   local a = 5 + (i - 1) * W
   local apiKey, op, json, id, owner, state = ARGV[a], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  local fps = ARGV[a + 7]
   local h = heads[i]
   if h[1] then
     if h[2] and redis.call('HGET', KEYS[2], h[2]) == apiKey then redis.call('HDEL', KEYS[2], h[2]) end
     if h[3] and h[3] ~= '' then redis.call('ZREM', ARGV[1] .. h[3], apiKey) end
+    if h[5] then
+      for fp in string.gmatch(h[5], '%S+') do
+        if redis.call('HGET', fpIndex, fp) == apiKey then redis.call('HDEL', fpIndex, fp) end
+      end
+    end
   end
   if op == 'del' then
     redis.call('DEL', KEYS[4 + i])
@@ -75,7 +84,8 @@ for i = 1, n do
     out[i + 1] = 0
   else
     local ver = redis.call('INCR', KEYS[3])
-    redis.call('HSET', KEYS[4 + i], 'v', ver, 'json', json, 'id', id, 'owner', owner, 'state', state)
+    redis.call('HSET', KEYS[4 + i], 'v', ver, 'json', json, 'id', id, 'owner', owner, 'state', state, 'fps', fps)
+    for fp in string.gmatch(fps, '%S+') do redis.call('HSET', fpIndex, fp, apiKey) end
     redis.call('HSET', KEYS[2], id, apiKey)
     redis.call('ZADD', KEYS[1], 0, apiKey)
     if owner ~= '' then redis.call('ZADD', ARGV[1] .. owner, 0, apiKey) end
