@@ -1,5 +1,5 @@
 // Tested in test/e2e/render.test.ts, test/adversarial/request-path.test.ts.
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
@@ -28,13 +28,27 @@ export interface Refuser {
   readonly closing: WeakSet<Socket>;
 }
 
+/**
+ * Whether a request's body has all been read. A refusal made in the request listener itself (a blocked IP,
+ * or a verdict the store gave synchronously) comes before Node marks even a bodiless request complete (it
+ * does so right after): a request with no body framing has nothing more to read, so its connection stays
+ * open, as it would for the same refusal answered a tick later.
+ */
+function bodyRead(req: IncomingMessage): boolean {
+  return (
+    req.complete ||
+    (req.headers['transfer-encoding'] === undefined &&
+      (req.headers['content-length'] === undefined || req.headers['content-length'] === '0'))
+  );
+}
+
 /** How a verdict becomes the client's answer, for every step of the request path. */
 export function createRefuser(deps: { logger: Logger; clock: Clock; mode: GatewayMode }): Refuser {
   const { logger, clock, mode } = deps;
   const closing = new WeakSet<Socket>();
 
   function refuse(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited): false {
-    return refuseAs(res, log, decision, res.req.complete);
+    return refuseAs(res, log, decision, bodyRead(res.req));
   }
 
   function refuseAs(res: ServerResponse, log: RequestLog, decision: Denial | RateLimited, complete: boolean): false {
@@ -60,14 +74,7 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
   }
 
   function refuseBlocked(res: ServerResponse, log: RequestLog, limit: CompiledLimit, blockedMs: number): false {
-    // Refused from the request listener itself, where Node has not yet marked even a bodiless request
-    // complete (it does so right after): one with no body framing has nothing more to read, so its
-    // connection stays open, as it would for the same refusal answered a tick later.
-    const { req } = res;
-    const complete =
-      req.complete ||
-      (req.headers['transfer-encoding'] === undefined &&
-        (req.headers['content-length'] === undefined || req.headers['content-length'] === '0'));
+    const complete = bodyRead(res.req);
     const status = mode.refusing(res, 10429);
     if (status !== undefined || !complete) {
       // An asking proxy that forces a status (forward-auth), or a body still arriving: the general path.

@@ -47,6 +47,8 @@ const OWN_LABELS: Record<string, string[]> = {
   keygate_assertions_signed_total: ['mode'],
   keygate_assertion_cache_hits_total: [],
   keygate_trace_spans_dropped_total: ['reason'],
+  keygate_webhook_deliveries_total: ['outcome'],
+  keygate_webhook_pending: [],
   keygate_build_info: ['version', 'node_version'],
   keygate_open_streams: [],
   keygate_streams_closed_total: ['reason'],
@@ -56,7 +58,7 @@ const OWN_LABELS: Record<string, string[]> = {
 /** Every value a Keygate label may take: fixed sets, never request data. */
 const ALLOWED_VALUES: Record<string, ReadonlySet<string>> = {
   code: new Set(['ok', 'public', 'time', ...ERROR_CODES.map(String)]),
-  outcome: new Set(LABEL_VALUES.authOutcome),
+  outcome: new Set([...LABEL_VALUES.authOutcome, ...LABEL_VALUES.webhookOutcome]),
   status_class: new Set(LABEL_VALUES.upstreamStatusClass),
   cause: new Set(LABEL_VALUES.upstreamErrorCause),
   event: new Set(LABEL_VALUES.keyCacheEvent),
