@@ -170,7 +170,7 @@ function row(key) {
   // A revoked key can still be deleted (the cleanup after a revoke); deleting asks for the key to be typed.
   if (canWrite) actions.append(button('Delete', () => remove(key)));
   // Any token may read the audit log (GET /v1/audit): who changed the key, how and when.
-  actions.append(button('History', () => history(key)));
+  actions.append(button('History', () => history(key), 'history'));
   tr.append(
     cell(key.owner || '', 'owner'),
     cell(key.label || '', 'label'),

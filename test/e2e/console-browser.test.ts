@@ -152,7 +152,9 @@ describe('operator console in a real browser', () => {
     expect(await page.textContent('#read-only')).toContain('read keys only');
     expect(await page.isVisible('#new-key')).toBe(false);
     expect(await page.locator('#key-table tbody tr').count()).toBe(3);
-    expect(await page.locator('#key-table td.actions button').count()).toBe(0);
+    // History only reads the audit log; nothing that would change a key.
+    expect(await page.locator('#key-table td.actions button:not(.history)').count()).toBe(0);
+    expect(await page.locator('#key-table td.actions button.history').count()).toBe(3);
     await page.click('#sign-out');
     expect(failedLoads).toEqual([]); // no refused call on the way (nothing offered that would be refused)
   });
