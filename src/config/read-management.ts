@@ -1,7 +1,7 @@
 // Tested in test/unit/management-tokens.test.ts (the management listener's settings).
 import { loadManagementTokens, ManagementTokensError } from './management-tokens.js';
 import type { Env } from './read-env-int.js';
-import { GithubScanningKeysError, loadGithubScanningKeys } from './github-scanning-keys.js';
+import { GithubScanningKeysError, loadGithubScanningKeys } from '../files/github-scanning-keys.js';
 
 export interface ManagementSettings {
   readonly host: string;

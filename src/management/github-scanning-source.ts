@@ -1,7 +1,7 @@
 // Tested in test/e2e/secret-scanning.test.ts, test/unit/github-scanning.test.ts.
 import type { Logger } from 'pino';
 import { createFileReloader, type FileReloader } from '../files/file-reloader.js';
-import { loadGithubScanningKeys, type GithubScanningKey } from '../config/github-scanning-keys.js';
+import { loadGithubScanningKeys, type GithubScanningKey } from '../files/github-scanning-keys.js';
 
 export interface GithubScanningKeysSource extends FileReloader {
   /** The keys in force: the last good file's. */

@@ -1,7 +1,7 @@
 // Tested in test/e2e/secret-scanning.test.ts, test/unit/github-scanning.test.ts.
 import { verify } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import type { GithubScanningKey } from '../config/github-scanning-keys.js';
+import type { GithubScanningKey } from '../files/github-scanning-keys.js';
 import type { KeyOperations } from '../operations/key-operations.js';
 import type { Answer } from './management-answer.js';
 import type { ScanningLabel } from '../observe/scanning-metrics.js';

@@ -12,7 +12,7 @@ import type { OwnerOperations } from '../operations/owner-operations.js';
 import { OWNER } from '../keys/key-record.js';
 import { DurabilityError, StoreUnavailableError, type Store } from '../store/store.js';
 import type { AuditReader } from '../operations/audit-reader.js';
-import type { GithubScanningKey } from '../config/github-scanning-keys.js';
+import type { GithubScanningKey } from '../files/github-scanning-keys.js';
 import {
   GITHUB_SCANNING_ACTOR,
   GITHUB_SCANNING_PATH,

@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { GithubScanningKeysError, loadGithubScanningKeys } from '../../src/config/github-scanning-keys.js';
+import { GithubScanningKeysError, loadGithubScanningKeys } from '../../src/files/github-scanning-keys.js';
 import { verifyReport } from '../../src/management/github-scanning.js';
 
 const p256 = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });

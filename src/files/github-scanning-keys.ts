@@ -1,6 +1,6 @@
 // Tested in test/unit/github-scanning.test.ts.
 import { createPublicKey } from 'node:crypto';
-import { readDataFile } from '../files/read-data-file.js';
+import { readDataFile } from './read-data-file.js';
 
 /** One of GitHub's secret scanning public keys: the identifier its reports name, and the P-256 key (SPKI PEM). */
 export interface GithubScanningKey {
