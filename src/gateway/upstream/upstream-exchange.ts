@@ -82,7 +82,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     // One listener function for every exchange (never a closure per request): the exchange rides on
     // its request and response under a symbol no other code reads.
     (res as Carrier)[EXCHANGE] = this;
-    if (!req.complete) {
+    if (this.bodyArriving()) {
       this.rateFrom = this.queuedAt;
       this.rateBytes = req.socket.bytesRead;
       shared.uploading.add(this);
@@ -90,6 +90,15 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
       req.on('end', bodyReceived);
     }
     res.on('close', clientClosed);
+  }
+
+  /**
+   * Whether the request's body is still arriving, by the framing the parser read: a request handed over
+   * from the request listener itself is not yet marked complete even when it has no body.
+   */
+  private bodyArriving(): boolean {
+    const framing = this.request.head.body;
+    return !this.req.complete && framing !== 'none' && framing !== 0;
   }
 
   /** The client's response closed, however it ended. */
@@ -111,7 +120,7 @@ export class UpstreamExchange implements Dispatcher.DispatchHandler {
     this.shared.waiting.delete(this);
     this.shared.uploading.delete(this);
     // A body Keygate will not read leaves the connection unusable: close it after the answer.
-    if (!this.req.complete && !this.res.headersSent) this.res.setHeader('connection', 'close');
+    if (this.bodyArriving() && !this.res.headersSent) this.res.setHeader('connection', 'close');
     this.settle({ reason });
     const abort = this.abortFn;
     this.abortFn = noop; // a later onConnect aborts at once
