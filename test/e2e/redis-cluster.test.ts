@@ -154,6 +154,7 @@ describe('Redis Cluster', () => {
       KEYGATE_REDIS_URL: '',
       KEYGATE_REDIS_CLUSTER_NODES: cluster.nodes,
       KEYGATE_REDIS_PASSWORD: cluster.password,
+      KEYGATE_REDIS_TIMEOUT_MS: '5000',
     });
     expect(JSON.parse(audit.stdout)).toEqual([
       expect.objectContaining({ action: 'revoke', apiKey: 'ck-5', reason: 'cluster test' }),
