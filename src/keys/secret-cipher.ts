@@ -29,6 +29,11 @@ export class SecretCipherError extends Error {
 
 const PREFIX = 'kg1';
 
+/** True for a secret in sealed form (kg1.…): what a store without an encryption key must never hold in plain. */
+export function isSealedSecret(secret: string): boolean {
+  return secret.startsWith(`${PREFIX}.`);
+}
+
 function kidOf(key: Buffer): string {
   return createHash('sha256').update(key).digest('hex').slice(0, 8);
 }

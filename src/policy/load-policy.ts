@@ -92,6 +92,13 @@ function compileList(value: unknown, name: string, file: string, lineOf: LineOf,
     return [];
   }
   return value.flatMap((r, i) => {
+    // The schema alone would call this "unknown setting (a typo?)": say why instead. A public route forwards
+    // with no identity, so a stream on it could never be closed when a key stops being good.
+    if (name === 'public' && typeof r === 'object' && r !== null && 'upgrade' in r) {
+      found.push(
+        `${file}: public[${i}].upgrade: upgrade: websocket needs an authenticated route (a public route never upgrades); list it under routes`,
+      );
+    }
     // Field problems name the entry as the schema does; the rule remembers its line too, so that
     // two routes that collide are reported with both lines.
     const rule = compileRoute(r, `${file}: ${name}[${i}]`, found);

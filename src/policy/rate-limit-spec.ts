@@ -20,6 +20,8 @@ export interface CompiledLimit {
   readonly policyHeader: string;
   /** The policy's name in RateLimit-Policy / RateLimit: "keygate" (the key's), "keygate-owner", "keygate-ip". */
   readonly name: string;
+  /** The limit as written ("100/s burst 200"), for `keygate check-config`: the rate an operator chose, not its rounding. */
+  readonly shown: string;
 }
 
 /** The name Keygate gives its policy in RateLimit-Policy / RateLimit (a list: an upstream's own policies can sit beside it). */
@@ -77,7 +79,7 @@ export function compileRateLimit(spec: RateLimitSpec, name: string = POLICY_NAME
   // q = the burst, w = the time the whole burst takes to come back: with the default burst
   // this is exactly the operator's "count per period".
   const windowS = Math.ceil((burst * intervalUs) / 1_000_000);
-  return { intervalUs, burst, policyHeader: `"${name}";q=${burst};w=${windowS}`, name };
+  return { intervalUs, burst, policyHeader: `"${name}";q=${burst};w=${windowS}`, name, shown: describeRateLimit(spec) };
 }
 
 /** "100/s", or "100/s burst 200" when the burst is not the default. */

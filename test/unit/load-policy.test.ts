@@ -194,4 +194,20 @@ describe('loadPolicy', () => {
       problemsOf(file('p.yaml', 'public:\n  - { method: GET, path: /stream, upgrade: websocket }\n')).join(),
     ).toMatch(/upgrade/);
   });
+
+  it('upgrade on a public route is refused with why, once, and reported with the other problems', () => {
+    const problems = problemsOf(
+      file(
+        'p.yaml',
+        'public:\n  - { method: GET, path: /ok }\n  - { method: GET, path: /stream, upgrade: websocket }\nroutes:\n  - { method: GET, path: /api/v3/x, scopes: [s], cost: 0 }\n',
+      ),
+    );
+    const upgrade = problems.filter((p) => p.includes('upgrade'));
+    expect(upgrade).toHaveLength(1);
+    expect(upgrade[0]).toMatch(
+      /p\.yaml: public\[1\]\.upgrade: upgrade: websocket needs an authenticated route \(a public route never upgrades\)/,
+    );
+    expect(problems.join('\n')).not.toMatch(/typo/);
+    expect(problems.some((p) => p.includes('routes[0].cost'))).toBe(true);
+  });
 });

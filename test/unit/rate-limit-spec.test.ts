@@ -39,18 +39,21 @@ describe('parseRate / parseRateLimitSpec', () => {
       burst: 100,
       policyHeader: '"keygate";q=100;w=1',
       name: 'keygate',
+      shown: '100/s',
     });
     expect(compileRateLimit({ rate: '100/s', burst: 200 })).toEqual({
       intervalUs: 10_000,
       burst: 200,
       policyHeader: '"keygate";q=200;w=2',
       name: 'keygate',
+      shown: '100/s burst 200',
     });
     expect(compileRateLimit({ rate: '3/s' })).toEqual({
       intervalUs: 333_334,
       burst: 3,
       policyHeader: '"keygate";q=3;w=2',
       name: 'keygate',
+      shown: '3/s',
     });
     expect(compileRateLimit({ rate: '1000/h' }).policyHeader).toBe('"keygate";q=1000;w=3600');
     // Issue 42: the owner's and the IP's budgets carry their own names in the RateLimit fields.

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadStartupConfig } from '../../src/cli/serve/startup-config.js';
+import { describeConfig, loadStartupConfig } from '../../src/cli/serve/startup-config.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-serve-'));
 const keysFile = (name: string, text: string) => {
@@ -50,5 +50,39 @@ describe('loadStartupConfig', () => {
     expect(keys).toBeUndefined();
     expect(problems).toEqual([`KEYGATE_KEYS_FILE: ${file}: keys[1].apiSecret: must be at least 16 bytes`]);
     expect(problems.join('\n')).not.toContain(SECRET);
+  });
+});
+
+describe('describeConfig: metering', () => {
+  const ROUTES = 'routes:\n  - { method: GET, path: /api/v3/a, scopes: [s] }\n';
+  it.each<[string, string, Record<string, unknown>]>([
+    [
+      'none set: no budgets, failed-auth limit off, no route costs',
+      ROUTES,
+      { defaultRateLimit: 'none', defaultOwnerRateLimit: 'none', failedAuthLimit: 'off', routeCosts: {} },
+    ],
+    [
+      'every budget as written, and only the routes whose cost is not 1',
+      'defaultRateLimit: { rate: 100/s, burst: 200 }\ndefaultOwnerRateLimit: { rate: 6000/m }\n' +
+        'failedAuthLimit: { rate: 10/m }\nroutes:\n  - { method: GET, path: /api/v3/a, scopes: [s] }\n' +
+        '  - { method: POST, path: /api/v3/export, scopes: [s], cost: 10 }\n' +
+        '  - { method: GET, path: /api/v3/one, scopes: [s], cost: 1 }\n',
+      {
+        defaultRateLimit: '100/s burst 200',
+        defaultOwnerRateLimit: '6000/m',
+        failedAuthLimit: '10/m',
+        routeCosts: { 'POST /api/v3/export': 10 },
+      },
+    ],
+  ])('%s', (name, policy, metering) => {
+    const { config, problems } = loadStartupConfig({
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:3000',
+      KEYGATE_CONFIG: keysFile(`policy-${name.length}.yaml`, policy),
+      KEYGATE_KEYS_FILE: keysFile('m.yaml', `keys:\n  - apiKey: a\n    apiSecret: ${SECRET}\n`),
+    });
+    expect(problems).toEqual([]);
+    const described = describeConfig(config!);
+    expect(described.metering).toEqual(metering);
+    expect(JSON.stringify(described)).not.toContain(SECRET);
   });
 });

@@ -18,7 +18,10 @@ mode, the keys file (KEYGATE_KEYS_FILE), each against its JSON Schema
 read is an error, naming the nearest known one ("keygate serve" only warns).
 Exit status: 0 when everything is valid (the effective configuration is printed,
 secrets masked; a warning, such as KEYGATE_WORKERS above what this host's cores
-can use, goes to standard error), 1 with every problem listed on standard error.`,
+can use, goes to standard error), 1 with every problem listed on standard error.
+Its "metering" shows the policy's defaultRateLimit, defaultOwnerRateLimit and
+failedAuthLimit as written ("none" / "off" when unset) and routeCosts: every
+route whose cost is not 1.`,
   },
   run(_parsed, io) {
     const { config, keys: records, problems: configProblems } = loadStartupConfig(io.env);

@@ -1,6 +1,8 @@
-// Tested in test/process/redis-unreachable.test.ts, test/process/workers.test.ts ("holds no keys").
+// Tested in test/process/redis-unreachable.test.ts, test/process/workers.test.ts ("holds no keys"),
+// test/unit/empty-store-warning.test.ts (warnWhenSecretsPlain).
 import type { Logger } from 'pino';
 import type { Store } from '../../store/store.js';
+import { isSealedSecret } from '../../keys/secret-cipher.js';
 
 /** How often the store is asked again while it does not answer yet (Redis may come up after Keygate). */
 export const EMPTY_STORE_RETRY_MS = 1_000;
@@ -27,6 +29,57 @@ export function warnWhenStoreEmpty(
             ? `the key store (${options.where}) holds no keys: /readyz answers 503 no_keys until one is created (KEYGATE_READY_REQUIRES_KEYS=true)`
             : `the key store (${options.where}) holds no keys: every token is refused with 10013 until one is created ` +
                 '(keygate keys create). Ready anyway; if this is the wrong Redis database, KEYGATE_READY_REQUIRES_KEYS=true keeps an empty store not ready',
+        );
+      },
+      () => {
+        if (!stopped) timer = setTimeout(attempt, options.retryMs ?? EMPTY_STORE_RETRY_MS);
+      },
+    );
+  };
+  attempt();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+/** Keys read per page while counting plain secrets: start-up reads every key once, a page at a time. */
+const PLAIN_SECRETS_PAGE = 500;
+
+/**
+ * A Redis store without KEYGATE_SECRET_ENCRYPTION_KEY holds HS256 secrets as written: once the store first
+ * answers, counts the keys with a plain secret (their own or one still in its grace) and, when there are
+ * any, logs one warning with the count and the fix. Never a secret, never an apiKey. Returns a function that
+ * stops asking (at shutdown).
+ */
+export function warnWhenSecretsPlain(
+  options: { where: string; retryMs?: number },
+  deps: { store: Pick<Store, 'listKeys'>; logger: Logger },
+): () => void {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const plain = (secret: string | undefined) => secret !== undefined && !isSealedSecret(secret);
+  const count = async (): Promise<number> => {
+    let found = 0;
+    let after: string | undefined;
+    for (;;) {
+      const page = await deps.store.listKeys({ limit: PLAIN_SECRETS_PAGE, ...(after !== undefined && { after }) });
+      for (const r of page.records) {
+        if (plain(r.secret) || (r.previousSecrets ?? []).some((p) => plain(p.secret))) found++;
+      }
+      const last = page.records.at(-1);
+      if (!page.more || last === undefined || stopped) return found;
+      after = last.apiKey;
+    }
+  };
+  const attempt = () => {
+    count().then(
+      (keys) => {
+        if (stopped || keys === 0) return;
+        deps.logger.warn(
+          { store: options.where, plainSecretKeys: keys },
+          `the key store (${options.where}) holds ${keys} key${keys === 1 ? '' : 's'} with a secret stored unencrypted: ` +
+            'set KEYGATE_SECRET_ENCRYPTION_KEY and run keygate keys reencrypt',
         );
       },
       () => {

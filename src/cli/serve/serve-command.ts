@@ -8,7 +8,7 @@ import { unknownEnvProblems } from '../../config/env-names.js';
 import { workersWarning } from '../../config/read-workers.js';
 import { serveWorkers } from './serve-workers.js';
 import { describeListenError } from './listen-error.js';
-import { warnWhenStoreEmpty } from './empty-store-warning.js';
+import { warnWhenSecretsPlain, warnWhenStoreEmpty } from './empty-store-warning.js';
 import { packageVersion } from '../../observe/package-version.js';
 import type { Command } from '../command-line.js';
 import { describeConfig, loadStartupConfig } from './startup-config.js';
@@ -42,8 +42,6 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
   }
   if (!config.redis && !config.keysFile)
     logger.warn('no KEYGATE_KEYS_FILE and no KEYGATE_REDIS_URL: no keys are loaded, every token will get 10013');
-  if (config.redis && !config.secretEncryptionKeys)
-    logger.warn('KEYGATE_SECRET_ENCRYPTION_KEY is not set: key secrets are stored in Redis in plain form');
   const keygate = createKeygate(config, { logger, ...(keys && { keys }), ...(owners && { owners }) });
   let ports: Awaited<ReturnType<typeof keygate.listen>>;
   try {
@@ -76,6 +74,12 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
           { store: keygate.store, logger },
         )
       : () => {};
+  // Redis without an encryption key stores secrets as written: said once the store answers, with how many keys
+  // hold one and the fix (a key written later is warned about by the command that writes it).
+  const stopPlainCheck =
+    config.redis && !config.secretEncryptionKeys
+      ? warnWhenSecretsPlain({ where: describeRedis(config.redis) ?? 'redis' }, { store: keygate.store, logger })
+      : () => {};
 
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {
@@ -86,6 +90,7 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
       process.off('SIGTERM', onTerm);
       process.off('SIGINT', onInt);
       stopEmptyCheck();
+      stopPlainCheck();
       keygate.close().then(resolve, (err: Error) => {
         logger.error({ err: err.message }, 'error during shutdown');
         resolve();

@@ -7,6 +7,7 @@ import type { OwnerRecord } from '../../keys/owner-record.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import { AssertionKeysError, loadAssertionKeys } from '../../assertion/assertion-keys.js';
 import { describeTracing } from '../../config/read-tracing.js';
+import { showRule } from '../../policy/routes.js';
 
 // What `keygate serve` reads before it starts, and what `keygate check-config` checks without starting: apart
 // from the server, so that check-config loads none of it.
@@ -78,6 +79,17 @@ export function describeConfig(config: Config): Record<string, unknown> {
     trustedProxies: config.policy.trustedProxyCidrs,
     recvWindow: { default: config.policy.defaultRecvWindowSeconds, max: config.policy.maxRecvWindowSeconds },
     limits: config.limits,
+    // Metering as written in the policy file: budgets and the routes that cost other than 1 (no key, no secret).
+    metering: {
+      defaultRateLimit: config.policy.defaultRateLimit?.shown ?? 'none',
+      defaultOwnerRateLimit: config.policy.defaultOwnerRateLimit?.shown ?? 'none',
+      failedAuthLimit: config.policy.failedAuthLimit?.shown ?? 'off',
+      routeCosts: Object.fromEntries(
+        config.policy.routes.rules
+          .filter((r) => r.cost !== undefined && r.cost !== 1)
+          .map((r) => [showRule(r), r.cost]),
+      ),
+    },
     // On or off, and the receiver without its credentials; never the signing secret.
     webhooks: describeWebhook(config.webhook) ?? 'off',
     // Settings only: the keys file's path, never a key (describeConfig output is logged at start).
