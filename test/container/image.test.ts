@@ -19,8 +19,12 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   dependencies: Record<string, string>;
   devDependencies: Record<string, string>;
 };
-/** Budget for the image's own layers (what it adds to the runtime base), in MB. Measured 10.3 MB at 0.1.0. */
-const OWN_LAYERS_BUDGET_MB = 20;
+/**
+ * Budget for the image's own layers (what it adds to the runtime base), in MB. Measured 33.2 MB at 0.2.0, of
+ * which the OpenTelemetry SDK and OTLP exporters (loaded only when tracing is on) are about 23 MB: each of
+ * their packages ships three builds (CommonJS, ESM, ES-next).
+ */
+const OWN_LAYERS_BUDGET_MB = 40;
 const MB = 1_000_000;
 
 type ImageConfig = { User: string; Env: string[]; Entrypoint: string[]; Cmd: string[] };
