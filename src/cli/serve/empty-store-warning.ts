@@ -8,6 +8,34 @@ import { isSealedSecret } from '../../keys/secret-cipher.js';
 export const EMPTY_STORE_RETRY_MS = 1_000;
 
 /**
+ * Asks `read` until the store answers (retrying every `retryMs` while it does not: Redis may come up after
+ * Keygate), then hands the answer to `then` once. Returns a function that stops asking (at shutdown).
+ */
+function onceStoreAnswers<T>(
+  read: (stopped: () => boolean) => Promise<T>,
+  then: (answer: T) => void,
+  retryMs = EMPTY_STORE_RETRY_MS,
+): () => void {
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  const attempt = () => {
+    read(() => stopped).then(
+      (answer) => {
+        if (!stopped) then(answer);
+      },
+      () => {
+        if (!stopped) timer = setTimeout(attempt, retryMs);
+      },
+    );
+  };
+  attempt();
+  return () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+}
+
+/**
  * Once the store first answers, counts its keys; when there are none, logs one warning. An empty store
  * is ready by default (every token is refused with 10013), so this line is what is left of the guard
  * against pointing at the wrong Redis database; KEYGATE_READY_REQUIRES_KEYS=true keeps /readyz at 503
@@ -17,30 +45,20 @@ export function warnWhenStoreEmpty(
   options: { requireKeys: boolean; where: string; retryMs?: number },
   deps: { store: Pick<Store, 'countKeys'>; logger: Logger },
 ): () => void {
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  const attempt = () => {
-    deps.store.countKeys().then(
-      (count) => {
-        if (stopped || count > 0) return;
-        deps.logger.warn(
-          { store: options.where, keys: 0, readyRequiresKeys: options.requireKeys },
-          options.requireKeys
-            ? `the key store (${options.where}) holds no keys: /readyz answers 503 no_keys until one is created (KEYGATE_READY_REQUIRES_KEYS=true)`
-            : `the key store (${options.where}) holds no keys: every token is refused with 10013 until one is created ` +
-                '(keygate keys create). Ready anyway; if this is the wrong Redis database, KEYGATE_READY_REQUIRES_KEYS=true keeps an empty store not ready',
-        );
-      },
-      () => {
-        if (!stopped) timer = setTimeout(attempt, options.retryMs ?? EMPTY_STORE_RETRY_MS);
-      },
-    );
-  };
-  attempt();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  return onceStoreAnswers(
+    () => deps.store.countKeys(),
+    (count) => {
+      if (count > 0) return;
+      deps.logger.warn(
+        { store: options.where, keys: 0, readyRequiresKeys: options.requireKeys },
+        options.requireKeys
+          ? `the key store (${options.where}) holds no keys: /readyz answers 503 no_keys until one is created (KEYGATE_READY_REQUIRES_KEYS=true)`
+          : `the key store (${options.where}) holds no keys: every token is refused with 10013 until one is created ` +
+              '(keygate keys create). Ready anyway; if this is the wrong Redis database, KEYGATE_READY_REQUIRES_KEYS=true keeps an empty store not ready',
+      );
+    },
+    options.retryMs,
+  );
 }
 
 /** Keys read per page while counting plain secrets: start-up reads every key once, a page at a time. */
@@ -56,10 +74,8 @@ export function warnWhenSecretsPlain(
   options: { where: string; retryMs?: number },
   deps: { store: Pick<Store, 'listKeys'>; logger: Logger },
 ): () => void {
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
   const plain = (secret: string | undefined) => secret !== undefined && !isSealedSecret(secret);
-  const count = async (): Promise<number> => {
+  const count = async (stopped: () => boolean): Promise<number> => {
     let found = 0;
     let after: string | undefined;
     for (;;) {
@@ -68,28 +84,20 @@ export function warnWhenSecretsPlain(
         if (plain(r.secret) || (r.previousSecrets ?? []).some((p) => plain(p.secret))) found++;
       }
       const last = page.records.at(-1);
-      if (!page.more || last === undefined || stopped) return found;
+      if (!page.more || last === undefined || stopped()) return found;
       after = last.apiKey;
     }
   };
-  const attempt = () => {
-    count().then(
-      (keys) => {
-        if (stopped || keys === 0) return;
-        deps.logger.warn(
-          { store: options.where, plainSecretKeys: keys },
-          `the key store (${options.where}) holds ${keys} key${keys === 1 ? '' : 's'} with a secret stored unencrypted: ` +
-            'set KEYGATE_SECRET_ENCRYPTION_KEY and run keygate keys reencrypt',
-        );
-      },
-      () => {
-        if (!stopped) timer = setTimeout(attempt, options.retryMs ?? EMPTY_STORE_RETRY_MS);
-      },
-    );
-  };
-  attempt();
-  return () => {
-    stopped = true;
-    clearTimeout(timer);
-  };
+  return onceStoreAnswers(
+    count,
+    (keys) => {
+      if (keys === 0) return;
+      deps.logger.warn(
+        { store: options.where, plainSecretKeys: keys },
+        `the key store (${options.where}) holds ${keys} key${keys === 1 ? '' : 's'} with a secret stored unencrypted: ` +
+          'set KEYGATE_SECRET_ENCRYPTION_KEY and run keygate keys reencrypt',
+      );
+    },
+    options.retryMs,
+  );
 }
