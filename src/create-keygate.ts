@@ -230,6 +230,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),
     ...(tracing && { tracing }),
+    usage: store,
   });
   let closing = false;
   const ready = createReadiness({ requireKeys: config.readyRequiresKeys }, { store, closing: () => closing });

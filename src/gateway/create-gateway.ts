@@ -38,6 +38,8 @@ export interface GatewayDeps {
   readonly streams?: { readonly registry: StreamRegistry; readonly metrics: StreamMetrics };
   /** Tracing (OTEL_EXPORTER_OTLP_*); absent = off. */
   readonly tracing?: TracerSlot | undefined;
+  /** Usage by outcome of verified keys (the store's countOutcome); absent = not counted. */
+  readonly usage?: RequestPathDeps['usage'];
 }
 
 /**

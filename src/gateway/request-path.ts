@@ -20,7 +20,7 @@ import { checkTarget, type Target } from '../pipeline/check-target.js';
 import { requestIdOf } from '../pipeline/forward-headers.js';
 import { checkHeaders } from '../pipeline/check-headers.js';
 import { TIME_PATH, type Policy } from '../policy/policy.js';
-import { StoreUnavailableError } from '../store/store.js';
+import { StoreUnavailableError, type OutcomeStore } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import type { BlockedRequestLog } from './blocked-request-log.js';
 import { allowedHeaders } from './rate-limit-headers.js';
@@ -74,6 +74,8 @@ export interface RequestPathDeps {
    * tracer is filled in once the OpenTelemetry packages have loaded, before the port listens.
    */
   readonly tracing?: TracerSlot | undefined;
+  /** Where a verified key's answered requests are counted by outcome (the store); absent: not counted. */
+  readonly usage?: Pick<OutcomeStore, 'countOutcome'> | undefined;
 }
 
 export interface RequestPath {
@@ -301,7 +303,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     if (authn.ok) {
       w.log.keyId = authn.key.record.id;
       w.keyOwner = authn.key.record.owner;
-      w.keyRecord = authn.key.record;
+      w.keyRecord = w.log.usageKey = authn.key.record;
       w.credential = authn.credential;
       const authz = authorize(authn.key, w.ip, w.route, w.plan.unlistedRoutes);
       if (authz.ok) w.log.route = authz.route;
@@ -313,7 +315,10 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     } else {
       decision = authn;
       // Refused after the signature verified (replay, fenced, rate limited): the key is known, and logged.
-      if ('keyId' in authn) w.log.keyId = authn.keyId;
+      if ('keyId' in authn) {
+        w.log.keyId = authn.keyId;
+        w.log.usageKey = authn.record;
+      }
     }
     const ms = performance.now() - w.started;
     w.log.authMs = roundMs(ms);

@@ -2,6 +2,9 @@
 import type { ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ErrorCode, Reason } from '../errors.js';
+import type { KeyRecord } from '../keys/key-record.js';
+import { outcomeOf } from '../keys/outcome-usage.js';
+import type { OutcomeStore } from '../store/store.js';
 import { createRequestLogger } from './request-logger.js';
 import { OK, PUBLIC, TIME, statusClass, type Metrics, type UpstreamCause } from './metrics.js';
 
@@ -32,6 +35,12 @@ export interface RequestLog {
   span_id?: string;
   /** Not a line field: the trace id when the trace is sampled, named by the latency histograms' exemplars. */
   exemplar?: string;
+  /**
+   * Not a line field: the key whose signature verified this request (authenticated, or refused after the
+   * signature checked out), whose usage by outcome the request counts in. Never set before the signature
+   * verified: an unknown key or a forged token counts nothing (keys/outcome-usage.ts).
+   */
+  usageKey?: KeyRecord;
 }
 
 export interface RequestRecorder {
@@ -54,8 +63,13 @@ const STARTED = Symbol('requestStarted');
 type OpenResponse = ServerResponse & { [LOG]?: RequestLog; [STARTED]?: number };
 
 /** The one place an outcome becomes metrics and a log line. */
-export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }): RequestRecorder {
-  const { metrics } = deps;
+export function createRequestRecorder(deps: {
+  logger: Logger;
+  metrics: Metrics;
+  /** Where a verified key's outcome is counted (the store); absent: not counted. */
+  usage?: Pick<OutcomeStore, 'countOutcome'> | undefined;
+}): RequestRecorder {
+  const { metrics, usage } = deps;
   const bound = metrics.bound;
   const requestLogger = createRequestLogger(deps.logger);
   const summarised = new WeakSet<RequestLog>();
@@ -92,6 +106,12 @@ export function createRequestRecorder(deps: { logger: Logger; metrics: Metrics }
       bound.upstreamSeconds.get(cls)?.observe(log.upstreamMs / 1000, log.exemplar);
     }
     if (log.upstreamCause !== undefined) bound.upstreamErrors[log.upstreamCause].inc();
+    // Usage by outcome, once per request like the metrics: an increment in the store's in-process counts.
+    const key = log.usageKey;
+    if (key !== undefined && usage !== undefined) {
+      const outcome = outcomeOf(log.reason, log.code === OK);
+      if (outcome !== undefined) usage.countOutcome(key.apiKey, key.owner, outcome);
+    }
     // warn: Keygate answered an error code (a number; the outcome labels are strings) with a 5xx status.
     if (summarised.has(log)) return;
     requestLogger(log, typeof log.code === 'number' && (log.status ?? 0) >= 500);

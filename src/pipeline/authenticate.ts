@@ -3,6 +3,7 @@ import { deny, type Denial } from '../errors.js';
 import type { KeyCache } from '../store/key-cache.js';
 import type { PreparedKey } from '../keys/prepared-key.js';
 import type { KeyAlg } from '../keys/public-key.js';
+import type { KeyRecord } from '../keys/key-record.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
@@ -53,9 +54,10 @@ export interface Authenticated {
 
 /**
  * A refusal once the signature verified (replay, fenced, rate limited): the key is proven, so its
- * id is logged with the refusal (docs/running.md; the KeygateReplaySpike alert points there).
+ * id is logged with the refusal (docs/running.md; the KeygateReplaySpike alert points there), and the
+ * refusal is counted in the key's usage by outcome (its record: the apiKey and owner it is counted under).
  */
-export type VerifiedDenial = Denial & { readonly keyId: string };
+export type VerifiedDenial = Denial & { readonly keyId: string; readonly record: KeyRecord };
 
 /** 429 rate_limited / owner_rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
 export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
@@ -146,14 +148,14 @@ export function createAuthenticator(
       claims.bodySha256 !== undefined
     ) {
       const bound = checkBinding(claims, key.record.binding, boundRequest(request));
-      if (!bound.ok) return { ...bound, keyId: key.record.id };
+      if (!bound.ok) return { ...bound, keyId: key.record.id, record: key.record };
       bodySha256 = bound.bodySha256;
     }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
     // A cost above a budget's burst never fits, however long the client waits: refused without a
     // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
-    if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id };
+    if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id, record: key.record };
     const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
     const credential = signature.credential.id;
     if (admission instanceof Promise)
@@ -170,17 +172,18 @@ export function createAuthenticator(
     credential: string,
   ): AuthResult {
     const keyId = key.record.id;
-    if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
+    const record = key.record;
+    if (admission.outcome === 'replay') return { ...deny('replay'), keyId, record };
     // Checked again on the answer: a failover seen while the admit was under way (the fence goes up
     // before any command reaches the new master) may have put this nonce on a master that never
     // knew it was used. The nonce is burnt; the client signs again.
-    if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
+    if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId, record };
     if (admission.outcome === 'limited') {
       const { budgets, limits } = charge as KeyCharge;
       // Named by the first budget without room: the key's own, or its owner's (own metric label and log reason).
       const refusal =
         budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
-      return { ...refusal, keyId, rate: { limits, states: admission.rate } };
+      return { ...refusal, keyId, record, rate: { limits, states: admission.rate } };
     }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
     return { ok: true, key, alg: claims.alg, rate, bodySha256, credential };

@@ -1,6 +1,7 @@
 // Tested in test/e2e/store-contract.test.ts (the contract, run against both stores).
 import type { KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
+import type { Outcome, OutcomeRings } from '../keys/outcome-usage.js';
 import type { OwnerRecord } from '../keys/owner-record.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { Charge } from './budgets.js';
@@ -239,6 +240,21 @@ export interface OwnerStore {
   ownerBudget(owner: string, limit: CompiledLimit): Promise<RateState>;
 }
 
+/** Whose usage by outcome: a key's, or an owner's (the sum over its keys, kept at write time). */
+export type UsageSubject = { readonly apiKey: string } | { readonly owner: string };
+
+/** Usage by outcome (keys/outcome-usage.ts): counted by the request record, read by the key operations. */
+export interface OutcomeStore {
+  /**
+   * Counts one answered request of a key whose signature verified, under the key and, when it has one,
+   * its owner: an increment in this process, written off the request path (Redis: with the daily counts,
+   * in the same batches; memory: folded into the rings once a second and before a read).
+   */
+  countOutcome(apiKey: string, owner: string | undefined, outcome: Outcome): void;
+  /** The subject's rings; this process's own counts are written first (other replicas' at most one flush late). */
+  getOutcomeUsage(subject: UsageSubject): Promise<OutcomeRings>;
+}
+
 /** Whether the store can serve: what /readyz (observe/readiness.ts) reads. */
 export interface HealthStore {
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
@@ -259,7 +275,7 @@ export interface HealthStore {
  * A whole store (memory or Redis): every view. Built only by the assembly (create-keygate.ts, `keygate keys`);
  * a consumer takes the view it uses.
  */
-export interface Store extends KeyRecordStore, AdmissionStore, IpBudgetStore, OwnerStore, HealthStore {
+export interface Store extends KeyRecordStore, AdmissionStore, IpBudgetStore, OwnerStore, OutcomeStore, HealthStore {
   readonly kind: 'memory' | 'redis';
   close(): Promise<void>;
 }

@@ -16,7 +16,7 @@ import type { Policy } from '../../policy/policy.js';
 import type { GatewayMode, OriginalRequest, PassArgs } from '../gateway-mode.js';
 import type { Forwarder } from '../upstream/forwarder.js';
 import { createProxyMode } from '../proxy-mode.js';
-import { createRequestPath } from '../request-path.js';
+import { createRequestPath, type RequestPathDeps } from '../request-path.js';
 import type { TracerSlot } from '../../observe/tracer.js';
 import type { StreamRegistry, StreamSlot } from './stream-registry.js';
 import { StreamRelay } from './stream-relay.js';
@@ -42,6 +42,8 @@ export interface UpgradePathDeps {
   readonly forwarder: Forwarder;
   /** Tracing; absent = off. The upgrade is a request of the path, with its SERVER span. */
   readonly tracing?: TracerSlot | undefined;
+  /** Usage by outcome of verified keys (request-path.ts); absent = not counted. */
+  readonly usage?: RequestPathDeps['usage'];
 }
 
 export interface UpgradePathOptions {

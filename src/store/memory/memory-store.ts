@@ -3,6 +3,7 @@ import type { Clock } from '../../clock.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import { createUtcDayOf, extraCostField, oldestKeptDay } from '../../keys/key-usage.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
+import { addToRings, createPendingFieldsOf, type RingSlot } from '../../keys/outcome-usage.js';
 import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
 import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
@@ -67,6 +68,26 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const ipTats = new Map<string, number>(); // client IP (or IPv6 /64) -> failed-auth GCRA TAT (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
+  // Usage by outcome: counted into `pending` (field → n, the field names cached per minute) and folded
+  // into the subject's rings once a second and before a read, as the Redis store flushes its batches.
+  const outcomeFieldsOf = createPendingFieldsOf();
+  const pendingOutcomes = { key: new Map<string, Map<string, number>>(), owner: new Map<string, Map<string, number>>() };
+  const rings = { key: new Map<string, Map<string, RingSlot>>(), owner: new Map<string, Map<string, RingSlot>>() };
+  const countInto = (pending: Map<string, Map<string, number>>, subject: string, fields: readonly string[]) => {
+    let p = pending.get(subject);
+    if (p === undefined) pending.set(subject, (p = new Map()));
+    for (const f of fields) p.set(f, (p.get(f) ?? 0) + 1);
+  };
+  const foldOutcomes = () => {
+    for (const kind of ['key', 'owner'] as const) {
+      for (const [subject, p] of pendingOutcomes[kind]) {
+        let r = rings[kind].get(subject);
+        if (r === undefined) rings[kind].set(subject, (r = new Map()));
+        for (const [field, n] of p) addToRings(r, field, n);
+      }
+      pendingOutcomes[kind].clear();
+    }
+  };
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
   // Owners' own settings and their compiled limits: the request path reads `ownerLimit` per request.
@@ -91,6 +112,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   };
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
   timer.unref();
+  const foldTimer = setInterval(foldOutcomes, 1_000);
+  foldTimer.unref();
 
   /** Counts an admitted request and its cost beyond 1 in the day's extraCostField, as Redis keeps it. */
   function countUse(apiKey: string, now: number, cost: number) {
@@ -149,6 +172,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         versions.delete(w.apiKey);
         tats.delete(w.apiKey);
         usage.delete(w.apiKey);
+        pendingOutcomes.key.delete(w.apiKey);
+        rings.key.delete(w.apiKey);
         out.push(0);
       }
     }
@@ -254,6 +279,16 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       return { lastUsedAtMs: u?.lastUsedAtMs, perDay, ...(extra && { extraCostPerDay }) };
     },
     async flushUsage() {}, // counted exactly at admission: nothing pending
+    countOutcome(apiKey, owner, outcome) {
+      const fields = outcomeFieldsOf(deps.clock.nowMs())[outcome] as readonly string[];
+      countInto(pendingOutcomes.key, apiKey, fields);
+      if (owner !== undefined) countInto(pendingOutcomes.owner, owner, fields);
+    },
+    async getOutcomeUsage(subject) {
+      foldOutcomes();
+      const r = 'apiKey' in subject ? rings.key.get(subject.apiKey) : rings.owner.get(subject.owner);
+      return new Map(r ?? []);
+    },
     // Changes are emitted synchronously in this process: none can be missed.
     subscribed: () => true,
     onKeyChange(listener) {
@@ -290,6 +325,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async close() {
       clearInterval(timer);
+      clearInterval(foldTimer);
       listeners.clear();
     },
     replaceAll(records, ownerList) {

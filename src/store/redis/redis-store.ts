@@ -74,6 +74,8 @@ export interface RedisStoreEvents {
  *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
+ *   {prefix}{<apiKey>}:outcomes       hash: ring slot → "<bucket> <count per outcome>" (keys/outcome-usage.ts), same batches
+ *   {prefix}{owner:<o>}:usage / :outcomes   the owner's outcomes (summed over its keys) and its batch marks
  *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :tat   the same for a key with an owner, in its owner's slot
  *   {prefix}{owner:<o>}:tat           the owner's GCRA state: one slot with its keys' nonces and TATs
  *   {prefix}{keystore}:owners         hash: owner → its own settings (redis-owners.ts)
@@ -257,6 +259,8 @@ export function createRedisStore(
     spendFailedAuth: requests.spendFailedAuth,
     onIpBlocked: (listener) => ipBlocks.onIpBlocked(listener),
     getUsage: requests.getUsage,
+    countOutcome: requests.countOutcome,
+    getOutcomeUsage: requests.getOutcomeUsage,
     flushUsage: requests.flushUsage,
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
     readAudit: (range) => run(() => changes.readAudit(range)),

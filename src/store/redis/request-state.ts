@@ -3,6 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import type { KeyUsage } from '../../keys/key-usage.js';
+import { parseOutcomeHash } from '../../keys/outcome-usage.js';
 import { ADMITTED, REPLAY, type Admission, type Store } from '../store.js';
 import { parseAdmissionReply, parseNonceReply } from './scripts/admission-reply.js';
 import type { Charge } from '../budgets.js';
@@ -19,6 +20,9 @@ export interface RequestState {
   spendFailedAuth: Store['spendFailedAuth'];
   /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
   getUsage(apiKey: string): Promise<KeyUsage>;
+  countOutcome: Store['countOutcome'];
+  /** Like getUsage: this process's own counts are written first. */
+  getOutcomeUsage: Store['getOutcomeUsage'];
   flushUsage(): Promise<void>;
   /** A deleted key's rate-limit state and usage, also what this process has not written yet. */
   drop(apiKeys: readonly string[]): Promise<void>;
@@ -44,7 +48,7 @@ export function createRequestState(
   const stateOf = (apiKey: string) => `${options.prefix}{${apiKey}}:`;
   client.defineCommand('keygateAdmit', { lua: ADMIT_SCRIPT }); // numkeys first: 1 + one per budget
   client.defineCommand('keygateIpBudget', { numberOfKeys: 1, lua: IP_BUDGET_SCRIPT });
-  client.defineCommand('keygateUsage', { numberOfKeys: 1, lua: USAGE_FLUSH_SCRIPT });
+  client.defineCommand('keygateUsage', { numberOfKeys: 2, lua: USAGE_FLUSH_SCRIPT });
   const scripts = client as unknown as {
     keygateAdmit(...args: Array<string | number>): Promise<number[]>;
     keygateUsage(...args: Array<string | number>): Promise<number>;
@@ -76,15 +80,19 @@ export function createRequestState(
   // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
   // this process's batches from other replicas' so a retried batch is applied once.
   const mark = `b:${randomBytes(6).toString('hex')}`;
+  const usageOf = (kind: 'key' | 'owner', name: string) =>
+    kind === 'key' ? stateOf(name) : `${options.prefix}{owner:${name}}:`;
   const usage = createUsageWriter(
     { flushMs: options.usageFlushMs ?? 1_000 },
     {
       clock: deps.clock,
       logger: deps.logger,
-      write: (b, oldest, nowMs) =>
+      // A key's batch on its own slot (its daily counts and its outcomes); an owner's on the owner's slot.
+      write: (b, kind, oldest, nowMs) =>
         run(() =>
           usageScript(
-            `${stateOf(b.apiKey)}usage`,
+            `${usageOf(kind, b.apiKey)}usage`,
+            `${usageOf(kind, b.apiKey)}outcomes`,
             mark,
             b.seq,
             b.usage.lastUsedAtMs,
@@ -138,13 +146,19 @@ export function createRequestState(
       await usage.flush();
       return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));
     },
+    countOutcome: (apiKey, owner, outcome) => usage.countOutcome(apiKey, owner, outcome),
+    getOutcomeUsage: async (subject) => {
+      await usage.flush();
+      const name = 'apiKey' in subject ? stateOf(subject.apiKey) : usageOf('owner', subject.owner);
+      return run(async () => parseOutcomeHash(await manager.hgetall(`${name}outcomes`)));
+    },
     flushUsage: () => usage.flush(),
     // Another slot than the record, so after the commit (a leftover is harmless: nothing reads it without the record).
     drop: (apiKeys) =>
       run(async () => {
         for (const k of apiKeys) {
           usage.drop(k);
-          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`, `${stateOf(k)}outcomes`);
         }
       }),
     close: () => usage.close(),

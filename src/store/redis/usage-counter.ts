@@ -1,6 +1,9 @@
 import { createUtcDayOf, extraCostField } from '../../keys/key-usage.js';
 
-/** One key's admitted requests not yet written to Redis: count per UTC day (and the day's extra cost, "x:<day>") and the latest admission. */
+/**
+ * One key's admitted requests not yet written to Redis: count per UTC day (and the day's extra cost, "x:<day>"),
+ * its counts by outcome (`o…` fields, keys/outcome-usage.ts) and the latest admission (0: none in this batch).
+ */
 export interface PendingUsage {
   lastUsedAtMs: number;
   readonly perDay: Map<string, number>;
@@ -31,6 +34,8 @@ export interface UsageCounter {
    * its route's cost beyond 1, in the day's extraCostField, written by the same batch.
    */
   count(apiKey: string, nowMs: number, cost?: number): void;
+  /** Adds one to each of the subject's pending `fields` (its outcome counts, names cached by the caller). */
+  countFields(subject: string, fields: readonly string[]): void;
   /** The batches to write now: the unresolved ones again (same seq), then each key's new counts. */
   take(): UsageBatch[];
   /** The batch was applied (or found already applied): forget it. */
@@ -60,6 +65,11 @@ export function createUsageCounter(): UsageCounter {
         u.perDay.set(field, (u.perDay.get(field) ?? 0) + cost - 1);
       }
     },
+    countFields(subject, fields) {
+      let u = pending.get(subject);
+      if (u === undefined) pending.set(subject, (u = { lastUsedAtMs: 0, perDay: new Map() }));
+      for (const f of fields) u.perDay.set(f, (u.perDay.get(f) ?? 0) + 1);
+    },
     take() {
       const out = [...unresolved.values()];
       for (const [apiKey, usage] of pending) {
@@ -81,8 +91,9 @@ export function createUsageCounter(): UsageCounter {
       unresolved.delete(apiKey);
     },
     pendingRequests() {
-      // Requests only: a day's extra cost field is not a request.
-      const sum = (u: PendingUsage) => [...u.perDay].reduce((a, [day, n]) => (day.startsWith('x:') ? a : a + n), 0);
+      // Admitted requests only: a day's extra cost field and the outcome counts are not (a day starts with a digit).
+      const isDay = (field: string) => field.charCodeAt(0) <= 57;
+      const sum = (u: PendingUsage) => [...u.perDay].reduce((a, [day, n]) => (isDay(day) ? a + n : a), 0);
       let n = 0;
       for (const u of pending.values()) n += sum(u);
       for (const b of unresolved.values()) n += sum(b.usage);
