@@ -66,12 +66,13 @@ export type Granularity = 'minute' | 'hour' | 'day';
 export const GRANULARITIES: readonly Granularity[] = Object.freeze(['minute', 'hour', 'day'] as const);
 
 /** Each ring: its bucket length, how many buckets it keeps (and a report shows) and its slots' field prefix. */
-export const RINGS: Readonly<Record<Granularity, { readonly ms: number; readonly size: number; readonly tag: string }>> =
-  Object.freeze({
-    minute: Object.freeze({ ms: 60_000, size: 1_440, tag: 'm' }),
-    hour: Object.freeze({ ms: 3_600_000, size: 720, tag: 'h' }),
-    day: Object.freeze({ ms: 86_400_000, size: 365, tag: 'd' }),
-  });
+export const RINGS: Readonly<
+  Record<Granularity, { readonly ms: number; readonly size: number; readonly tag: string }>
+> = Object.freeze({
+  minute: Object.freeze({ ms: 60_000, size: 1_440, tag: 'm' }),
+  hour: Object.freeze({ ms: 3_600_000, size: 720, tag: 'h' }),
+  day: Object.freeze({ ms: 86_400_000, size: 365, tag: 'd' }),
+});
 
 /** The most slots a subject's rings hold: its bounded size (one field per slot in Redis). */
 export const RING_SLOTS = RINGS.minute.size + RINGS.hour.size + RINGS.day.size;
@@ -90,7 +91,8 @@ export const bucketOf = (ms: number, g: Granularity) => Math.floor(ms / RINGS[g]
  * The name of a pending count (in process, and the flush script's argument): `o<tag><bucket>:<outcome>`, e.g.
  * `om29512345:0`. The flush script turns it into the ring slot `<tag><bucket % size>`.
  */
-export const pendingField = (g: Granularity, bucket: number, outcome: Outcome) => `o${RINGS[g].tag}${bucket}:${outcome}`;
+export const pendingField = (g: Granularity, bucket: number, outcome: Outcome) =>
+  `o${RINGS[g].tag}${bucket}:${outcome}`;
 
 /**
  * The three pending field names (minute, hour, day) of each outcome at an instant, rebuilt only when the
@@ -103,9 +105,7 @@ export function createPendingFieldsOf(): (ms: number) => readonly (readonly stri
     const m = Math.floor(ms / 60_000);
     if (m !== minute) {
       minute = m;
-      fields = OUTCOMES.map((_, o) =>
-        GRANULARITIES.map((g) => pendingField(g, bucketOf(ms, g), o as Outcome)),
-      );
+      fields = OUTCOMES.map((_, o) => GRANULARITIES.map((g) => pendingField(g, bucketOf(ms, g), o as Outcome)));
     }
     return fields;
   };

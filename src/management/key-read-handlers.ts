@@ -1,6 +1,7 @@
 // Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
 import { OWNER, OWNER_RULE, type KeyStatus } from '../keys/key-record.js';
 import { parseUsageDays, usageReport, USAGE_DAYS_RULE } from '../keys/key-usage.js';
+import { GRANULARITY_RULE, parseGranularity } from '../keys/outcome-usage.js';
 import { invalid, keyView, refusal, type Handler } from './management-answer.js';
 import { onlyParams } from './request-fields.js';
 import { CURSOR, MAX_PAGE } from '../operations/key-listing.js';
@@ -40,10 +41,22 @@ const show: Handler = async ({ apiKey, query }, deps) => {
   return r.ok ? { status: 200, body: await keyView(r.value, deps) } : refusal(r);
 };
 
-/** GET /v1/keys/{apiKey}/usage: the same report as `keygate keys usage`. */
+/**
+ * GET /v1/keys/{apiKey}/usage: the same report as `keygate keys usage`: admitted requests per day, or with
+ * `granularity` the counts by outcome per minute, hour or day (keys/outcome-usage.ts).
+ */
 const usage: Handler = async ({ apiKey, query }, deps) => {
   const problems: string[] = [];
-  onlyParams(query, ['days'], problems);
+  onlyParams(query, ['days', 'granularity'], problems);
+  const rawGranularity = query.get('granularity') ?? undefined;
+  if (rawGranularity !== undefined) {
+    const granularity = parseGranularity(rawGranularity);
+    if (granularity === undefined) problems.push(`query.granularity: ${GRANULARITY_RULE}`);
+    if (query.has('days')) problems.push('query.days: not with query.granularity (a report is one or the other)');
+    if (problems.length > 0 || granularity === undefined) return invalid(problems);
+    const r = await deps.ops.outcomeUsage(apiKey as string, granularity);
+    return r.ok ? { status: 200, body: r.value } : refusal(r);
+  }
   const days = parseUsageDays(query.get('days') ?? undefined);
   if (days === undefined) problems.push(`query.days: ${USAGE_DAYS_RULE}`);
   if (problems.length > 0 || days === undefined) return invalid(problems);

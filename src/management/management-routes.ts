@@ -40,5 +40,6 @@ export const ROUTES: readonly Route[] = [
   // An owner's own rate limit, shared by all its keys.
   row('/v1/owners/{owner}', 'GET', false, false, ownerHandlers.show),
   row('/v1/owners/{owner}', 'PUT', true, true, ownerHandlers.put),
+  row('/v1/owners/{owner}/usage', 'GET', false, false, ownerHandlers.usage),
   row('/v1/audit', 'GET', false, false, auditHandlers.list),
 ];

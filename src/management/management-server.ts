@@ -69,9 +69,9 @@ interface Matched {
   owner?: string;
 }
 
-/** /v1/owners/{owner}. */
+/** /v1/owners/{owner}, /v1/owners/{owner}/usage. */
 function matchOwner(method: string, parts: readonly string[]): Matched | 'no_route' | 'method_not_allowed' {
-  if (parts.length !== 4) return 'no_route';
+  if (parts.length !== 4 && parts.length !== 5) return 'no_route';
   let owner: string;
   try {
     owner = decodeURIComponent(parts[3] as string);
@@ -79,7 +79,10 @@ function matchOwner(method: string, parts: readonly string[]): Matched | 'no_rou
     return 'no_route';
   }
   if (!OWNER.test(owner)) return 'no_route';
-  const route = ROUTES.find((r) => r.pattern === '/v1/owners/{owner}' && r.method === method);
+  const pattern = parts.length === 5 ? `/v1/owners/{owner}/${parts[4]}` : '/v1/owners/{owner}';
+  const candidates = ROUTES.filter((r) => r.pattern === pattern);
+  if (candidates.length === 0) return 'no_route';
+  const route = candidates.find((r) => r.method === method);
   return route ? { route, apiKey: undefined, owner } : 'method_not_allowed';
 }
 

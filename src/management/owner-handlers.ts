@@ -1,6 +1,7 @@
-// Tested in test/e2e/owner-limits.test.ts (PUT /v1/owners/{owner}), test/e2e/console-browser.test.ts.
+// Tested in test/e2e/owner-limits.test.ts (PUT /v1/owners/{owner}), test/e2e/usage-outcomes.test.ts (usage), test/e2e/console-browser.test.ts.
 import { invalid, refusal, type Handler } from './management-answer.js';
 import { fields, onlyParams } from './request-fields.js';
+import { GRANULARITY_RULE, parseGranularity } from '../keys/outcome-usage.js';
 
 /**
  * /v1/owners/{owner}: an owner's own rate limit, through the same owner operations as
@@ -29,4 +30,15 @@ const put: Handler = async ({ owner, query, body, actor }, deps) => {
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };
 
-export const ownerHandlers = { show, put } as const;
+/** GET /v1/owners/{owner}/usage?granularity=: the sum of its keys' usage by outcome, as `keygate owners usage`. */
+const usage: Handler = async ({ owner, query }, deps) => {
+  const problems: string[] = [];
+  onlyParams(query, ['granularity'], problems);
+  const granularity = parseGranularity(query.get('granularity') ?? 'hour');
+  if (granularity === undefined) problems.push(`query.granularity: ${GRANULARITY_RULE}`);
+  if (problems.length > 0 || !deps.owners || granularity === undefined) return invalid(problems);
+  const r = await deps.owners.outcomeUsage(owner as string, granularity);
+  return r.ok ? { status: 200, body: r.value } : refusal(r);
+};
+
+export const ownerHandlers = { show, put, usage } as const;

@@ -10,6 +10,7 @@ import {
 } from '../keys/key-changes.js';
 import { keyStatus, type KeyRecord } from '../keys/key-record.js';
 import type { KeyUsage } from '../keys/key-usage.js';
+import { outcomeReport, type Granularity } from '../keys/outcome-usage.js';
 import { hasUnprintable, PRINTABLE_RULE } from '../keys/printable-text.js';
 import type { KeyClaim, KeyWriteResult } from '../store/key-write.js';
 import type { AuditEntry, Store } from '../store/store.js';
@@ -72,11 +73,19 @@ export interface KeyOperations extends KeyImport {
   ): Promise<{ label: 'true_positive' | 'false_positive'; apiKey?: string; action?: 'revoke' | 'end-grace' }>;
   remove(apiKey: string, actor: string): Promise<Done<KeyRecord>>;
   usage(apiKey: string): Promise<Done<{ record: KeyRecord; usage: KeyUsage }>>;
+  /**
+   * The key's usage by outcome at a granularity (keys/outcome-usage.ts): what `keygate keys usage
+   * --granularity` prints and GET /v1/keys/{apiKey}/usage?granularity= returns.
+   */
+  outcomeUsage(apiKey: string, granularity: Granularity): Promise<Done<KeyOutcomeReport>>;
   /** The record parser's problems with a create, writing nothing (to list every problem of a request at once). */
   check(input: NewKeyInput): readonly string[];
   /** The same for an update of `record`. */
   checkUpdate(record: KeyRecord, changes: KeyChanges): readonly string[];
 }
+
+/** A key's usage by outcome, as reported. */
+export type KeyOutcomeReport = { apiKey: string; id: string } & ReturnType<typeof outcomeReport>;
 
 /**
  * The one code path for key changes, shared by `keygate keys` and the
@@ -265,6 +274,12 @@ export function createKeyOperations(deps: {
       const r = await load(apiKey);
       if (!r.ok) return r;
       return done({ record: r.value, usage: await store.getUsage(apiKey) });
+    },
+    async outcomeUsage(apiKey, granularity) {
+      const r = await load(apiKey);
+      if (!r.ok) return r;
+      const rings = await store.getOutcomeUsage({ apiKey });
+      return done({ apiKey, id: r.value.id, ...outcomeReport(rings, granularity, now()) });
     },
   };
 }

@@ -8,7 +8,8 @@ import {
   type CompiledLimit,
   type RateLimitSpec,
 } from '../policy/rate-limit-spec.js';
-import type { AuditEntry, OwnerStore } from '../store/store.js';
+import type { AuditEntry, OutcomeStore, OwnerStore } from '../store/store.js';
+import { outcomeReport, type Granularity } from '../keys/outcome-usage.js';
 import { invalid, type Done } from './outcome.js';
 import { auditEntry } from '../store/audit-entry.js';
 
@@ -37,7 +38,15 @@ export interface OwnerOperations {
    * set, with `warnings` (empty when none): a burst below the policy's largest route cost.
    */
   setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView & { warnings: string[] }>>;
+  /**
+   * The owner's usage by outcome at a granularity: the sum over its keys, kept per owner when written
+   * (keys/outcome-usage.ts). Any name may own keys: an owner nothing was counted for has zeros.
+   */
+  outcomeUsage(owner: string, granularity: Granularity): Promise<Done<OwnerOutcomeReport>>;
 }
+
+/** An owner's usage by outcome, as reported. */
+export type OwnerOutcomeReport = { owner: string } & ReturnType<typeof outcomeReport>;
 
 /** The policy's costliest route, for the warning a burst below it deserves. */
 export interface CostliestRoute {
@@ -53,7 +62,7 @@ export interface CostliestRoute {
  * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.
  */
 export function createOwnerOperations(deps: {
-  store: OwnerStore;
+  store: OwnerStore & Pick<OutcomeStore, 'getOutcomeUsage'>;
   now: () => number;
   audit: (entry: AuditEntry) => void;
   /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */
@@ -82,6 +91,12 @@ export function createOwnerOperations(deps: {
         };
       }
       return { ok: true, value: { ...view(owner, record), budget } };
+    },
+    async outcomeUsage(owner, granularity) {
+      const problems: string[] = [];
+      if (!checkOwnerName(owner, 'owner', problems)) return invalid(problems);
+      const rings = await store.getOutcomeUsage({ owner });
+      return { ok: true, value: { owner, ...outcomeReport(rings, granularity, now()) } };
     },
     async list() {
       return (await store.listOwners()).map((r) => view(r.owner, r));

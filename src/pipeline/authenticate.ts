@@ -155,7 +155,8 @@ export function createAuthenticator(
     const charge = chargeFor(key, request?.route?.cost ?? 1);
     // A cost above a budget's burst never fits, however long the client waits: refused without a
     // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
-    if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id, record: key.record };
+    if (charge !== undefined && exceedsBurst(charge))
+      return { ...deny('cost_exceeds_burst'), keyId: key.record.id, record: key.record };
     const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
     const credential = signature.credential.id;
     if (admission instanceof Promise)

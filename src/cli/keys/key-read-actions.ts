@@ -2,6 +2,13 @@
 import { publicView, type KeyRecord, type KeyStatus } from '../../keys/key-record.js';
 import { lastUsedAt, parseUsageDays, usageReport, USAGE_DAYS, USAGE_DAYS_RULE } from '../../keys/key-usage.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';
+import {
+  GRANULARITY_RULE,
+  parseGranularity,
+  type Granularity,
+  type OutcomeName,
+  type outcomeReport,
+} from '../../keys/outcome-usage.js';
 import { describeRateLimit } from '../../policy/rate-limit-spec.js';
 import { CURSOR, MAX_PAGE } from '../../operations/key-listing.js';
 import { UsageError } from '../cli-errors.js';
@@ -137,14 +144,56 @@ export const showAction: KeyAction = {
   },
 };
 
+/** --granularity of `keys usage` and `owners usage`. */
+export const GRANULARITY_OPTION = opt(
+  'granularity',
+  'minute|hour|day',
+  'requests by outcome per minute (last 24 h), hour (30 days) or day (365 days)',
+);
+
+/** The granularity given, or undefined when none; a UsageError names the rule otherwise. */
+export function granularityOf(raw: string | undefined): Granularity | undefined {
+  if (raw === undefined) return undefined;
+  const g = parseGranularity(raw);
+  if (g === undefined) throw new UsageError(`--granularity: ${GRANULARITY_RULE}`);
+  return g;
+}
+
+/** A report by outcome as text: the totals, then each bucket that counted anything (a quiet bucket is a blank row). */
+export function outcomeText(heading: string, report: ReturnType<typeof outcomeReport>): string {
+  const cols = report.outcomes;
+  const row = (start: string, counts: Readonly<Record<OutcomeName, number>>) =>
+    `  ${start.padEnd(24)}${cols.map((o) => String(counts[o] ?? 0).padStart(o.length + 2)).join('')}`;
+  const busy = report.buckets.filter((b) => cols.some((o) => b[o] > 0));
+  return (
+    `${heading}\n  by outcome per ${report.granularity}, ${report.from} to ${report.to} (UTC); ${busy.length} of ${report.buckets.length} buckets counted anything\n` +
+    `  ${'start'.padEnd(24)}${cols.map((o) => `  ${o}`).join('')}\n` +
+    [...busy.map((b) => row(b.start, b)), row('total', report.totals)].join('\n') +
+    '\n'
+  );
+}
+
 export const usageAction: KeyAction = {
   spec: {
     name: 'usage',
-    summary: `when a key was last used, and its requests and spent cost per UTC day (kept ${USAGE_DAYS} days)`,
+    summary: `when a key was last used, and its requests and spent cost per UTC day (kept ${USAGE_DAYS} days); with --granularity, its requests by outcome`,
     args: ['<apiKey>'],
-    options: [opt('days', 'n', `how many days to show, 1 to ${USAGE_DAYS} (default 30)`), JSON_OPTION],
+    options: [
+      opt('days', 'n', `how many days to show, 1 to ${USAGE_DAYS} (default 30)`),
+      GRANULARITY_OPTION,
+      JSON_OPTION,
+    ],
   },
   async run(ctx, p) {
+    const granularity = granularityOf(str(p, 'granularity'));
+    if (granularity !== undefined) {
+      if (str(p, 'days') !== undefined)
+        throw new UsageError('--days: not with --granularity (a report is one or the other)');
+      const report = ctx.must(await ctx.ops.outcomeUsage(apiKeyOf(p), granularity), apiKeyOf(p));
+      if (flag(p, 'json')) ctx.print(report);
+      else ctx.out.write(outcomeText(`${report.apiKey} (${report.id})`, report));
+      return;
+    }
     const days = parseUsageDays(str(p, 'days'));
     if (days === undefined) throw new UsageError(`--days: ${USAGE_DAYS_RULE}`);
     const { record, usage: u } = ctx.must(await ctx.ops.usage(apiKeyOf(p)), apiKeyOf(p));

@@ -6,6 +6,7 @@ import { UsageError } from '../cli-errors.js';
 import { flag, str, type Command } from '../command-line.js';
 import { JSON_OPTION, opt, type KeyAction } from './key-context.js';
 import { asCommand } from './keys-command.js';
+import { granularityOf, GRANULARITY_OPTION, outcomeText } from './key-read-actions.js';
 
 const DETAILS = `An owner is the account a key belongs to (a key's --owner). Its own rate
 limit is one budget shared by all its keys, taking precedence over the
@@ -84,8 +85,23 @@ const listAction: KeyAction = {
   },
 };
 
-/** `keygate owners set|show|list`: the same store, context and audit as `keygate keys`. */
+const usageAction: KeyAction = {
+  spec: {
+    name: 'usage',
+    summary: "an owner's requests by outcome (the sum over its keys) per minute, hour or day",
+    args: ['<owner>'],
+    options: [GRANULARITY_OPTION, JSON_OPTION],
+  },
+  async run(ctx, p) {
+    const granularity = granularityOf(str(p, 'granularity')) ?? 'hour';
+    const report = ctx.must(await ctx.owners.outcomeUsage(p.args[0] as string, granularity));
+    if (flag(p, 'json')) ctx.print(report);
+    else ctx.out.write(outcomeText(escapeUnprintable(report.owner), report));
+  },
+};
+
+/** `keygate owners set|show|list|usage`: the same store, context and audit as `keygate keys`. */
 export const ownersCommand: Command = {
   spec: { name: 'owners', summary: "manage owners' own rate limits in Redis", options: [], details: DETAILS },
-  subcommands: [setAction, showAction, listAction].map(asCommand),
+  subcommands: [setAction, showAction, listAction, usageAction].map(asCommand),
 };

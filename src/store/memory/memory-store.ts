@@ -71,7 +71,10 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   // Usage by outcome: counted into `pending` (field → n, the field names cached per minute) and folded
   // into the subject's rings once a second and before a read, as the Redis store flushes its batches.
   const outcomeFieldsOf = createPendingFieldsOf();
-  const pendingOutcomes = { key: new Map<string, Map<string, number>>(), owner: new Map<string, Map<string, number>>() };
+  const pendingOutcomes = {
+    key: new Map<string, Map<string, number>>(),
+    owner: new Map<string, Map<string, number>>(),
+  };
   const rings = { key: new Map<string, Map<string, RingSlot>>(), owner: new Map<string, Map<string, RingSlot>>() };
   const countInto = (pending: Map<string, Map<string, number>>, subject: string, fields: readonly string[]) => {
     let p = pending.get(subject);
