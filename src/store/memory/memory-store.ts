@@ -78,14 +78,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const rings = { key: new Map<string, Map<string, RingSlot>>(), owner: new Map<string, Map<string, RingSlot>>() };
   const countInto = (pending: Map<string, Map<string, number>>, subject: string, fields: readonly string[]) => {
     let p = pending.get(subject);
-    if (p === undefined) pending.set(subject, (p = new Map()));
+    if (p === undefined) pending.set(subject, (p = new Map<string, number>()));
     for (const f of fields) p.set(f, (p.get(f) ?? 0) + 1);
   };
   const foldOutcomes = () => {
     for (const kind of ['key', 'owner'] as const) {
       for (const [subject, p] of pendingOutcomes[kind]) {
         let r = rings[kind].get(subject);
-        if (r === undefined) rings[kind].set(subject, (r = new Map()));
+        if (r === undefined) rings[kind].set(subject, (r = new Map<string, RingSlot>()));
         for (const [field, n] of p) addToRings(r, field, n);
       }
       pendingOutcomes[kind].clear();
