@@ -171,6 +171,8 @@ function row(key) {
   if (canWrite) actions.append(button('Delete', () => remove(key)));
   // Any token may read the audit log (GET /v1/audit): who changed the key, how and when.
   actions.append(button('History', () => history(key), 'history'));
+  // Any token may read usage: the key's requests by outcome, and its owner's, drawn as bar charts.
+  actions.append(button('Usage', () => usage(key), 'usage'));
   tr.append(
     cell(key.owner || '', 'owner'),
     cell(key.label || '', 'label'),
@@ -304,6 +306,172 @@ async function history(key) {
     dialog.querySelector('.error').textContent = err.message;
   }
 }
+
+// Usage by outcome (GET /v1/keys/{apiKey}/usage?granularity=…, GET /v1/owners/{owner}/usage?…), drawn here as
+// SVG built with DOM calls: nothing loaded from elsewhere, nothing the CSP would have to allow. The colours are
+// SVG presentation attributes, not style attributes. Each bar is a stack of the bucket's outcomes.
+const SVG_NS = 'http://www.w3.org/2000/svg';
+const OUTCOME_COLOURS = {
+  forwarded: '#2f855a',
+  replay: '#dd6b20',
+  rate_limited: '#d69e2e',
+  credits_exhausted: '#6b46c1',
+  other_refusals: '#c53030',
+};
+// The bars drawn: the newest buckets of the answer (the API answers 24 hours of minutes, 30 days of hours, a year of days).
+const BARS = { minute: 60, hour: 48, day: 30 };
+const SPAN_WORDS = { minute: 'the last hour', hour: 'the last 48 hours', day: 'the last 30 days' };
+let usageOf = null;
+
+function svgEl(name, attrs, text) {
+  const el = document.createElementNS(SVG_NS, name);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  if (text !== undefined) el.textContent = text;
+  return el;
+}
+
+function bucketLabel(iso, granularity) {
+  return granularity === 'day'
+    ? iso.slice(5, 10)
+    : `${iso.slice(11, 16)}${granularity === 'hour' && iso.slice(11, 13) === '00' ? ` ${iso.slice(5, 10)}` : ''}`;
+}
+
+function usageChart(report) {
+  const g = report.granularity;
+  const buckets = report.buckets.slice(-BARS[g]);
+  const [width, height, left, right, top, bottom] = [760, 200, 44, 10, 12, 28];
+  const plotW = width - left - right;
+  const plotH = height - top - bottom;
+  const sums = buckets.map((b) => report.outcomes.reduce((n, o) => n + b[o], 0));
+  const max = Math.max(1, ...sums);
+  const chart = svgEl('svg', {
+    class: 'usage-chart',
+    viewBox: `0 0 ${width} ${height}`,
+    width,
+    height,
+    role: 'img',
+    'aria-label': `requests by outcome per ${g}, ${SPAN_WORDS[g]}`,
+  });
+  for (const v of [...new Set([0, Math.round(max / 2), max])]) {
+    const y = top + plotH - (v / max) * plotH;
+    chart.append(
+      svgEl('line', { class: 'grid', x1: left, x2: width - right, y1: y, y2: y }),
+      svgEl('text', { class: 'axis', x: left - 6, y: y + 4, 'text-anchor': 'end' }, String(v)),
+    );
+  }
+  const slot = plotW / buckets.length;
+  const barW = Math.max(1, slot * 0.75);
+  buckets.forEach((b, i) => {
+    const bar = svgEl('g', { class: 'bar', 'data-start': b.start, 'data-total': sums[i] });
+    let y = top + plotH;
+    for (const o of report.outcomes) {
+      bar.setAttribute(`data-${o.replace(/_/g, '-')}`, b[o]);
+      if (b[o] === 0) continue;
+      const h = (b[o] / max) * plotH;
+      y -= h;
+      bar.append(
+        svgEl('rect', {
+          class: o,
+          x: left + i * slot + (slot - barW) / 2,
+          y,
+          width: barW,
+          height: h,
+          fill: OUTCOME_COLOURS[o],
+        }),
+      );
+    }
+    const counts = report.outcomes.filter((o) => b[o] > 0).map((o) => `${o} ${b[o]}`);
+    bar.append(svgEl('title', {}, `${when(b.start)}: ${counts.join(', ') || 'none'}`));
+    chart.append(bar);
+  });
+  for (const i of [...new Set([0, Math.floor(buckets.length / 2), buckets.length - 1])])
+    chart.append(
+      svgEl(
+        'text',
+        { class: 'axis', x: left + i * slot + slot / 2, y: height - bottom + 16, 'text-anchor': 'middle' },
+        bucketLabel(buckets[i].start, g),
+      ),
+    );
+  return { chart, buckets };
+}
+
+function usageLegend(report, buckets) {
+  const legend = document.createElement('ul');
+  legend.className = 'usage-legend';
+  for (const o of report.outcomes) {
+    const item = document.createElement('li');
+    item.dataset.outcome = o;
+    const swatch = svgEl('svg', { width: 10, height: 10, 'aria-hidden': 'true' });
+    swatch.append(svgEl('rect', { width: 10, height: 10, fill: OUTCOME_COLOURS[o] }));
+    item.append(swatch, `${o.replace(/_/g, ' ')}: ${buckets.reduce((n, b) => n + b[o], 0)}`);
+    legend.append(item);
+  }
+  return legend;
+}
+
+// The credits left, when the record has any (`credits: { remaining, refill? }`); nothing when it has none (unlimited).
+function creditsText(credits) {
+  if (!credits || typeof credits.remaining !== 'number') return '';
+  const refill = credits.refill ? `, refilled to ${credits.refill.amount} every ${credits.refill.interval}` : '';
+  const next = credits.nextRefillAt ? ` (next ${when(credits.nextRefillAt)})` : '';
+  return `credits left: ${credits.remaining}${refill}${next}`;
+}
+
+function usageSection(section, heading, report, record) {
+  const h = document.createElement('h3');
+  h.textContent = heading;
+  const credits = document.createElement('p');
+  credits.className = 'credits';
+  credits.textContent = creditsText(record && record.credits);
+  credits.hidden = credits.textContent === '';
+  const { chart, buckets } = usageChart(report);
+  section.replaceChildren(h, credits, chart, usageLegend(report, buckets));
+}
+
+async function drawUsage() {
+  const dialog = $('#usage-dialog');
+  const key = usageOf;
+  const g = dialog.querySelector('select[name=granularity]').value;
+  dialog.querySelector('.error').textContent = '';
+  try {
+    const q = new URLSearchParams({ granularity: g });
+    const [report, record, ownerReport, owner] = await Promise.all([
+      api('GET', `/v1/keys/${encodeURIComponent(key.apiKey)}/usage?${q}`),
+      api('GET', `/v1/keys/${encodeURIComponent(key.apiKey)}`),
+      key.owner ? api('GET', `/v1/owners/${encodeURIComponent(key.owner)}/usage?${q}`) : null,
+      key.owner ? api('GET', `/v1/owners/${encodeURIComponent(key.owner)}`) : null,
+    ]);
+    if (usageOf !== key) return; // another key's dialog was opened meanwhile
+    usageSection(
+      dialog.querySelector('.usage-key'),
+      `Key ${key.apiKey}: requests by outcome per ${g}, ${SPAN_WORDS[g]}`,
+      report,
+      record,
+    );
+    const ownerSection = dialog.querySelector('.usage-owner');
+    if (ownerReport)
+      usageSection(ownerSection, `Owner ${key.owner} (all its keys): per ${g}, ${SPAN_WORDS[g]}`, ownerReport, owner);
+    else ownerSection.replaceChildren();
+    dialog.dataset.drawn = g;
+  } catch (err) {
+    dialog.querySelector('.error').textContent = err.message;
+  }
+}
+
+function usage(key) {
+  const dialog = $('#usage-dialog');
+  usageOf = key;
+  dialog.querySelector('.which').textContent = key.apiKey;
+  dialog.querySelector('.usage-key').replaceChildren();
+  dialog.querySelector('.usage-owner').replaceChildren();
+  delete dialog.dataset.drawn;
+  dialog.showModal();
+  void drawUsage();
+}
+$('#usage-dialog select[name=granularity]').addEventListener('change', () => {
+  delete $('#usage-dialog').dataset.drawn;
+  void drawUsage();
+});
 
 function remove(key) {
   deleting = key;
