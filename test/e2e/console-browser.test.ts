@@ -11,6 +11,7 @@ import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { managementClient, writeTokensFile, type ManagementClient, type TokensFile } from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { claims, signWithKey, token } from '../helpers/tokens.js';
+import { manualClock } from '../../src/clock.js';
 import { guard } from '../helpers/slowdown.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
@@ -22,6 +23,8 @@ const UI_WAIT = { timeout: guard(5_000) };
 const CHROMIUM = '/usr/bin/chromium';
 /** Where the screenshot in docs/management-api.md lives; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
 const SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-keys.png');
+/** The usage chart's screenshot in docs/keys.md; rewritten only when KEYGATE_WRITE_SCREENSHOT=1. */
+const USAGE_SCREENSHOT = join(CONSOLE_DIR, '..', 'docs', 'console-usage.png');
 
 describe('operator console in a real browser', () => {
   let redis: TestRedis;
@@ -152,9 +155,10 @@ describe('operator console in a real browser', () => {
     expect(await page.textContent('#read-only')).toContain('read keys only');
     expect(await page.isVisible('#new-key')).toBe(false);
     expect(await page.locator('#key-table tbody tr').count()).toBe(3);
-    // History only reads the audit log; nothing that would change a key.
-    expect(await page.locator('#key-table td.actions button:not(.history)').count()).toBe(0);
+    // History only reads the audit log, Usage the counts; nothing that would change a key.
+    expect(await page.locator('#key-table td.actions button:not(.history):not(.usage)').count()).toBe(0);
     expect(await page.locator('#key-table td.actions button.history').count()).toBe(3);
+    expect(await page.locator('#key-table td.actions button.usage').count()).toBe(3);
     await page.click('#sign-out');
     expect(failedLoads).toEqual([]); // no refused call on the way (nothing offered that would be refused)
   });
@@ -456,6 +460,115 @@ describe('operator console in a real browser', () => {
     await api.call('DELETE', `/v1/keys/${made.apiKey}`);
     await api.call('DELETE', `/v1/keys/${other.apiKey}`);
     // Left signed in, as the test before left it: the next one signs out first.
+  });
+
+  it("draws a key's and its owner's usage by outcome as SVG bars, one bar per bucket with its counts; credits shown only when the record has them", async () => {
+    // A second instance on the same Redis, on a manual clock: its requests land in past hours as a client's would.
+    const clock = manualClock(Date.now());
+    const past = await startKeygate({ upstream: upstream.url, redisUrl: redis.url, clock });
+    try {
+      const make = async (json: Record<string, unknown>) =>
+        (
+          await api.call('POST', '/v1/keys', { json: { owner: 'acct_usage', scopes: ['accounts:read'], ...json } })
+        ).json() as { apiKey: string; apiSecret: string };
+      const k1 = await make({ label: 'usage chart', rateLimit: { rate: '6/h', burst: 6 } });
+      const k2 = await make({ label: 'wrong network', allowIps: ['10.0.0.0/8'] });
+      const HOUR = 3_600_000;
+      const now = Date.now();
+      /** What each request should count: [hours ago, key, outcome, status]. */
+      const plan: Array<[number, { apiKey: string; apiSecret: string }, string, number]> = [
+        [4, k1, 'forwarded', 200],
+        [4, k1, 'forwarded', 200],
+        [4, k1, 'forwarded', 200],
+        [2, k1, 'forwarded', 200],
+        [2, k1, 'forwarded', 200],
+        [2, k1, 'replay', 401],
+        [1, k2, 'other_refusals', 403],
+        [1, k2, 'other_refusals', 403],
+        [0, k1, 'forwarded', 200],
+        [0, k1, 'rate_limited', 429],
+        [0, k1, 'rate_limited', 429],
+      ];
+      let last = '';
+      for (const step of plan) {
+        const [ago, k, outcome, status] = step;
+        clock.set(now - ago * HOUR);
+        // Signed at the instance's time (its nonce window is checked against that clock).
+        const nonce = (BigInt(clock.nowMs()) * 1_000_000n + BigInt(plan.indexOf(step))).toString();
+        const signed = outcome === 'replay' ? last : token(k.apiKey, k.apiSecret, { nonce });
+        last = signed;
+        expect((await send(past.url, ACCOUNTS_PATH, { headers: bearer(signed) })).status).toBe(status);
+      }
+      await past.keygate.store.flushUsage();
+      /** The bars the plan should draw at a granularity: bucket start → counts, only the buckets shown. */
+      const expected = (g: 'minute' | 'hour' | 'day', keys: string[]) => {
+        const ms = { minute: 60_000, hour: HOUR, day: 24 * HOUR }[g];
+        const shown = { minute: 60, hour: 48, day: 30 }[g];
+        const first = Math.floor(Date.now() / ms) - shown + 1;
+        const bars = new Map<string, Record<string, number>>();
+        for (const [ago, k, outcome] of plan) {
+          const b = Math.floor((now - ago * HOUR) / ms);
+          if (!keys.includes(k.apiKey) || b < first) continue;
+          const start = new Date(b * ms).toISOString();
+          const bar = bars.get(start) ?? {};
+          bar[outcome] = (bar[outcome] ?? 0) + 1;
+          bars.set(start, bar);
+        }
+        return { shown, bars: Object.fromEntries(bars) };
+      };
+      const drawn = (section: string) =>
+        page.locator(`#usage-dialog ${section} svg.usage-chart g.bar`).evaluateAll((bars) =>
+          bars.map((b) => {
+            const counts: Record<string, number> = {};
+            for (const o of ['forwarded', 'replay', 'rate-limited', 'credits-exhausted', 'other-refusals']) {
+              const n = Number(b.getAttribute(`data-${o}`));
+              if (n > 0) counts[o.replace(/-/g, '_')] = n;
+            }
+            return { start: b.getAttribute('data-start') as string, counts, rects: b.querySelectorAll('rect').length };
+          }),
+        );
+      const check = async (g: 'minute' | 'hour' | 'day') => {
+        for (const [section, keys] of [
+          ['.usage-key', [k1.apiKey]],
+          ['.usage-owner', [k1.apiKey, k2.apiKey]],
+        ] as const) {
+          const want = expected(g, [...keys]);
+          const bars = await drawn(section);
+          expect(bars).toHaveLength(want.shown);
+          const busy = bars.filter((b) => b.rects > 0);
+          expect(Object.fromEntries(busy.map((b) => [b.start, b.counts]))).toEqual(want.bars);
+          // One rect per outcome a bar counted: the stack is drawn, not only described.
+          for (const b of busy) expect(b.rects).toBe(Object.keys(b.counts).length);
+        }
+      };
+      await page.reload();
+      await signIn('viewer');
+      await page.click(`#key-table tbody tr[data-api-key="${k1.apiKey}"] button.usage`);
+      await page.waitForSelector('#usage-dialog[data-drawn=hour]', UI_WAIT);
+      await check('hour');
+      expect(await page.textContent('#usage-dialog .usage-key h3')).toContain(`Key ${k1.apiKey}`);
+      expect(await page.textContent('#usage-dialog .usage-owner h3')).toContain('Owner acct_usage (all its keys)');
+      expect(await page.locator('#usage-dialog .usage-key li[data-outcome=rate_limited]').textContent()).toBe(
+        'rate limited: 2',
+      );
+      // No credits on these records (unlimited): no credits line at all.
+      expect(await page.locator('#usage-dialog p.credits:visible').count()).toBe(0);
+      if (process.env.KEYGATE_WRITE_SCREENSHOT === '1') {
+        await page.setViewportSize({ width: 1360, height: 900 });
+        await page.locator('#usage-dialog').screenshot({ path: USAGE_SCREENSHOT });
+        await page.setViewportSize({ width: 1360, height: 560 });
+      }
+      for (const g of ['day', 'minute'] as const) {
+        await page.selectOption('#usage-dialog select[name=granularity]', g);
+        await page.waitForSelector(`#usage-dialog[data-drawn=${g}]`, UI_WAIT);
+        await check(g);
+      }
+      await page.click('#usage-dialog .cancel');
+      await api.call('DELETE', `/v1/keys/${k1.apiKey}`);
+      await api.call('DELETE', `/v1/keys/${k2.apiKey}`);
+    } finally {
+      await past.close();
+    }
   });
 
   it("shows each key's alg, and for an EdDSA/ES256 key the fingerprint of the public key it holds", async () => {

@@ -234,7 +234,10 @@ describe('authenticate: the replay fence (a Redis failover seen by this instance
     const { authenticate, clock, close } = fenced(true);
     const t = tokenFor('good');
     clock.advance(1);
-    expect(await authenticate(bearer(t))).toEqual({ ok: false, code: 40106, reason: 'fenced', keyId: 'key-good' });
+    // The key is proven: its id is logged, and its record names where the refusal is counted (usage by outcome).
+    const refused = (await authenticate(bearer(t))) as { record?: { apiKey: string } };
+    expect(refused).toMatchObject({ ok: false, code: 40106, reason: 'fenced', keyId: 'key-good' });
+    expect(refused.record?.apiKey).toBe('good');
     await close();
   });
 });
