@@ -331,9 +331,8 @@ function svgEl(name, attrs, text) {
 }
 
 function bucketLabel(iso, granularity) {
-  return granularity === 'day'
-    ? iso.slice(5, 10)
-    : `${iso.slice(11, 16)}${granularity === 'hour' && iso.slice(11, 13) === '00' ? ` ${iso.slice(5, 10)}` : ''}`;
+  if (granularity === 'day') return iso.slice(5, 10);
+  return granularity === 'hour' ? `${iso.slice(5, 10)} ${iso.slice(11, 16)}` : iso.slice(11, 16);
 }
 
 function usageChart(report) {
@@ -347,8 +346,6 @@ function usageChart(report) {
   const chart = svgEl('svg', {
     class: 'usage-chart',
     viewBox: `0 0 ${width} ${height}`,
-    width,
-    height,
     role: 'img',
     'aria-label': `requests by outcome per ${g}, ${SPAN_WORDS[g]}`,
   });
@@ -384,14 +381,14 @@ function usageChart(report) {
     bar.append(svgEl('title', {}, `${when(b.start)}: ${counts.join(', ') || 'none'}`));
     chart.append(bar);
   });
-  for (const i of [...new Set([0, Math.floor(buckets.length / 2), buckets.length - 1])])
-    chart.append(
-      svgEl(
-        'text',
-        { class: 'axis', x: left + i * slot + slot / 2, y: height - bottom + 16, 'text-anchor': 'middle' },
-        bucketLabel(buckets[i].start, g),
-      ),
-    );
+  // The first label starts at its bar and the last ends at its bar, so neither runs off the chart.
+  const last = buckets.length - 1;
+  for (const i of [...new Set([0, Math.floor(buckets.length / 2), last])]) {
+    const anchor = i === 0 ? 'start' : i === last ? 'end' : 'middle';
+    const x = left + i * slot + (i === 0 ? 0 : i === last ? slot : slot / 2);
+    const label = { class: 'axis', x, y: height - bottom + 16, 'text-anchor': anchor };
+    chart.append(svgEl('text', label, bucketLabel(buckets[i].start, g)));
+  }
   return { chart, buckets };
 }
 

@@ -541,7 +541,7 @@ describe('operator console in a real browser', () => {
           for (const b of busy) expect(b.rects).toBe(Object.keys(b.counts).length);
         }
       };
-      await page.reload();
+      await page.goto(`${gate.managementUrl}/console/`); // signed out: the token lives in page memory only
       await signIn('viewer');
       await page.click(`#key-table tbody tr[data-api-key="${k1.apiKey}"] button.usage`);
       await page.waitForSelector('#usage-dialog[data-drawn=hour]', UI_WAIT);
