@@ -40,7 +40,7 @@ export interface RequestLog {
    * signature checked out), whose usage by outcome the request counts in. Never set before the signature
    * verified: an unknown key or a forged token counts nothing (keys/outcome-usage.ts).
    */
-  usageKey?: KeyRecord;
+  usageKey?: KeyRecord | undefined;
 }
 
 export interface RequestRecorder {
@@ -86,7 +86,8 @@ export function createRequestRecorder(deps: {
   }
   const open = (res: ServerResponse, requestId: string, method: string | undefined, started: number) => {
     metrics.inflight.inc();
-    const log: RequestLog = { requestId, method, route: undefined, clientIp: undefined };
+    // usageKey in the literal: set later on most authenticated requests, it then needs no room of its own.
+    const log: RequestLog = { requestId, method, route: undefined, clientIp: undefined, usageKey: undefined };
     // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
     (res as OpenResponse)[LOG] = log;
     (res as OpenResponse)[STARTED] = started;
