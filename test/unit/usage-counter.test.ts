@@ -22,6 +22,21 @@ describe('createUsageCounter: usage counted in process between two writes', () =
     expect(c.pendingRequests()).toBe(0);
   });
 
+  it('counts outcome fields in the same batch as the day, never as admitted requests nor as a use', () => {
+    const c = createUsageCounter();
+    const fields = ['om100:0', 'oh10:0', 'od1:0'];
+    c.countFields('refused-only', ['om100:4', 'oh10:4', 'od1:4']);
+    c.count('a', T);
+    c.countFields('a', fields);
+    c.countFields('a', fields);
+    expect(c.pendingRequests()).toBe(1);
+    const batches = c.take();
+    expect(batches.map((b) => [b.apiKey, b.usage.lastUsedAtMs, Object.fromEntries(b.usage.perDay)])).toEqual([
+      ['refused-only', 0, { 'om100:4': 1, 'oh10:4': 1, 'od1:4': 1 }],
+      ['a', T, { '2026-01-31': 1, 'om100:0': 2, 'oh10:0': 2, 'od1:0': 2 }],
+    ]);
+  });
+
   it("counts a request's cost beyond 1 in its day's x: field (issue 42), never as a request", () => {
     const c = createUsageCounter();
     c.count('a', T, 5);
