@@ -225,7 +225,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ipBlocks: { blockedMs: ipBudget.blockedMs, spend: ipBudget.spend, log: blockedLog },
+    ipBlocks: { blockedMs: ipBudget.blockedMs, enter: ipBudget.enter, spend: ipBudget.spend, log: blockedLog },
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),

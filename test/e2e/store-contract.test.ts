@@ -335,16 +335,18 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const three = compileRateLimit({ rate: '3/m' }); // T = 20 s
     const heard: Array<[string, number]> = [];
     const off = peer.onIpBlocked?.((ip, us) => heard.push([ip, us])) ?? (() => {});
-    expect(await store.spendFailedAuth('192.0.2.1', three)).toBe(0);
-    expect(await peer.spendFailedAuth('192.0.2.1', three)).toBe(0);
+    expect(await store.spendFailedAuth('192.0.2.1', three)).toEqual({ spent: true, blockedUs: 0 });
+    expect(await peer.spendFailedAuth('192.0.2.1', three)).toEqual({ spent: true, blockedUs: 0 });
     const blocked = await store.spendFailedAuth('192.0.2.1', three); // the third empties it
-    expect(blocked).toBeGreaterThan(19_000_000);
-    expect(blocked).toBeLessThanOrEqual(20_000_000);
-    // Empty: a further failure spends nothing more (the block does not grow) and still reports it.
+    expect(blocked.spent).toBe(true);
+    expect(blocked.blockedUs).toBeGreaterThan(19_000_000);
+    expect(blocked.blockedUs).toBeLessThanOrEqual(20_000_000);
+    // Empty: a further failure spends nothing (it says so: its refusal is answered 429) and the block does not grow.
     const again = await peer.spendFailedAuth('192.0.2.1', three);
-    expect(again).toBeGreaterThan(0);
-    expect(again).toBeLessThanOrEqual(blocked);
-    expect(await peer.spendFailedAuth('2001:db8:1:2::/64', three)).toBe(0); // another IP: its own budget
+    expect(again.spent).toBe(false);
+    expect(again.blockedUs).toBeGreaterThan(0);
+    expect(again.blockedUs).toBeLessThanOrEqual(blocked.blockedUs);
+    expect(await peer.spendFailedAuth('2001:db8:1:2::/64', three)).toEqual({ spent: true, blockedUs: 0 }); // another IP: its own budget
     if (peer.onIpBlocked) await expect.poll(() => heard.map(([ip]) => ip)).toContain('192.0.2.1');
     off();
   });

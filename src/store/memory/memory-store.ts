@@ -240,7 +240,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     async spendFailedAuth(ipKey, limit) {
       const step = spendFailure(ipTats.get(ipKey) ?? 0, Number(deps.clock.nowNs() / 1_000n), limit);
       if (step.tatUs !== undefined) ipTats.set(ipKey, step.tatUs);
-      return step.blockedUs;
+      return { spent: step.spent, blockedUs: step.blockedUs };
     },
     async getUsage(apiKey) {
       const u = usage.get(apiKey);
