@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSecret } from '../../src/keys/secret-format.js';
+import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { parseAuditEntry, type AuditEntry } from '../../src/store/audit-entry.js';
 import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementClient } from '../helpers/management.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -184,6 +186,41 @@ describe('GitHub secret scanning: a signed report revokes a leaked key on every 
     // The ended secret is no longer live: reported again, false_positive.
     const again = await report(text, ID_1, signed(text, github1.privateKey));
     expect((again.json() as { label: string }[])[0]?.label).toBe('false_positive');
+  });
+
+  it('a reported secret of an expired key revokes it (audited and announced as any leak): a renewal cannot bring the secret back', async () => {
+    const k = await create();
+    const past = new Date(Date.now() - 60_000).toISOString();
+    expect((await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { expiresAt: past } })).status).toBe(200);
+    await expect.poll(async () => (await call(b, k, k.apiSecret)).status, PUBLISHED_WITHIN).toBe(404);
+    const text = body(k.apiSecret);
+    const r = await report(text, ID_1, signed(text, github1.privateKey));
+    expect((r.json() as { label: string }[])[0]?.label).toBe('true_positive');
+    expect((await a.keygate.store.getKey(k.apiKey))?.state).toBe('revoked');
+    // The audit entry is what the webhook delivers (key.revoked, reason leaked).
+    expect((await audit()).find((e) => e.apiKey === k.apiKey && e.action === 'revoke')).toMatchObject({
+      actor: 'github-secret-scanning',
+      reason: 'leaked',
+      source: 'content',
+    });
+    const future = new Date(Date.now() + 86_400_000).toISOString();
+    const renewal = await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { expiresAt: future } });
+    expect(renewal.status).toBe(409);
+    expect((await call(b, k, k.apiSecret)).status).toBe(404);
+  });
+
+  it("a secret names one key: a second key holding another key's secret is refused (import), so a report finds every key it admits", async () => {
+    const k = await create();
+    const twin = makeKey({ apiKey: 'twin-of-leaked', secret: k.apiSecret, owner: 'acme' });
+    const ops = createKeyOperations({ store: a.keygate.store, now: Date.now, audit: () => {} });
+    const imported = await ops.importKeys([twin], false, 'test');
+    expect(imported).toMatchObject({ ok: false, refused: 'conflict' });
+    expect(JSON.stringify(imported)).toContain('another key already holds its secret');
+    expect(await a.keygate.store.getKey('twin-of-leaked')).toBeNull();
+    const text = body(k.apiSecret);
+    const r = await report(text, ID_1, signed(text, github1.privateKey));
+    expect((r.json() as { label: string }[])[0]?.label).toBe('true_positive');
+    expect((await call(b, k, k.apiSecret)).status).not.toBe(200);
   });
 
   it('a body over 1 MiB is 413 and changes nothing; no fingerprint or secret is in the audit', async () => {

@@ -145,6 +145,47 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await create(peer, 'later')).ok).toBe(true);
   });
 
+  it('a secret names one key: a second key with a secret another key holds (current or in its grace) is refused, in a batch too; deleting the holder frees it', async () => {
+    const { store, peer } = await h.open();
+    const S = 'shared-secret-0123456789abcdef';
+    const put = (s: Store, apiKey: string, secret: string, expect = 0) =>
+      s.commitKeyChanges({ writes: [{ apiKey, expect, next: makeKey({ apiKey, secret }) }], audit: [] });
+    expect((await put(store, 'a', S)).ok).toBe(true);
+    expect(await put(peer, 'b', S)).toEqual({ ok: false, conflict: 'secret_taken', apiKey: 'b', holder: 'a' });
+    // Two new keys with one secret in one batch (an import): all or nothing.
+    const batch = await peer.commitKeyChanges({
+      writes: [
+        { apiKey: 'c', expect: 0, next: makeKey({ apiKey: 'c', secret: 'batch-secret-0123456789abcdef' }) },
+        { apiKey: 'd', expect: 0, next: makeKey({ apiKey: 'd', secret: 'batch-secret-0123456789abcdef' }) },
+      ],
+      audit: [],
+    });
+    expect(batch).toMatchObject({ ok: false, conflict: 'secret_taken', apiKey: 'd', holder: 'c' });
+    expect(await store.getKey('c')).toBeNull();
+    // A secret kept for a rotation's grace is held too.
+    const rotated = makeKey({
+      apiKey: 'a',
+      secret: 'new-secret-0123456789abcdef',
+      previousSecrets: [{ secret: S, validUntil: new Date(Date.now() + 3_600_000).toISOString() }],
+    });
+    const head = await store.readKey('a');
+    expect(
+      (await store.commitKeyChanges({ writes: [{ apiKey: 'a', expect: head?.version, next: rotated }], audit: [] })).ok,
+    ).toBe(true);
+    expect(await put(peer, 'b', S)).toMatchObject({ ok: false, conflict: 'secret_taken', holder: 'a' });
+    // The same key rewritten with its own secrets is no conflict; deleting it frees them.
+    const again = await store.readKey('a');
+    expect(
+      (await store.commitKeyChanges({ writes: [{ apiKey: 'a', expect: again?.version, next: rotated }], audit: [] }))
+        .ok,
+    ).toBe(true);
+    const last = await store.readKey('a');
+    expect(
+      (await store.commitKeyChanges({ writes: [{ apiKey: 'a', expect: last?.version, next: null }], audit: [] })).ok,
+    ).toBe(true);
+    expect((await put(peer, 'b', S)).ok).toBe(true);
+  });
+
   /** The charge of a key with its own limit and no owner, on a route of cost 1 (as before issue 42). */
   const byKey = (limit: CompiledLimit): Charge => ({ cost: 1, owner: undefined, budgets: [{ kind: 'key', limit }] });
 
