@@ -234,3 +234,81 @@ describe('GitHub secret scanning: a signed report revokes a leaked key on every 
     expect(stream).not.toContain('kgs_');
   });
 });
+
+describe('GitHub secret scanning on a listener of its own (KEYGATE_SCANNING_PORT): that one path, nothing else', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  let writer: ManagementClient;
+  let writeToken: string;
+  const openapi = createOpenApiCheck();
+  beforeAll(async () => {
+    redis = await startRedis();
+    upstream = await startRecordingUpstream();
+    const tokens = writeTokensFile([{ name: 'backend', access: 'write' }]);
+    writeToken = tokens.tokens.backend as string;
+    const keysFile = join(mkdtempSync(join(tmpdir(), 'kg-scanning-own-')), 'github-keys.json');
+    writeFileSync(
+      keysFile,
+      JSON.stringify({ public_keys: [{ key_identifier: ID_1, key: pem(github1.publicKey), is_current: true }] }),
+    );
+    gate = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: {
+        KEYGATE_MANAGEMENT_PORT: '0',
+        KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
+        KEYGATE_GITHUB_SCANNING_KEYS_FILE: keysFile,
+        KEYGATE_SCANNING_PORT: '0',
+        KEYGATE_SCANNING_HOST: '127.0.0.1',
+      },
+    });
+    writer = managementClient(gate.managementUrl as string, tokens.tokens.backend as string, openapi);
+  });
+  afterAll(async () => {
+    await gate?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('a signed report on the scanning port revokes; the management API, the console and the proxy are not there, and the management port no longer takes reports', async () => {
+    expect(gate.scanningUrl).toBeDefined();
+    const scanning = gate.scanningUrl as string;
+    const made = (
+      await writer.call('POST', '/v1/keys', { json: { owner: 'acme', scopes: ['accounts:read'] } })
+    ).json() as Made;
+    const text = JSON.stringify([
+      { token: made.apiSecret, type: 'keygate_secret', url: 'https://github.com/o/r', source: 'content' },
+    ]);
+    const headers = {
+      'content-type': 'application/json',
+      'github-public-key-identifier': ID_1,
+      'github-public-key-signature': signed(text, github1.privateKey),
+    };
+    // The management port serves the API, not the reports.
+    const onManagement = await send(gate.managementUrl as string, '/v1/secret-scanning/github', {
+      method: 'POST',
+      headers,
+      body: text,
+    });
+    expect(onManagement.status).toBe(404);
+    const r = await send(scanning, '/v1/secret-scanning/github', { method: 'POST', headers, body: text });
+    expect(r.status).toBe(200);
+    expect((r.json() as { label: string }[])[0]?.label).toBe('true_positive');
+    expect((await gate.keygate.store.getKey(made.apiKey))?.state).toBe('revoked');
+    // Nothing else answers there, with or without a management token.
+    const token = { authorization: `Bearer ${writeToken}` };
+    for (const path of [
+      '/v1/keys',
+      '/v1/whoami',
+      '/v1/openapi.json',
+      '/v1/audit',
+      '/console/',
+      '/',
+      '/api/v3/time',
+      '/metrics',
+    ])
+      expect([path, (await send(scanning, path, { headers: token })).status]).toEqual([path, 404]);
+    expect((await send(scanning, '/v1/secret-scanning/github')).status).toBe(405);
+  });
+});
