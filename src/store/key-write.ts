@@ -108,8 +108,13 @@ export function checkKeyWrites(
     const holder = claimed.get(id) ?? (freed.has(id) ? undefined : holderOf(id));
     if (holder !== undefined && holder !== w.apiKey) return { conflict: 'id_taken', apiKey: w.apiKey, id, holder };
     claimed.set(id, w.apiKey);
+    // Only a secret the key does not hold yet is checked, so keys that shared one before can still be
+    // changed and revoked.
+    const own = new Set(head?.secrets);
     for (const secret of secretsOf(w.next)) {
-      const has = claimedSecrets.get(secret) ?? (freedSecrets.has(secret) ? undefined : secretHolderOf(secret));
+      const has =
+        claimedSecrets.get(secret) ??
+        (own.has(secret) ? w.apiKey : freedSecrets.has(secret) ? undefined : secretHolderOf(secret));
       if (has !== undefined && has !== w.apiKey) return { conflict: 'secret_taken', apiKey: w.apiKey, holder: has };
       claimedSecrets.set(secret, w.apiKey);
     }

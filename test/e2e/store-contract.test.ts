@@ -7,6 +7,7 @@ import { compileRateLimit, type CompiledLimit } from '../../src/policy/rate-limi
 import type { Admission, Charge, KeyPageQuery, Store } from '../../src/store/store.js';
 import { waitStoreReady } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
+import type { KeyRecord } from '../../src/keys/key-record.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 
 /**
@@ -184,6 +185,16 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
       (await store.commitKeyChanges({ writes: [{ apiKey: 'a', expect: last?.version, next: null }], audit: [] })).ok,
     ).toBe(true);
     expect((await put(peer, 'b', S)).ok).toBe(true);
+    // Keys that came to share a secret before the check (seeded unconditionally here) can still be
+    // changed and revoked: only a secret new to the key is checked.
+    const legacy = makeKey({ apiKey: 'legacy', secret: S });
+    expect((await store.commitKeyChanges({ writes: [{ apiKey: 'legacy', next: legacy }], audit: [] })).ok).toBe(true);
+    for (const apiKey of ['b', 'legacy']) {
+      const now = await store.readKey(apiKey);
+      const revoked = { ...(now?.record as KeyRecord), state: 'revoked' as const };
+      const r = await store.commitKeyChanges({ writes: [{ apiKey, expect: now?.version, next: revoked }], audit: [] });
+      expect(r.ok, apiKey).toBe(true);
+    }
   });
 
   /** The charge of a key with its own limit and no owner, on a route of cost 1 (as before issue 42). */

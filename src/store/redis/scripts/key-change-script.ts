@@ -59,9 +59,13 @@ for i = 1, n do
       if not holder and not freed[id] then holder = redis.call('HGET', KEYS[2], id) end
       if holder and holder ~= apiKey then return {'id_taken', apiKey, v, id, holder} end
       claimed[id] = apiKey
-      -- A secret names one key: a leak report then finds every key its secret admits.
+      -- A secret names one key: a leak report then finds every key its secret admits. Only a secret the
+      -- key does not hold yet is checked, so keys that shared one before can still be changed and revoked.
+      local own = {}
+      if h[5] then for fp in string.gmatch(h[5], '%S+') do own[fp] = true end end
       for fp in string.gmatch(ARGV[a + 7], '%S+') do
         local has = claimedFps[fp]
+        if not has and own[fp] then has = apiKey end
         if not has and not freedFps[fp] then has = redis.call('HGET', fpIndex, fp) end
         if has and has ~= apiKey then return {'secret_taken', apiKey, v, '', has} end
         claimedFps[fp] = apiKey
