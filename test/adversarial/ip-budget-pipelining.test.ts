@@ -75,6 +75,9 @@ describe.each([
     const answer = await exchange(gate.port, requests.join(''), { quietMs: 1_000, maxMs: guard(60_000) });
     expect(answer.statuses).toHaveLength(GUESSES);
     const notBlocked = answer.statuses.filter((s) => s !== 429);
+    console.log(
+      `[limits] ${_label}: ${GUESSES} pipelined guesses, ${notBlocked.length} answered besides 429 (burst ${BURST})`,
+    );
     expect(notBlocked.length).toBeLessThanOrEqual(BURST);
     expect(new Set(notBlocked)).toEqual(new Set([404])); // 10013: sub names no key
     expect(answer.statuses[REAL_AT]).toBe(429);
