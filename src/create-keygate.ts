@@ -7,7 +7,7 @@ import type { Config } from './config/load-config.js';
 import { createAdminServer } from './observe/admin-server.js';
 import { createForwarder } from './gateway/upstream/forwarder.js';
 import { createGateway } from './gateway/create-gateway.js';
-import { createManagementApi } from './management/create-management-api.js';
+import { createManagementApi, createScanningApi } from './management/create-management-api.js';
 import { createMetrics, exposeExemplars, LABEL_VALUES, type Metrics } from './observe/metrics.js';
 import { createStreamMetrics } from './observe/stream-metrics.js';
 import { createStreamRegistry, type SharedStreamCount } from './gateway/streams/stream-registry.js';
@@ -54,6 +54,8 @@ export interface Keygate {
   readonly admin: Server;
   /** The management API and console (KEYGATE_MANAGEMENT_PORT); undefined when not configured. */
   readonly management: Server | undefined;
+  /** The secret scanning endpoint's own listener (KEYGATE_SCANNING_PORT), when set. */
+  readonly scanning: Server | undefined;
   readonly store: Store;
   readonly metrics: Metrics;
   /** What /readyz answers: undefined when ready, otherwise the reason (NOT_READY_REASONS) and its cause. */
@@ -70,7 +72,7 @@ export interface Keygate {
   /** Re-reads KEYGATE_ASSERTION_KEYS_FILE (SIGHUP does this too); false if rejected or the assertion is off. */
   reloadAssertionKeys(): boolean;
   /** Binds the ports; resolves with the actual ports (0 in config = any free port). */
-  listen(): Promise<{ port: number; adminPort: number; managementPort?: number }>;
+  listen(): Promise<{ port: number; adminPort: number; managementPort?: number; scanningPort?: number }>;
   /** Stops accepting, lets in-flight requests finish up to the shutdown timeout, closes the store. */
   close(): Promise<void>;
 }
@@ -225,7 +227,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     metrics,
     authenticate,
     policy: policy.policy,
-    ipBlocks: { blockedMs: ipBudget.blockedMs, spend: ipBudget.spend, log: blockedLog },
+    ipBlocks: { blockedMs: ipBudget.blockedMs, enter: ipBudget.enter, spend: ipBudget.spend, log: blockedLog },
     ...(forwarder && { forwarder }),
     ...(assertion && { assertion }),
     ...(streams && { streams: { registry: streams, metrics: streamMetrics } }),
@@ -255,6 +257,12 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         costliestRoute: () => largestRouteCost(policy.policy().routes),
         registry: metrics.registry,
       },
+    );
+  const scanning =
+    config.scanning &&
+    createScanningApi(
+      { keysFile: config.scanning.keysFile, limits: config.limits },
+      { store, logger, now: () => clock.nowMs(), registry: metrics.registry },
     );
   const webhooks = config.webhook && config.redis && startWebhooks(config.webhook, config.redis);
   // While draining, every response closes its connection so keep-alive clients reconnect elsewhere.
@@ -298,6 +306,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     proxy,
     admin,
     management: management?.server,
+    scanning: scanning?.server,
     store,
     metrics,
     ready,
@@ -305,6 +314,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     reloadPolicy: () => policy.reload('reload requested'),
     reloadManagementTokens: () => {
       management?.scanningKeys?.reload('reload requested');
+      scanning?.scanningKeys.reload('reload requested');
       return management?.tokens.reload('reload requested') ?? false;
     },
     reloadAssertionKeys: () => assertionKeys?.reload('reload requested') ?? false,
@@ -312,9 +322,20 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       if (tracing && loadingTracing) tracing.tracer = (await loadingTracing).tracer;
       const port = await listenOn(proxy, config.port, config.host);
       const adminPort = await listenOn(admin, config.adminPort, config.adminHost);
-      if (!management || !config.management) return { port, adminPort };
-      const managementPort = await listenOn(management.server, config.management.port, config.management.host);
-      return { port, adminPort, managementPort };
+      const managementPort =
+        management && config.management
+          ? await listenOn(management.server, config.management.port, config.management.host)
+          : undefined;
+      const scanningPort =
+        scanning && config.scanning
+          ? await listenOn(scanning.server, config.scanning.port, config.scanning.host)
+          : undefined;
+      return {
+        port,
+        adminPort,
+        ...(managementPort !== undefined && { managementPort }),
+        ...(scanningPort !== undefined && { scanningPort }),
+      };
     },
     async close() {
       closing = true;
@@ -352,6 +373,11 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         await new Promise<void>((resolve) => management.server.close(() => resolve()));
         management.tokens.close();
         management.scanningKeys?.close();
+      }
+      if (scanning) {
+        scanning.server.closeAllConnections();
+        await new Promise<void>((resolve) => scanning.server.close(() => resolve()));
+        scanning.scanningKeys.close();
       }
       await forwarder?.close();
       watcher?.close();

@@ -5,7 +5,7 @@ import { deepFreeze } from './deep-freeze.js';
 import type { Env } from './read-env-int.js';
 import { readLimits, type Limits } from './read-limits.js';
 import { readListeners } from './read-listeners.js';
-import { readManagement, type ManagementSettings } from './read-management.js';
+import { readManagement, readScanning, type ManagementSettings, type ScanningSettings } from './read-management.js';
 import { readUpstream } from './read-upstream.js';
 import { readWorkers } from './read-workers.js';
 import { readAssertion, type AssertionSettings } from './read-assertion.js';
@@ -53,6 +53,8 @@ export interface Config {
   readonly logLevel: string;
   /** The management API's listener (KEYGATE_MANAGEMENT_PORT); undefined = no listener. */
   readonly management: ManagementSettings | undefined;
+  /** The secret scanning endpoint's own listener (KEYGATE_SCANNING_PORT); undefined = none. */
+  readonly scanning: ScanningSettings | undefined;
   /** Allowed responses of rate-limited keys carry RateLimit-Policy/RateLimit (KEYGATE_RATE_LIMIT_HEADERS); a 429 always does. */
   readonly rateLimitHeaders: boolean;
   /** The signed identity assertion (KEYGATE_ASSERTION_KEYS_FILE and its siblings); undefined = off. The key file itself is read by keys/. */
@@ -78,6 +80,11 @@ export function loadConfig(env: Env): Config {
   const { mode, upstream, forwardAuthPathPrefix } = readUpstream(env, problems);
   const redis = readRedisSettings(env, problems);
   const management = readManagement(env, listeners.port, listeners.adminPort, problems, redis !== undefined);
+  const scanning = readScanning(
+    env,
+    [listeners.port, listeners.adminPort, ...(management ? [management.port] : [])],
+    problems,
+  );
   const redisUrl = redis?.mode === 'standalone' ? redis.url : undefined;
   const redisDurability = readRedisDurability(env, redis, problems);
   const replayFence = readReplayFence(env, redis, problems);
@@ -127,6 +134,7 @@ export function loadConfig(env: Env): Config {
     assertion,
     tracing,
     management,
+    scanning,
     webhook,
     policy,
     limits,

@@ -20,6 +20,7 @@ import { checkTarget, type Target } from '../pipeline/check-target.js';
 import { requestIdOf } from '../pipeline/forward-headers.js';
 import { checkHeaders } from '../pipeline/check-headers.js';
 import { TIME_PATH, type Policy } from '../policy/policy.js';
+import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import { StoreUnavailableError, type OutcomeStore } from '../store/store.js';
 import type { GatewayMode, OriginalRequest } from './gateway-mode.js';
 import type { BlockedRequestLog } from './blocked-request-log.js';
@@ -68,7 +69,8 @@ export interface RequestPathDeps {
    * an IP is still blocked, the spend of a failed authentication, and the log of its refusals (a summary per
    * IP, not a line each). Absent = never blocked, nothing spent.
    */
-  readonly ipBlocks?: (Pick<IpBudget, 'blockedMs' | 'spend'> & { readonly log: BlockedRequestLog }) | undefined;
+  readonly ipBlocks?:
+    (Pick<IpBudget, 'blockedMs' | 'enter' | 'spend'> & { readonly log: BlockedRequestLog }) | undefined;
   /**
    * Tracing: absent while it is off (no OTLP endpoint), and then the path does nothing for it. Its
    * tracer is filled in once the OpenTelemetry packages have loaded, before the port listens.
@@ -251,6 +253,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   function authenticate(w: Walk) {
     w.log.clientIp = w.ip; // derived by checkIpBudget
+    if (w.plan.policy.failedAuthLimit !== undefined && ipBlocks !== undefined && w.ip !== undefined)
+      w.ipTurn = ipBlocks.enter(w.ip);
     if (w.span !== undefined) w.span.startAdmit();
     // The walk is the request's route (its cost) and client IP as the authenticator reads them.
     let authn: ReturnType<Authenticator>;
@@ -269,23 +273,54 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /** Only a store that did not answer is 503; anything else is Keygate's own fault. */
   function authenticationFailed(w: Walk, err: unknown) {
-    if (err instanceof StoreUnavailableError) authorized(w, deny('store_unavailable'));
-    else internalError(w.res, w.log, err);
+    if (err instanceof StoreUnavailableError) return spendIpBudget(w, deny('store_unavailable'));
+    w.ipTurn?.end();
+    internalError(w.res, w.log, err);
   }
 
   /**
    * A refusal that says the token or its key was bad (spendsIpBudget: a credential was presented) spends 1 from the client IP's
-   * failed-authentication budget, in the store every instance shares, and is answered once the spend is
-   * made: the next request, on any instance, finds it spent. Anything else goes on at once.
+   * failed-authentication budget, in the store every instance shares, and is answered by that spend: the
+   * refusal while the budget had room, 429 ip_blocked once it was empty; the next request, on any instance,
+   * finds it spent. Anything else waits for the requests from the same IP whose authentication began
+   * before it (at once when there are none): if their spends emptied the budget, it is 429 ip_blocked too.
    */
   function spendIpBudget(w: Walk, authn: Authenticated | Denial | RateLimited) {
-    const limit = w.plan.policy.failedAuthLimit;
-    if (authn.ok || limit === undefined || ipBlocks === undefined || w.ip === undefined || !spendsIpBudget(authn))
-      return authorized(w, authn);
-    ipBlocks.spend(w.ip, limit).then(
-      () => authorized(w, authn),
+    const turn = w.ipTurn;
+    if (turn === undefined) return authorized(w, authn);
+    if (authn.ok || !spendsIpBudget(authn)) {
+      w.authn = authn;
+      return turn.whenDecided(earlierDecided, w);
+    }
+    turn.spend(w.plan.policy.failedAuthLimit as CompiledLimit).then(
+      (withinBudget) => (withinBudget ? authorized(w, authn) : blockedAfterAuthentication(w)),
       (err: unknown) => internalError(w.res, w.log, err),
     );
+  }
+
+  /** Every request from the IP that began authentication before `w` has been decided. */
+  function earlierDecided(w: Walk) {
+    const authn = w.authn as Authenticated | Denial | RateLimited;
+    w.authn = undefined;
+    if ((ipBlocks as NonNullable<typeof ipBlocks>).blockedMs(w.ip as string) > 0) return blockedAfterAuthentication(w);
+    authorized(w, authn);
+  }
+
+  /** The IP's budget was empty by the time this request's authentication was decided: 429 ip_blocked. */
+  function blockedAfterAuthentication(w: Walk) {
+    if (w.span !== undefined) w.span.endAdmit(false);
+    try {
+      const blocks = ipBlocks as NonNullable<typeof ipBlocks>;
+      const ip = w.ip as string;
+      const ms = performance.now() - w.started;
+      w.log.authMs = roundMs(ms);
+      authSeconds.deny.observe(ms / 1000, w.log.exemplar);
+      if (!blocks.log.note(budgetPrefix(ip))) recorder.unlogged(w.log);
+      // At least 1 ms: the spend that found the budget empty fed the table, which may have run out since.
+      refuseBlocked(w.res, w.log, w.plan.policy.failedAuthLimit as CompiledLimit, Math.max(1, blocks.blockedMs(ip)));
+    } catch (err) {
+      internalError(w.res, w.log, err);
+    }
   }
 
   /** The error boundary of the path's asynchronous half. */

@@ -3,6 +3,9 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PUBLIC, type OK } from '../observe/metrics.js';
 import type { RequestLog } from '../observe/request-record.js';
 import type { RequestSpan } from '../observe/tracer.js';
+import type { Denial } from '../errors.js';
+import type { Authenticated, RateLimited } from '../pipeline/authenticate.js';
+import type { IpTurn } from '../pipeline/ip-budget.js';
 import type { Methods } from '../pipeline/check-override.js';
 import type { Target } from '../pipeline/check-target.js';
 import type { UpstreamHead } from '../pipeline/forward-headers.js';
@@ -37,6 +40,10 @@ export class Walk implements PassArgs {
   route: RouteMatch | undefined = undefined;
   head: UpstreamHead = UNBUILT;
   ip: string | undefined = undefined;
+  /** The request's turn among its IP's requests in authentication (pipeline/ip-budget.ts); none while the budget is off. */
+  ipTurn: IpTurn | undefined = undefined;
+  /** The authentication's outcome while the request waits for its IP's earlier requests (request-path.ts). */
+  authn: Authenticated | Denial | RateLimited | undefined = undefined;
   /** Sent upstream as X-Api-Key-Owner (pass arguments); not a request-line field, so never logged. */
   keyOwner: string | undefined = undefined;
   /** The authenticated key's record, for the assertion's claims; none on a public route. */

@@ -316,6 +316,14 @@ export type PublicKeyView = Omit<KeyRecord, 'secret' | 'previousSecrets' | 'alg'
 
 export type KeyStatus = 'active' | 'revoked' | 'expired';
 
+/** Every secret a record admits: its own and those still held for a rotation's grace. */
+export function secretsOf(record: KeyRecord): string[] {
+  const out: string[] = [];
+  if (record.secret !== undefined) out.push(record.secret);
+  for (const p of record.previousSecrets ?? []) if (p.secret !== undefined) out.push(p.secret);
+  return out;
+}
+
 /** active, revoked, or expired (an active key past its expiresAt, treated like revoked). */
 export function keyStatus(r: KeyRecord, nowMs: number): KeyStatus {
   if (r.state === 'revoked') return 'revoked';

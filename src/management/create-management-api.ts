@@ -86,3 +86,35 @@ export function createManagementApi(
   );
   return { server, tokens, ...(scanningKeys && { scanningKeys }) };
 }
+
+export interface ScanningApi {
+  readonly server: Server;
+  readonly scanningKeys: GithubScanningKeysSource;
+}
+
+/**
+ * The secret scanning endpoint on a listener of its own (KEYGATE_SCANNING_PORT): GitHub's signature is
+ * its only authentication, and the listener answers nothing but that one path, so it can be published to
+ * GitHub without the management API and console. Reports act through the same key operations.
+ */
+export function createScanningApi(
+  options: { keysFile: string; limits: Limits },
+  deps: { store: Store; logger: Logger; now: () => number; registry?: Registry },
+): ScanningApi {
+  const { store, logger, now } = deps;
+  const ops = createKeyOperations({ store, now, audit: (entry) => logger.info({ audit: entry }, 'key change') });
+  const scanningKeys = createGithubScanningKeysSource({ file: options.keysFile }, { logger });
+  const server = createManagementServer(
+    { limits: options.limits, scanningOnly: true },
+    {
+      ops,
+      store,
+      // No management token is accepted here: the one route is authenticated by GitHub's signature.
+      tokens: () => [],
+      logger,
+      now,
+      scanning: { keys: scanningKeys.keys, metrics: createScanningMetrics(deps.registry ?? new Registry()) },
+    },
+  );
+  return { server, scanningKeys };
+}

@@ -141,6 +141,11 @@ export function createManagementServer(
     limits: Pick<Limits, 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'maxHeaderBytes'>;
     consoleDir?: string;
     openapiFile?: string;
+    /**
+     * The secret scanning listener (KEYGATE_SCANNING_PORT): POST /v1/secret-scanning/github and nothing
+     * else, so publishing its port publishes that one path (no console, no /v1/ route, no token accepted).
+     */
+    scanningOnly?: boolean;
   },
   deps: ManagementServerDeps,
 ): Server {
@@ -234,6 +239,7 @@ export function createManagementServer(
   async function handle(req: IncomingMessage, res: ServerResponse, line: Record<string, unknown>): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://management.invalid');
     const path = url.pathname;
+    if (options.scanningOnly && path !== GITHUB_SCANNING_PATH) return fail(res, 'no_route');
     if (path === '/' || path === '/console' || path === '/favicon.ico') {
       // A browser asks for /favicon.ico on its own: send it to the console's icon rather than a 404.
       res.setHeader('location', path === '/favicon.ico' ? '/console/favicon.svg' : '/console/');

@@ -42,6 +42,8 @@ export function parseAuditQuery(raw: {
   if (raw.since !== undefined) {
     since = /^\d{4}-\d\d-\d\d(T[\d:.]+(Z|[+-]\d\d:\d\d)?)?$/.test(raw.since) ? Date.parse(raw.since) : NaN;
     if (Number.isNaN(since)) problems.push('since: an ISO 8601 time, e.g. 2026-03-01T00:00:00Z');
+    // The stream's entry ids are milliseconds since 1970: an earlier time names no id (and Redis refuses it).
+    else if (since < 0) problems.push('since: a time at or after 1970-01-01T00:00:00Z');
   }
   if (raw.cursor !== undefined && !AUDIT_CURSOR.test(raw.cursor))
     problems.push("cursor: a page's nextCursor, as it was given");

@@ -13,6 +13,9 @@ export function refusedWrite(r: Exclude<KeyWriteResult, { ok: true }>): Refusal 
   if (r.conflict === 'claimed') return conflict('this Idempotency-Key was already used');
   if (r.conflict === 'id_taken')
     return conflict(`id ${JSON.stringify(r.id)} is already the id of key ${r.holder}: an id names one key`);
+  // The holder is not named: that would tell the caller another key's secret.
+  if (r.conflict === 'secret_taken')
+    return conflict(`key ${r.apiKey}: another key already holds its secret: a secret names one key`);
   if (r.conflict === 'revoked')
     return conflict(`key ${r.apiKey} is revoked: a revoked key cannot be changed back`, r.version);
   return conflict(

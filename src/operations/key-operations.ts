@@ -63,7 +63,8 @@ export interface KeyOperations extends KeyImport {
    * A secret reported found in public (a secret scanning report): the key's current secret revokes
    * the key (through the one revoke), a previous secret still in its grace ends that grace (the
    * current secret keeps working); both audited with reason `leaked`, the report's url and source.
-   * `true_positive` when the secret was live, else `false_positive` (unknown, revoked, out of grace).
+   * `true_positive` when the secret could still admit a request, now or after a renewal (an expired key
+   * too), else `false_positive` (unknown, revoked, out of grace).
    * Found by the secret's keyed fingerprint (Store.keyOfSecret), never by reading keys.
    */
   reportLeak(
@@ -243,7 +244,9 @@ export function createKeyOperations(deps: {
       if (apiKey === null) return negative;
       const extra = { reason: LEAKED_REASON, ...where };
       const head = await store.readKey(apiKey);
-      if (!head || keyStatus(head.record, now()) !== 'active') return negative;
+      // Any key that can still admit the secret, now or once renewed (an expired key: a new expiresAt
+      // brings it back), is acted on; only a revoked key is final.
+      if (!head || head.record.state === 'revoked') return negative;
       if (head.record.secret !== undefined && sameSecret(head.record.secret, secret)) {
         const r = await revokeWith(apiKey, LEAKED_REASON, actor, extra);
         return r.ok ? { label: 'true_positive', apiKey, action: 'revoke' } : negative;

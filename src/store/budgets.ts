@@ -124,7 +124,7 @@ export function retryAfterUs(states: readonly RateState[]): number {
 
 /**
  * The failed-authentication budget per client IP: one failure spends 1 when the budget
- * has room (then `tatUs` is the TAT to store; undefined: nothing to store). `blockedUs` is how long
+ * has room (`spent`; `tatUs` is the TAT to store, undefined: nothing to store). `blockedUs` is how long
  * from now the budget has no room for one more, in µs (0: not empty): while it lasts, the IP is
  * refused before any check, so no further failure can be spent. The Redis script
  * (ip-budget-script.ts) does the same arithmetic.
@@ -133,12 +133,13 @@ export function spendFailure(
   storedTatUs: number,
   nowUs: number,
   limit: CompiledLimit,
-): { readonly tatUs: number | undefined; readonly blockedUs: number } {
+): { readonly spent: boolean; readonly tatUs: number | undefined; readonly blockedUs: number } {
   const capacity = limit.burst * limit.intervalUs;
   let tat = tatNow(storedTatUs, nowUs, limit);
   // A TAT clamped to the burst is stored back even when nothing more is spent (tatNow).
   let stored: number | undefined = storedTatUs > tat ? tat : undefined;
-  if (tat + limit.intervalUs - nowUs <= capacity) stored = tat = tat + limit.intervalUs;
+  const spent = tat + limit.intervalUs - nowUs <= capacity;
+  if (spent) stored = tat = tat + limit.intervalUs;
   const blocked = tat + limit.intervalUs - nowUs - capacity;
-  return { tatUs: stored, blockedUs: blocked > 0 ? blocked : 0 };
+  return { spent, tatUs: stored, blockedUs: blocked > 0 ? blocked : 0 };
 }

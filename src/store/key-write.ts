@@ -1,5 +1,5 @@
 // Tested in test/e2e/store-contract.test.ts (both stores), test/unit/key-operations.test.ts.
-import type { KeyRecord } from '../keys/key-record.js';
+import { secretsOf, type KeyRecord } from '../keys/key-record.js';
 import type { AuditEntry } from './audit-entry.js';
 
 export type { AuditEntry } from './audit-entry.js';
@@ -21,11 +21,14 @@ export interface KeyWrite {
  *   version  — the key changed since it was read (`version` is its current one, 0 = gone);
  *   revoked  — the key is revoked and the write would make it usable again (revocation wins);
  *   id_taken — another key (`holder`) already has the record's id;
+ *   secret_taken — another key already holds one of the record's secrets (a secret names one key, so a
+ *              leak report finds every key it admits; `holder` is never shown to a caller);
  *   claimed  — the commit's claim name is already set (`value` is what it holds, see KeyClaim).
  */
 export type KeyWriteConflict =
   | { readonly conflict: 'version' | 'revoked'; readonly apiKey: string; readonly version: number }
   | { readonly conflict: 'id_taken'; readonly apiKey: string; readonly id: string; readonly holder: string }
+  | { readonly conflict: 'secret_taken'; readonly apiKey: string; readonly holder: string }
   | { readonly conflict: 'claimed'; readonly name: string; readonly value: string };
 
 /** A batch is all or nothing: every write's new version, or the first conflict found. */
@@ -37,6 +40,8 @@ export interface KeyHead {
   readonly version: number;
   readonly id: string;
   readonly state: KeyRecord['state'];
+  /** The secrets the key holds (keys/key-record.ts secretsOf); the Redis script reads their fingerprints. */
+  readonly secrets: readonly string[];
 }
 
 /** A record with the version it was read at: what a compare-and-set starts from. */
@@ -73,18 +78,22 @@ export const claimedValue = (version: number, value: string) => `${version} ${va
  * The checks of a batch, before anything is written: the same rules, in the same
  * order, as the Redis script (key-change-script.ts), so both stores decide alike
  * (the race tests run against both). `headOf` is the key's current head,
- * `holderOf` the apiKey holding an id.
+ * `holderOf` the apiKey holding an id, `secretHolderOf` the apiKey holding a secret.
  */
 export function checkKeyWrites(
   writes: readonly KeyWrite[],
   headOf: (apiKey: string) => KeyHead | undefined,
   holderOf: (id: string) => string | undefined,
+  secretHolderOf: (secret: string) => string | undefined,
 ): KeyWriteConflict | undefined {
   const claimed = new Map<string, string>(); // ids taken by this batch → apiKey
   const freed = new Set<string>(); // ids this batch moves away from or deletes
+  const claimedSecrets = new Map<string, string>(); // secrets taken by this batch → apiKey
+  const freedSecrets = new Set<string>(); // secrets held by a key this batch rewrites or deletes
   for (const w of writes) {
     const head = headOf(w.apiKey);
     if (head && (w.next === null || w.next.id !== head.id)) freed.add(head.id);
+    if (head) for (const s of head.secrets) freedSecrets.add(s);
   }
   for (const w of writes) {
     const head = headOf(w.apiKey);
@@ -99,6 +108,16 @@ export function checkKeyWrites(
     const holder = claimed.get(id) ?? (freed.has(id) ? undefined : holderOf(id));
     if (holder !== undefined && holder !== w.apiKey) return { conflict: 'id_taken', apiKey: w.apiKey, id, holder };
     claimed.set(id, w.apiKey);
+    // Only a secret the key does not hold yet is checked, so keys that shared one before can still be
+    // changed and revoked.
+    const own = new Set(head?.secrets);
+    for (const secret of secretsOf(w.next)) {
+      const has =
+        claimedSecrets.get(secret) ??
+        (own.has(secret) ? w.apiKey : freedSecrets.has(secret) ? undefined : secretHolderOf(secret));
+      if (has !== undefined && has !== w.apiKey) return { conflict: 'secret_taken', apiKey: w.apiKey, holder: has };
+      claimedSecrets.set(secret, w.apiKey);
+    }
   }
   return undefined;
 }

@@ -199,15 +199,24 @@ export interface AdmissionStore {
   admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Admission | Promise<Admission>;
 }
 
+/** What one spend from an IP's failed-authentication budget found (IpBudgetStore.spendFailedAuth). */
+export interface IpSpend {
+  /** The budget had room for this failure (false: it was empty, nothing was spent). */
+  readonly spent: boolean;
+  /** How long from now the budget has no room for one more failure, in µs (0: not empty). */
+  readonly blockedUs: number;
+}
+
 /** The failed-authentication budgets per client IP (pipeline/ip-budget.ts). */
 export interface IpBudgetStore {
   /**
    * The failed-authentication budget per client IP (src/pipeline/ip-budget.ts): spends 1
    * from `ipKey`'s budget if it has room (GCRA on the store's clock, budgets.ts `spendFailure`) and
-   * answers how long from now it has none, in µs (0: not empty). Redis: one script on the IP's own
-   * slot, and a block is announced to every instance (onIpBlocked) before this resolves.
+   * answers whether it had (`spent`: false when the budget was already empty) and how long from now it
+   * has none, in µs (`blockedUs`, 0: not empty). Redis: one script on the IP's own slot, and a block is
+   * announced to every instance (onIpBlocked) before this resolves.
    */
-  spendFailedAuth(ipKey: string, limit: CompiledLimit): Promise<number>;
+  spendFailedAuth(ipKey: string, limit: CompiledLimit): Promise<IpSpend>;
   /** Blocks announced by any instance (Redis only; the memory store's one process hears its own replies). */
   onIpBlocked?(listener: (ipKey: string, blockedUs: number) => void): () => void;
 }

@@ -1,4 +1,5 @@
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
@@ -21,6 +22,7 @@ import { waitForRedis } from '../../scripts/harness/redis-server.mjs';
 import { loadConfig } from '../../src/config/load-config.js';
 import { loadManagementTokens, matchToken } from '../../src/config/management-tokens.js';
 import { loadPolicy } from '../../src/policy/load-policy.js';
+import { OTEL_SETTING_NAMES } from '../../src/config/read-tracing.js';
 import { envNamesInCode, flag, repoRoot } from '../helpers/deploy.js';
 import { parseDockerfile } from '../helpers/dockerfile.js';
 import { bearer, send } from '../helpers/http.js';
@@ -86,10 +88,31 @@ function freshExample(): { dir: string; overlay: string; objects: Manifest[]; to
     filter: (src) => relative(overlay, src) !== 'secrets',
   });
   const copy = join(dir, 'kubernetes/overlays/example');
-  const scriptOutput = execFileSync('sh', [join(copy, 'generate-secrets.sh')], { encoding: 'utf8' });
+  const scriptOutput = execFileSync('sh', [join(copy, 'generate-secrets.sh')], {
+    encoding: 'utf8',
+    env: { ...process.env, GITHUB_SCANNING_KEYS: githubKeysStandIn() },
+  });
   const printed = /^\s+(kgm_[A-Za-z0-9_-]{43})$/m.exec(scriptOutput);
   if (!printed) throw new Error(`generate-secrets.sh printed no management token:\n${scriptOutput}`);
   return { dir, overlay: copy, objects: render(copy), token: printed[1]!, scriptOutput };
+}
+
+/**
+ * GitHub's secret scanning keys as api.github.com answers them, with a P-256 key of this run standing in
+ * for GitHub's (the suite has no network): generate-secrets.sh copies it from GITHUB_SCANNING_KEYS.
+ */
+function githubKeysStandIn(): string {
+  const file = join(mkdtempSync(join(tmpdir(), 'keygate-github-keys-')), 'keys.json');
+  const key = generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey.export({ type: 'spki', format: 'pem' });
+  writeFileSync(
+    file,
+    JSON.stringify({
+      public_keys: [
+        { key_identifier: 'bcb53661c06b4728e59d897fb6165d5c9cda0fd9cdf9d09ead458168deb7518c', key, is_current: true },
+      ],
+    }),
+  );
+  return file;
 }
 
 type Env = {
@@ -270,16 +293,20 @@ describe('the example ships no secret: generate-secrets.sh makes them', () => {
     const b = freshExample();
     const files = readdirSync(join(a.overlay, 'secrets')).sort();
     expect(files).toEqual([
+      'github-scanning-keys.json',
       'management-tokens.yaml',
       'redis-auth.conf',
       'redis-password',
       'redis-url',
       'secret-encryption-key',
+      'webhook-secret',
     ]);
     for (const f of files) {
-      expect(readFileSync(join(a.overlay, 'secrets', f), 'utf8'), f).not.toBe(
-        readFileSync(join(b.overlay, 'secrets', f), 'utf8'),
-      );
+      // GitHub's public keys are the same for everyone (here: each checkout's own stand-in).
+      if (f !== 'github-scanning-keys.json')
+        expect(readFileSync(join(a.overlay, 'secrets', f), 'utf8'), f).not.toBe(
+          readFileSync(join(b.overlay, 'secrets', f), 'utf8'),
+        );
       expect(
         spawnSync('stat', ['-c', '%a', join(a.overlay, 'secrets', f)], { encoding: 'utf8' }).stdout.trim(),
         f,
@@ -361,7 +388,9 @@ describe('the example overlay matches what the code reads', () => {
     const known = envNamesInCode();
     const configDoc = readFileSync(join(repoRoot, 'docs/reference/configuration.md'), 'utf8');
     for (const e of keygate.env!) {
-      expect(known.has(e.name), `${e.name} is read by the code`).toBe(true);
+      // The standard OpenTelemetry variables are the platform's names, read by src/config/read-tracing.ts.
+      const read = e.name.startsWith('OTEL_') ? OTEL_SETTING_NAMES.includes(e.name) : known.has(e.name);
+      expect(read, `${e.name} is read by the code`).toBe(true);
       expect(configDoc, `${e.name} is documented`).toContain(`\`${e.name}\``);
       // Never an environment variable from a Secret: `kubectl describe` and /proc/<pid>/environ would show it.
       expect(e.valueFrom, e.name).toBeUndefined();
@@ -390,6 +419,7 @@ describe('the example overlay matches what the code reads', () => {
       'management-tokens.yaml',
       'redis-url',
       'secret-encryption-key',
+      'webhook-secret',
     ]);
   });
 
@@ -538,7 +568,10 @@ describe('the example overlay matches what the code reads', () => {
       'app.kubernetes.io/instance': 'keygate-example',
     };
     // Keygate's objects are named keygate; the example's Redis is named redis.
-    const isRedis = (o: Manifest) => o.metadata.name === 'redis' || o.metadata.name.startsWith('redis-secrets-');
+    const isRedis = (o: Manifest) =>
+      o.metadata.name === 'redis' ||
+      o.metadata.name === 'redis-headless' ||
+      o.metadata.name.startsWith('redis-secrets-');
     for (const o of objects)
       expect(o.metadata.labels, `${o.kind}/${o.metadata.name}`).toMatchObject({
         ...standard,
@@ -549,7 +582,7 @@ describe('the example overlay matches what the code reads', () => {
         .filter(isRedis)
         .map((o) => o.kind)
         .sort(),
-    ).toEqual(['NetworkPolicy', 'Secret', 'Service', 'StatefulSet']);
+    ).toEqual(['NetworkPolicy', 'Secret', 'Service', 'Service', 'StatefulSet']);
     // The base's objects also say which Keygate release they belong to (the overlay's are the operator's).
     const fromBase = new Set(render(base).map((m) => `${m.kind}/${m.metadata.name}`));
     for (const o of objects.filter((m) => fromBase.has(`${m.kind}/${m.metadata.name}`)))
@@ -660,7 +693,62 @@ describe('the example overlay matches what the code reads', () => {
     const url = new URL(loadConfig(keygateEnv()).redisUrl!);
     expect([url.hostname, Number(url.port)]).toEqual([svc.metadata.name, svc.spec.ports[0]!.port]);
     expect(portNumber(redis, svc.spec.ports[0]!.targetPort)).toBe(6379);
-    expect((redisSet.spec as { serviceName: string }).serviceName).toBe('redis');
+    // The StatefulSet's governing Service is headless and selects its Pods.
+    const governing = find('Service', (redisSet.spec as { serviceName: string }).serviceName) as Manifest & {
+      spec: { clusterIP?: string; selector: Record<string, string> };
+    };
+    expect(governing.spec.clusterIP).toBe('None');
+    expect(matches(governing.spec.selector, redisPod.metadata.labels)).toBe(true);
+  });
+
+  it("publishes only the secret scanning path, on the scanning port alone, with GitHub's keys from a ConfigMap", () => {
+    const config = loadConfig(keygateEnv());
+    expect(config.scanning).toMatchObject({ host: '0.0.0.0' });
+    expect(portNumber(keygate, 'scanning')).toBe(config.scanning!.port);
+    expect(config.management!.githubScanningKeysFile).toBeUndefined();
+    const ingresses = objects.filter((o) => o.kind === 'Ingress');
+    expect(ingresses.map((i) => i.metadata.name)).toEqual(['keygate-scanning']);
+    type Paths = Array<{
+      path: string;
+      pathType: string;
+      backend: { service: { name: string; port: { name: string } } };
+    }>;
+    const rules = (ingresses[0]!.spec as { rules: Array<{ http: { paths: Paths } }> }).rules;
+    const paths = rules.flatMap((r) => r.http.paths);
+    expect(paths.map((p) => [p.path, p.pathType])).toEqual([['/v1/secret-scanning/github', 'Exact']]);
+    const svc = find('Service', paths[0]!.backend.service.name) as Manifest & {
+      spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> };
+    };
+    expect(matches(svc.spec.selector, pod.metadata.labels)).toBe(true);
+    expect(svc.spec.ports.map((p) => portNumber(keygate, p.targetPort))).toEqual([config.scanning!.port]);
+    // GitHub's keys: a generated ConfigMap, mounted where the setting points.
+    const volume = pod.spec.volumes!.find((v) => v.configMap?.name.startsWith('github-scanning-keys'))!;
+    expect(keygate.volumeMounts!.find((m) => m.name === volume.name)!.mountPath).toBe('/etc/keygate-github');
+    // The scanning port is admitted from the ingress controller's namespace only.
+    const policy = find('NetworkPolicy', 'keygate-scanning') as Policy;
+    expect(policy.spec.ingress.map((r) => r.ports.map((p) => portNumber(keygate, p.port)))).toEqual([
+      [config.scanning!.port],
+    ]);
+    expect(policy.spec.ingress[0]!.from).toEqual([
+      { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
+    ]);
+  });
+
+  it('turns on webhooks (the secret a file of the generated Secret) and tracing, and lets Keygate reach them, Redis and DNS', () => {
+    const config = loadConfig(keygateEnv());
+    expect(config.webhook?.url.protocol).toBe('https:');
+    expect(config.tracing).toBeDefined();
+    expect(keygate.env!.find((e) => e.name === 'KEYGATE_WEBHOOK_SECRET_FILE')!.value).toBe(
+      '/run/secrets/keygate/webhook-secret',
+    );
+    const egress = find('NetworkPolicy', 'keygate-egress') as Manifest & {
+      spec: { policyTypes: string[]; egress: Array<{ ports: Array<{ port: number; protocol: string }> }> };
+    };
+    expect(egress.spec.policyTypes).toEqual(['Egress']);
+    const ports = egress.spec.egress.flatMap((r) => r.ports.map((p) => `${p.port}/${p.protocol}`));
+    const otlp = new URL(keygate.env!.find((e) => e.name === 'OTEL_EXPORTER_OTLP_ENDPOINT')!.value!);
+    for (const needed of ['53/UDP', '53/TCP', '6379/TCP', `${otlp.port}/TCP`, '443/TCP'])
+      expect(ports, needed).toContain(needed);
   });
 
   describe("the example's Redis and Keygate, run here with the rendered configuration", () => {
@@ -709,8 +797,13 @@ describe('the example overlay matches what the code reads', () => {
         env.KEYGATE_REDIS_URL_FILE!,
         readFileSync(env.KEYGATE_REDIS_URL_FILE!, 'utf8').replace('@redis:6379', `@127.0.0.1:${port}`),
       );
+      // The cluster's names (the webhook receiver, the OTLP collector) resolve nowhere here: those are left out.
+      for (const name of Object.keys(env))
+        if (name.startsWith('OTEL_') || name.startsWith('KEYGATE_WEBHOOK_')) delete env[name];
       served = await serveKeygate({
         ...env,
+        KEYGATE_SCANNING_PORT: String(await freePort()),
+        KEYGATE_SCANNING_HOST: '127.0.0.1',
         KEYGATE_UPSTREAM: upstreamServer.url,
         KEYGATE_MANAGEMENT_PORT: String(managementPort),
         KEYGATE_MANAGEMENT_HOST: '127.0.0.1',

@@ -125,6 +125,17 @@ describe('the audit log: GET /v1/audit and keygate audit, one reader over the Re
     ]);
   });
 
+  it.each(['1969-12-31T23:59:59Z', '0001-01-01', '1900-06-01T00:00:00+02:00'])(
+    'a since before 1970 (%s) is 400 naming the field, never 503',
+    async (since) => {
+      const r = await reader.call('GET', `/v1/audit?since=${encodeURIComponent(since)}`);
+      expect(r.status).toBe(400);
+      expect((r.json() as { problems: string[] }).problems).toEqual([
+        'query.since: a time at or after 1970-01-01T00:00:00Z',
+      ]);
+    },
+  );
+
   it('with the embedded store there is no audit log: 501 audit_needs_redis', async () => {
     const r = await onEmbedded.call('GET', '/v1/audit');
     expect([r.status, (r.json() as { error: string }).error]).toEqual([501, 'audit_needs_redis']);

@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateSecret } from '../../src/keys/secret-format.js';
+import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { parseAuditEntry, type AuditEntry } from '../../src/store/audit-entry.js';
 import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { makeKey } from '../helpers/make-key.js';
 import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementClient } from '../helpers/management.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -186,6 +188,41 @@ describe('GitHub secret scanning: a signed report revokes a leaked key on every 
     expect((again.json() as { label: string }[])[0]?.label).toBe('false_positive');
   });
 
+  it('a reported secret of an expired key revokes it (audited and announced as any leak): a renewal cannot bring the secret back', async () => {
+    const k = await create();
+    const past = new Date(Date.now() - 60_000).toISOString();
+    expect((await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { expiresAt: past } })).status).toBe(200);
+    await expect.poll(async () => (await call(b, k, k.apiSecret)).status, PUBLISHED_WITHIN).toBe(404);
+    const text = body(k.apiSecret);
+    const r = await report(text, ID_1, signed(text, github1.privateKey));
+    expect((r.json() as { label: string }[])[0]?.label).toBe('true_positive');
+    expect((await a.keygate.store.getKey(k.apiKey))?.state).toBe('revoked');
+    // The audit entry is what the webhook delivers (key.revoked, reason leaked).
+    expect((await audit()).find((e) => e.apiKey === k.apiKey && e.action === 'revoke')).toMatchObject({
+      actor: 'github-secret-scanning',
+      reason: 'leaked',
+      source: 'content',
+    });
+    const future = new Date(Date.now() + 86_400_000).toISOString();
+    const renewal = await writer.call('PATCH', `/v1/keys/${k.apiKey}`, { json: { expiresAt: future } });
+    expect(renewal.status).toBe(409);
+    expect((await call(b, k, k.apiSecret)).status).toBe(404);
+  });
+
+  it("a secret names one key: a second key holding another key's secret is refused (import), so a report finds every key it admits", async () => {
+    const k = await create();
+    const twin = makeKey({ apiKey: 'twin-of-leaked', secret: k.apiSecret, owner: 'acme' });
+    const ops = createKeyOperations({ store: a.keygate.store, now: Date.now, audit: () => {} });
+    const imported = await ops.importKeys([twin], false, 'test');
+    expect(imported).toMatchObject({ ok: false, refused: 'conflict' });
+    expect(JSON.stringify(imported)).toContain('another key already holds its secret');
+    expect(await a.keygate.store.getKey('twin-of-leaked')).toBeNull();
+    const text = body(k.apiSecret);
+    const r = await report(text, ID_1, signed(text, github1.privateKey));
+    expect((r.json() as { label: string }[])[0]?.label).toBe('true_positive');
+    expect((await call(b, k, k.apiSecret)).status).not.toBe(200);
+  });
+
   it('a body over 1 MiB is 413 and changes nothing; no fingerprint or secret is in the audit', async () => {
     const big = `[${' '.repeat(1024 * 1024)}]`;
     const r = await report(big, ID_1, signed(big, github1.privateKey));
@@ -195,5 +232,83 @@ describe('GitHub secret scanning: a signed report revokes a leaked key on every 
     const stream = JSON.stringify(await raw.xrange('keygate:{keystore}:audit', '-', '+'));
     for (const fp of fps) expect(stream).not.toContain(fp);
     expect(stream).not.toContain('kgs_');
+  });
+});
+
+describe('GitHub secret scanning on a listener of its own (KEYGATE_SCANNING_PORT): that one path, nothing else', () => {
+  let redis: TestRedis;
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  let writer: ManagementClient;
+  let writeToken: string;
+  const openapi = createOpenApiCheck();
+  beforeAll(async () => {
+    redis = await startRedis();
+    upstream = await startRecordingUpstream();
+    const tokens = writeTokensFile([{ name: 'backend', access: 'write' }]);
+    writeToken = tokens.tokens.backend as string;
+    const keysFile = join(mkdtempSync(join(tmpdir(), 'kg-scanning-own-')), 'github-keys.json');
+    writeFileSync(
+      keysFile,
+      JSON.stringify({ public_keys: [{ key_identifier: ID_1, key: pem(github1.publicKey), is_current: true }] }),
+    );
+    gate = await startKeygate({
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      env: {
+        KEYGATE_MANAGEMENT_PORT: '0',
+        KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
+        KEYGATE_GITHUB_SCANNING_KEYS_FILE: keysFile,
+        KEYGATE_SCANNING_PORT: '0',
+        KEYGATE_SCANNING_HOST: '127.0.0.1',
+      },
+    });
+    writer = managementClient(gate.managementUrl as string, tokens.tokens.backend as string, openapi);
+  });
+  afterAll(async () => {
+    await gate?.close();
+    await upstream?.close();
+    await redis?.stop();
+  });
+
+  it('a signed report on the scanning port revokes; the management API, the console and the proxy are not there, and the management port no longer takes reports', async () => {
+    expect(gate.scanningUrl).toBeDefined();
+    const scanning = gate.scanningUrl as string;
+    const made = (
+      await writer.call('POST', '/v1/keys', { json: { owner: 'acme', scopes: ['accounts:read'] } })
+    ).json() as Made;
+    const text = JSON.stringify([
+      { token: made.apiSecret, type: 'keygate_secret', url: 'https://github.com/o/r', source: 'content' },
+    ]);
+    const headers = {
+      'content-type': 'application/json',
+      'github-public-key-identifier': ID_1,
+      'github-public-key-signature': signed(text, github1.privateKey),
+    };
+    // The management port serves the API, not the reports.
+    const onManagement = await send(gate.managementUrl as string, '/v1/secret-scanning/github', {
+      method: 'POST',
+      headers,
+      body: text,
+    });
+    expect(onManagement.status).toBe(404);
+    const r = await send(scanning, '/v1/secret-scanning/github', { method: 'POST', headers, body: text });
+    expect(r.status).toBe(200);
+    expect((r.json() as { label: string }[])[0]?.label).toBe('true_positive');
+    expect((await gate.keygate.store.getKey(made.apiKey))?.state).toBe('revoked');
+    // Nothing else answers there, with or without a management token.
+    const token = { authorization: `Bearer ${writeToken}` };
+    for (const path of [
+      '/v1/keys',
+      '/v1/whoami',
+      '/v1/openapi.json',
+      '/v1/audit',
+      '/console/',
+      '/',
+      '/api/v3/time',
+      '/metrics',
+    ])
+      expect([path, (await send(scanning, path, { headers: token })).status]).toEqual([path, 404]);
+    expect((await send(scanning, '/v1/secret-scanning/github')).status).toBe(405);
   });
 });

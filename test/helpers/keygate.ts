@@ -15,6 +15,8 @@ export interface RunningKeygate {
   readonly adminUrl: string;
   /** Set when KEYGATE_MANAGEMENT_PORT is. */
   readonly managementUrl: string | undefined;
+  /** Set when KEYGATE_SCANNING_PORT is: the secret scanning endpoint's own listener. */
+  readonly scanningUrl: string | undefined;
   readonly port: number;
   readonly keygate: Keygate;
   readonly config: Config;
@@ -63,11 +65,12 @@ export async function startKeygate(options: StartKeygateOptions): Promise<Runnin
     await waitStoreReady(keygate.store);
     for (const k of options.keys ?? []) await keygate.store.putKey(k);
   }
-  const { port, adminPort, managementPort } = await keygate.listen();
+  const { port, adminPort, managementPort, scanningPort } = await keygate.listen();
   return {
     url: `http://127.0.0.1:${port}`,
     adminUrl: `http://127.0.0.1:${adminPort}`,
     managementUrl: managementPort === undefined ? undefined : `http://127.0.0.1:${managementPort}`,
+    scanningUrl: scanningPort === undefined ? undefined : `http://127.0.0.1:${scanningPort}`,
     port,
     keygate,
     config,

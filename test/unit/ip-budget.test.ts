@@ -58,7 +58,7 @@ describe('createIpBudget', () => {
     const clock = manualClock(1_700_000_000_000);
     let announce: ((ipKey: string, blockedUs: number) => void) | undefined;
     const store: IpBudgetStore = {
-      spendFailedAuth: () => Promise.resolve(0),
+      spendFailedAuth: () => Promise.resolve({ spent: true, blockedUs: 0 }),
       onIpBlocked: (listener) => {
         announce = listener;
         return () => (announce = undefined);
@@ -75,7 +75,65 @@ describe('createIpBudget', () => {
     const clock = manualClock(1_700_000_000_000);
     const store: IpBudgetStore = { spendFailedAuth: () => Promise.reject(new StoreUnavailableError('down')) };
     const budget = createIpBudget({ store, clock, logger: silent });
-    await expect(budget.spend('192.0.2.1', LIMIT)).resolves.toBeUndefined();
+    await expect(budget.spend('192.0.2.1', LIMIT)).resolves.toBe(true);
     expect(budget.blockedMs('192.0.2.1')).toBe(0);
+  });
+
+  it('a spend says whether the budget had room: the last unit is spent, the next failure finds it empty', async () => {
+    const { budget } = setup();
+    expect(await budget.spend('192.0.2.1', LIMIT)).toBe(true);
+    expect(await budget.spend('192.0.2.1', LIMIT)).toBe(true);
+    expect(await budget.spend('192.0.2.1', LIMIT)).toBe(true); // the third of 3 empties it
+    expect(await budget.spend('192.0.2.1', LIMIT)).toBe(false);
+  });
+});
+
+describe('IpBudget.enter: a request that did not spend is decided after the requests from its IP that began before it', () => {
+  it('with none pending, whenDecided calls back at once, in the same turn of the event loop', () => {
+    const { budget } = setup();
+    const seen: string[] = [];
+    budget.enter('192.0.2.1').whenDecided((v) => seen.push(v), 'a');
+    expect(seen).toEqual(['a']);
+  });
+
+  it('waits for the spends of earlier turns from the same IP (IPv6: its /64), in order, and reads the block they made', async () => {
+    const { budget } = setup();
+    const ip = '2001:db8:7:8::1';
+    const order: string[] = [];
+    const spends = [1, 2, 3, 4].map(() => budget.enter(ip).spend(LIMIT));
+    const valid = budget.enter('2001:db8:7:8::2');
+    valid.whenDecided(() => order.push(`valid blocked=${budget.blockedMs(ip) > 0}`), undefined);
+    // Another IP is not held up by this line.
+    budget.enter('192.0.2.7').whenDecided(() => order.push('other ip'), undefined);
+    expect(order).toEqual(['other ip']);
+    expect(await Promise.all(spends)).toEqual([true, true, true, false]);
+    expect(order).toEqual(['other ip', 'valid blocked=true']);
+  });
+
+  it('a later turn does not hold up an earlier one; an ended turn (an internal error) releases the line', async () => {
+    const { budget } = setup();
+    const seen: number[] = [];
+    const first = budget.enter('192.0.2.1');
+    const second = budget.enter('192.0.2.1');
+    const third = budget.enter('192.0.2.1');
+    third.whenDecided((n) => seen.push(n), 3);
+    second.whenDecided((n) => seen.push(n), 2);
+    expect(seen).toEqual([]);
+    first.end();
+    expect(seen).toEqual([2, 3]);
+    // The line is empty again: a new turn goes on at once.
+    budget.enter('192.0.2.1').whenDecided((n) => seen.push(n), 4);
+    expect(seen).toEqual([2, 3, 4]);
+  });
+
+  it('a spend the store cannot make ends its turn all the same', async () => {
+    const clock = manualClock(1_700_000_000_000);
+    const store: IpBudgetStore = { spendFailedAuth: () => Promise.reject(new StoreUnavailableError('down')) };
+    const budget = createIpBudget({ store, clock, logger: silent });
+    const seen: string[] = [];
+    const spent = budget.enter('192.0.2.1').spend(LIMIT);
+    budget.enter('192.0.2.1').whenDecided(() => seen.push('next'), undefined);
+    expect(await spent).toBe(true);
+    expect(seen).toEqual(['next']);
   });
 });

@@ -1,8 +1,10 @@
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { describeConfig, loadStartupConfig } from '../../src/cli/serve/startup-config.js';
+import { writeTokensFile } from '../helpers/management.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'keygate-serve-'));
 const keysFile = (name: string, text: string) => {
@@ -84,5 +86,62 @@ describe('describeConfig: metering', () => {
     const described = describeConfig(config!);
     expect(described.metering).toEqual(metering);
     expect(JSON.stringify(described)).not.toContain(SECRET);
+  });
+});
+
+describe('the start line says whether GitHub secret scanning is on, and where', () => {
+  const githubKeys = keysFile(
+    'github-keys.json',
+    JSON.stringify({
+      public_keys: [
+        {
+          key_identifier: 'bcb53661c06b4728e59d897fb6165d5c9cda0fd9cdf9d09ead458168deb7518c',
+          key: generateKeyPairSync('ec', { namedCurve: 'prime256v1' }).publicKey.export({
+            type: 'spki',
+            format: 'pem',
+          }),
+          is_current: true,
+        },
+      ],
+    }),
+  );
+  const tokens = writeTokensFile([{ name: 'backend', access: 'write' }]).file;
+  const base = { KEYGATE_UPSTREAM: 'http://127.0.0.1:3000', KEYGATE_REDIS_URL: 'redis://127.0.0.1:6379' };
+  it.each<[string, Record<string, string>, unknown]>([
+    ['off', {}, 'off'],
+    [
+      'on a listener of its own',
+      { KEYGATE_GITHUB_SCANNING_KEYS_FILE: githubKeys, KEYGATE_SCANNING_PORT: '9444' },
+      { path: '/v1/secret-scanning/github', listener: 'own', host: '0.0.0.0', port: 9444, keysFile: githubKeys },
+    ],
+    [
+      'on the management port (no KEYGATE_SCANNING_PORT)',
+      {
+        KEYGATE_GITHUB_SCANNING_KEYS_FILE: githubKeys,
+        KEYGATE_MANAGEMENT_PORT: '9091',
+        KEYGATE_MANAGEMENT_TOKENS_FILE: tokens,
+      },
+      { path: '/v1/secret-scanning/github', listener: 'management', port: 9091, keysFile: githubKeys },
+    ],
+  ])('%s', (_name, env, shown) => {
+    const { config, problems } = loadStartupConfig({ ...base, ...env });
+    expect(problems).toEqual([]);
+    expect(describeConfig(config!).secretScanning).toEqual(shown);
+  });
+
+  it('KEYGATE_SCANNING_PORT without the keys file, or on a port already taken, is refused with why', () => {
+    expect(loadStartupConfig({ ...base, KEYGATE_SCANNING_PORT: '9444' }).problems).toEqual([
+      'KEYGATE_SCANNING_PORT: set, but KEYGATE_GITHUB_SCANNING_KEYS_FILE is not (the listener serves only GitHub secret scanning reports)',
+    ]);
+    expect(
+      loadStartupConfig({
+        ...base,
+        KEYGATE_PORT: '9444',
+        KEYGATE_SCANNING_PORT: '9444',
+        KEYGATE_GITHUB_SCANNING_KEYS_FILE: githubKeys,
+      }).problems,
+    ).toEqual([
+      'KEYGATE_SCANNING_PORT: must differ from KEYGATE_PORT, KEYGATE_ADMIN_PORT and KEYGATE_MANAGEMENT_PORT (it is published to GitHub on its own)',
+    ]);
   });
 });

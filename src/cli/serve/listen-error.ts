@@ -12,7 +12,10 @@ interface ListenFailure {
  * An operator reading "listen EADDRINUSE" must still work out which of up to three ports it was:
  * this names the setting behind the port and what to do, in Keygate's words.
  */
-export function describeListenError(err: unknown, config: Pick<Config, 'port' | 'adminPort' | 'management'>): string {
+export function describeListenError(
+  err: unknown,
+  config: Pick<Config, 'port' | 'adminPort' | 'management'> & Partial<Pick<Config, 'scanning'>>,
+): string {
   const e = (err ?? {}) as ListenFailure;
   const at = e.address !== undefined && e.port !== undefined ? `${e.address}:${e.port}` : 'its address';
   const setting =
@@ -24,7 +27,9 @@ export function describeListenError(err: unknown, config: Pick<Config, 'port' | 
           ? 'KEYGATE_ADMIN_PORT'
           : e.port === config.management?.port
             ? 'KEYGATE_MANAGEMENT_PORT'
-            : undefined;
+            : e.port === config.scanning?.port
+              ? 'KEYGATE_SCANNING_PORT'
+              : undefined;
   const which = setting ? `${setting} (${at})` : at;
   switch (e.code) {
     case 'EADDRINUSE':

@@ -55,11 +55,17 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     logger.flush();
     return 1;
   }
-  const { port, adminPort, managementPort } = ports;
+  const { port, adminPort, managementPort, scanningPort } = ports;
   logger.info(
     {
       version: packageVersion(),
-      config: { ...describeConfig(config), port, adminPort, ...(managementPort !== undefined && { managementPort }) },
+      config: {
+        ...describeConfig(config),
+        port,
+        adminPort,
+        ...(managementPort !== undefined && { managementPort }),
+        ...(scanningPort !== undefined && { scanningPort }),
+      },
     },
     'keygate started',
   );
@@ -102,13 +108,14 @@ export async function serve(env: NodeJS.ProcessEnv): Promise<number> {
     process.on('SIGINT', onInt);
     process.on('SIGHUP', () => {
       keygate.reloadPolicy();
-      if (config.management) keygate.reloadManagementTokens();
+      if (config.management || config.scanning) keygate.reloadManagementTokens();
       if (config.keysFile && !config.redis) void keygate.reloadKeys();
       if (config.assertion) keygate.reloadAssertionKeys();
       // Say exactly what SIGHUP re-read; each file's own "loaded"/"rejected" line says how it went.
       const reloaded = [
         'policy file',
         ...(config.management ? ['management tokens file'] : []),
+        ...(config.scanning || config.management?.githubScanningKeysFile ? ['GitHub secret scanning keys file'] : []),
         ...(config.keysFile && !config.redis ? ['keys file'] : []),
         ...(config.assertion ? ['assertion keys file'] : []),
       ];

@@ -62,7 +62,7 @@ async function runWorker(
   // Workers always use Redis, so SIGHUP (forwarded by the primary) reloads the policy file (and the management tokens file).
   process.on('SIGHUP', () => {
     keygate.reloadPolicy();
-    if (config.management) keygate.reloadManagementTokens();
+    if (config.management || config.scanning) keygate.reloadManagementTokens();
     if (config.assertion) keygate.reloadAssertionKeys();
   });
   new AggregatorRegistry(); // installs prom-client's worker-side IPC listener
@@ -98,6 +98,15 @@ async function runWorker(
       await new Promise<void>((resolve, reject) => {
         management.once('error', reject);
         management.listen(at.port, at.host, () => resolve());
+      });
+    }
+    // The secret scanning listener likewise, when it has a port of its own.
+    const { scanning } = keygate;
+    if (scanning && config.scanning) {
+      const at = config.scanning;
+      await new Promise<void>((resolve, reject) => {
+        scanning.once('error', reject);
+        scanning.listen(at.port, at.host, () => resolve());
       });
     }
   } catch (err) {

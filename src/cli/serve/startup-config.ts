@@ -8,6 +8,7 @@ import type { KeyRecord } from '../../keys/key-record.js';
 import { AssertionKeysError, loadAssertionKeys } from '../../assertion/assertion-keys.js';
 import { describeTracing } from '../../config/read-tracing.js';
 import { showRule } from '../../policy/routes.js';
+import { GITHUB_SCANNING_PATH } from '../../management/github-scanning.js';
 
 // What `keygate serve` reads before it starts, and what `keygate check-config` checks without starting: apart
 // from the server, so that check-config loads none of it.
@@ -55,6 +56,27 @@ export function loadStartupConfig(env: NodeJS.ProcessEnv): {
   return problems.length > 0 ? { problems } : { config, ...(keys && { keys }), ...(owners && { owners }), problems };
 }
 
+/** Secret scanning as the start line shows it: off, or the path, the listener serving it and the keys file. */
+function describeScanning(config: Config): Record<string, unknown> | 'off' {
+  if (config.scanning)
+    return {
+      path: GITHUB_SCANNING_PATH,
+      listener: 'own',
+      host: config.scanning.host,
+      port: config.scanning.port,
+      keysFile: config.scanning.keysFile,
+    };
+  const onManagement = config.management?.githubScanningKeysFile;
+  if (onManagement !== undefined)
+    return {
+      path: GITHUB_SCANNING_PATH,
+      listener: 'management',
+      port: config.management?.port,
+      keysFile: onManagement,
+    };
+  return 'off';
+}
+
 /** What the startup log line shows: the effective config, secrets masked. */
 export function describeConfig(config: Config): Record<string, unknown> {
   return {
@@ -92,6 +114,8 @@ export function describeConfig(config: Config): Record<string, unknown> {
     },
     // On or off, and the receiver without its credentials; never the signing secret.
     webhooks: describeWebhook(config.webhook) ?? 'off',
+    // GitHub secret scanning: where reports are taken (the path, on which listener) and GitHub's keys file.
+    secretScanning: describeScanning(config),
     // Settings only: the keys file's path, never a key (describeConfig output is logged at start).
     assertion: config.assertion && {
       keysFile: config.assertion.keysFile,

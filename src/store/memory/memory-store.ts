@@ -1,6 +1,6 @@
 // Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/keys-file-reload.test.ts.
 import type { Clock } from '../../clock.js';
-import type { KeyRecord } from '../../keys/key-record.js';
+import { secretsOf, type KeyRecord } from '../../keys/key-record.js';
 import { createUtcDayOf, extraCostField, oldestKeptDay } from '../../keys/key-usage.js';
 import type { OwnerRecord } from '../../keys/owner-record.js';
 import { addToRings, createPendingFieldsOf, type RingSlot } from '../../keys/outcome-usage.js';
@@ -59,6 +59,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   let keys = new Map<string, KeyRecord>();
   let versions = new Map<string, number>(); // apiKey -> version; versions never repeat (see lastVersion)
   let ids = new Map<string, string>(); // id -> apiKey: an id names one key
+  let secretHolders = new Map<string, string>(); // secret -> apiKey: a secret names one key (key-write.ts)
   const staging = new Set<StagedKeySet>(); // key sets being built beside these (stageKeys)
   // The listing index: kept with every write; after a whole key set is swapped in, rebuilt by the next listing.
   let order: KeyOrder | undefined;
@@ -150,19 +151,27 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   function commit(change: KeyCommit): KeyWriteResult {
     const headOf = (apiKey: string) => {
       const r = keys.get(apiKey);
-      return r && { version: versions.get(apiKey) ?? 0, id: r.id, state: r.state };
+      return r && { version: versions.get(apiKey) ?? 0, id: r.id, state: r.state, secrets: secretsOf(r) };
     };
     const t = Number(deps.clock.nowNs() / 1_000_000n);
     const claim = change.claim;
     const there = claim && claims.get(claim.name);
     if (claim && there && there.until > t)
       return { ok: false, conflict: 'claimed', name: claim.name, value: there.value };
-    const conflict = checkKeyWrites(change.writes, headOf, (id) => ids.get(id));
+    const conflict = checkKeyWrites(
+      change.writes,
+      headOf,
+      (id) => ids.get(id),
+      (secret) => secretHolders.get(secret),
+    );
     if (conflict) return { ok: false, ...conflict };
     const out: number[] = [];
     for (const w of change.writes) {
       const old = keys.get(w.apiKey);
       if (old && ids.get(old.id) === w.apiKey) ids.delete(old.id);
+      if (old)
+        for (const secret of secretsOf(old)) if (secretHolders.get(secret) === w.apiKey) secretHolders.delete(secret);
+      if (w.next) for (const secret of secretsOf(w.next)) secretHolders.set(secret, w.apiKey);
       if (old) order?.remove(w.apiKey, old.owner);
       if (w.next) order?.add(w.apiKey, w.next.owner);
       if (w.next) {
@@ -215,6 +224,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         order = undefined;
         versions = staged.nextVersions;
         ids = staged.nextIds;
+        secretHolders = staged.nextSecrets;
         const changed = staged.changed();
         if (changed === null) emit(null);
         else for (const apiKey of changed) emit(apiKey);
@@ -268,7 +278,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     async spendFailedAuth(ipKey, limit) {
       const step = spendFailure(ipTats.get(ipKey) ?? 0, Number(deps.clock.nowNs() / 1_000n), limit);
       if (step.tatUs !== undefined) ipTats.set(ipKey, step.tatUs);
-      return step.blockedUs;
+      return { spent: step.spent, blockedUs: step.blockedUs };
     },
     async getUsage(apiKey) {
       const u = usage.get(apiKey);

@@ -1,5 +1,5 @@
 // Tested in test/e2e/keys-file-reload.test.ts, test/e2e/reload-under-traffic.test.ts.
-import type { KeyRecord } from '../../keys/key-record.js';
+import { secretsOf, type KeyRecord } from '../../keys/key-record.js';
 import { sameRecord } from '../../keys/same-record.js';
 
 /** Live keys looked at per slice of the removal scan: about a millisecond of work (20,000 took 27 ms on a loaded 2-core machine), then the event loop runs. */
@@ -22,6 +22,8 @@ export interface StagedKeySet {
   readonly nextVersions: Map<string, number>;
   /** id -> apiKey of the new set (the file's parser already refused a duplicate id). */
   readonly nextIds: Map<string, string>;
+  /** secret -> apiKey of the new set (the file's parser already refused a secret held twice). */
+  readonly nextSecrets: Map<string, string>;
   /** Keys written through the store while this was staged: they get fresh versions at the swap. */
   readonly touched: ReadonlySet<string>;
   /** The keys to announce after the swap, or null for "everything" (over the limit). */
@@ -42,6 +44,7 @@ export function createStagedKeySet(
   const next = new Map<string, KeyRecord>();
   const nextVersions = new Map<string, number>();
   const nextIds = new Map<string, string>();
+  const nextSecrets = new Map<string, string>();
   const touched = new Set<string>();
   let changed: Set<string> | null = new Set();
   const note = (apiKey: string) => {
@@ -62,6 +65,7 @@ export function createStagedKeySet(
     next,
     nextVersions,
     nextIds,
+    nextSecrets,
     touched,
     add(records) {
       for (const r of records) {
@@ -71,6 +75,7 @@ export function createStagedKeySet(
         next.set(r.apiKey, r);
         nextVersions.set(r.apiKey, (same && versioning.versionOf(r.apiKey)) || versioning.fresh());
         nextIds.set(r.id, r.apiKey);
+        for (const secret of secretsOf(r)) nextSecrets.set(secret, r.apiKey);
       }
     },
     touch(apiKey) {

@@ -251,6 +251,8 @@ function toResult(reply: unknown[], name = ''): KeyWriteResult {
   if (tag === 'claimed') return { ok: false, conflict: 'claimed', name, value: apiKey as string };
   if (tag === 'id_taken')
     return { ok: false, conflict: 'id_taken', apiKey: apiKey as string, id: id as string, holder: holder as string };
+  if (tag === 'secret_taken')
+    return { ok: false, conflict: 'secret_taken', apiKey: apiKey as string, holder: holder as string };
   if (tag === 'version' || tag === 'revoked')
     return { ok: false, conflict: tag, apiKey: apiKey as string, version: Number(version) };
   throw new Error(`key change script: unexpected reply ${String(tag)}`);

@@ -52,7 +52,7 @@ export function createRequestState(
   const scripts = client as unknown as {
     keygateAdmit(...args: Array<string | number>): Promise<number[]>;
     keygateUsage(...args: Array<string | number>): Promise<number>;
-    keygateIpBudget(...args: Array<string | number>): Promise<number>;
+    keygateIpBudget(...args: Array<string | number>): Promise<[spent: number, blockedUs: number]>;
   };
   const admitScript = scripts.keygateAdmit.bind(client);
   /**
@@ -134,13 +134,13 @@ export function createRequestState(
     // The IP's own slot; a block is announced to every instance before the refusal is answered.
     spendFailedAuth: (ipKey, limit) =>
       run(async () => {
-        const blockedUs = await scripts.keygateIpBudget(
+        const [spent, blockedUs] = await scripts.keygateIpBudget(
           `${options.prefix}{ipfail:${ipKey}}`,
           limit.intervalUs,
           limit.burst,
         );
         if (blockedUs > 0) await client.publish(options.ipChannel, `${ipKey} ${blockedUs}`);
-        return blockedUs;
+        return { spent: spent === 1, blockedUs };
       }),
     getUsage: async (apiKey) => {
       await usage.flush();

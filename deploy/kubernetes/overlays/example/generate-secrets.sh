@@ -9,6 +9,11 @@
 #   secrets/redis-auth.conf          requirepass (that password), included by the example's Redis
 #   secrets/management-tokens.yaml   one write token, "operator" (KEYGATE_MANAGEMENT_TOKENS_FILE);
 #                                    the token itself is printed once, only its SHA-256 is kept
+#   secrets/webhook-secret           whsec_ + 32 random bytes, base64 (KEYGATE_WEBHOOK_SECRET_FILE):
+#                                    give your webhook receiver the same value
+#   secrets/github-scanning-keys.json  GitHub's secret scanning public keys (not secret: the ConfigMap
+#                                    github-scanning-keys), fetched from api.github.com with curl, or
+#                                    copied from the file GITHUB_SCANNING_KEYS names (offline)
 # It refuses to overwrite: a new encryption key would leave the secrets sealed with the old one
 # unreadable. To start over, delete secrets/ and the keygate-example namespace.
 set -eu
@@ -19,7 +24,18 @@ if [ -e "$dir" ]; then
   exit 1
 fi
 command -v openssl >/dev/null 2>&1 || { echo "generate-secrets.sh: needs openssl" >&2; exit 1; }
+# GitHub's keys first: a failed fetch leaves nothing half written.
+keys="$(mktemp)"
+trap 'rm -f "$keys"' EXIT
+if [ -n "${GITHUB_SCANNING_KEYS:-}" ]; then
+  cp "$GITHUB_SCANNING_KEYS" "$keys"
+elif ! curl -fsS https://api.github.com/meta/public_keys/secret_scanning > "$keys"; then
+  echo "generate-secrets.sh: could not fetch GitHub's secret scanning keys; set GITHUB_SCANNING_KEYS to a saved copy" >&2
+  exit 1
+fi
 mkdir -p "$dir"
+cp "$keys" "$dir/github-scanning-keys.json"
+chmod 600 "$dir/github-scanning-keys.json"
 password="$(openssl rand -hex 32)"
 openssl rand -base64 32 > "$dir/secret-encryption-key"
 printf '%s\n' "$password" > "$dir/redis-password"
@@ -29,6 +45,7 @@ printf 'requirepass %s\n' "$password" > "$dir/redis-auth.conf"
 token="kgm_$(openssl rand -base64 32 | tr '+/' '-_' | tr -d '=\n')"
 sha256="$(printf '%s' "$token" | openssl dgst -sha256 -r | cut -d ' ' -f 1)"
 printf 'tokens:\n  - { name: operator, sha256: %s, access: write }\n' "$sha256" > "$dir/management-tokens.yaml"
+printf 'whsec_%s\n' "$(openssl rand -base64 32 | tr -d '\n')" > "$dir/webhook-secret"
 echo "wrote $dir"
 echo "management token \"operator\" (write access; shown only now, keep it secret):"
 echo "  $token"

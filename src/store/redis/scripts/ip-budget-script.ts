@@ -6,7 +6,8 @@
  *
  * KEYS: 1  {prefix}{ipfail:<ip or IPv6 /64>}   the IP's GCRA state (µs), PX until it passes; its own slot
  * ARGV: interval µs (> 0), burst
- * Returns µs until the IP may fail once more (0: its budget is not empty).
+ * Returns { spent (1: the budget had room for this failure, 0: it was empty), µs until the IP may fail once
+ * more (0: its budget is not empty) }.
  */
 export const IP_BUDGET_SCRIPT = `
 if redis.replicate_commands then redis.replicate_commands() end
@@ -20,11 +21,13 @@ if tat - now > capacity then
   tat = now + capacity
   redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil(capacity / 1000))
 end
+local spent = 0
 if tat + interval - now <= capacity then
+  spent = 1
   tat = tat + interval
   redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.ceil((tat - now) / 1000))
 end
 local blocked = tat + interval - now - capacity
 if blocked < 0 then blocked = 0 end
-return blocked
+return { spent, blocked }
 `;

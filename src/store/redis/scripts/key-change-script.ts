@@ -21,7 +21,8 @@
  *       then one JSON string per audit entry · then how long a deleted key's owner is kept (ms) ·
  *       then, with a claim, its value and TTL (ms)
  * Returns {'ok', version of each write (0 for a delete)} · {'version'|'revoked', apiKey, current version} ·
- *         {'id_taken', apiKey, current version, id, holder} · {'claimed', value already there}
+ *         {'id_taken', apiKey, current version, id, holder} · {'secret_taken', apiKey, current version, '', holder} ·
+ *         {'claimed', value already there}
  */
 export const KEY_CHANGE_SCRIPT = `
 local n = tonumber(ARGV[3])
@@ -35,13 +36,16 @@ if claim then
 end
 local heads = {}
 local freed = {}
+local freedFps = {}
 for i = 1, n do
   local a = 5 + (i - 1) * W
   local h = redis.call('HMGET', KEYS[4 + i], 'v', 'id', 'owner', 'state', 'fps')
   heads[i] = h
   if h[1] and (ARGV[a + 2] == 'del' or ARGV[a + 4] ~= h[2]) then freed[h[2]] = true end
+  if h[5] then for fp in string.gmatch(h[5], '%S+') do freedFps[fp] = true end end
 end
 local claimed = {}
+local claimedFps = {}
 for i = 1, n do
   local a = 5 + (i - 1) * W
   local apiKey, expect, op, id, state = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 4], ARGV[a + 6]
@@ -55,6 +59,17 @@ for i = 1, n do
       if not holder and not freed[id] then holder = redis.call('HGET', KEYS[2], id) end
       if holder and holder ~= apiKey then return {'id_taken', apiKey, v, id, holder} end
       claimed[id] = apiKey
+      -- A secret names one key: a leak report then finds every key its secret admits. Only a secret the
+      -- key does not hold yet is checked, so keys that shared one before can still be changed and revoked.
+      local own = {}
+      if h[5] then for fp in string.gmatch(h[5], '%S+') do own[fp] = true end end
+      for fp in string.gmatch(ARGV[a + 7], '%S+') do
+        local has = claimedFps[fp]
+        if not has and own[fp] then has = apiKey end
+        if not has and not freedFps[fp] then has = redis.call('HGET', fpIndex, fp) end
+        if has and has ~= apiKey then return {'secret_taken', apiKey, v, '', has} end
+        claimedFps[fp] = apiKey
+      end
     end
   end
 end
