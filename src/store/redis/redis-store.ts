@@ -233,6 +233,7 @@ export function createRedisStore(
         onTick: () => {
           if (++beats % 4 === 0) for (const g of groups.values()) g.checkEpoch();
         },
+        onGap: () => feed.everythingChanged(),
       },
     );
   if (freshness) connections.subscriber.on('message', (ch: string, m: string) => void freshness.heard(ch, m));

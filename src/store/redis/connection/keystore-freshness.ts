@@ -49,6 +49,12 @@ export function createKeystoreFreshness(
     /** Monotonic ms (tests drive it); performance.now() by default. */
     nowMs?: () => number;
     onTick?: () => void;
+    /**
+     * The first own heartbeat heard, or one heard after a gap in the sequence: messages were lost on the way to
+     * the replica (a full resynchronisation replaces its data without replaying change messages), so every
+     * cached key and the known-keys filter must be rebuilt from the replica.
+     */
+    onGap?: () => void;
   },
 ): KeystoreFreshness {
   const channel = `${options.prefix}keystore-heartbeats`;
@@ -62,6 +68,7 @@ export function createKeystoreFreshness(
   /** seq → when it was sent; entries up to the newest heard are dropped (the stream is ordered). */
   const sent = new Map<number, number>();
   let seq = 0;
+  let lastHeard = 0;
   let freshAt = -Infinity;
   let wasStale = true;
   let failing = false;
@@ -102,6 +109,8 @@ export function createKeystoreFreshness(
       if (ch !== channel) return false;
       if (!message.startsWith(own)) return true;
       const n = Number(message.slice(own.length));
+      if (n !== lastHeard + 1 || lastHeard === 0) deps.onGap?.();
+      if (n > lastHeard) lastHeard = n;
       const at = sent.get(n);
       if (at !== undefined && at > freshAt) freshAt = at;
       for (const s of sent.keys())
