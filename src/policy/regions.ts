@@ -1,3 +1,4 @@
+// Tested in test/unit/read-regions.test.ts (the regions: map read through loadConfig), test/e2e/regions-home.test.ts.
 /** A region's name: what KEYGATE_REGION, a key's or owner's `home` and the policy's `regions:` keys are spelled in. */
 export const REGION_NAME = /^[a-z0-9][a-z0-9_-]{0,31}$/;
 export const REGION_NAME_RULE = 'a region name: a-z, 0-9, "_" and "-", starting with a letter or digit, at most 32';

@@ -1,3 +1,4 @@
+// Tested in test/e2e/regions-staleness.test.ts, test/e2e/regions-home.test.ts.
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import { KeystoreStaleError } from '../../store.js';
