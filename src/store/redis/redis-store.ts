@@ -295,6 +295,7 @@ export function createRedisStore(
             self: regions.self,
             defaultHome: regions.defaultHome,
             maxStalenessMs: regions.maxStalenessMs,
+            commitMarginMs: options.commandTimeoutMs ?? 500,
             maxRecvWindowMs: regions.maxRecvWindowMs,
           },
           {
