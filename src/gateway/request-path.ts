@@ -273,7 +273,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /** Only a store that did not answer is 503; anything else is Keygate's own fault. */
   function authenticationFailed(w: Walk, err: unknown) {
-    if (err instanceof StoreUnavailableError) return spendIpBudget(w, deny('store_unavailable'));
+    if (err instanceof StoreUnavailableError) return spendIpBudget(w, deny(err.reason));
     w.ipTurn?.end();
     internalError(w.res, w.log, err);
   }

@@ -185,3 +185,19 @@ export function addToRings(rings: Map<string, RingSlot>, field: string, n: numbe
   counts[Number(rawOutcome)] = (counts[Number(rawOutcome)] ?? 0) + n;
   rings.set(name, { bucket, counts });
 }
+
+/**
+ * Several stores' rings of one subject as one (regions: each region counts what its instances answered): a slot
+ * holding the same bucket in several adds up; where they differ, the newer bucket is the one in its window.
+ */
+export function mergeRings(all: readonly OutcomeRings[]): OutcomeRings {
+  const merged = new Map<string, RingSlot>();
+  for (const rings of all)
+    for (const [field, slot] of rings) {
+      const seen = merged.get(field);
+      if (seen === undefined || slot.bucket > seen.bucket) merged.set(field, slot);
+      else if (slot.bucket === seen.bucket)
+        merged.set(field, { bucket: slot.bucket, counts: seen.counts.map((n, i) => n + (slot.counts[i] ?? 0)) });
+    }
+  return merged;
+}

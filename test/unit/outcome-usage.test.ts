@@ -4,6 +4,7 @@ import {
   addToRings,
   bucketOf,
   createPendingFieldsOf,
+  mergeRings,
   FORWARDED,
   OUTCOMES,
   outcomeOf,
@@ -84,6 +85,23 @@ describe('granularities and rings', () => {
     addToRings(rings, pendingField('minute', 1_440 * 8 + 5, 1), 1); // a day newer: replaces
     expect(rings.get('m5')).toEqual({ bucket: 1_440 * 8 + 5, counts: [0, 1, 0, 0, 0] });
     expect(rings.size).toBe(1);
+  });
+
+  it('mergeRings: the same bucket in several regions adds up, a newer bucket wins its slot', () => {
+    const a = new Map<string, RingSlot>([
+      ['m5', { bucket: 100, counts: [1, 0, 2, 0, 0] }],
+      ['h1', { bucket: 7, counts: [5, 0, 0, 0, 0] }],
+    ]);
+    const b = new Map<string, RingSlot>([
+      ['m5', { bucket: 100, counts: [3, 1, 0, 0, 1] }],
+      ['h1', { bucket: 6, counts: [9, 9, 9, 9, 9] }],
+      ['d2', { bucket: 2, counts: [1, 1, 1, 1, 1] }],
+    ]);
+    const merged = mergeRings([a, b]);
+    expect(merged.get('m5')).toEqual({ bucket: 100, counts: [4, 1, 2, 0, 1] });
+    expect(merged.get('h1')).toEqual({ bucket: 7, counts: [5, 0, 0, 0, 0] });
+    expect(merged.get('d2')).toEqual({ bucket: 2, counts: [1, 1, 1, 1, 1] });
+    expect(mergeRings([b, a]).get('h1')).toEqual({ bucket: 7, counts: [5, 0, 0, 0, 0] });
   });
 
   it('parseOutcomeHash reads the slots and skips batch marks and anything malformed', () => {
