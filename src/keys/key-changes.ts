@@ -9,6 +9,7 @@ import {
 } from './key-record.js';
 import type { KeyAlg } from './public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
+import { nextSetAt, type CreditsSpec } from './credits.js';
 
 /**
  * Every change an operator can make to a key, as pure functions of
@@ -29,6 +30,8 @@ export interface KeyChanges {
   burst?: number;
   /** Whether every token must be bound to its request. */
   binding?: 'off' | 'required';
+  /** Sets the key's credits (the balance starts again from `remaining`), or null to remove them (unlimited). */
+  credits?: Omit<CreditsSpec, 'setAt'> | null;
 }
 
 export type KeyChangeResult = { record: KeyRecord; errors: [] } | { record?: undefined; errors: string[] };
@@ -76,6 +79,7 @@ export function newKey(changes: NewKeyInput, nowMs: number, secretPrefix?: strin
     ...(changes.expiresAt && { expiresAt: changes.expiresAt }),
     ...(changes.rateLimit && { rateLimit: changes.rateLimit }),
     ...(changes.binding !== undefined && { binding: changes.binding }),
+    ...(changes.credits && { credits: { ...changes.credits, setAt: nextSetAt(undefined, nowMs) } }),
   });
 }
 
@@ -88,6 +92,9 @@ export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number)
   else if (changes.expiresAt !== undefined) o.expiresAt = changes.expiresAt;
   if (changes.rateLimit === null) delete o.rateLimit;
   else if (changes.rateLimit !== undefined) o.rateLimit = changes.rateLimit;
+  if (changes.credits === null) delete o.credits;
+  else if (changes.credits !== undefined)
+    o.credits = { ...changes.credits, setAt: nextSetAt(record.credits, nowMs) };
   if (changes.binding === 'off') delete o.binding;
   else if (changes.binding !== undefined) o.binding = changes.binding;
   if (changes.burst !== undefined) {

@@ -1,5 +1,6 @@
 // Tested in test/e2e/keys-file-owners.test.ts, test/e2e/owner-limits.test.ts, test/unit/keys-actions.test.ts.
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
+import { parseCredits, type CreditsSpec } from './credits.js';
 import { OWNER, OWNER_RULE } from './key-record.js';
 
 /**
@@ -12,6 +13,8 @@ import { OWNER, OWNER_RULE } from './key-record.js';
 export interface OwnerRecord {
   readonly owner: string;
   readonly rateLimit?: RateLimitSpec;
+  /** Credits shared by every key of the owner, spent beside each key's own (keys/credits.ts). */
+  readonly credits?: CreditsSpec;
   /** When an operator last set it (ISO 8601); absent for the keys file's owners. */
   readonly updatedAt?: string;
 }
@@ -38,13 +41,15 @@ export function parseOwnerSettings(
   }
   const o = input as Record<string, unknown>;
   for (const k of Object.keys(o))
-    if (k !== 'rateLimit' && k !== 'updatedAt') errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
+    if (k !== 'rateLimit' && k !== 'credits' && k !== 'updatedAt') errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
+  const credits = parseCredits(o.credits, `${where}.credits`, errors);
   if (o.updatedAt !== undefined && typeof o.updatedAt !== 'string') errors.push(`${where}.updatedAt: must be a string`);
   if (errors.length > before) return undefined;
   return {
     owner,
     ...(rateLimit !== undefined && { rateLimit }),
+    ...(credits !== undefined && { credits }),
     ...(typeof o.updatedAt === 'string' && { updatedAt: o.updatedAt }),
   };
 }
@@ -65,11 +70,20 @@ export function parseOwnersMap(input: unknown, where: string, errors: string[]):
 }
 
 /** What is stored and shown of an owner: its settings without the name (the name is the map key / path). */
-export function ownerSettings(r: OwnerRecord): { rateLimit?: RateLimitSpec; updatedAt?: string } {
-  return { ...(r.rateLimit && { rateLimit: r.rateLimit }), ...(r.updatedAt && { updatedAt: r.updatedAt }) };
+export function ownerSettings(r: OwnerRecord): { rateLimit?: RateLimitSpec; credits?: CreditsSpec; updatedAt?: string } {
+  return {
+    ...(r.rateLimit && { rateLimit: r.rateLimit }),
+    ...(r.credits && { credits: r.credits }),
+    ...(r.updatedAt && { updatedAt: r.updatedAt }),
+  };
 }
 
-/** The owner as the CLI and the API print it: its limit (null when it has none of its own). */
+/** The owner as the CLI and the API print it: its limit and credits as set (null when it has none of its own). */
 export function ownerView(r: OwnerRecord) {
-  return { owner: r.owner, rateLimit: r.rateLimit ?? null, updatedAt: r.updatedAt ?? null };
+  return {
+    owner: r.owner,
+    rateLimit: r.rateLimit ?? null,
+    credits: r.credits ? { remaining: r.credits.remaining, refill: r.credits.refill ?? null } : null,
+    updatedAt: r.updatedAt ?? null,
+  };
 }

@@ -7,6 +7,7 @@ import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
 import { StoreUnavailableError } from '../store.js';
 import type { RedisClient } from './connection/redis-connection.js';
+import { compileCredits, OWNER_CREDITS_NAME, type CompiledCredits } from '../../keys/credits.js';
 
 /**
  * Owners' own settings in Redis: one hash, `{prefix}{keystore}:owners` (owner → JSON
@@ -48,6 +49,8 @@ export interface RedisOwners {
    * is being retried): its keys are answered 503 rather than with a limit that may be stale.
    */
   limit(owner: string): CompiledLimit | undefined;
+  /** The table's credits for `owner` (undefined: none), read and kept as `limit` is, with the same refusal. */
+  credits(owner: string): CompiledCredits | undefined;
   /** Resolves once the table has been read whole at least once (reads it if not). */
   ensureLoaded(): Promise<void>;
   /** A key change message (null: flush): re-reads the table or the one owner it names. */
@@ -77,6 +80,7 @@ export function createRedisOwners(
     deps.manager as unknown as { keygateOwnerSet(...args: string[]): Promise<unknown> }
   ).keygateOwnerSet.bind(deps.manager);
   let table = new Map<string, CompiledLimit>();
+  let creditsTable = new Map<string, CompiledCredits>();
   let loading: Promise<void> | undefined;
   let loaded = false;
   /** Owners whose change was announced and whose read failed: unknown until a retry succeeds. */
@@ -113,11 +117,15 @@ export function createRedisOwners(
   function loadAll(): Promise<void> {
     const p = deps.client.hgetall(hash).then((all) => {
       const next = new Map<string, CompiledLimit>();
+      const nextCredits = new Map<string, CompiledCredits>();
       for (const [owner, raw] of Object.entries(all)) {
-        const limit = compiled(decode(owner, raw));
+        const r = decode(owner, raw);
+        const limit = compiled(r);
         if (limit) next.set(owner, limit);
+        if (r?.credits) nextCredits.set(owner, compileCredits(r.credits, OWNER_CREDITS_NAME));
       }
       table = next;
+      creditsTable = nextCredits;
       loaded = true;
       unknown.clear();
       tableRetryMs = RETRY_FIRST_MS;
@@ -141,9 +149,12 @@ export function createRedisOwners(
   function loadOne(owner: string) {
     deps.client.hget(hash, owner).then(
       (raw) => {
-        const limit = compiled(decode(owner, raw));
+        const r = decode(owner, raw);
+        const limit = compiled(r);
         if (limit) table.set(owner, limit);
         else table.delete(owner);
+        if (r?.credits) creditsTable.set(owner, compileCredits(r.credits, OWNER_CREDITS_NAME));
+        else creditsTable.delete(owner);
         unknown.delete(owner);
       },
       (err: Error) => {
@@ -173,7 +184,7 @@ export function createRedisOwners(
     },
     async put(record, entry) {
       const settings = ownerSettings(record);
-      const json = record.rateLimit === undefined ? '' : JSON.stringify(settings);
+      const json = record.rateLimit === undefined && record.credits === undefined ? '' : JSON.stringify(settings);
       await setScript(hash, audit, record.owner, json, options.channel, entry ? JSON.stringify(entry) : '');
     },
     async budget(owner, limit) {
@@ -189,6 +200,11 @@ export function createRedisOwners(
       if (!loaded || unknown.has(owner))
         throw new StoreUnavailableError(`the limit of owner ${owner} is being read again after a failed read`);
       return table.get(owner);
+    },
+    credits(owner) {
+      if (!loaded || unknown.has(owner))
+        throw new StoreUnavailableError(`the credits of owner ${owner} are being read again after a failed read`);
+      return creditsTable.get(owner);
     },
     ensureLoaded: () => (loaded ? Promise.resolve() : (loading ?? loadAll())),
     changed(message) {
