@@ -78,6 +78,10 @@ export const REASONS = Object.freeze({
     10429,
     "the key's owner over its budget (its own or the policy's defaultOwnerRateLimit); nothing recorded, the token may be retried",
   ),
+  credits_exhausted: reason(
+    10429,
+    "the key's or its owner's credits lack the route's cost; nothing recorded, Retry-After says when they are refilled (none without a refill)",
+  ),
   ip_blocked: reason(
     10429,
     "client IP's failed-authentication budget (failedAuthLimit) is empty: refused before any signature check until it refills",

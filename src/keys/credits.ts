@@ -57,7 +57,8 @@ export function parseCredits(v: unknown, where: string, errors: string[]): Credi
   const before = errors.length;
   const o = v as Record<string, unknown>;
   for (const k of Object.keys(o))
-    if (k !== 'remaining' && k !== 'refill' && k !== 'setAt') errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
+    if (k !== 'remaining' && k !== 'refill' && k !== 'setAt')
+      errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
   if (!isAmount(o.remaining)) errors.push(`${where}.remaining: ${AMOUNT_RULE}`);
   let refill: CreditsSpec['refill'];
   if (o.refill !== undefined && o.refill !== null) {
@@ -67,7 +68,8 @@ export function parseCredits(v: unknown, where: string, errors: string[]): Credi
       for (const k of Object.keys(r))
         if (k !== 'amount' && k !== 'interval') errors.push(`${where}.refill: unknown field ${JSON.stringify(k)}`);
       if (!isAmount(r.amount)) errors.push(`${where}.refill.amount: ${AMOUNT_RULE}`);
-      if (r.interval !== 'day' && r.interval !== 'month') errors.push(`${where}.refill.interval: must be "day" or "month"`);
+      if (r.interval !== 'day' && r.interval !== 'month')
+        errors.push(`${where}.refill.interval: must be "day" or "month"`);
       if (errors.length === before) refill = { amount: r.amount as number, interval: r.interval as CreditInterval };
     }
   }

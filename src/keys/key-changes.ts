@@ -93,8 +93,7 @@ export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number)
   if (changes.rateLimit === null) delete o.rateLimit;
   else if (changes.rateLimit !== undefined) o.rateLimit = changes.rateLimit;
   if (changes.credits === null) delete o.credits;
-  else if (changes.credits !== undefined)
-    o.credits = { ...changes.credits, setAt: nextSetAt(record.credits, nowMs) };
+  else if (changes.credits !== undefined) o.credits = { ...changes.credits, setAt: nextSetAt(record.credits, nowMs) };
   if (changes.binding === 'off') delete o.binding;
   else if (changes.binding !== undefined) o.binding = changes.binding;
   if (changes.burst !== undefined) {

@@ -41,7 +41,8 @@ export function parseOwnerSettings(
   }
   const o = input as Record<string, unknown>;
   for (const k of Object.keys(o))
-    if (k !== 'rateLimit' && k !== 'credits' && k !== 'updatedAt') errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
+    if (k !== 'rateLimit' && k !== 'credits' && k !== 'updatedAt')
+      errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
   const credits = parseCredits(o.credits, `${where}.credits`, errors);
   if (o.updatedAt !== undefined && typeof o.updatedAt !== 'string') errors.push(`${where}.updatedAt: must be a string`);
@@ -70,7 +71,11 @@ export function parseOwnersMap(input: unknown, where: string, errors: string[]):
 }
 
 /** What is stored and shown of an owner: its settings without the name (the name is the map key / path). */
-export function ownerSettings(r: OwnerRecord): { rateLimit?: RateLimitSpec; credits?: CreditsSpec; updatedAt?: string } {
+export function ownerSettings(r: OwnerRecord): {
+  rateLimit?: RateLimitSpec;
+  credits?: CreditsSpec;
+  updatedAt?: string;
+} {
   return {
     ...(r.rateLimit && { rateLimit: r.rateLimit }),
     ...(r.credits && { credits: r.credits }),

@@ -260,7 +260,12 @@ export interface OwnerStore {
 
 /** Whose credits a top-up or a read names: a key's (where its admit state lives: its owner's slot if it has one) or an owner's. */
 export type CreditTarget =
-  | { readonly kind: 'key'; readonly apiKey: string; readonly owner: string | undefined; readonly spec: CompiledCredits }
+  | {
+      readonly kind: 'key';
+      readonly apiKey: string;
+      readonly owner: string | undefined;
+      readonly spec: CompiledCredits;
+    }
   | { readonly kind: 'owner'; readonly owner: string; readonly spec: CompiledCredits };
 
 /** Credits outside the request path: what the key operations read and top up. */

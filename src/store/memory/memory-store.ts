@@ -241,12 +241,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       }
       const credits = charge?.credits;
-      const spend = credits && chargeCredits(
-        credits.map((c) => balances.get(budgetName(c.kind, apiKey, charge.owner))),
-        Math.floor(now / 1000),
-        credits.map((c) => c.spec),
-        charge.cost,
-      );
+      const spend =
+        credits &&
+        chargeCredits(
+          credits.map((c) => balances.get(budgetName(c.kind, apiKey, charge.owner))),
+          Math.floor(now / 1000),
+          credits.map((c) => c.spec),
+          charge.cost,
+        );
       if (spend && !spend.allowed)
         return { outcome: 'exhausted', refusedBy: spend.refusedBy, rate: step?.states ?? [], credits: spend.states };
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return REPLAY;

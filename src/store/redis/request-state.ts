@@ -80,13 +80,11 @@ export function createRequestState(
     target.kind === 'owner' ? ownerCreditsName(target.owner) : `${admitStateOf(target.apiKey, target.owner)}credits`;
   const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
     const credits = charge.credits;
-    const args: Array<string | number> = [
-      1 + charge.budgets.length + (credits?.length ?? 0),
-      `${state}nonce:${nonce}`,
-    ];
+    const args: Array<string | number> = [1 + charge.budgets.length + (credits?.length ?? 0), `${state}nonce:${nonce}`];
     for (const b of charge.budgets)
       args.push(b.kind === 'key' ? `${state}tat` : `${options.prefix}{owner:${charge.owner}}:tat`);
-    if (credits) for (const c of credits) args.push(c.kind === 'key' ? `${state}credits` : ownerCreditsName(charge.owner));
+    if (credits)
+      for (const c of credits) args.push(c.kind === 'key' ? `${state}credits` : ownerCreditsName(charge.owner));
     args.push(ttlMs, charge.cost, charge.budgets.length);
     for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
     if (credits) for (const { spec } of credits) args.push(spec.gen, spec.remaining, spec.amount, spec.interval);
