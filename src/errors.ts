@@ -191,6 +191,11 @@ export const MANAGEMENT_ERRORS = Object.freeze({
     message:
       'the audit log is kept in Redis: with the embedded store keys change only in the keys file (KEYGATE_KEYS_FILE), so Keygate has no audit to read',
   },
+  credits_need_redis: {
+    status: 501,
+    message:
+      'credits are topped up in Redis: with the embedded store they are set in the keys file (KEYGATE_KEYS_FILE) and spent in this process only',
+  },
   writes_need_redis: {
     status: 409,
     message: 'writes need Redis: with the embedded store the keys file (KEYGATE_KEYS_FILE) is the source of keys',

@@ -71,7 +71,7 @@ interface Matched {
 
 /** /v1/owners/{owner}. */
 function matchOwner(method: string, parts: readonly string[]): Matched | 'no_route' | 'method_not_allowed' {
-  if (parts.length !== 4) return 'no_route';
+  if (parts.length !== 4 && (parts.length !== 5 || parts[4] !== 'credits')) return 'no_route';
   let owner: string;
   try {
     owner = decodeURIComponent(parts[3] as string);
@@ -79,7 +79,8 @@ function matchOwner(method: string, parts: readonly string[]): Matched | 'no_rou
     return 'no_route';
   }
   if (!OWNER.test(owner)) return 'no_route';
-  const route = ROUTES.find((r) => r.pattern === '/v1/owners/{owner}' && r.method === method);
+  const pattern = parts.length === 5 ? '/v1/owners/{owner}/credits' : '/v1/owners/{owner}';
+  const route = ROUTES.find((r) => r.pattern === pattern && r.method === method);
   return route ? { route, apiKey: undefined, owner } : 'method_not_allowed';
 }
 
@@ -273,7 +274,8 @@ export function createManagementServer(
     }
     const { route, apiKey, owner } = found as Matched;
     if (route.write && token.access !== 'write') return fail(res, 'read_only_token');
-    if (route.write && deps.store.kind !== 'redis') return fail(res, 'writes_need_redis');
+    if (route.write && deps.store.kind !== 'redis')
+      return fail(res, route.pattern.endsWith('/credits') ? 'credits_need_redis' : 'writes_need_redis');
     let body: unknown;
     if (route.body) {
       const raw = await readBody(req);

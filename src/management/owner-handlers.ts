@@ -17,16 +17,37 @@ const show: Handler = async ({ owner, query }, deps) => {
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };
 
-/** PUT /v1/owners/{owner}: `{ "rateLimit": { "rate": "12/h", "burst": 12 } }`; null removes it. */
+/**
+ * PUT /v1/owners/{owner}: `{ "rateLimit": { "rate": "12/h", "burst": 12 }, "credits": { "remaining": 1000 } }`;
+ * null removes one, a field left out is kept as it is (at least one is given).
+ */
 const put: Handler = async ({ owner, query, body, actor }, deps) => {
   const problems: string[] = [];
   onlyParams(query, [], problems);
-  const o = fields(body, ['rateLimit'], problems);
-  if (problems.length === 0 && o.rateLimit === undefined)
-    problems.push('body.rateLimit: required, like {"rate": "12/h", "burst": 12}, or null to remove it');
+  const o = fields(body, ['rateLimit', 'credits'], problems);
+  if (problems.length === 0 && o.rateLimit === undefined && o.credits === undefined)
+    problems.push(
+      'body.rateLimit: required, like {"rate": "12/h", "burst": 12}, or null to remove it (or give credits)',
+    );
   if (problems.length > 0 || !deps.owners) return invalid(problems);
-  const r = await deps.owners.setRateLimit(owner as string, o.rateLimit ?? null, actor);
+  const r = await deps.owners.set(
+    owner as string,
+    {
+      ...(o.rateLimit !== undefined && { rateLimit: o.rateLimit }),
+      ...(o.credits !== undefined && { credits: o.credits }),
+    },
+    actor,
+  );
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };
 
-export const ownerHandlers = { show, put } as const;
+/** POST /v1/owners/{owner}/credits: `{"add": n}`, one atomic top-up of the owner's credits. */
+const addCredits: Handler = async ({ owner, body, actor }, deps) => {
+  const problems: string[] = [];
+  const o = fields(body, ['add'], problems);
+  if (problems.length > 0 || !deps.owners) return invalid(problems);
+  const r = await deps.owners.addCredits(owner as string, o.add, actor);
+  return r.ok ? { status: 200, body: r.value } : refusal(r);
+};
+
+export const ownerHandlers = { show, put, addCredits } as const;

@@ -8,8 +8,17 @@ import {
   type CompiledLimit,
   type RateLimitSpec,
 } from '../policy/rate-limit-spec.js';
-import type { AuditEntry, OwnerStore } from '../store/store.js';
-import { invalid, type Done } from './outcome.js';
+import type { AuditEntry, CreditStore, KeyRecordStore, OwnerStore } from '../store/store.js';
+import { conflict, done, invalid, type Done } from './outcome.js';
+import {
+  compileCredits,
+  nextSetAt,
+  OWNER_CREDITS_NAME,
+  parseCredits,
+  type CreditsSpec,
+  type CreditsView,
+} from '../keys/credits.js';
+import { checkTopUp, creditsView } from './credits-view.js';
 import { auditEntry } from '../store/audit-entry.js';
 
 /** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
@@ -29,7 +38,9 @@ export interface OwnerBudget {
 
 export interface OwnerOperations {
   /** The owner's own settings; an owner without any is shown with `rateLimit: null` (never 404: any name may own keys). */
-  get(owner: string): Promise<Done<OwnerView & { budget: OwnerBudget | null }>>;
+  get(
+    owner: string,
+  ): Promise<Done<Omit<OwnerView, 'credits'> & { budget: OwnerBudget | null; credits: CreditsView | null }>>;
   /** Every owner with settings of its own, by name. */
   list(): Promise<readonly OwnerView[]>;
   /**
@@ -37,6 +48,17 @@ export interface OwnerOperations {
    * set, with `warnings` (empty when none): a burst below the policy's largest route cost.
    */
   setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView & { warnings: string[] }>>;
+  /**
+   * Sets what is given and keeps the rest: `rateLimit` and `credits` each a value, null (removed) or
+   * undefined (kept as it is). Setting credits starts the owner's balance again from `remaining`.
+   */
+  set(
+    owner: string,
+    settings: { rateLimit?: unknown; credits?: unknown },
+    actor: string,
+  ): Promise<Done<OwnerView & { warnings: string[] }>>;
+  /** Adds to the owner's credits in one atomic step with its keys' spends; answers the balance after it. */
+  addCredits(owner: string, add: unknown, actor: string): Promise<Done<CreditsView>>;
 }
 
 /** The policy's costliest route, for the warning a burst below it deserves. */
@@ -53,7 +75,7 @@ export interface CostliestRoute {
  * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.
  */
 export function createOwnerOperations(deps: {
-  store: OwnerStore;
+  store: OwnerStore & CreditStore & Pick<KeyRecordStore, 'appendAudit'>;
   now: () => number;
   audit: (entry: AuditEntry) => void;
   /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */
@@ -81,19 +103,49 @@ export function createOwnerOperations(deps: {
           resetSeconds: Math.ceil(state.resetUs / 1_000_000),
         };
       }
-      return { ok: true, value: { ...view(owner, record), budget } };
+      const spec = record?.credits && compileCredits(record.credits, OWNER_CREDITS_NAME);
+      const credits = spec
+        ? creditsView(record.credits as CreditsSpec, await store.readCredits({ kind: 'owner', owner, spec }), now())
+        : null;
+      return { ok: true, value: { ...view(owner, record), budget, credits } };
     },
     async list() {
       return (await store.listOwners()).map((r) => view(r.owner, r));
     },
-    async setRateLimit(owner, rateLimit, actor) {
+    setRateLimit(owner, rateLimit, actor) {
+      return this.set(owner, { rateLimit }, actor);
+    },
+    async set(owner, settings, actor) {
       const problems: string[] = [];
       checkOwnerName(owner, 'owner', problems);
-      const spec: RateLimitSpec | undefined = parseRateLimitSpec(rateLimit, 'owner.rateLimit', problems);
+      const spec: RateLimitSpec | undefined =
+        settings.rateLimit === undefined
+          ? undefined
+          : parseRateLimitSpec(settings.rateLimit, 'owner.rateLimit', problems);
+      const creditsIn =
+        settings.credits === undefined || settings.credits === null
+          ? undefined
+          : parseCredits(settings.credits, 'owner.credits', problems);
+      if (creditsIn?.setAt !== undefined) problems.push('owner.credits.setAt: set by Keygate, not given');
       if (problems.length > 0) return invalid(problems);
+      const current = await store.readOwner(owner);
       const t = now();
       const at = new Date(t).toISOString();
-      const record: OwnerRecord = { owner, ...(spec && { rateLimit: spec, updatedAt: at }) };
+      const rateLimitNext = settings.rateLimit === undefined ? current?.rateLimit : spec;
+      const creditsNext: CreditsSpec | undefined =
+        settings.credits === undefined
+          ? current?.credits
+          : creditsIn && { ...creditsIn, setAt: nextSetAt(current?.credits, t) };
+      const record: OwnerRecord = {
+        owner,
+        ...(rateLimitNext && { rateLimit: rateLimitNext }),
+        ...(creditsNext && { credits: creditsNext }),
+        ...((rateLimitNext || creditsNext) && { updatedAt: at }),
+      };
+      const creditsNote =
+        settings.credits === undefined
+          ? ''
+          : `; credits=${creditsNext ? `${creditsNext.remaining}${creditsNext.refill ? ` refill ${creditsNext.refill.amount}/${creditsNext.refill.interval}` : ''}` : 'none'}`;
       // An owner's entry names no key: apiKey and id are empty.
       const entry = auditEntry(
         t,
@@ -101,20 +153,41 @@ export function createOwnerOperations(deps: {
         'owner-set',
         { apiKey: '', id: '', owner },
         {
-          detail: `rateLimit=${describeRateLimit(spec)}`,
+          detail: `rateLimit=${describeRateLimit(rateLimitNext)}${creditsNote}`,
         },
       );
       await store.putOwner(record, entry);
       deps.audit(entry);
       const warnings: string[] = [];
       const costliest = deps.costliestRoute?.();
-      const burst = spec && compileRateLimit(spec, OWNER_POLICY_NAME).burst;
+      const burst = rateLimitNext && compileRateLimit(rateLimitNext, OWNER_POLICY_NAME).burst;
       if (burst !== undefined && costliest?.cost !== undefined && costliest.cost > burst)
         warnings.push(
           `owner ${owner}: burst ${burst} is below the cost ${costliest.cost} of route ${costliest.pattern} (${costliest.where}): ` +
             `its keys' requests to that route can never pass (429 cost_exceeds_burst); give a burst of at least ${costliest.cost}`,
         );
       return { ok: true, value: { ...view(owner, record), warnings } };
+    },
+    async addCredits(owner, add, actor) {
+      const problems: string[] = [];
+      checkOwnerName(owner, 'owner', problems);
+      const amount = checkTopUp(add, problems);
+      if (amount === undefined || problems.length > 0) return invalid(problems);
+      const record = await store.readOwner(owner);
+      if (!record?.credits) return conflict(`owner ${owner} has no credits: set them first (owners set --credits)`);
+      const spec = compileCredits(record.credits, OWNER_CREDITS_NAME);
+      const state = await store.addCredits({ kind: 'owner', owner, spec }, amount);
+      if (state === undefined) return invalid([`credits.add: would take the balance above ${Number.MAX_SAFE_INTEGER}`]);
+      const entry = auditEntry(
+        now(),
+        actor,
+        'credits-add',
+        { apiKey: '', id: '', owner },
+        { detail: `add=${amount} remaining=${state.remaining}` },
+      );
+      await store.appendAudit(entry);
+      deps.audit(entry);
+      return done(creditsView(record.credits, state, now()));
     },
   };
 }

@@ -598,7 +598,7 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     const daily = credits({ remaining: 1, refill: { amount: 50, interval: 'day' }, setAt: 86_400_000 });
     const a = await store.admit('d', 'a', 60_000, withCredits(1, undefined, [daily]));
     expect(a).toMatchObject({ outcome: 'admitted', credits: [{ remaining: 49 }] });
-    const refill = (a as { credits: { refillInS: number }[] }).credits[0]!.refillInS;
+    const refill = (a as { credits: readonly { refillInS: number }[] }).credits[0]!.refillInS;
     expect(refill).toBeGreaterThan(0);
     expect(refill).toBeLessThanOrEqual(86_400);
   });
