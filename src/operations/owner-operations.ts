@@ -105,7 +105,7 @@ export function createOwnerOperations(deps: {
       }
       const spec = record?.credits && compileCredits(record.credits, OWNER_CREDITS_NAME);
       const credits = spec
-        ? creditsView(record.credits as CreditsSpec, await store.readCredits({ kind: 'owner', owner, spec }), now())
+        ? creditsView(record.credits, await store.readCredits({ kind: 'owner', owner, spec }), now())
         : null;
       return { ok: true, value: { ...view(owner, record), budget, credits } };
     },
