@@ -24,6 +24,7 @@ import { createReplayFence } from './store/replay-fence.js';
 import { createStoreFromConfig, isMemoryStore, openWebhookRedis } from './open-store.js';
 import { largestRouteCost } from './policy/routes.js';
 import type { Store } from './store/store.js';
+import { auditEntry } from './store/audit-entry.js';
 import { createAssertionKeysSource, type AssertionKeysSource } from './assertion/assertion-keys-source.js';
 import { createAssertionSigner } from './assertion/assertion-signer.js';
 import type { TracerSlot, Tracing } from './observe/tracer.js';
@@ -181,7 +182,42 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       bodyUnseen: config.mode === 'forward-auth',
     },
     // An owner's own limit before the policy's default: the store's table, no store call.
-    { keys, store, clock, ...(fence && { fence }), ownerLimits: (owner) => store.ownerLimit(owner) },
+    {
+      keys,
+      store,
+      clock,
+      ...(fence && { fence }),
+      ownerLimits: (owner) => store.ownerLimit(owner),
+      ownerCredits: (owner) => store.ownerCredits(owner),
+      // Off the request path: the store's atomic step reported the transition to zero once, whichever
+      // instance spent the last credit; the audit entry raises the webhook (webhook-events.ts).
+      onCreditsDrained: (record, which) => {
+        const at = clock.nowMs();
+        const entries = [
+          ...(which.key ? [auditEntry(at, 'keygate', 'credits-exhausted', record, { detail: 'credits=key' })] : []),
+          ...(which.owner
+            ? [
+                auditEntry(
+                  at,
+                  'keygate',
+                  'credits-exhausted',
+                  { apiKey: '', id: '', owner: record.owner },
+                  { detail: 'credits=owner' },
+                ),
+              ]
+            : []),
+        ];
+        for (const e of entries)
+          store
+            .appendAudit(e)
+            .catch((err: Error) =>
+              logger.warn(
+                { err: err.message, apiKey: e.apiKey, owner: e.owner },
+                'credits_exhausted event not recorded',
+              ),
+            );
+      },
+    },
   );
   // The failed-authentication budget per client IP: the request path checks and spends it (its steps
   // checkIpBudget and spendIpBudget), under the policy's failedAuthLimit.

@@ -78,6 +78,10 @@ export const REASONS = Object.freeze({
     10429,
     "the key's owner over its budget (its own or the policy's defaultOwnerRateLimit); nothing recorded, the token may be retried",
   ),
+  credits_exhausted: reason(
+    10429,
+    "the key's or its owner's credits lack the route's cost; nothing recorded, Retry-After says when they are refilled (none without a refill)",
+  ),
   ip_blocked: reason(
     10429,
     "client IP's failed-authentication budget (failedAuthLimit) is empty: refused before any signature check until it refills",
@@ -198,6 +202,11 @@ export const MANAGEMENT_ERRORS = Object.freeze({
     status: 501,
     message:
       'the audit log is kept in Redis: with the embedded store keys change only in the keys file (KEYGATE_KEYS_FILE), so Keygate has no audit to read',
+  },
+  credits_need_redis: {
+    status: 501,
+    message:
+      'credits are topped up in Redis: with the embedded store they are set in the keys file (KEYGATE_KEYS_FILE) and spent in this process only',
   },
   writes_need_redis: {
     status: 409,

@@ -9,6 +9,7 @@ import {
 } from './key-record.js';
 import type { KeyAlg } from './public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
+import { nextSetAt, type CreditsSpec } from './credits.js';
 
 /**
  * Every change an operator can make to a key, as pure functions of
@@ -31,6 +32,8 @@ export interface KeyChanges {
   binding?: 'off' | 'required';
   /** Regions: the key's home region (the key operations check it against the regions and the owner's home). */
   home?: string;
+  /** Sets the key's credits (the balance starts again from `remaining`), or null to remove them (unlimited). */
+  credits?: Omit<CreditsSpec, 'setAt'> | null;
 }
 
 export type KeyChangeResult = { record: KeyRecord; errors: [] } | { record?: undefined; errors: string[] };
@@ -79,6 +82,7 @@ export function newKey(changes: NewKeyInput, nowMs: number, secretPrefix?: strin
     ...(changes.rateLimit && { rateLimit: changes.rateLimit }),
     ...(changes.binding !== undefined && { binding: changes.binding }),
     ...(changes.home !== undefined && { home: changes.home }),
+    ...(changes.credits && { credits: { ...changes.credits, setAt: nextSetAt(undefined, nowMs) } }),
   });
 }
 
@@ -91,6 +95,8 @@ export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number)
   else if (changes.expiresAt !== undefined) o.expiresAt = changes.expiresAt;
   if (changes.rateLimit === null) delete o.rateLimit;
   else if (changes.rateLimit !== undefined) o.rateLimit = changes.rateLimit;
+  if (changes.credits === null) delete o.credits;
+  else if (changes.credits !== undefined) o.credits = { ...changes.credits, setAt: nextSetAt(record.credits, nowMs) };
   if (changes.binding === 'off') delete o.binding;
   else if (changes.binding !== undefined) o.binding = changes.binding;
   // A move is stamped with its time: the new home refuses the nonces the old one may have admitted (home_moved).

@@ -3,6 +3,7 @@ import { createPublicKey, randomBytes } from 'node:crypto';
 import { parseCidrList } from '../net/cidr.js';
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
 import { REGION_NAME, REGION_NAME_RULE } from '../policy/regions.js';
+import { parseCredits, type CreditsSpec } from './credits.js';
 import {
   canonicalPem,
   importPublicKey,
@@ -37,6 +38,8 @@ export interface KeyRecord {
   readonly updatedAt?: string;
   /** This key's own rate limit; without one the policy's defaultRateLimit applies (if any). */
   readonly rateLimit?: RateLimitSpec;
+  /** This key's credits as last set (keys/credits.ts); absent: unlimited. The balance lives with the admit state. */
+  readonly credits?: CreditsSpec;
   /**
    * `required`: every token must name its request (method, path, and body_sha256 when there is a body);
    * absent means `off` (claims that are present are still checked), so older records read the same.
@@ -158,6 +161,7 @@ export function parseKeyRecord(
   const updatedAt = str('updatedAt', false);
   const previousSecrets = previousSecretList(o.previousSecrets, `${where}.previousSecrets`, errors, stored);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
+  const credits = parseCredits(o.credits, `${where}.credits`, errors);
   const binding = o.binding ?? 'off';
   if (binding !== 'off' && binding !== 'required') errors.push(`${where}.binding: must be "off" or "required"`);
   const home = str('home', false);
@@ -181,6 +185,7 @@ export function parseKeyRecord(
     ...(expiresAt !== undefined && { expiresAt }),
     ...(updatedAt !== undefined && { updatedAt }),
     ...(rateLimit !== undefined && { rateLimit }),
+    ...(credits !== undefined && { credits }),
     ...(binding === 'required' && { binding }),
     ...(previousSecrets.length > 0 && { previousSecrets }),
     ...(home !== undefined && { home }),

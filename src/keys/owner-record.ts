@@ -1,9 +1,10 @@
 // Tested in test/e2e/keys-file-owners.test.ts, test/e2e/owner-limits.test.ts, test/unit/keys-actions.test.ts.
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
 import { REGION_NAME, REGION_NAME_RULE } from '../policy/regions.js';
+import { parseCredits, type CreditsSpec } from './credits.js';
 import { OWNER, OWNER_RULE } from './key-record.js';
 
-const OWNER_FIELDS = new Set(['rateLimit', 'updatedAt', 'home', 'homeMovedAtMs']);
+const OWNER_FIELDS = new Set(['rateLimit', 'credits', 'updatedAt', 'home', 'homeMovedAtMs']);
 
 /**
  * An owner's own settings: today its rate limit, a budget shared by every key whose
@@ -15,6 +16,8 @@ const OWNER_FIELDS = new Set(['rateLimit', 'updatedAt', 'home', 'homeMovedAtMs']
 export interface OwnerRecord {
   readonly owner: string;
   readonly rateLimit?: RateLimitSpec;
+  /** Credits shared by every key of the owner, spent beside each key's own (keys/credits.ts). */
+  readonly credits?: CreditsSpec;
   /** When an operator last set it (ISO 8601); absent for the keys file's owners. */
   readonly updatedAt?: string;
   /** Regions: the home of every key of this owner (its budget and theirs on one Redis; docs/regions.md). */
@@ -46,6 +49,7 @@ export function parseOwnerSettings(
   const o = input as Record<string, unknown>;
   for (const k of Object.keys(o)) if (!OWNER_FIELDS.has(k)) errors.push(`${where}: unknown field ${JSON.stringify(k)}`);
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
+  const credits = parseCredits(o.credits, `${where}.credits`, errors);
   if (o.updatedAt !== undefined && typeof o.updatedAt !== 'string') errors.push(`${where}.updatedAt: must be a string`);
   if (o.home !== undefined && (typeof o.home !== 'string' || !REGION_NAME.test(o.home)))
     errors.push(`${where}.home: ${REGION_NAME_RULE}`);
@@ -55,6 +59,7 @@ export function parseOwnerSettings(
   return {
     owner,
     ...(rateLimit !== undefined && { rateLimit }),
+    ...(credits !== undefined && { credits }),
     ...(typeof o.updatedAt === 'string' && { updatedAt: o.updatedAt }),
     ...(typeof o.home === 'string' && { home: o.home }),
     ...(typeof o.homeMovedAtMs === 'number' && { homeMovedAtMs: o.homeMovedAtMs }),
@@ -79,23 +84,26 @@ export function parseOwnersMap(input: unknown, where: string, errors: string[]):
 /** What is stored and shown of an owner: its settings without the name (the name is the map key / path). */
 export function ownerSettings(r: OwnerRecord): {
   rateLimit?: RateLimitSpec;
+  credits?: CreditsSpec;
   updatedAt?: string;
   home?: string;
   homeMovedAtMs?: number;
 } {
   return {
     ...(r.rateLimit && { rateLimit: r.rateLimit }),
+    ...(r.credits && { credits: r.credits }),
     ...(r.updatedAt && { updatedAt: r.updatedAt }),
     ...(r.home !== undefined && { home: r.home }),
     ...(r.homeMovedAtMs !== undefined && { homeMovedAtMs: r.homeMovedAtMs }),
   };
 }
 
-/** The owner as the CLI and the API print it: its limit (null when it has none of its own). */
+/** The owner as the CLI and the API print it: its limit and credits as set (null when it has none of its own). */
 export function ownerView(r: OwnerRecord) {
   return {
     owner: r.owner,
     rateLimit: r.rateLimit ?? null,
+    credits: r.credits ? { remaining: r.credits.remaining, refill: r.credits.refill ?? null } : null,
     updatedAt: r.updatedAt ?? null,
     ...(r.home !== undefined && { home: r.home }),
   };

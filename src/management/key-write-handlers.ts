@@ -11,12 +11,13 @@ const CREATE_FIELDS = [
   'label',
   'expiresAt',
   'rateLimit',
+  'credits',
   'binding',
   'home',
   'alg',
   'publicKey',
 ] as const;
-const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'binding', 'home'] as const;
+const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'credits', 'binding', 'home'] as const;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 /** POST /v1/keys: a new key, its secret shown this once (or, with alg and publicKey, a client public key); a retry with the same Idempotency-Key replays it. */
@@ -68,5 +69,14 @@ const patch: Handler = async ({ apiKey, body, actor }, deps) => {
   return r.ok ? { status: 200, body: await keyView(r.value, deps) } : refusal(r);
 };
 
+/** POST /v1/keys/{apiKey}/credits: `{"add": n}`, one atomic top-up; answers the balance after it. */
+const addCredits: Handler = async ({ apiKey, body, actor }, deps) => {
+  const problems: string[] = [];
+  const o = fields(body, ['add'], problems);
+  if (problems.length > 0) return invalid(problems);
+  const r = await deps.ops.addCredits(apiKey as string, o.add, actor);
+  return r.ok ? { status: 200, body: r.value } : refusal(r);
+};
+
 /** The handlers that make or change a key's settings (write tokens, Redis store only). */
-export const keyWriteHandlers = { create, patch } as const;
+export const keyWriteHandlers = { create, patch, addCredits } as const;

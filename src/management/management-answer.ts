@@ -64,5 +64,7 @@ export function refusal(r: Refusal): Answer {
 
 /** A key as every answer shows it: the keys file's field names, `status`, `lastUsedAt`; never a secret. */
 export async function keyView(record: KeyRecord, deps: RouteDeps): Promise<Record<string, unknown>> {
-  return { ...publicView(record, deps.now()), lastUsedAt: lastUsedAt(await deps.store.getUsage(record.apiKey)) };
+  const view = { ...publicView(record, deps.now()), lastUsedAt: lastUsedAt(await deps.store.getUsage(record.apiKey)) };
+  // The credits as they stand (the admit state's balance, the next refill), not as they were set.
+  return record.credits ? { ...view, credits: await deps.ops.credits(record) } : view;
 }

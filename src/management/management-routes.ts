@@ -37,9 +37,11 @@ export const ROUTES: readonly Route[] = [
   row('/v1/keys/{apiKey}/rotate', 'POST', true, true, keyLifecycleHandlers.rotate),
   row('/v1/keys/{apiKey}/revoke', 'POST', true, true, keyLifecycleHandlers.revoke),
   row('/v1/keys/{apiKey}/usage', 'GET', false, false, keyReadHandlers.usage),
+  row('/v1/keys/{apiKey}/credits', 'POST', true, true, keyWriteHandlers.addCredits),
   // An owner's own rate limit, shared by all its keys.
   row('/v1/owners/{owner}', 'GET', false, false, ownerHandlers.show),
   row('/v1/owners/{owner}', 'PUT', true, true, ownerHandlers.put),
   row('/v1/owners/{owner}/usage', 'GET', false, false, ownerHandlers.usage),
+  row('/v1/owners/{owner}/credits', 'POST', true, true, ownerHandlers.addCredits),
   row('/v1/audit', 'GET', false, false, auditHandlers.list),
 ];

@@ -282,7 +282,8 @@ export function createManagementServer(
     }
     const { route, apiKey, owner } = found as Matched;
     if (route.write && token.access !== 'write') return fail(res, 'read_only_token');
-    if (route.write && deps.store.kind !== 'redis') return fail(res, 'writes_need_redis');
+    if (route.write && deps.store.kind !== 'redis')
+      return fail(res, route.pattern.endsWith('/credits') ? 'credits_need_redis' : 'writes_need_redis');
     let body: unknown;
     if (route.body) {
       const raw = await readBody(req);

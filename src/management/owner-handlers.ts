@@ -18,23 +18,36 @@ const show: Handler = async ({ owner, query }, deps) => {
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };
 
-/** PUT /v1/owners/{owner}: `{ "rateLimit": { "rate": "12/h", "burst": 12 } }`; null removes it. */
+/**
+ * PUT /v1/owners/{owner}: `{ "rateLimit": { "rate": "12/h", "burst": 12 }, "credits": { "remaining": 1000 } }`;
+ * null removes one, a field left out is kept as it is (at least one is given).
+ */
 const put: Handler = async ({ owner, query, body, actor }, deps) => {
   const problems: string[] = [];
   onlyParams(query, [], problems);
-  const o = fields(body, ['rateLimit', 'home'], problems);
-  if (problems.length === 0 && o.rateLimit === undefined && o.home === undefined)
-    problems.push('body.rateLimit: required, like {"rate": "12/h", "burst": 12}, or null to remove it');
+  const o = fields(body, ['rateLimit', 'credits', 'home'], problems);
+  if (problems.length === 0 && o.rateLimit === undefined && o.credits === undefined && o.home === undefined)
+    problems.push(
+      'body.rateLimit: required, like {"rate": "12/h", "burst": 12}, or null to remove it (or give credits or home)',
+    );
   if (o.home !== undefined && typeof o.home !== 'string')
     problems.push('body.home: must be a region name listed under regions:');
   if (problems.length > 0 || !deps.owners) return invalid(problems);
-  // Regions: the home first (its keys' admits move there), then the limit if one was given too.
+  // Regions: the home first (its keys' admits move there), then the limit and credits if given too.
   if (typeof o.home === 'string') {
     const moved = await deps.owners.setHome(owner as string, o.home, actor);
     if (!moved.ok) return refusal(moved);
-    if (o.rateLimit === undefined) return { status: 200, body: { ...moved.value, warnings: [] } };
+    if (o.rateLimit === undefined && o.credits === undefined)
+      return { status: 200, body: { ...moved.value, warnings: [] } };
   }
-  const r = await deps.owners.setRateLimit(owner as string, o.rateLimit ?? null, actor);
+  const r = await deps.owners.set(
+    owner as string,
+    {
+      ...(o.rateLimit !== undefined && { rateLimit: o.rateLimit }),
+      ...(o.credits !== undefined && { credits: o.credits }),
+    },
+    actor,
+  );
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };
 
@@ -49,4 +62,13 @@ const usage: Handler = async ({ owner, query }, deps) => {
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };
 
-export const ownerHandlers = { show, put, usage } as const;
+/** POST /v1/owners/{owner}/credits: `{"add": n}`, one atomic top-up of the owner's credits. */
+const addCredits: Handler = async ({ owner, body, actor }, deps) => {
+  const problems: string[] = [];
+  const o = fields(body, ['add'], problems);
+  if (problems.length > 0 || !deps.owners) return invalid(problems);
+  const r = await deps.owners.addCredits(owner as string, o.add, actor);
+  return r.ok ? { status: 200, body: r.value } : refusal(r);
+};
+
+export const ownerHandlers = { show, put, usage, addCredits } as const;

@@ -1,4 +1,5 @@
 // Tested in test/unit/management-routes.test.ts, test/e2e/management-api.test.ts.
+import { parseCredits } from '../keys/credits.js';
 import type { CredentialInput, KeyChanges } from '../keys/key-changes.js';
 import { isKeyAlg } from '../keys/public-key.js';
 import type { RateLimitSpec } from '../policy/rate-limit-spec.js';
@@ -72,6 +73,13 @@ export function changesOf(o: Record<string, unknown>, problems: string[], nullab
   else if (o.rateLimit !== undefined) {
     // Its shape and values are the keys file's: parseKeyRecord reports them.
     changes.rateLimit = o.rateLimit as RateLimitSpec;
+  }
+  if (o.credits === null && nullable) changes.credits = null;
+  else if (o.credits !== undefined) {
+    const credits = parseCredits(o.credits, 'body.credits', problems);
+    if (credits?.setAt !== undefined) problems.push('body.credits.setAt: set by Keygate, not given');
+    else if (credits) changes.credits = credits;
+    else if (o.credits === null) problems.push('body.credits: an object like {"remaining": 10000}');
   }
   return changes;
 }

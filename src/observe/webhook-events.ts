@@ -8,6 +8,8 @@ export const WEBHOOK_EVENT_TYPES = [
   'key.revoked',
   'key.deleted',
   'owner.updated',
+  'key.credits_added',
+  'key.credits_exhausted',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
@@ -28,6 +30,8 @@ export const EVENT_OF_ACTION: Readonly<Record<string, WebhookEventType>> = Objec
   revoke: 'key.revoked',
   delete: 'key.deleted',
   'owner-set': 'owner.updated',
+  'credits-add': 'key.credits_added',
+  'credits-exhausted': 'key.credits_exhausted',
 });
 
 /** What is posted: Standard Webhooks' `{type, timestamp, data}`. */

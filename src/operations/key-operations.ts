@@ -21,6 +21,8 @@ import { keyHome, type HomeRules } from './homes.js';
 import { conflict, done, invalid, notFound, type Done } from './outcome.js';
 import type { AuditExtra } from './key-commits.js';
 import { LEAKED_REASON } from '../store/audit-entry.js';
+import { compileCredits, KEY_CREDITS_NAME, type CreditsView } from '../keys/credits.js';
+import { checkTopUp, creditsView } from './credits-view.js';
 
 /** Compares two secrets in time that does not depend on where they differ. */
 const sameSecret = (a: string, b: string) => {
@@ -80,6 +82,13 @@ export interface KeyOperations extends KeyImport {
    * --granularity` prints and GET /v1/keys/{apiKey}/usage?granularity= returns.
    */
   outcomeUsage(apiKey: string, granularity: Granularity): Promise<Done<KeyOutcomeReport>>;
+  /** The key's credits now (what is left, the next refill), read from the admit state; null when it has none. */
+  credits(record: KeyRecord): Promise<CreditsView | null>;
+  /**
+   * Adds to the key's credits in one atomic step with its requests' spends (a top-up racing requests loses
+   * nothing), audited; answers the balance after it. 409 when the key has no credits to add to.
+   */
+  addCredits(apiKey: string, add: unknown, actor: string): Promise<Done<CreditsView>>;
   /** The record parser's problems with a create, writing nothing (to list every problem of a request at once). */
   check(input: NewKeyInput): readonly string[];
   /** The same for an update of `record`. */
@@ -284,6 +293,29 @@ export function createKeyOperations(deps: {
     async remove(apiKey, actor) {
       const r = await change(apiKey, 'delete', actor, true, () => done({ next: null }));
       return r.ok ? done(r.value.before) : r;
+    },
+    async credits(record) {
+      if (!record.credits) return null;
+      const spec = compileCredits(record.credits, KEY_CREDITS_NAME);
+      const state = await store.readCredits({ kind: 'key', apiKey: record.apiKey, owner: record.owner, home: record.home, spec });
+      return creditsView(record.credits, state, now());
+    },
+    async addCredits(apiKey, add, actor) {
+      const problems: string[] = [];
+      const amount = checkTopUp(add, problems);
+      if (amount === undefined) return invalid(problems);
+      const r = await load(apiKey);
+      if (!r.ok) return r;
+      const record = r.value;
+      if (record.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
+      if (!record.credits) return conflict('the key has no credits: set them first (keys update --credits)');
+      const spec = compileCredits(record.credits, KEY_CREDITS_NAME);
+      const state = await store.addCredits({ kind: 'key', apiKey, owner: record.owner, home: record.home, spec }, amount);
+      if (state === undefined) return invalid([`credits.add: would take the balance above ${Number.MAX_SAFE_INTEGER}`]);
+      const audit = entry(record, 'credits-add', actor, { detail: `add=${amount} remaining=${state.remaining}` });
+      await store.appendAudit(audit);
+      deps.audit(audit);
+      return done(creditsView(record.credits, state, now()));
     },
     async usage(apiKey) {
       const r = await load(apiKey);

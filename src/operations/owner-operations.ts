@@ -8,10 +8,19 @@ import {
   type CompiledLimit,
   type RateLimitSpec,
 } from '../policy/rate-limit-spec.js';
-import type { AuditEntry, OutcomeStore, OwnerStore } from '../store/store.js';
+import type { AuditEntry, CreditStore, KeyRecordStore, OutcomeStore, OwnerStore } from '../store/store.js';
 import { outcomeReport, type Granularity } from '../keys/outcome-usage.js';
-import { invalid, type Done } from './outcome.js';
+import { conflict, done, invalid, type Done } from './outcome.js';
 import { ownerHomeProblems, type HomeRules } from './homes.js';
+import {
+  compileCredits,
+  nextSetAt,
+  OWNER_CREDITS_NAME,
+  parseCredits,
+  type CreditsSpec,
+  type CreditsView,
+} from '../keys/credits.js';
+import { checkTopUp, creditsView } from './credits-view.js';
 import { auditEntry } from '../store/audit-entry.js';
 
 /** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
@@ -31,7 +40,9 @@ export interface OwnerBudget {
 
 export interface OwnerOperations {
   /** The owner's own settings; an owner without any is shown with `rateLimit: null` (never 404: any name may own keys). */
-  get(owner: string): Promise<Done<OwnerView & { budget: OwnerBudget | null }>>;
+  get(
+    owner: string,
+  ): Promise<Done<Omit<OwnerView, 'credits'> & { budget: OwnerBudget | null; credits: CreditsView | null }>>;
   /** Every owner with settings of its own, by name. */
   list(): Promise<readonly OwnerView[]>;
   /**
@@ -49,6 +60,17 @@ export interface OwnerOperations {
    * time, from which the new home refuses older nonces for a while (home_moved).
    */
   setHome(owner: string, home: string, actor: string): Promise<Done<OwnerView>>;
+  /**
+   * Sets what is given and keeps the rest: `rateLimit` and `credits` each a value, null (removed) or
+   * undefined (kept as it is). Setting credits starts the owner's balance again from `remaining`.
+   */
+  set(
+    owner: string,
+    settings: { rateLimit?: unknown; credits?: unknown },
+    actor: string,
+  ): Promise<Done<OwnerView & { warnings: string[] }>>;
+  /** Adds to the owner's credits in one atomic step with its keys' spends; answers the balance after it. */
+  addCredits(owner: string, add: unknown, actor: string): Promise<Done<CreditsView>>;
 }
 
 /** An owner's usage by outcome, as reported. */
@@ -68,7 +90,7 @@ export interface CostliestRoute {
  * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.
  */
 export function createOwnerOperations(deps: {
-  store: OwnerStore & Pick<OutcomeStore, 'getOutcomeUsage'>;
+  store: OwnerStore & CreditStore & Pick<KeyRecordStore, 'appendAudit'> & Pick<OutcomeStore, 'getOutcomeUsage'>;
   now: () => number;
   audit: (entry: AuditEntry) => void;
   /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */
@@ -98,7 +120,11 @@ export function createOwnerOperations(deps: {
           resetSeconds: Math.ceil(state.resetUs / 1_000_000),
         };
       }
-      return { ok: true, value: { ...view(owner, record), budget } };
+      const spec = record?.credits && compileCredits(record.credits, OWNER_CREDITS_NAME);
+      const credits = spec
+        ? creditsView(record.credits, await store.readCredits({ kind: 'owner', owner, spec }), now())
+        : null;
+      return { ok: true, value: { ...view(owner, record), budget, credits } };
     },
     async outcomeUsage(owner, granularity) {
       const problems: string[] = [];
@@ -109,21 +135,43 @@ export function createOwnerOperations(deps: {
     async list() {
       return (await store.listOwners()).map((r) => view(r.owner, r));
     },
-    async setRateLimit(owner, rateLimit, actor) {
+    setRateLimit(owner, rateLimit, actor) {
+      return this.set(owner, { rateLimit }, actor);
+    },
+    async set(owner, settings, actor) {
       const problems: string[] = [];
       checkOwnerName(owner, 'owner', problems);
-      const spec: RateLimitSpec | undefined = parseRateLimitSpec(rateLimit, 'owner.rateLimit', problems);
+      const spec: RateLimitSpec | undefined =
+        settings.rateLimit === undefined
+          ? undefined
+          : parseRateLimitSpec(settings.rateLimit, 'owner.rateLimit', problems);
+      const creditsIn =
+        settings.credits === undefined || settings.credits === null
+          ? undefined
+          : parseCredits(settings.credits, 'owner.credits', problems);
+      if (creditsIn?.setAt !== undefined) problems.push('owner.credits.setAt: set by Keygate, not given');
       if (problems.length > 0) return invalid(problems);
+      const current = await store.readOwner(owner);
       const t = now();
       const at = new Date(t).toISOString();
-      // The owner's home stays as it is: a limit is set apart from it.
-      const before = await store.readOwner(owner);
+      const rateLimitNext = settings.rateLimit === undefined ? current?.rateLimit : spec;
+      const creditsNext: CreditsSpec | undefined =
+        settings.credits === undefined
+          ? current?.credits
+          : creditsIn && { ...creditsIn, setAt: nextSetAt(current?.credits, t) };
       const record: OwnerRecord = {
         owner,
-        ...(spec && { rateLimit: spec, updatedAt: at }),
-        ...(before?.home !== undefined && { home: before.home, updatedAt: at }),
-        ...(before?.homeMovedAtMs !== undefined && { homeMovedAtMs: before.homeMovedAtMs }),
+        ...(rateLimitNext && { rateLimit: rateLimitNext }),
+        ...(creditsNext && { credits: creditsNext }),
+        ...((rateLimitNext || creditsNext || current?.home !== undefined) && { updatedAt: at }),
+        // The owner's home stays as it is: set apart from the limit and the credits (setHome).
+        ...(current?.home !== undefined && { home: current.home }),
+        ...(current?.homeMovedAtMs !== undefined && { homeMovedAtMs: current.homeMovedAtMs }),
       };
+      const creditsNote =
+        settings.credits === undefined
+          ? ''
+          : `; credits=${creditsNext ? `${creditsNext.remaining}${creditsNext.refill ? ` refill ${creditsNext.refill.amount}/${creditsNext.refill.interval}` : ''}` : 'none'}`;
       // An owner's entry names no key: apiKey and id are empty.
       const entry = auditEntry(
         t,
@@ -131,14 +179,14 @@ export function createOwnerOperations(deps: {
         'owner-set',
         { apiKey: '', id: '', owner },
         {
-          detail: `rateLimit=${describeRateLimit(spec)}`,
+          detail: `rateLimit=${describeRateLimit(rateLimitNext)}${creditsNote}`,
         },
       );
       await store.putOwner(record, entry);
       deps.audit(entry);
       const warnings: string[] = [];
       const costliest = deps.costliestRoute?.();
-      const burst = spec && compileRateLimit(spec, OWNER_POLICY_NAME).burst;
+      const burst = rateLimitNext && compileRateLimit(rateLimitNext, OWNER_POLICY_NAME).burst;
       if (burst !== undefined && costliest?.cost !== undefined && costliest.cost > burst)
         warnings.push(
           `owner ${owner}: burst ${burst} is below the cost ${costliest.cost} of route ${costliest.pattern} (${costliest.where}): ` +
@@ -157,6 +205,7 @@ export function createOwnerOperations(deps: {
       const record: OwnerRecord = {
         owner,
         ...(before?.rateLimit && { rateLimit: before.rateLimit }),
+        ...(before?.credits && { credits: before.credits }),
         updatedAt: new Date(t).toISOString(),
         home,
         ...((moved || before?.homeMovedAtMs !== undefined) && {
@@ -167,6 +216,27 @@ export function createOwnerOperations(deps: {
       await store.putOwner(record, entry);
       deps.audit(entry);
       return { ok: true, value: view(owner, record) };
+    },
+    async addCredits(owner, add, actor) {
+      const problems: string[] = [];
+      checkOwnerName(owner, 'owner', problems);
+      const amount = checkTopUp(add, problems);
+      if (amount === undefined || problems.length > 0) return invalid(problems);
+      const record = await store.readOwner(owner);
+      if (!record?.credits) return conflict(`owner ${owner} has no credits: set them first (owners set --credits)`);
+      const spec = compileCredits(record.credits, OWNER_CREDITS_NAME);
+      const state = await store.addCredits({ kind: 'owner', owner, spec }, amount);
+      if (state === undefined) return invalid([`credits.add: would take the balance above ${Number.MAX_SAFE_INTEGER}`]);
+      const entry = auditEntry(
+        now(),
+        actor,
+        'credits-add',
+        { apiKey: '', id: '', owner },
+        { detail: `add=${amount} remaining=${state.remaining}` },
+      );
+      await store.appendAudit(entry);
+      deps.audit(entry);
+      return done(creditsView(record.credits, state, now()));
     },
   };
 }

@@ -7,7 +7,8 @@ import type { KeyRecord } from '../keys/key-record.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from '../store/rate-limit.js';
 import type { ReplayFence } from '../store/replay-fence.js';
-import type { Admission, AdmissionStore } from '../store/store.js';
+import type { Admission, AdmissionStore, CreditState } from '../store/store.js';
+import type { CompiledCredits } from '../keys/credits.js';
 import { checkBinding, type BoundRequest } from './check-binding.js';
 import { checkTime, type Timing } from './check-time.js';
 import { decodeToken, type Claims, type DecodeOptions } from './decode-token.js';
@@ -24,6 +25,11 @@ import { verifySignature } from './verify-signature.js';
 export interface RateInfo {
   readonly limits: readonly CompiledLimit[];
   readonly states: readonly RateState[];
+  /** The quotas (credits: the key's, its owner's) and what is left of each; absent when none applies. */
+  readonly credits?: readonly CompiledCredits[];
+  readonly creditStates?: readonly CreditState[];
+  /** A credits_exhausted refusal: which quota (an index in `credits`) refused it; Retry-After is its refill. */
+  readonly exhaustedBy?: number;
 }
 
 /**
@@ -85,6 +91,16 @@ export interface AuthenticateOptions extends DecodeOptions {
 /** An owner's own limit, if it has one (the keys file's `owners`, or `keygate owners set` in Redis). */
 export type OwnerLimits = (owner: string) => CompiledLimit | undefined;
 
+/** An owner's credits, if it has any (Store.ownerCredits). */
+export type OwnerCredits = (owner: string) => CompiledCredits | undefined;
+
+/**
+ * Told when an admitted request took credits to zero (Admission.drained): the key's (`key`) and/or its
+ * owner's (`owner`). Called after the decision, once per transition across every instance (the store's
+ * atomic step reports it); the listener raises the event off the request path.
+ */
+export type CreditsDrained = (record: KeyRecord, which: { key: boolean; owner: boolean }) => void;
+
 /**
  * Authentication, in order; the first failing step decides:
  *   credentials (40004/40107) → token shape and claims (40106) → time window and replay fence (40106)
@@ -98,7 +114,15 @@ export type OwnerLimits = (owner: string) => CompiledLimit | undefined;
  */
 export function createAuthenticator(
   options: AuthenticateOptions,
-  deps: { keys: KeyCache; store: AdmissionStore; clock: Clock; fence?: ReplayFence; ownerLimits?: OwnerLimits },
+  deps: {
+    keys: KeyCache;
+    store: AdmissionStore;
+    clock: Clock;
+    fence?: ReplayFence;
+    ownerLimits?: OwnerLimits;
+    ownerCredits?: OwnerCredits;
+    onCreditsDrained?: CreditsDrained;
+  },
 ): Authenticator {
   const fence = deps.fence;
   /**
@@ -108,8 +132,9 @@ export function createAuthenticator(
    */
   function chargeFor(key: PreparedKey, cost: number): KeyCharge | undefined {
     const owner = key.record.owner;
-    const ownerLimit = owner === undefined ? undefined : (deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit);
-    return chargeOf(key, key.rateLimit ?? options.defaultRateLimit, ownerLimit, cost);
+    if (owner === undefined) return chargeOf(key, key.rateLimit ?? options.defaultRateLimit, undefined, cost);
+    const ownerLimit = deps.ownerLimits?.(owner) ?? options.defaultOwnerRateLimit;
+    return chargeOf(key, key.rateLimit ?? options.defaultRateLimit, ownerLimit, cost, deps.ownerCredits?.(owner));
   }
   // Synchronous while every answer is known at once (a cached key, the embedded store): no promise
   // and no microtask turn per request. A key read or a Redis admit makes the rest a promise.
@@ -195,8 +220,41 @@ export function createAuthenticator(
         budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
       return { ...refusal, keyId, record, rate: { limits, states: admission.rate } };
     }
+    if (admission.outcome === 'exhausted') {
+      const { limits, credits } = charge as KeyCharge;
+      return {
+        ...deny('credits_exhausted'),
+        keyId,
+        record,
+        rate: {
+          limits,
+          states: admission.rate,
+          credits: creditSpecs(credits),
+          creditStates: admission.credits,
+          exhaustedBy: admission.refusedBy,
+        },
+      };
+    }
+    if (admission.credits !== undefined && charge !== undefined) {
+      if (admission.drained !== undefined) {
+        const kinds = charge.credits ?? [];
+        const hit = (kind: string) => kinds.some((c, j) => c.kind === kind && (admission.drained! & (1 << j)) !== 0);
+        deps.onCreditsDrained?.(key.record, { key: hit('key'), owner: hit('owner') });
+      }
+      const rate: RateInfo = {
+        limits: charge.limits,
+        states: admission.rate ?? [],
+        credits: creditSpecs(charge.credits),
+        creditStates: admission.credits,
+      };
+      return { ok: true, key, alg: claims.alg, rate, bodySha256, credential };
+    }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
     return { ok: true, key, alg: claims.alg, rate, bodySha256, credential };
+  }
+
+  function creditSpecs(credits: KeyCharge['credits']): readonly CompiledCredits[] {
+    return credits === undefined ? [] : credits.map((c) => c.spec);
   }
 
   function exceedsBurst(charge: KeyCharge): boolean {

@@ -23,6 +23,8 @@ export const AUDIT_ACTIONS = [
   'export', // keys read out by `keygate keys export`, without secrets (apiKey and id are `*`)
   'export-with-secrets', // the same, with secrets
   'owner-set', // an owner's own settings set or removed (apiKey and id are empty; `owner` names it)
+  'credits-add', // credits topped up (`detail`: add=<n> remaining=<n>); an owner's names no key
+  'credits-exhausted', // a key's (or, with no key named, an owner's) credits reached zero: actor `keygate`
 ] as const;
 export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 

@@ -1,3 +1,4 @@
+import type { CompiledCredits } from '../keys/credits.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
 import type { RateState } from './rate-limit.js';
 
@@ -40,14 +41,22 @@ export interface Budget {
   readonly limit: CompiledLimit;
 }
 
+/** Credits a request spends from (keys/credits.ts, store/credits.ts): the key's, or its owner's. */
+export interface CreditCharge {
+  readonly kind: BudgetKind;
+  readonly spec: CompiledCredits;
+}
+
 /**
- * What one admit charges: the route's cost, where the key's state lives (its owner, if any) and the
- * budgets that apply, the key's first. No budgets: only the replay guard runs (no script in Redis).
+ * What one admit charges: the route's cost, where the key's state lives (its owner, if any), the
+ * budgets that apply, the key's first, and the credits (absent: none, no work for them). No budgets and
+ * no credits: only the replay guard runs (no script in Redis).
  */
 export interface Charge {
   readonly cost: number;
   readonly owner: string | undefined;
   readonly budgets: readonly Budget[];
+  readonly credits?: readonly CreditCharge[] | undefined;
 }
 
 export type ChargeStep =

@@ -16,8 +16,11 @@ export interface AuditRange {
   readonly sinceMs?: number | undefined;
   readonly count: number;
 }
-export type { Budget, BudgetKind, Charge } from './budgets.js';
+export type { Budget, BudgetKind, Charge, CreditCharge } from './budgets.js';
 import type { RateState } from './rate-limit.js';
+import type { CreditState } from './credits.js';
+export type { CreditState } from './credits.js';
+import type { CompiledCredits } from '../keys/credits.js';
 
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
 export class StoreUnavailableError extends Error {
@@ -82,16 +85,32 @@ export class RedisMayEvictError extends StoreUnavailableError {
  *   replay   — the nonce was already used (nothing written, no allowance spent);
  *   limited  — some budget lacks room for the cost (nothing written in any budget: the token is
  *              not burned and may be retried); `refusedBy` is the first such budget's index.
+ *   exhausted — every budget had room but some credits lack the cost (nothing written anywhere: no
+ *              budget, no credits, no nonce); `refusedBy` is the first such credits' index in the charge.
  * `rate` has one state per budget of the charge, in its order; undefined when no budget applies.
+ * `credits` has one state per credits of the charge, in its order; absent when none applies. `drained`
+ * (admitted only, absent when 0): bit j set when credits j reached zero with this spend, reported once per
+ * transition by the step that made it (the store's atomic step), so every instance together reports it once.
  */
 export type Admission =
-  | { readonly outcome: 'admitted'; readonly rate: readonly RateState[] | undefined }
+  | {
+      readonly outcome: 'admitted';
+      readonly rate: readonly RateState[] | undefined;
+      readonly credits?: readonly CreditState[];
+      readonly drained?: number;
+    }
   | { readonly outcome: 'replay' }
   /** Regions: the key's home moved and the nonce is not after the move's cut-off (docs/regions.md): nothing written. */
   | { readonly outcome: 'home_moved' }
   /** Regions: the nonce is older than the last failover of its home's request-state group (replay fence). */
   | { readonly outcome: 'fenced' }
-  | { readonly outcome: 'limited'; readonly refusedBy: number; readonly rate: readonly RateState[] };
+  | { readonly outcome: 'limited'; readonly refusedBy: number; readonly rate: readonly RateState[] }
+  | {
+      readonly outcome: 'exhausted';
+      readonly refusedBy: number;
+      readonly rate: readonly RateState[];
+      readonly credits: readonly CreditState[];
+    };
 
 // Shared answers of both stores: a request no budget applies to allocates nothing for its verdict.
 export const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });
@@ -292,6 +311,32 @@ export interface OutcomeStore {
   getOutcomeUsage(subject: UsageSubject): Promise<OutcomeRings>;
 }
 
+/** Whose credits a top-up or a read names: a key's (where its admit state lives: its owner's slot if it has one) or an owner's. */
+export type CreditTarget =
+  | {
+      readonly kind: 'key';
+      readonly apiKey: string;
+      readonly owner: string | undefined;
+      /** Regions: the key's own home (its record's), where a key without an owner keeps its balance. */
+      readonly home?: string | undefined;
+      readonly spec: CompiledCredits;
+    }
+  | { readonly kind: 'owner'; readonly owner: string; readonly spec: CompiledCredits };
+
+/** Credits outside the request path: what the key operations read and top up. */
+export interface CreditStore {
+  /**
+   * Adds `add` to the balance in one atomic step with the admit step's own (Redis: a script on the admit
+   * state's slot, HINCRBY-like: a top-up racing requests loses nothing); a refill that came due is applied
+   * first. Answers the new state, or undefined when the sum would pass MAX_CREDITS (nothing changed).
+   */
+  addCredits(target: CreditTarget, add: number): Promise<CreditState | undefined>;
+  /** What is left now and when it is refilled, spending nothing. */
+  readCredits(target: CreditTarget): Promise<CreditState>;
+  /** An owner's credits, compiled (undefined: none), from this instance's owner table (as ownerLimit). */
+  ownerCredits(owner: string): CompiledCredits | undefined;
+}
+
 /** Whether the store can serve: what /readyz (observe/readiness.ts) reads. */
 export interface HealthStore {
   /** Resolves when the store answers; rejects with StoreUnavailableError otherwise. */
@@ -312,7 +357,14 @@ export interface HealthStore {
  * A whole store (memory or Redis): every view. Built only by the assembly (create-keygate.ts, `keygate keys`);
  * a consumer takes the view it uses.
  */
-export interface Store extends KeyRecordStore, AdmissionStore, IpBudgetStore, OwnerStore, OutcomeStore, HealthStore {
+export interface Store
+  extends KeyRecordStore,
+    AdmissionStore,
+    IpBudgetStore,
+    OwnerStore,
+    OutcomeStore,
+    CreditStore,
+    HealthStore {
   readonly kind: 'memory' | 'redis';
   close(): Promise<void>;
 }

@@ -154,7 +154,7 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     const listed = await owners('list', '--json');
     expect((JSON.parse(listed.out) as Array<{ owner: string }>).map((o) => o.owner)).toEqual(['acme', 'beta']);
     const removed = await owners('set', 'beta', '--rate-limit', 'none', '--json');
-    expect(JSON.parse(removed.out)).toEqual({ owner: 'beta', rateLimit: null, updatedAt: null });
+    expect(JSON.parse(removed.out)).toEqual({ owner: 'beta', rateLimit: null, credits: null, updatedAt: null });
     await expect.poll(() => b.keygate.store.ownerLimit('beta'), PUBLISHED_WITHIN).toBeUndefined();
     expect((await owners('list')).out).toBe('acme  12/h burst 12\n');
     // Usage errors: exit 2.

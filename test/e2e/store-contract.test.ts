@@ -4,7 +4,8 @@ import { manualClock } from '../../src/clock.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
 import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { compileRateLimit, type CompiledLimit } from '../../src/policy/rate-limit-spec.js';
-import type { Admission, Charge, KeyPageQuery, Store } from '../../src/store/store.js';
+import type { Admission, Charge, CreditTarget, KeyPageQuery, Store } from '../../src/store/store.js';
+import { compileCredits, KEY_CREDITS_NAME, OWNER_CREDITS_NAME, type CreditsSpec } from '../../src/keys/credits.js';
 import { waitStoreReady } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
@@ -557,6 +558,103 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
         String(owner),
       ).toEqual(stay); // every one that stayed
     }
+  });
+
+  // Credits: spent with the budgets in the admit step, all or nothing, exact across instances.
+  const credits = (spec: CreditsSpec, kind: 'key' | 'owner' = 'key') => ({
+    kind,
+    spec: compileCredits(spec, kind === 'key' ? KEY_CREDITS_NAME : OWNER_CREDITS_NAME),
+  });
+  const withCredits = (
+    cost: number,
+    owner: string | undefined,
+    list: ReturnType<typeof credits>[],
+    limit?: CompiledLimit,
+  ): Charge => ({
+    cost,
+    owner,
+    budgets: limit ? [{ kind: 'key', limit }] : [],
+    credits: list,
+  });
+
+  it('credits: of 60 concurrent requests from two instances on 25 credits exactly 25 pass; the rest are exhausted, burn no nonce, and pass after a top-up', async () => {
+    const { store, peer } = await h.open();
+    const key = credits({ remaining: 25, setAt: 1_000 });
+    const outcomes = await Promise.all(
+      Array.from({ length: 60 }, async (_, i) =>
+        (i % 2 ? store : peer).admit('cr', `n${i}`, 60_000, withCredits(1, undefined, [key])),
+      ),
+    );
+    const passed = outcomes.filter((a) => a.outcome === 'admitted');
+    expect(passed).toHaveLength(25);
+    expect(outcomes.filter((a) => a.outcome === 'exhausted')).toHaveLength(35);
+    // Exactly one spend reported the transition to zero.
+    expect(passed.filter((a) => a.outcome === 'admitted' && a.drained === 1)).toHaveLength(1);
+    const refused = outcomes.findIndex((a) => a.outcome === 'exhausted');
+    const r = outcomes[refused] as Extract<Admission, { outcome: 'exhausted' }>;
+    expect(r.refusedBy).toBe(0);
+    expect(r.credits).toEqual([{ remaining: 0, refillInS: -1 }]);
+    const target: CreditTarget = { kind: 'key', apiKey: 'cr', owner: undefined, spec: key.spec };
+    expect(await peer.readCredits(target)).toEqual({ remaining: 0, refillInS: -1 });
+    expect(await peer.addCredits(target, 2)).toEqual({ remaining: 2, refillInS: -1 });
+    // The refused nonce was not burnt: the same token passes now.
+    const again = await store.admit('cr', `n${refused}`, 60_000, withCredits(1, undefined, [key]));
+    expect(again).toMatchObject({ outcome: 'admitted', credits: [{ remaining: 1, refillInS: -1 }] });
+    // A cost above what is left spends nothing.
+    expect((await store.admit('cr', 'big', 60_000, withCredits(2, undefined, [key]))).outcome).toBe('exhausted');
+    expect(await store.readCredits(target)).toEqual({ remaining: 1, refillInS: -1 });
+    // Past the largest a balance may hold: refused, nothing changed.
+    expect(await store.addCredits(target, Number.MAX_SAFE_INTEGER)).toBeUndefined();
+    expect(await store.readCredits(target)).toEqual({ remaining: 1, refillInS: -1 });
+  });
+
+  it("credits: a key's and its owner's are spent together, all or nothing; a rate refusal spends no credits", async () => {
+    const { store, peer } = await h.open();
+    const pool = credits({ remaining: 10, setAt: 5 }, 'owner');
+    const mine = credits({ remaining: 4, setAt: 5 });
+    const charge = (apiKey: string) =>
+      withCredits(1, 'acme', apiKey === 'k1' ? [mine, pool] : [credits({ remaining: 100, setAt: 5 }), pool]);
+    const outcomes = await Promise.all(
+      Array.from({ length: 30 }, async (_, i) =>
+        (i % 2 ? store : peer).admit(i % 3 === 0 ? 'k1' : 'k2', `n${i}`, 60_000, charge(i % 3 === 0 ? 'k1' : 'k2')),
+      ),
+    );
+    expect(outcomes.filter((a) => a.outcome === 'admitted')).toHaveLength(10);
+    const ownerTarget: CreditTarget = { kind: 'owner', owner: 'acme', spec: pool.spec };
+    expect((await store.readCredits(ownerTarget)).remaining).toBe(0);
+    // k1 spent at most its own 4, and never more than it was admitted for.
+    const k1Admitted = outcomes.filter((a, i) => i % 3 === 0 && a.outcome === 'admitted').length;
+    const k1 = await store.readCredits({ kind: 'key', apiKey: 'k1', owner: 'acme', spec: mine.spec });
+    expect(k1.remaining).toBe(4 - k1Admitted);
+    // The owner topped up: a rate-limited request spends none of it.
+    await peer.addCredits(ownerTarget, 5);
+    const one = compileRateLimit({ rate: '1/h' });
+    expect((await store.admit('k2', 'r1', 60_000, withCredits(1, 'acme', [pool], one))).outcome).toBe('admitted');
+    expect((await store.admit('k2', 'r2', 60_000, withCredits(1, 'acme', [pool], one))).outcome).toBe('limited');
+    expect((await store.readCredits(ownerTarget)).remaining).toBe(4);
+  });
+
+  it('credits: a newer set replaces the balance, an older (stale) one does not; a refill sets, it does not add', async () => {
+    const { store } = await h.open();
+    const v1 = credits({ remaining: 3, setAt: 1_000 });
+    const v2 = credits({ remaining: 7, setAt: 2_000 });
+    expect(await store.admit('s', 'a', 60_000, withCredits(1, undefined, [v1]))).toMatchObject({
+      credits: [{ remaining: 2 }],
+    });
+    expect(await store.admit('s', 'b', 60_000, withCredits(1, undefined, [v2]))).toMatchObject({
+      credits: [{ remaining: 6 }],
+    });
+    // Another instance's cached older record spends from the newer balance.
+    expect(await store.admit('s', 'c', 60_000, withCredits(1, undefined, [v1]))).toMatchObject({
+      credits: [{ remaining: 5 }],
+    });
+    // A daily refill set long ago: the balance counts as the refill's amount today, and says when the next comes.
+    const daily = credits({ remaining: 1, refill: { amount: 50, interval: 'day' }, setAt: 86_400_000 });
+    const a = await store.admit('d', 'a', 60_000, withCredits(1, undefined, [daily]));
+    expect(a).toMatchObject({ outcome: 'admitted', credits: [{ remaining: 49 }] });
+    const refill = (a as { credits: readonly { refillInS: number }[] }).credits[0]!.refillInS;
+    expect(refill).toBeGreaterThan(0);
+    expect(refill).toBeLessThanOrEqual(86_400);
   });
 
   it('answers ping', async () => {

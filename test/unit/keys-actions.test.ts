@@ -228,6 +228,10 @@ describe('keygate keys --json: every action prints JSON', () => {
       (v) => expect(v).toMatchObject({ apiKey: 'active', status: 'revoked', state: 'revoked', revokeReason: 'r' }),
     ],
     delete: [['delete', 'active', '--json'], (v) => expect(v).toEqual({ deleted: 'active', id: 'id-active' })],
+    credits: [
+      ['credits', 'metered', '--add', '5', '--json'],
+      (v) => expect(v).toEqual({ remaining: 15, refill: null, nextRefillAt: null }),
+    ],
     export: [
       ['export', '--json'],
       (v) =>
@@ -246,8 +250,10 @@ describe('keygate keys --json: every action prints JSON', () => {
     expect(Object.keys(cases).sort()).toEqual(KEY_ACTIONS.map((a) => a.spec.name).sort());
   });
 
-  it.each(Object.entries(cases))('%s --json', async (_name, [args, check]) => {
+  it.each(Object.entries(cases))('%s --json', async (name, [args, check]) => {
     encrypted = true;
+    // A top-up needs a key with credits (the seeded keys have none).
+    if (name === 'credits') await store.putKey(makeKey({ apiKey: 'metered', credits: { remaining: 10 } }));
     const r = await keys(...args);
     expect(r.code, r.err).toBe(0);
     check(JSON.parse(r.out) as Record<string, unknown>);

@@ -3,6 +3,7 @@ import type { KeyChanges } from '../../keys/key-changes.js';
 import { parseDuration } from '../../keys/key-changes.js';
 import { publicView, type KeyRecord } from '../../keys/key-record.js';
 import { describeRateLimit } from '../../policy/rate-limit-spec.js';
+import { parseCredits, parseRefill, type CreditsView } from '../../keys/credits.js';
 import { UsageError } from '../cli-errors.js';
 import { flag, str, type Parsed } from '../command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, warnPlainSecrets, type KeyAction, type KeyContext } from './key-context.js';
@@ -36,7 +37,38 @@ const HOME = opt(
   'region',
   "regions: the key's home, where its tokens are admitted (default: its owner's, else KEYGATE_REGION)",
 );
-const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL, BINDING, HOME];
+const CREDITS = opt(
+  'credits',
+  'n|none',
+  "the key's credits: each request spends its route's cost (none removes them: unlimited)",
+);
+const REFILL = opt(
+  'refill',
+  'n/day|n/month',
+  'sets the credits to n at 00:00 UTC every day, or on the 1st of every month',
+);
+const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL, BINDING, CREDITS, REFILL, HOME];
+
+/** --credits and --refill as the credits to set (undefined: not given; null: none). */
+export function creditsFrom(p: Parsed): KeyChanges['credits'] {
+  const credits = str(p, 'credits');
+  const refillText = str(p, 'refill');
+  if (credits === undefined) {
+    if (refillText !== undefined) throw new UsageError('--refill needs --credits (the balance to start from)');
+    return undefined;
+  }
+  if (credits === 'none') {
+    if (refillText !== undefined) throw new UsageError('--refill cannot go with --credits none');
+    return null;
+  }
+  const problems: string[] = [];
+  const remaining = /^\d{1,16}$/.test(credits) ? Number(credits) : NaN;
+  const refill = refillText === undefined ? undefined : parseRefill(refillText, '--refill', problems);
+  const spec = parseCredits({ remaining, ...(refill && { refill }) }, '--credits', problems);
+  if (problems.length > 0 || !spec)
+    throw new UsageError(problems.join('; ').replace('--credits.remaining', '--credits'));
+  return spec;
+}
 
 const splitList = (v: string | undefined) =>
   v === undefined
@@ -60,6 +92,8 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
   const home = str(p, 'home');
   if (home !== undefined) changes.home = home;
   if (scopes) changes.scopes = scopes;
+  const credits = creditsFrom(p);
+  if (credits !== undefined) changes.credits = credits;
   if (binding !== undefined) {
     if (binding !== 'off' && binding !== 'required')
       throw new UsageError(`--binding: expected off or required, got ${binding}`);
@@ -125,6 +159,7 @@ export const createAction: KeyAction = {
         ...(record.expiresAt && { expiresAt: record.expiresAt }),
         ...(record.rateLimit && { rateLimit: record.rateLimit }),
         ...(record.binding && { binding: record.binding }),
+        ...(record.credits && { credits: await ctx.ops.credits(record) }),
       });
       return;
     }
@@ -132,7 +167,11 @@ export const createAction: KeyAction = {
       `Created key ${record.id}\n  apiKey:    ${record.apiKey}\n  apiSecret: ${record.secret}\n${record.owner ? `  owner:     ${record.owner}\n` : ''}` +
         `  scopes:    ${record.scopes.join(',') || '(none)'}\n  allowIps:  ${record.allowIps.join(',') || '(any)'}\n  expires:   ${record.expiresAt ?? 'never'}\n` +
         `  rate limit: ${record.rateLimit ? describeRateLimit(record.rateLimit) : 'none (the policy defaultRateLimit applies, if any)'}\n` +
-        `  binding:   ${record.binding ?? 'off'}\nThe secret is shown only now; store it safely.\n`,
+        `  binding:   ${record.binding ?? 'off'}\n` +
+        (record.credits
+          ? `  credits:   ${record.credits.remaining}${record.credits.refill ? `, refilled to ${record.credits.refill.amount} every ${record.credits.refill.interval}` : ''}\n`
+          : '') +
+        'The secret is shown only now; store it safely.\n',
     );
   },
 };
@@ -163,7 +202,7 @@ function printPublicKeyKey(ctx: KeyContext, record: KeyRecord, json: boolean): v
 export const updateAction: KeyAction = {
   spec: {
     name: 'update',
-    summary: "change a key's scopes, addresses, label, expiry, rate limit or binding; prints the key as JSON",
+    summary: "change a key's scopes, addresses, label, expiry, rate limit, binding or credits; prints the key as JSON",
     args: ['<apiKey>'],
     options: [
       ...CHANGES,
@@ -177,8 +216,33 @@ export const updateAction: KeyAction = {
     const changes = changesFrom(p, ctx.now());
     if (Object.keys(changes).length === 0)
       throw new UsageError(
-        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit, --burst, --binding or --home)',
+        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit, --burst, --binding, --credits, --refill or --home)',
       );
-    ctx.print(publicView(ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p)), ctx.now()));
+    const record = ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p));
+    ctx.print({
+      ...publicView(record, ctx.now()),
+      ...(record.credits && { credits: await ctx.ops.credits(record) }),
+    });
   },
 };
+
+export const creditsAction: KeyAction = {
+  spec: {
+    name: 'credits',
+    summary: "top up a key's credits by n (atomic with its requests' spends); prints what is left",
+    args: ['<apiKey>'],
+    options: [opt('add', 'n', 'how many credits to add'), JSON_OPTION],
+  },
+  async run(ctx, p) {
+    const addText = str(p, 'add');
+    if (addText === undefined) throw new UsageError('give --add <n>');
+    const add = /^\d{1,16}$/.test(addText) ? Number(addText) : NaN;
+    const view = ctx.must(await ctx.ops.addCredits(apiKeyOf(p), add, ctx.actor), apiKeyOf(p));
+    if (flag(p, 'json')) ctx.print(view);
+    else ctx.out.write(creditsLine(view));
+  },
+};
+
+/** `remaining: 1200, next refill 2026-12-01T00:00:00.000Z (to 10000)` */
+export const creditsLine = (v: CreditsView): string =>
+  `remaining: ${v.remaining}${v.nextRefillAt ? `, next refill ${v.nextRefillAt} (to ${v.refill?.amount ?? 0})` : ', no refill'}\n`;

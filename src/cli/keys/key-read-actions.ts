@@ -140,7 +140,12 @@ export const showAction: KeyAction = {
   },
   async run(ctx, p) {
     const r = await ctx.load(apiKeyOf(p));
-    ctx.print({ ...publicView(r, ctx.now()), lastUsedAt: await lastUsedAtOf(ctx, r) });
+    ctx.print({
+      ...publicView(r, ctx.now()),
+      lastUsedAt: await lastUsedAtOf(ctx, r),
+      // What is left now and the next refill (the admit state's balance), not the value as set.
+      ...(r.credits && { credits: await ctx.ops.credits(r) }),
+    });
   },
 };
 

@@ -1,4 +1,4 @@
-import { createAction, updateAction } from './key-edit-actions.js';
+import { createAction, creditsAction, updateAction } from './key-edit-actions.js';
 import { deleteAction, rotateAction, revokeAction } from './key-lifecycle-actions.js';
 import { listAction, showAction, usageAction } from './key-read-actions.js';
 import type { KeyAction } from './key-context.js';
@@ -11,6 +11,7 @@ export const KEY_ACTIONS: readonly KeyAction[] = [
   showAction,
   usageAction,
   updateAction,
+  creditsAction,
   rotateAction,
   revokeAction,
   deleteAction,

@@ -61,7 +61,9 @@ export const exportAction: KeyAction = {
     const doc = {
       keys,
       ...(owners.length > 0 && {
-        owners: Object.fromEntries(owners.map((o) => [o.owner, { rateLimit: o.rateLimit }])),
+        owners: Object.fromEntries(
+          owners.map((o) => [o.owner, { rateLimit: o.rateLimit, ...(o.credits && { credits: o.credits }) }]),
+        ),
       }),
     };
     // Imported here, not at the top: `keygate keys keygen` and every --help load this module too.
@@ -150,7 +152,14 @@ export const importAction: KeyAction = {
     if (stopped === undefined)
       for (const o of owners) {
         if (!replace && (await ctx.store.readOwner(o.owner)) !== null) continue;
-        ctx.must(await ctx.owners.setRateLimit(o.owner, o.rateLimit ?? null, ctx.actor));
+        // Credits are set again from the file's balance (a new set: setAt is Keygate's own).
+        const credits = o.credits && {
+          remaining: o.credits.remaining,
+          ...(o.credits.refill && { refill: o.credits.refill }),
+        };
+        ctx.must(
+          await ctx.owners.set(o.owner, { rateLimit: o.rateLimit ?? null, ...(credits && { credits }) }, ctx.actor),
+        );
         ownersSet++;
       }
     if (flag(p, 'json'))

@@ -7,6 +7,7 @@ import { flag, str, type Command } from '../command-line.js';
 import { JSON_OPTION, opt, type KeyAction } from './key-context.js';
 import { asCommand } from './keys-command.js';
 import { granularityOf, GRANULARITY_OPTION, outcomeText } from './key-read-actions.js';
+import { creditsFrom, creditsLine } from './key-edit-actions.js';
 
 const DETAILS = `An owner is the account a key belongs to (a key's --owner). Its own rate
 limit is one budget shared by all its keys, taking precedence over the
@@ -33,6 +34,12 @@ const setAction: KeyAction = {
       ),
       opt('burst', 'n', "requests (cost units) allowed at once above the rate (default: the rate's count)"),
       opt('home', 'region', "regions: the owner's home, where its keys' tokens are admitted (docs/regions.md)"),
+      opt(
+        'credits',
+        'n|none',
+        "credits shared by all the owner's keys, spent beside each key's own (none removes them)",
+      ),
+      opt('refill', 'n/day|n/month', 'sets the credits to n at 00:00 UTC every day, or on the 1st of every month'),
       JSON_OPTION,
     ],
   },
@@ -41,18 +48,18 @@ const setAction: KeyAction = {
     const rate = str(p, 'rate-limit');
     const burstText = str(p, 'burst');
     const home = str(p, 'home');
-    if (rate === undefined && home === undefined)
-      throw new UsageError('give --rate-limit <n/s|m|h>, --rate-limit none or --home <region>');
+    const credits = creditsFrom(p);
+    if (rate === undefined && credits === undefined && home === undefined)
+      throw new UsageError('give --rate-limit <n/s|m|h> or --rate-limit none, --credits or --home <region>');
+    if (rate === undefined && burstText !== undefined) throw new UsageError('--burst needs --rate-limit');
     if (home !== undefined) {
-      if (burstText !== undefined && rate === undefined) throw new UsageError('--burst needs --rate-limit');
       const moved = ctx.must(await ctx.owners.setHome(owner, home, ctx.actor));
-      if (rate === undefined) {
+      if (rate === undefined && credits === undefined) {
         if (flag(p, 'json')) ctx.print(moved);
         else ctx.out.write(line(moved));
         return;
       }
     }
-    if (rate === undefined) return;
     let burst: number | undefined;
     if (burstText !== undefined) {
       if (rate === 'none') throw new UsageError('--burst cannot go with --rate-limit none');
@@ -60,8 +67,15 @@ const setAction: KeyAction = {
         throw new UsageError(`--burst: expected a whole number, got ${burstText}`);
       burst = Number(burstText);
     }
-    const spec = rate === 'none' ? null : { rate, ...(burst !== undefined && { burst }) };
-    const { warnings, ...set } = ctx.must(await ctx.owners.setRateLimit(owner, spec, ctx.actor));
+    const spec =
+      rate === undefined ? undefined : rate === 'none' ? null : { rate, ...(burst !== undefined && { burst }) };
+    const { warnings, ...set } = ctx.must(
+      await ctx.owners.set(
+        owner,
+        { ...(spec !== undefined && { rateLimit: spec }), ...(credits !== undefined && { credits }) },
+        ctx.actor,
+      ),
+    );
     for (const w of warnings) ctx.err.write(`warning: ${w}\n`);
     if (flag(p, 'json')) ctx.print(set);
     else ctx.out.write(line(set));
@@ -85,7 +99,25 @@ const showAction: KeyAction = {
         ctx.out.write(
           `  left now: ${o.budget.remaining} of ${o.budget.burst}, whole again in ${o.budget.resetSeconds} s\n`,
         );
+      if (o.credits) ctx.out.write(`  credits ${creditsLine(o.credits)}`);
     }
+  },
+};
+
+const creditsAction: KeyAction = {
+  spec: {
+    name: 'credits',
+    summary: "top up an owner's credits by n (atomic with its keys' spends); prints what is left",
+    args: ['<owner>'],
+    options: [opt('add', 'n', 'how many credits to add'), JSON_OPTION],
+  },
+  async run(ctx, p) {
+    const addText = str(p, 'add');
+    if (addText === undefined) throw new UsageError('give --add <n>');
+    const add = /^\d{1,16}$/.test(addText) ? Number(addText) : NaN;
+    const view = ctx.must(await ctx.owners.addCredits(p.args[0] as string, add, ctx.actor));
+    if (flag(p, 'json')) ctx.print(view);
+    else ctx.out.write(creditsLine(view));
   },
 };
 
@@ -116,5 +148,5 @@ const usageAction: KeyAction = {
 /** `keygate owners set|show|list|usage`: the same store, context and audit as `keygate keys`. */
 export const ownersCommand: Command = {
   spec: { name: 'owners', summary: "manage owners' own rate limits in Redis", options: [], details: DETAILS },
-  subcommands: [setAction, showAction, listAction, usageAction].map(asCommand),
+  subcommands: [setAction, showAction, listAction, usageAction, creditsAction].map(asCommand),
 };

@@ -9,6 +9,8 @@ import { createKeyOrder, type KeyOrder } from './key-order.js';
 import { createNonceTable } from './nonce-table.js';
 import { checkKeyWrites, claimedValue, type KeyCommit, type KeyWriteResult } from '../key-write.js';
 import { chargeBudgets, peekBudget, spendFailure, type Charge } from '../budgets.js';
+import { balanceNow, chargeCredits, creditState, topUp, type CreditBalance } from '../credits.js';
+import { compileCredits, OWNER_CREDITS_NAME, type CompiledCredits } from '../../keys/credits.js';
 import { createStagedKeySet, type StagedKeySet } from './staged-key-set.js';
 import { ADMITTED, REPLAY, type KeyChangeListener, type Store } from '../store.js';
 
@@ -66,6 +68,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   let lastVersion = 0;
   const nonces = createNonceTable(); // the replay guard: (apiKey, nonce) -> expiry (ms), out of the JS heap
   const tats = new Map<string, number>(); // budget (budgetName) -> GCRA theoretical arrival time (µs)
+  const balances = new Map<string, CreditBalance>(); // credits (budgetName) -> balance (store/credits.ts)
   const ipTats = new Map<string, number>(); // client IP (or IPv6 /64) -> failed-auth GCRA TAT (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
@@ -95,10 +98,14 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const claims = new Map<string, { value: string; until: number }>(); // KeyCommit claims: name -> value, expiry (ms)
   const listeners = new Set<KeyChangeListener>();
   // Owners' own settings and their compiled limits: the request path reads `ownerLimit` per request.
-  let owners = new Map<string, { record: OwnerRecord; limit: CompiledLimit | undefined }>();
+  let owners = new Map<
+    string,
+    { record: OwnerRecord; limit: CompiledLimit | undefined; credits: CompiledCredits | undefined }
+  >();
   const ownerEntry = (record: OwnerRecord) => ({
     record,
     limit: record.rateLimit && compileRateLimit(record.rateLimit, OWNER_POLICY_NAME),
+    credits: record.credits && compileCredits(record.credits, OWNER_CREDITS_NAME),
   });
   const ownersOf = (list: readonly OwnerRecord[]) => new Map(list.map((r) => [r.owner, ownerEntry(r)]));
   owners = ownersOf(options.owners ?? []);
@@ -183,6 +190,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         keys.delete(w.apiKey);
         versions.delete(w.apiKey);
         tats.delete(w.apiKey);
+        balances.delete(w.apiKey);
         usage.delete(w.apiKey);
         pendingOutcomes.key.delete(w.apiKey);
         rings.key.delete(w.apiKey);
@@ -270,9 +278,31 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         step.clampedUs.forEach((tat, i) => tat !== undefined && tats.set(step.names[i] as string, tat));
         return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       }
+      const credits = charge?.credits;
+      const spend =
+        credits &&
+        chargeCredits(
+          credits.map((c) => balances.get(budgetName(c.kind, apiKey, charge.owner))),
+          Math.floor(now / 1000),
+          credits.map((c) => c.spec),
+          charge.cost,
+        );
+      if (spend && !spend.allowed)
+        return { outcome: 'exhausted', refusedBy: spend.refusedBy, rate: step?.states ?? [], credits: spend.states };
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return REPLAY;
       if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
+      if (spend && credits)
+        credits.forEach((c, j) =>
+          balances.set(budgetName(c.kind, apiKey, charge.owner), spend.next[j] as CreditBalance),
+        );
       countUse(apiKey, now, charge?.cost ?? 1);
+      if (spend)
+        return {
+          outcome: 'admitted',
+          rate: step?.states,
+          credits: spend.states,
+          ...(spend.drained !== 0 && { drained: spend.drained }),
+        };
       return step ? { outcome: 'admitted', rate: step.states } : ADMITTED;
     },
     async spendFailedAuth(ipKey, limit) {
@@ -317,10 +347,25 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         .sort((a, b) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
     },
     async putOwner(record) {
-      if (record.rateLimit === undefined && record.home === undefined) owners.delete(record.owner);
+      if (record.rateLimit === undefined && record.credits === undefined && record.home === undefined)
+        owners.delete(record.owner);
       else owners.set(record.owner, ownerEntry(record));
     },
     ownerLimit: (owner) => owners.get(owner)?.limit,
+    ownerCredits: (owner) => owners.get(owner)?.credits,
+    // One synchronous step, as admit is: a top-up between two requests is never lost.
+    async addCredits(target, add) {
+      const name = budgetName(target.kind, target.kind === 'key' ? target.apiKey : '', target.owner);
+      const next = topUp(balances.get(name), target.spec, Math.floor(deps.clock.nowMs() / 1000), add);
+      if (next === undefined) return undefined;
+      balances.set(name, next);
+      return creditState(next, target.spec, Math.floor(deps.clock.nowMs() / 1000));
+    },
+    async readCredits(target) {
+      const name = budgetName(target.kind, target.kind === 'key' ? target.apiKey : '', target.owner);
+      const nowSec = Math.floor(deps.clock.nowMs() / 1000);
+      return creditState(balanceNow(balances.get(name), target.spec, nowSec), target.spec, nowSec);
+    },
     async ownerBudget(owner, limit) {
       const nowUs = Number(deps.clock.nowNs() / 1_000n);
       return peekBudget(tats.get(budgetName('owner', '', owner)) ?? 0, nowUs, limit);

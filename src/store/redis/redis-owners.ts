@@ -8,6 +8,7 @@ import type { AuditEntry } from '../key-write.js';
 import type { OwnerHomeRecord } from '../home.js';
 import { StoreUnavailableError } from '../store.js';
 import type { RedisClient } from './connection/redis-connection.js';
+import { compileCredits, OWNER_CREDITS_NAME, type CompiledCredits } from '../../keys/credits.js';
 
 /**
  * Owners' own settings in Redis: one hash, `{prefix}{keystore}:owners` (owner → JSON
@@ -51,6 +52,8 @@ export interface RedisOwners {
   limit(owner: string): CompiledLimit | undefined;
   /** Regions: the owner's home and when it moved, from the same table (undefined: none); throws as `limit` does. */
   home(owner: string): OwnerHomeRecord | undefined;
+  /** The table's credits for `owner` (undefined: none), read and kept as `limit` is, with the same refusal. */
+  credits(owner: string): CompiledCredits | undefined;
   /** Resolves once the table has been read whole at least once (reads it if not). */
   ensureLoaded(): Promise<void>;
   /** A key change message (null: flush): re-reads the table or the one owner it names. */
@@ -83,6 +86,7 @@ export function createRedisOwners(
   let homes = new Map<string, OwnerHomeRecord>();
   const homeOf = (r: OwnerRecord | null): OwnerHomeRecord | undefined =>
     r?.home === undefined ? undefined : { home: r.home, movedAtMs: r.homeMovedAtMs ?? 0 };
+  let creditsTable = new Map<string, CompiledCredits>();
   let loading: Promise<void> | undefined;
   let loaded = false;
   /** Owners whose change was announced and whose read failed: unknown until a retry succeeds. */
@@ -120,15 +124,18 @@ export function createRedisOwners(
     const p = deps.client.hgetall(hash).then((all) => {
       const next = new Map<string, CompiledLimit>();
       const nextHomes = new Map<string, OwnerHomeRecord>();
+      const nextCredits = new Map<string, CompiledCredits>();
       for (const [owner, raw] of Object.entries(all)) {
         const record = decode(owner, raw);
         const limit = compiled(record);
         if (limit) next.set(owner, limit);
         const home = homeOf(record);
         if (home) nextHomes.set(owner, home);
+        if (record?.credits) nextCredits.set(owner, compileCredits(record.credits, OWNER_CREDITS_NAME));
       }
       table = next;
       homes = nextHomes;
+      creditsTable = nextCredits;
       loaded = true;
       unknown.clear();
       tableRetryMs = RETRY_FIRST_MS;
@@ -159,6 +166,8 @@ export function createRedisOwners(
         const home = homeOf(record);
         if (home) homes.set(owner, home);
         else homes.delete(owner);
+        if (record?.credits) creditsTable.set(owner, compileCredits(record.credits, OWNER_CREDITS_NAME));
+        else creditsTable.delete(owner);
         unknown.delete(owner);
       },
       (err: Error) => {
@@ -209,6 +218,11 @@ export function createRedisOwners(
       if (!loaded || unknown.has(owner))
         throw new StoreUnavailableError(`the home of owner ${owner} is being read again after a failed read`);
       return homes.get(owner);
+    },
+    credits(owner) {
+      if (!loaded || unknown.has(owner))
+        throw new StoreUnavailableError(`the credits of owner ${owner} are being read again after a failed read`);
+      return creditsTable.get(owner);
     },
     ensureLoaded: () => (loaded ? Promise.resolve() : (loading ?? loadAll())),
     changed(message) {

@@ -6,7 +6,14 @@ import type { KeyUsage } from '../../keys/key-usage.js';
 import { mergeRings } from '../../keys/outcome-usage.js';
 import type { Charge } from '../budgets.js';
 import { effectiveHome, movedCutoffNs, type OwnerHomeRecord } from '../home.js';
-import { HomeUnreachableError, HOME_MOVED, StoreUnavailableError, type Admission, type Store } from '../store.js';
+import {
+  HomeUnreachableError,
+  HOME_MOVED,
+  StoreUnavailableError,
+  type Admission,
+  type CreditTarget,
+  type Store,
+} from '../store.js';
 import type { KeystoreFreshness } from './connection/keystore-freshness.js';
 import { gatedByGroup, type RequestStateGroup } from './request-state-group.js';
 
@@ -22,6 +29,9 @@ export interface RegionalAdmission {
     nonceNs?: bigint,
   ): Promise<Admission>;
   spendFailedAuth: Store['spendFailedAuth'];
+  /** A balance lives with the admit state: at the key's (or its owner's) home. */
+  addCredits: Store['addCredits'];
+  readCredits: Store['readCredits'];
   /** Counted in this instance's own region, where its requests were answered. */
   countOutcome: Store['countOutcome'];
   /** Every region's rings of the key or owner, merged (mergeRings). */
@@ -83,6 +93,19 @@ export function createRegionalAdmission(
     );
   }
 
+  /** Where a balance lives: the home its admits run at (effectiveHome), so a top-up races them on one Redis. */
+  function groupOfCredits(target: CreditTarget): RequestStateGroup {
+    const owner = target.owner === undefined ? undefined : deps.ownerHome(target.owner);
+    const { home } = effectiveHome(
+      { owner: target.owner, home: target.kind === 'key' ? target.home : undefined },
+      owner,
+      options.defaultHome,
+    );
+    const group = deps.groups.get(home);
+    if (group === undefined) throw new HomeUnreachableError(`home region ${home} is not listed under regions:`);
+    return group;
+  }
+
   return {
     admit(apiKey, nonce, ttlMs, charge, record, nonceNs) {
       const stale = deps.freshness.refusal();
@@ -130,6 +153,8 @@ export function createRegionalAdmission(
       );
     },
     spendFailedAuth: (ipKey, limit) => own.state.spendFailedAuth(ipKey, limit),
+    addCredits: (target, add) => groupOfCredits(target).state.addCredits(target, add),
+    readCredits: (target) => groupOfCredits(target).state.readCredits(target),
     countOutcome: (apiKey, owner, outcome) => own.state.countOutcome(apiKey, owner, outcome),
     getOutcomeUsage: async (subject) => mergeRings(await Promise.all(all.map((g) => g.state.getOutcomeUsage(subject)))),
     async getUsage(apiKey) {

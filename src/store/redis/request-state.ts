@@ -8,6 +8,9 @@ import { ADMITTED, REPLAY, type Admission, type Store } from '../store.js';
 import { parseAdmissionReply, parseNonceReply } from './scripts/admission-reply.js';
 import type { Charge } from '../budgets.js';
 import { ADMIT_SCRIPT } from './scripts/admit-script.js';
+import { CREDITS_READ_SCRIPT, CREDITS_TOPUP_SCRIPT } from './scripts/credits-script.js';
+import { MAX_CREDITS } from '../../keys/credits.js';
+import type { CreditState, CreditTarget } from '../store.js';
 import { IP_BUDGET_SCRIPT } from './scripts/ip-budget-script.js';
 import type { RedisConnections } from './connection/redis-connections.js';
 import { createNonceSet } from './turn-batch.js';
@@ -18,6 +21,8 @@ import { createUsageWriter } from './usage-writer.js';
 export interface RequestState {
   admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Promise<Admission>;
   spendFailedAuth: Store['spendFailedAuth'];
+  addCredits(target: CreditTarget, add: number): Promise<CreditState | undefined>;
+  readCredits(target: CreditTarget): Promise<CreditState>;
   /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
   getUsage(apiKey: string): Promise<KeyUsage>;
   countOutcome: Store['countOutcome'];
@@ -49,6 +54,13 @@ export function createRequestState(
   client.defineCommand('keygateAdmit', { lua: ADMIT_SCRIPT }); // numkeys first: 1 + one per budget
   client.defineCommand('keygateIpBudget', { numberOfKeys: 1, lua: IP_BUDGET_SCRIPT });
   client.defineCommand('keygateUsage', { numberOfKeys: 2, lua: USAGE_FLUSH_SCRIPT });
+  // Top-ups and reads come from the key operations: their connection, as every operator's call.
+  manager.defineCommand('keygateCreditsTopUp', { numberOfKeys: 1, lua: CREDITS_TOPUP_SCRIPT });
+  manager.defineCommand('keygateCreditsRead', { numberOfKeys: 1, lua: CREDITS_READ_SCRIPT });
+  const creditScripts = manager as unknown as {
+    keygateCreditsTopUp(...args: Array<string | number>): Promise<number[]>;
+    keygateCreditsRead(...args: Array<string | number>): Promise<number[]>;
+  };
   const scripts = client as unknown as {
     keygateAdmit(...args: Array<string | number>): Promise<number[]>;
     keygateUsage(...args: Array<string | number>): Promise<number>;
@@ -63,12 +75,23 @@ export function createRequestState(
    */
   const admitStateOf = (apiKey: string, owner: string | undefined) =>
     owner === undefined ? stateOf(apiKey) : `${options.prefix}{owner:${owner}}:key:${apiKey}:`;
+  /**
+   * A credits balance lives beside the admit state it is spent with: a key's under its admit state
+   * (`{<apiKey>}:credits`, or `{owner:<owner>}:key:<apiKey>:credits`), an owner's as `{owner:<owner>}:credits`.
+   */
+  const ownerCreditsName = (owner: string | undefined) => `${options.prefix}{owner:${owner}}:credits`;
+  const creditsNameOf = (target: CreditTarget) =>
+    target.kind === 'owner' ? ownerCreditsName(target.owner) : `${admitStateOf(target.apiKey, target.owner)}credits`;
   const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
-    const args: Array<string | number> = [1 + charge.budgets.length, `${state}nonce:${nonce}`];
+    const credits = charge.credits;
+    const args: Array<string | number> = [1 + charge.budgets.length + (credits?.length ?? 0), `${state}nonce:${nonce}`];
     for (const b of charge.budgets)
       args.push(b.kind === 'key' ? `${state}tat` : `${options.prefix}{owner:${charge.owner}}:tat`);
-    args.push(ttlMs, charge.cost);
+    if (credits)
+      for (const c of credits) args.push(c.kind === 'key' ? `${state}credits` : ownerCreditsName(charge.owner));
+    args.push(ttlMs, charge.cost, charge.budgets.length);
     for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
+    if (credits) for (const { spec } of credits) args.push(spec.gen, spec.remaining, spec.amount, spec.interval);
     return args;
   };
   // The request path's nonce SET: written straight onto the command connection, every one a loop
@@ -114,7 +137,7 @@ export function createRequestState(
       const state = admitStateOf(apiKey, charge?.owner);
       // A request no budget applies to needs only the nonce's SET NX: no script, no TIME.
       // The reply is parsed and counted in the deadline's own promise: no .then chain per request.
-      if (charge === undefined || charge.budgets.length === 0) {
+      if (charge === undefined || (charge.budgets.length === 0 && charge.credits === undefined)) {
         const key = `${state}nonce:${nonce}`;
         if (nonceSet !== undefined)
           return runCallback<boolean, Admission>(
@@ -142,6 +165,32 @@ export function createRequestState(
         if (blockedUs > 0) await client.publish(options.ipChannel, `${ipKey} ${blockedUs}`);
         return { spent: spent === 1, blockedUs };
       }),
+    addCredits: (target, add) =>
+      run(async () => {
+        const { spec } = target;
+        const reply = await creditScripts.keygateCreditsTopUp(
+          creditsNameOf(target),
+          spec.gen,
+          spec.remaining,
+          spec.amount,
+          spec.interval,
+          add,
+          MAX_CREDITS,
+        );
+        return reply[0] === -1 ? undefined : { remaining: reply[0] ?? 0, refillInS: reply[1] ?? -1 };
+      }),
+    readCredits: (target) =>
+      run(async () => {
+        const { spec } = target;
+        const reply = await creditScripts.keygateCreditsRead(
+          creditsNameOf(target),
+          spec.gen,
+          spec.remaining,
+          spec.amount,
+          spec.interval,
+        );
+        return { remaining: reply[0] ?? 0, refillInS: reply[1] ?? -1 };
+      }),
     getUsage: async (apiKey) => {
       await usage.flush();
       return run(async () => parseUsageHash(await manager.hgetall(`${stateOf(apiKey)}usage`)));
@@ -158,7 +207,9 @@ export function createRequestState(
       run(async () => {
         for (const k of apiKeys) {
           usage.drop(k);
-          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`, `${stateOf(k)}outcomes`);
+          // A key with an owner keeps its credits in its owner's slot, which this does not know: a leftover
+          // balance there is never read again (a key re-created later is set with a newer setAt).
+          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`, `${stateOf(k)}outcomes`, `${stateOf(k)}credits`);
         }
       }),
     close: () => usage.close(),

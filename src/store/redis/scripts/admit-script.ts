@@ -1,4 +1,5 @@
 // Tested in test/e2e/admit-script.test.ts.
+import { CREDITS_LUA } from './credits-script.js';
 /**
  * The Redis side of Store.admit for a request that some budget applies to: every budget's check
  * with the route's cost (budgets.ts), then the replay guard, in one atomic script, so a forwarded
@@ -17,27 +18,36 @@
  * contract suite checks both against the same cases).
  *
  * KEYS (one hash slot: every name carries the key's state tag, {<apiKey>}, or {owner:<owner>} for
- * a key with an owner, whose own bucket then shares the slot; redis-store.ts `stateOf`):
- *   1      the nonce                  replay guard, SET NX PX
- *   2..n+1 each budget's TAT (µs)     PX until it passes; the key's first, then its owner's
- * ARGV: nonce TTL ms, cost, then per budget: interval µs (> 0), burst
- * Returns {0, 0, per budget: remaining, resetUs, 0} admitted · {1} replay ·
- *         {2, index of the first budget without room, per budget: remaining, resetUs, retryAfterUs} limited.
+ * a key with an owner, whose own bucket and credits then share the slot; request-state.ts `admitStateOf`):
+ *   1            the nonce                  replay guard, SET NX PX
+ *   2..n+1       each budget's TAT (µs)     PX until it passes; the key's first, then its owner's
+ *   n+2..n+m+1   each credits' balance      hash r p g s i (credits-script.ts); the key's first, then its owner's
+ * ARGV: nonce TTL ms, cost, n, then per budget: interval µs (> 0), burst; then per credits: set's gen,
+ *       set's remaining, refill amount, interval code (0 none, 1 day, 2 month)
+ * Returns {0, 0, n, per budget: remaining, resetUs, 0, per credits: left, refill in s (-1: none), reached zero 0/1} admitted ·
+ *         {1} replay ·
+ *         {2, index of the first budget without room, n, per budget: remaining, resetUs, retryAfterUs, per credits: left, refill in s, 0} limited ·
+ *         {3, index of the first credits without the cost, n, the same} exhausted.
+ * Credits are checked after the budgets and before the nonce: a request refused for either spends nothing
+ * and burns no nonce. "Reached zero" is reported by the one spend that took a balance from the cost to 0,
+ * so a `key.credits_exhausted` event is raised once per transition however many instances spend.
  */
-export const ADMIT_SCRIPT = `
+export const ADMIT_SCRIPT = `${CREDITS_LUA}
 if redis.replicate_commands then redis.replicate_commands() end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local now_sec = tonumber(t[1])
 local cost = tonumber(ARGV[2])
-local n = #KEYS - 1
+local n = tonumber(ARGV[3])
+local m = #KEYS - 1 - n
 local tats, nexts, intervals, caps = {}, {}, {}, {}
 local refused = -1
 for i = 1, n do
-  local interval = tonumber(ARGV[1 + 2 * i])
+  local interval = tonumber(ARGV[2 + 2 * i])
   local tat = tonumber(redis.call('GET', KEYS[i + 1]) or '0') or 0
   if tat < now then tat = now end
   intervals[i] = interval
-  caps[i] = tonumber(ARGV[2 + 2 * i]) * interval
+  caps[i] = tonumber(ARGV[3 + 2 * i]) * interval
   if tat - now > caps[i] then
     -- Stored under a slower limit: clamped to this one's burst and written back (budgets.ts tatNow).
     tat = now + caps[i]
@@ -47,8 +57,18 @@ for i = 1, n do
   nexts[i] = tat + cost * interval
   if refused < 0 and nexts[i] - now > caps[i] then refused = i - 1 end
 end
-local out = {2, refused}
-if refused < 0 then
+local bals, ivs = {}, {}
+local exhausted = -1
+for j = 1, m do
+  local a = 3 + 2 * n + 4 * (j - 1)
+  ivs[j] = tonumber(ARGV[a + 4])
+  bals[j] = credit_balance(KEYS[1 + n + j], tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3]), ivs[j], now_sec)
+  if exhausted < 0 and bals[j][1] < cost then exhausted = j - 1 end
+end
+local spend = refused < 0 and exhausted < 0
+local out = {2, refused, n}
+if refused < 0 and exhausted >= 0 then out = {3, exhausted, n} end
+if spend then
   if not redis.call('SET', KEYS[1], '1', 'PX', ARGV[1], 'NX') then
     return {1}
   end
@@ -56,7 +76,7 @@ if refused < 0 then
   out[2] = 0
 end
 for i = 1, n do
-  if refused < 0 then
+  if spend then
     redis.call('SET', KEYS[i + 1], string.format('%.0f', nexts[i]), 'PX', math.ceil((nexts[i] - now) / 1000))
     out[#out + 1] = math.floor((caps[i] - (nexts[i] - now)) / intervals[i])
     out[#out + 1] = nexts[i] - now
@@ -68,6 +88,19 @@ for i = 1, n do
     out[#out + 1] = tats[i] - now
     out[#out + 1] = wait < 0 and 0 or wait
   end
+end
+for j = 1, m do
+  local b = bals[j]
+  local left = b[1]
+  local zero = 0
+  if spend then
+    left = b[1] - cost
+    if b[1] > 0 and left == 0 then zero = 1 end
+    credit_write(KEYS[1 + n + j], b, left)
+  end
+  out[#out + 1] = left
+  out[#out + 1] = credit_refill_in(b, ivs[j], now_sec)
+  out[#out + 1] = zero
 end
 return out
 `;
