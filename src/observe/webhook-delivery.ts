@@ -90,8 +90,8 @@ return 1`;
 
 /**
  * Events not yet delivered, group-wide: not read yet (the group's lag), being attempted for the first
- * time, plus waiting for a retry. Where Redis cannot tell the lag (an entry deleted in between), the
- * entries after the group's last read are counted.
+ * time, plus waiting for a retry. Where Redis cannot tell the lag, the entries after the group's last
+ * read are counted.
  */
 const PENDING = `
 local p = redis.call('XPENDING', KEYS[1], ARGV[1])
@@ -373,14 +373,25 @@ export function createWebhookDelivery(
           await Promise.all(jobs.map(handBack));
           break;
         }
-        await Promise.allSettled(
+        const count = () =>
+          script(PENDING, WEBHOOK_GROUP).then(
+            (n) => metrics.webhookPending.set(Number(n)),
+            () => {},
+          );
+        let settled = false;
+        const batch = Promise.allSettled(
           jobs.map((job) =>
             handle(job).catch((err: Error) =>
               // The bookkeeping failed (Redis went away): the entry stays pending or scheduled, sent again later.
               logger.warn({ webhookId: `msg_${job.id}`, err: words(err) }, 'webhook bookkeeping failed'),
             ),
           ),
-        );
+        ).then(() => (settled = true));
+        // Counted while the attempts run too: a batch a slow receiver holds must not freeze the count.
+        while (!settled) {
+          await count();
+          await Promise.race([batch, stopping.signal.aborted ? batch : pause(blockMs)]);
+        }
         metrics.webhookPending.set(Number(await script(PENDING, WEBHOOK_GROUP)));
         await reportLost();
         if (clock.nowMs() - lastPrune > claimMs) {

@@ -71,12 +71,14 @@ end
 local function webhookFloor(stream)
   local ok, groups = pcall(redis.call, 'XINFO', 'GROUPS', stream)
   if not ok then return nil end
-  local floor = nil
+  local floor, read, entriesRead = nil, nil, nil
   for _, g in ipairs(groups) do
     local info = {}
     for i = 1, #g, 2 do info[g[i]] = g[i + 1] end
     if info['name'] == '${WEBHOOK_GROUP}' then
-      floor = idNext(info['last-delivered-id'])
+      read = info['last-delivered-id']
+      entriesRead = tonumber(info['entries-read'])
+      floor = idNext(read)
       local p = redis.call('XPENDING', stream, '${WEBHOOK_GROUP}')
       if tonumber(p[1]) > 0 and idLess(p[2], floor) then floor = p[2] end
       local base = string.sub(stream, 1, -6)
@@ -87,23 +89,34 @@ local function webhookFloor(stream)
       end
     end
   end
-  return floor
+  return floor, read, entriesRead
 end
 local function trimAudit(stream, max)
   local excess = redis.call('XLEN', stream) - max
   if excess <= 0 then return end
   local step = math.min(excess, 1000)
-  local floor = webhookFloor(stream)
+  local floor, read, entriesRead = webhookFloor(stream)
   local cut
   if floor == nil then
     cut = redis.call('XRANGE', stream, '-', '+', 'COUNT', step)
   else
     cut = redis.call('XRANGE', stream, '-', '(' .. floor, 'COUNT', step)
     if #cut == 0 and excess > max * (${AUDIT_HARD_CAP_FACTOR} - 1) then
+      -- Past the hard cap. Entries the group never read are counted here; one pending or waiting for
+      -- a retry is counted by the delivery when it finds its entry gone.
       cut = redis.call('XRANGE', stream, '-', '+', 'COUNT', step)
       local lost = 0
-      for _, e in ipairs(cut) do if not idLess(e[1], floor) then lost = lost + 1 end end
-      if lost > 0 then redis.call('INCRBY', string.sub(stream, 1, -6) .. 'webhook:lost', lost) end
+      for _, e in ipairs(cut) do if idLess(read, e[1]) then lost = lost + 1 end end
+      if lost > 0 then
+        redis.call('INCRBY', string.sub(stream, 1, -6) .. 'webhook:lost', lost)
+        -- The group moves past what it can no longer read, so its lag (keygate_webhook_pending) stays exact.
+        local last = cut[#cut][1]
+        if entriesRead then
+          redis.call('XGROUP', 'SETID', stream, '${WEBHOOK_GROUP}', last, 'ENTRIESREAD', entriesRead + lost)
+        else
+          redis.call('XGROUP', 'SETID', stream, '${WEBHOOK_GROUP}', last)
+        end
+      end
     end
   end
   if #cut > 0 then redis.call('XTRIM', stream, 'MINID', idNext(cut[#cut][1])) end
