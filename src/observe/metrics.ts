@@ -300,7 +300,7 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     }),
     webhookDeliveries: new Counter({
       name: 'keygate_webhook_deliveries_total',
-      help: 'Webhook deliveries by outcome: delivered (answered 2xx), failed (an attempt not answered 2xx in time; retried), given_up (retried for 24 h, or its audit entry trimmed past the stream's hard cap)',
+      help: 'Webhook deliveries by outcome: delivered (answered 2xx), failed (an attempt not answered 2xx in time; retried), given_up (retried for 24 h, or its audit entry trimmed past the audit stream hard cap)',
       labelNames: ['outcome'],
       registers: [registry],
     }),
