@@ -331,13 +331,15 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     // A read blocks up to 1 s: the command deadline covers that and a slow answer.
     const client = openWebhookRedis(connection, 1_000 + config.limits.redisCommandTimeoutMs + 2_000);
     client.on('error', (err: Error) => logger.debug({ err: err.message }, 'webhooks: redis connection error'));
+    const redis = { call: client.call.bind(client), ready: () => client.status === 'ready' };
     const delivery: WebhookDelivery = createWebhookDelivery(
       { ...settings, consumer: `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}` },
-      { logger, clock, metrics, redis: client },
+      { logger, clock, metrics, redis },
     );
     return {
-      async close() {
-        await delivery.close();
+      /** The attempts in flight may finish within the shutdown deadline; what is left is handed back. */
+      async close(deadlineMs: number) {
+        await delivery.close(deadlineMs);
         client.disconnect();
       },
     };
@@ -391,6 +393,8 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
     },
     async close() {
       closing = true;
+      // The webhook attempts in flight run on beside the drain, within the same deadline.
+      const webhooksClosed = webhooks?.close(config.limits.shutdownTimeoutMs);
       const closed = new Promise<boolean>((resolve) => proxy.close(() => resolve(true)));
       // Keep-alive connections go idle once their in-flight response is done: close them as they do.
       // Streams never end by themselves: once no request is in flight they get 1001 (the server's
@@ -440,7 +444,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       ipBudget.close();
       // Every response has closed: the refusals of blocked IPs not yet summed up in a line are, now.
       blockedLog.flush();
-      await webhooks?.close();
+      await webhooksClosed;
       await store.close();
       // Spans still queued are sent (bounded by OTEL_BSP_EXPORT_TIMEOUT); a collector that is down costs no more.
       await loadingTracing?.then((t) => t.shutdown()).catch(() => {});

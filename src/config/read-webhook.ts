@@ -31,9 +31,6 @@ export const WEBHOOK_RETRY_DELAYS_MS: readonly number[] = [
 ];
 export const WEBHOOK_RETRY_FOR_MS = 24 * 3_600_000;
 
-/** Query parameters of the URL that may hold a credential. */
-const SECRET_PARAM = /pass|secret|token|key|sig|auth/i;
-
 /** Standard Webhooks: `whsec_` and the base64 of 24 to 64 random bytes. */
 const WHSEC = /^whsec_([A-Za-z0-9+/]+={0,2})$/;
 
@@ -102,13 +99,18 @@ function readSigningKey(secret: string, problems: string[]): Uint8Array | undefi
   return new Uint8Array(bytes);
 }
 
+/**
+ * A receiver's URL as it may be shown: scheme, host and path, and the query's names with every value
+ * masked. A receiver may take its credential in any query parameter (Azure Functions: `?code=`), so no
+ * list of suspicious names can be complete; user and password are left out altogether.
+ */
+export function maskedWebhookUrl(url: URL): string {
+  const query = [...url.searchParams.keys()].map((name) => `${encodeURIComponent(name)}=***`).join('&');
+  return `${url.protocol}//${url.host}${url.pathname}${query ? `?${query}` : ''}`;
+}
+
 /** For logs and check-config: the receiver without its credentials, never the secret. */
 export function describeWebhook(settings: WebhookSettings | undefined): Record<string, unknown> | undefined {
   if (!settings) return undefined;
-  const u = new URL(settings.url);
-  if (u.username) u.username = '***';
-  if (u.password) u.password = '***';
-  // A receiver may take its credential in the query string instead.
-  for (const name of [...u.searchParams.keys()]) if (SECRET_PARAM.test(name)) u.searchParams.set(name, '***');
-  return { url: u.toString(), timeoutMs: settings.timeoutMs };
+  return { url: maskedWebhookUrl(settings.url), timeoutMs: settings.timeoutMs };
 }

@@ -325,13 +325,13 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     }),
     webhookDeliveries: new Counter({
       name: 'keygate_webhook_deliveries_total',
-      help: 'Webhook deliveries by outcome: delivered (answered 2xx), failed (an attempt not answered 2xx in time; retried), given_up (retried for 24 h, or its audit entry was trimmed)',
+      help: 'Webhook deliveries by outcome: delivered (answered 2xx), failed (an attempt not answered 2xx in time; retried), given_up (retried for 24 h, or its audit entry trimmed past the audit stream hard cap)',
       labelNames: ['outcome'],
       registers: [registry],
     }),
     webhookPending: new Gauge({
       name: 'keygate_webhook_pending',
-      help: 'Key events not yet delivered to the webhook receiver (being attempted or waiting for a retry), for the whole keystore: every instance reports the same count',
+      help: 'Key events not yet delivered to the webhook receiver (not read yet, being attempted or waiting for a retry), for the whole keystore: every instance reports the same count',
       // The same group-wide count from every worker: the largest, not the sum.
       aggregator: 'max',
       registers: [registry],

@@ -13,10 +13,11 @@ export interface WebhookReceiver {
   /** Every request received, in arrival order. */
   readonly received: ReceivedWebhook[];
   /**
-   * How to answer: a status, or 'hang' (never answer; the request is held until close). Given the request
-   * and how many requests with its webhook-id came before it. Default: 204.
+   * How to answer: a status, 'hang' (never answer; the request is held until close), or a promise of a
+   * status (answered when the test settles it). Given the request and how many requests with its
+   * webhook-id came before it. Default: 204.
    */
-  answer: (w: ReceivedWebhook, earlier: number) => number | 'hang';
+  answer: (w: ReceivedWebhook, earlier: number) => number | 'hang' | Promise<number>;
   close(): Promise<void>;
 }
 
@@ -43,7 +44,9 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
       const status = receiver.answer(w, earlier);
       // Held: closed by its sender's timeout, or by close().
       if (status === 'hang') return;
-      res.writeHead(status).end();
+      void Promise.resolve(status).then((code) => {
+        if (!res.destroyed) res.writeHead(code).end();
+      });
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

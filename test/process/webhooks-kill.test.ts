@@ -59,7 +59,9 @@ describe('webhooks: a killed instance leaves its event to another', () => {
       alive.splice(alive.indexOf(a), 1);
       const r = new Redis(redis.url);
       const [pending] = (await r.call('XPENDING', 'keygate:{keystore}:audit', 'webhooks')) as [number];
-      r.disconnect();
+      const [[, killed]] = (await r.call('XPENDING', 'keygate:{keystore}:audit', 'webhooks', '-', '+', 1)) as [
+        [string, string],
+      ];
       expect(pending).toBe(1);
 
       const b = await serveKeygate(env);
@@ -76,6 +78,16 @@ describe('webhooks: a killed instance leaves its event to another', () => {
       await expect.poll(() => b.metric('keygate_webhook_pending'), { timeout: guard(10_000) }).toBe(0);
       const scrape = await (await fetch(`${b.adminUrl}/metrics`)).text();
       expect(scrape).toMatch(/^keygate_webhook_deliveries_total\{outcome="delivered"\} 1$/m);
+      // B logs the takeover, and removes the killed instance from the group once nothing is pending for it.
+      const takeover = await b.line((l) => l.msg === 'webhook taken over');
+      expect(takeover).toMatchObject({ webhookId: first.id, from: killed });
+      expect(takeover.instance).not.toBe(killed);
+      const consumers = async () =>
+        ((await r.call('XINFO', 'CONSUMERS', 'keygate:{keystore}:audit', 'webhooks')) as unknown[][]).map((c) =>
+          String(c[1]),
+        );
+      await expect.poll(consumers, { timeout: guard(40_000), interval: 200 }).not.toContain(killed);
+      r.disconnect();
     },
     guard(90_000),
   );

@@ -78,13 +78,37 @@ describe('readWebhook', () => {
     ]);
   });
 
-  it('describes the receiver without its credentials, and never the secret', () => {
-    const { settings } = read({
-      KEYGATE_WEBHOOK_URL: 'https://user:pa55@hooks.example.com/k?token=t0k&x=1',
-      KEYGATE_WEBHOOK_SECRET: SECRET,
-    });
-    const shown = JSON.stringify(describeWebhook(settings));
-    expect(shown).toBe('{"url":"https://***:***@hooks.example.com/k?token=***&x=1","timeoutMs":10000}');
+  it.each([
+    ['user and password', 'https://user:pa55@hooks.example.com/k', 'https://hooks.example.com/k', ['user', 'pa55']],
+    [
+      'a named credential',
+      'https://hooks.example.com/k?token=t0k&x=1',
+      'https://hooks.example.com/k?token=***&x=***',
+      ['t0k'],
+    ],
+    // Azure Functions takes its function key as ?code=: no name list knows every such parameter.
+    [
+      'an unnamed credential',
+      'https://fn.azurewebsites.net/api/hook?code=AbC123xyz==',
+      'https://fn.azurewebsites.net/api/hook?code=***',
+      ['AbC123xyz'],
+    ],
+    [
+      'a port, repeated names',
+      'http://10.0.0.5:8080/a/b?clientId=c1&clientId=c2',
+      'http://10.0.0.5:8080/a/b?clientId=***&clientId=***',
+      ['c1', 'c2'],
+    ],
+    ['no query', 'http://h/x', 'http://h/x', []],
+  ])('describes the receiver as scheme, host and path, every query value masked: %s', (_what, url, shown, hidden) => {
+    const { settings } = read({ KEYGATE_WEBHOOK_URL: url, KEYGATE_WEBHOOK_SECRET: SECRET });
+    const text = JSON.stringify(describeWebhook(settings));
+    expect(text).toBe(JSON.stringify({ url: shown, timeoutMs: 10_000 }));
+    for (const h of hidden) expect(text).not.toContain(h);
+    expect(text).not.toContain(SECRET.slice(6, 20));
+  });
+
+  it('describes nothing when webhooks are off', () => {
     expect(describeWebhook(undefined)).toBeUndefined();
   });
 

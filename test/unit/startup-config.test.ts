@@ -145,3 +145,21 @@ describe('the start line says whether GitHub secret scanning is on, and where', 
     ]);
   });
 });
+
+describe('describeConfig: the start line and check-config', () => {
+  it('shows the webhook receiver as scheme, host and path, every query value masked', () => {
+    const { config } = loadStartupConfig({
+      KEYGATE_UPSTREAM: 'http://127.0.0.1:3000',
+      KEYGATE_REDIS_URL: 'redis://127.0.0.1:6379',
+      KEYGATE_WEBHOOK_URL: 'https://u:pw@fn.azurewebsites.net/api/hook?code=FunctionKey0123&x=1',
+      KEYGATE_WEBHOOK_SECRET: `whsec_${Buffer.alloc(32, 3).toString('base64')}`,
+    });
+    const shown = JSON.stringify(describeConfig(config!));
+    expect(describeConfig(config!).webhooks).toEqual({
+      url: 'https://fn.azurewebsites.net/api/hook?code=***&x=***',
+      timeoutMs: 10_000,
+    });
+    for (const hidden of ['FunctionKey0123', 'u:pw', Buffer.alloc(32, 3).toString('base64')])
+      expect(shown).not.toContain(hidden);
+  });
+});

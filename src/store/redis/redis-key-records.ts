@@ -4,6 +4,7 @@ import { parseKeyRecord, toExternal, type KeyRecord } from '../../keys/key-recor
 import { secretFingerprints } from '../../keys/secret-fingerprint.js';
 import { openExternal, SecretCipherError, type SecretCipher } from '../../keys/secret-cipher.js';
 import { KEY_CHANGE_SCRIPT } from './scripts/key-change-script.js';
+import { AUDIT_APPEND_SCRIPT } from '../webhook-queue.js';
 import {
   AUDIT_STREAM_FIELD,
   AUDIT_STREAM_MAX,
@@ -57,15 +58,17 @@ export interface RedisKeyRecords {
 }
 
 export function createRedisKeyRecords(
-  options: { prefix: string; channel: string; cipher?: SecretCipher },
+  options: { prefix: string; channel: string; cipher?: SecretCipher; auditStreamMax?: number },
   deps: { client: RedisClient; logger: Logger },
 ): RedisKeyRecords {
   const { client, logger } = deps;
   const { prefix, channel, cipher } = options;
+  const auditMax = String(options.auditStreamMax ?? AUDIT_STREAM_MAX);
   const base = `${prefix}{keystore}:`;
   const recordOf = (apiKey: string) => `${base}key:${apiKey}`;
   const index = `${base}index`;
   client.defineCommand('keygateKeyChange', { lua: KEY_CHANGE_SCRIPT });
+  client.defineCommand('keygateAuditAppend', { numberOfKeys: 1, lua: AUDIT_APPEND_SCRIPT });
   // KEYS and ARGV go as two arrays, never spread into the call: a commit's arguments grow with its
   // writes (7 per key), and ioredis flattens one level of arrays into the command itself.
   const script = (
@@ -128,6 +131,7 @@ export function createRedisKeyRecords(
     for (const a of commit.audit) args.push(JSON.stringify(a));
     args.push(String(DELETED_OWNER_KEPT_MS));
     if (commit.claim) args.push(commit.claim.value, String(commit.claim.ttlMs));
+    args.push(auditMax);
     const reply = await script(keys.length, keys, args);
     return toResult(reply, commit.claim?.name);
   }
@@ -159,15 +163,10 @@ export function createRedisKeyRecords(
       client.zrangebylex(index, after === undefined ? '-' : `(${after}`, '+', 'LIMIT', 0, count),
     commitKeyChange,
     async appendAudit(entry) {
-      await client.xadd(
-        auditStreamKey(prefix),
-        'MAXLEN',
-        '~',
-        String(AUDIT_STREAM_MAX),
-        '*',
-        AUDIT_STREAM_FIELD,
-        JSON.stringify(entry),
-      );
+      // The same trim as a key change's: never past what the webhooks' consumer group has not finished.
+      await (
+        client as unknown as { keygateAuditAppend(stream: string, json: string, max: string): Promise<unknown> }
+      ).keygateAuditAppend(auditStreamKey(prefix), JSON.stringify(entry), auditMax);
     },
     async keyOfSecret(secret) {
       // Every key the fingerprint may have been written with (an encryption key being changed).
@@ -215,6 +214,8 @@ export function createRedisKeyRecords(
             head.state,
             // Its secrets are indexed when it is next written (a change, or keygate keys reencrypt).
             '',
+            String(DELETED_OWNER_KEPT_MS),
+            auditMax,
           ];
           const reply = await script(keys.length, keys, args);
           const result = toResult(reply);

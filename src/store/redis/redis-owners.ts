@@ -7,6 +7,8 @@ import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
 import type { OwnerHomeRecord } from '../home.js';
 import { StoreUnavailableError } from '../store.js';
+import { AUDIT_STREAM_MAX } from '../audit-entry.js';
+import { AUDIT_TRIM_LUA } from '../webhook-queue.js';
 import type { RedisClient } from './connection/redis-connection.js';
 import { compileCredits, OWNER_CREDITS_NAME, type CompiledCredits } from '../../keys/credits.js';
 
@@ -26,11 +28,14 @@ import { compileCredits, OWNER_CREDITS_NAME, type CompiledCredits } from '../../
  * Owners are assumed few beside keys (one account, many keys): the whole table is one HGETALL.
  *
  * KEYS: 1 owners hash · 2 audit stream. ARGV: 1 owner · 2 JSON settings ('' = remove) · 3 change
- * channel · 4 audit entry JSON ('' = none).
+ * channel · 4 audit entry JSON ('' = none) · 5 how many entries the audit stream keeps.
  */
-export const OWNER_SET_SCRIPT = `
+export const OWNER_SET_SCRIPT = `${AUDIT_TRIM_LUA}
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
-if ARGV[4] ~= '' then redis.call('XADD', KEYS[2], 'MAXLEN', '~', '100000', '*', 'entry', ARGV[4]) end
+if ARGV[4] ~= '' then
+  redis.call('XADD', KEYS[2], '*', 'entry', ARGV[4])
+  trimAudit(KEYS[2], tonumber(ARGV[5]))
+end
 redis.call('PUBLISH', ARGV[3], 'owner:' .. ARGV[1])
 return 1
 `;
@@ -67,7 +72,7 @@ const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 2_000;
 
 export function createRedisOwners(
-  options: { prefix: string; channel: string },
+  options: { prefix: string; channel: string; auditStreamMax?: number },
   deps: {
     /** The request path's connection: the table's reads. */
     client: RedisClient;
@@ -198,7 +203,15 @@ export function createRedisOwners(
     async put(record, entry) {
       const settings = ownerSettings(record);
       const json = Object.keys(settings).every((k) => k === 'updatedAt') ? '' : JSON.stringify(settings);
-      await setScript(hash, audit, record.owner, json, options.channel, entry ? JSON.stringify(entry) : '');
+      await setScript(
+        hash,
+        audit,
+        record.owner,
+        json,
+        options.channel,
+        entry ? JSON.stringify(entry) : '',
+        String(options.auditStreamMax ?? AUDIT_STREAM_MAX),
+      );
     },
     async budget(owner, limit) {
       // The owner's bucket (request-state.ts admitArgs) and Redis's clock, read together on its slot.

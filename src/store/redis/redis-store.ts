@@ -11,6 +11,7 @@ import { createRedisConnections } from './connection/redis-connections.js';
 import { createDurability } from './connection/redis-durability.js';
 import { createIpBlockListener } from './ip-block-listener.js';
 import { createKeystoreEpoch } from './connection/keystore-epoch.js';
+import { AUDIT_STREAM_MAX } from '../audit-entry.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOwners } from './redis-owners.js';
 import { createRequestState, type RequestState } from './request-state.js';
@@ -53,6 +54,8 @@ export interface RedisStoreOptions {
    * keystore (keystore-epoch.ts) raises it either way: that loss is certain, not a maybe.
    */
   watchFailovers?: boolean;
+  /** How many entries the audit stream keeps (default AUDIT_STREAM_MAX); tests make it small to drive the trim. */
+  auditStreamMax?: number;
   /** Regions (docs/regions.md): absent = one region, everything as before. */
   regions?: RedisRegionsOptions;
 }
@@ -179,7 +182,8 @@ export function createRedisStore(
   // The keystore's epoch read once first (keystore-epoch.ts), then the server's settings; one comparison once read.
   const servable = () => epoch.refusal() ?? checks.requestRefusal();
 
-  const recordOptions = { prefix, channel, ...(options.cipher && { cipher: options.cipher }) };
+  const auditStreamMax = options.auditStreamMax ?? AUDIT_STREAM_MAX;
+  const recordOptions = { prefix, channel, auditStreamMax, ...(options.cipher && { cipher: options.cipher }) };
   // The request path's reads on its connection; the key operations' reads and changes on theirs,
   // where WAIT can count the changes.
   const records = createRedisKeyRecords(recordOptions, { client, logger: deps.logger });
@@ -263,7 +267,7 @@ export function createRedisStore(
     },
   );
   // Owners' own limits: a table every instance keeps from the owners hash and the change feed.
-  const owners = createRedisOwners({ prefix, channel }, { client, manager, logger: deps.logger });
+  const owners = createRedisOwners({ prefix, channel, auditStreamMax }, { client, manager, logger: deps.logger });
   feed.onKeyChange((message) => owners.changed(message));
   // Regions: one request-state group per region listed, each fenced on its own (request-state-group.ts).
   const groups = new Map<string, RequestStateGroup>();

@@ -1,4 +1,5 @@
 // Tested in test/e2e/store-contract.test.ts, test/e2e/key-races.test.ts.
+import { AUDIT_TRIM_LUA } from '../../webhook-queue.js';
 /**
  * The Redis side of Store.commitKeyChanges: a batch of compare-and-set key
  * writes, checked and applied in one atomic script together with the indexes,
@@ -19,12 +20,12 @@
  *       then 8 per write: apiKey, expected version ('' = unconditional), 'put'|'del', json, id, owner, state,
  *       the record's secret fingerprints (space-separated; a write replaces the ones it had) ·
  *       then one JSON string per audit entry · then how long a deleted key's owner is kept (ms) ·
- *       then, with a claim, its value and TTL (ms)
+ *       then, with a claim, its value and TTL (ms) · last, how many entries the audit stream keeps
  * Returns {'ok', version of each write (0 for a delete)} · {'version'|'revoked', apiKey, current version} ·
  *         {'id_taken', apiKey, current version, id, holder} · {'secret_taken', apiKey, current version, '', holder} ·
  *         {'claimed', value already there}
  */
-export const KEY_CHANGE_SCRIPT = `
+export const KEY_CHANGE_SCRIPT = `${AUDIT_TRIM_LUA}
 local n = tonumber(ARGV[3])
 local na = tonumber(ARGV[4])
 local W = 8
@@ -109,8 +110,9 @@ for i = 1, n do
   redis.call('PUBLISH', ARGV[2], apiKey)
 end
 for j = 1, na do
-  redis.call('XADD', KEYS[4], 'MAXLEN', '~', '100000', '*', 'entry', ARGV[4 + n * W + j])
+  redis.call('XADD', KEYS[4], '*', 'entry', ARGV[4 + n * W + j])
 end
+if na > 0 then trimAudit(KEYS[4], tonumber(ARGV[#ARGV])) end
 if claim then
   local c = 5 + n * W + na
   redis.call('SET', claim, (out[2] or 0) .. ' ' .. ARGV[c + 1], 'PX', ARGV[c + 2])
