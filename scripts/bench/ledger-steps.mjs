@@ -182,6 +182,7 @@ async function stepsOf(path) {
     isPublic,
   });
   const same = (/** @type {number} */ n) => new Array(n).fill(0);
+  const headerContext = { peerIp: w.peer, peerTrusted: false, requestId: log.requestId };
   const fresh = (/** @type {number} */ n) => Array.from({ length: n }, () => request(target, true));
   /** @type {Record<string, [(n: number) => unknown[], (x: any) => unknown, number?]>} */
   const drives = {
@@ -217,21 +218,28 @@ async function stepsOf(path) {
       same,
       () => (isPublic ? undefined : authorize(key, '127.0.0.1', decision.route, plan.unlistedRoutes)),
     ],
-    pass: [same, () => (isPublic ? w.head : [...w.head.headers, 'x-api-key-id', 'bench'])],
+    // What proxy mode's pass adds to the upstream head once a key passed (no owner, no assertion: the bench key's).
+    pass: [
+      (/** @type {number} */ n) => Array.from({ length: n }, () => forwardHeaders(req.rawHeaders, headerContext)),
+      (/** @type {{ headers: string[] }} */ head) => (isPublic ? head : head.headers.push('x-api-key-id', 'bench')),
+    ],
     responseHead: [same, () => responseHead(upstreamRaw, log.requestId, 200)],
+    // The outcome of a forwarded request, on the log its admit opened: metrics and the request line.
     record: [
-      same,
-      () =>
-        recorder.record({
-          requestId: log.requestId,
-          method: 'GET',
-          route: isPublic ? '/public/*' : PATH,
-          clientIp: '127.0.0.1',
-          ...(isPublic ? { code: 'public' } : { keyId: 'bench', code: 'ok' }),
-          status: 200,
-          upstreamMs: 0.4,
-          durationMs: 0.6,
+      (/** @type {number} */ n) =>
+        fresh(n).map((x) => {
+          const l = recorder.open(x.res, requestIdOf(undefined), 'GET', performance.now());
+          Object.assign(l, {
+            route: isPublic ? '/public/*' : PATH,
+            clientIp: '127.0.0.1',
+            ...(isPublic ? { code: 'public' } : { keyId: 'bench', code: 'ok' }),
+            status: 200,
+            upstreamMs: 0.4,
+            durationMs: 0.6,
+          });
+          return l;
         }),
+      (/** @type {import('../../src/observe/request-record.js').RequestLog} */ l) => recorder.record(l),
     ],
   };
   w.head = /** @type {any} */ (
