@@ -51,6 +51,7 @@ import {
   treeSum,
   writeResult,
 } from './bench/lib.mjs';
+import { runLedger } from './bench/ledger.mjs';
 import { freePort } from './harness/free-port.mjs';
 import { claims, signWithKey, token } from './harness/mint.mjs';
 import { runKeygate } from './harness/spawn-keygate.mjs';
@@ -110,6 +111,12 @@ Usage: npm run bench -- [options]   (node scripts/bench.mjs after npm run build)
                               only that cost (issue 32): Keygate (Redis, fresh token per request) without the
                               signed assertion, with it in identity mode (EdDSA), and in request mode with an
                               EdDSA and with an ES256 signing key; alternating, CPU per request paired by round
+  --ledger [--rate 1500]      only the ledger of the request path (scripts/bench/ledger.mjs): per step of
+                              REQUEST_STEPS, then the response head and the outcome record, CPU and V8 bytes
+                              per call driven in one process on prepared requests, for the public route, the
+                              embedded store and Redis; beside each path's whole request from a real run at a
+                              fixed offered rate (CPU from /proc, bytes from --trace-gc-nvp) and the bare undici
+                              hop's; the rest (Node's HTTP server, undici, the sockets) is the difference
   --out FILE                  result file (default bench-results/latest.json)
 `;
 const args = parseOptions(
@@ -129,6 +136,7 @@ const args = parseOptions(
     'unknown-flood': { type: 'boolean' },
     'baseline-dir': { type: 'string' },
     'assertion-cost': { type: 'boolean' },
+    ledger: { type: 'boolean' },
     rate: { type: 'string', default: '1500' },
     targets: { type: 'string' },
     'forward-only': { type: 'boolean' },
@@ -148,7 +156,7 @@ const LIMITED_PAIRS = [
   ['keygate-embedded-limited', 'keygate-embedded'],
 ];
 
-requireWrk('bench');
+if (!args.ledger) requireWrk('bench'); // the ledger's load is fixed-rate.mjs
 if (!['info', 'warn'].includes(args['log-level'])) {
   console.error(`--log-level: info or warn, not ${args['log-level']}`);
   process.exit(2);
@@ -726,6 +734,31 @@ async function main() {
   if (args.targets) {
     const keep = new Set(['bare-http-proxy', ...args.targets.split(',')]);
     for (let i = targets.length - 1; i >= 0; i--) if (!keep.has(targets[i]?.name ?? '')) targets.splice(i, 1);
+  }
+  if (args.ledger) {
+    const bareUndiciTarget = { name: 'bare-undici', url: bareUndici.url, pid: bareUndici.pid, gc: gcOf('bare-undici') };
+    const targets = { 'bare-undici': bareUndiciTarget, public: kgPublic, embedded: kgMemory, redis: kgRedis };
+    const paced = (/** @type {Target} */ t) => {
+      const seconds = DURATION;
+      const tokens = mintTokens(Math.round(Number(args.rate) * seconds));
+      t.gc?.start();
+      const cpuBefore = treeSum(t.pid, cpuUs);
+      const res = runFixedRate(t.url, Number(args.rate), seconds, tokens, t.path ?? PATH);
+      if (res.non2xx || res.errors) throw new Error(`${t.name}: ${res.non2xx} non-2xx, ${res.errors} errors`);
+      const gc = t.gc?.stop(res.requests, res.seconds);
+      return { cpuUs: (treeSum(t.pid, cpuUs) - cpuBefore) / res.requests, bytes: gc?.bytesPerRequest ?? NaN };
+    };
+    return runLedger({
+      targets,
+      paced,
+      rounds: ROUNDS,
+      keysFile,
+      policyFile: policy,
+      redisUrl,
+      logLevel: args['log-level'],
+      short: Boolean(args.short),
+      out: args.out,
+    });
   }
   if (args['limit-cost']) return limitCost([kgRedis, kgRedisLimited, kgMemory, kgMemoryLimited]);
   if (args['alg-cost']) return algCost(kgRedis, redisUrl);

@@ -102,8 +102,10 @@ export function exposeExemplars(metrics: Pick<Metrics, 'registry'>): void {
 
 /** Upstream status → bounded label ("2xx"…; anything odd counts as "5xx"). */
 export function statusClass(status: number): string {
-  return status >= 100 && status <= 599 ? `${Math.floor(status / 100)}xx` : '5xx';
+  // The label's own strings, never a new one per request.
+  return status >= 100 && status <= 599 ? (STATUS_CLASSES[Math.floor(status / 100) - 1] as string) : '5xx';
 }
+const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'];
 
 /**
  * One Registry per Keygate instance (no global state). Every label takes a

@@ -86,8 +86,24 @@ export function createRequestRecorder(deps: {
   }
   const open = (res: ServerResponse, requestId: string, method: string | undefined, started: number) => {
     metrics.inflight.inc();
-    // usageKey in the literal: set later on most authenticated requests, it then needs no room of its own.
-    const log: RequestLog = { requestId, method, route: undefined, clientIp: undefined, usageKey: undefined };
+    // Every field the steps and the close may set, declared here: the object keeps one shape from its
+    // birth, its fields in the object itself (adding them one by one grew a separate property store).
+    // Undefined fields are not written to the line.
+    const log: RequestLog = {
+      requestId,
+      method,
+      route: undefined,
+      clientIp: undefined,
+      keyId: undefined,
+      code: undefined,
+      reason: undefined,
+      status: undefined,
+      upstreamMs: undefined,
+      upstreamCause: undefined,
+      durationMs: undefined,
+      aborted: undefined,
+      usageKey: undefined,
+    };
     // 'close' is emitted once per response, however it ends. The log object becomes the line: no copy.
     (res as OpenResponse)[LOG] = log;
     (res as OpenResponse)[STARTED] = started;

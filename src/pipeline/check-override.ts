@@ -26,20 +26,15 @@ export function checkOverride(
   allowed: ReadonlySet<string>,
 ): Methods | Denial {
   let wanted: string | undefined;
-  const take = (name: string, value: string | string[] | undefined): Denial | undefined => {
-    if (!allowed.has(name) || typeof value !== 'string') return deny('method_override');
-    const m = value.trim().toUpperCase();
-    if (!METHOD.test(m) || (wanted !== undefined && wanted !== m)) return deny('method_override');
-    wanted = m;
-    return undefined;
-  };
-  for (const name of Object.keys(headers)) {
+  // (`for in`, not Object.keys: no array of names per request; a headers object has no inherited names.)
+  for (const name in headers) {
     // Cheap filter first: every override header name contains "method".
     if (!name.includes('method')) continue;
     const folded = foldedName(name);
     if (HEADER_SET.has(folded)) {
-      const refused = take(folded, headers[name]);
-      if (refused) return refused;
+      const taken = take(folded, headers[name], allowed, wanted);
+      if (typeof taken !== 'string') return taken;
+      wanted = taken;
     }
   }
   // Query parsers decode names, so "%5Fmethod" and "_%6Dethod" are "_method" too; any of them is enough to look.
@@ -56,17 +51,48 @@ export function checkOverride(
           name[OVERRIDE_PARAM.length] === '[' ||
           name[OVERRIDE_PARAM.length] === '.')
       ) {
-        const refused = take(
+        const taken = take(
           OVERRIDE_PARAM,
           name.length === OVERRIDE_PARAM.length && eq !== -1 ? decode(pair.slice(eq + 1)) : undefined,
+          allowed,
+          wanted,
         );
-        if (refused) return refused;
+        if (typeof taken !== 'string') return taken;
+        wanted = taken;
       }
     }
   }
-  if (wanted === undefined || wanted === method) return { ok: true, methods: [method] };
+  if (wanted === undefined || wanted === method) return onlyMethod(method);
   return { ok: true, methods: [method, wanted] };
 }
+
+/** One override as given: the method it names (the same as any named before it), or the refusal. */
+function take(
+  name: string,
+  value: string | string[] | undefined,
+  allowed: ReadonlySet<string>,
+  wanted: string | undefined,
+): string | Denial {
+  if (!allowed.has(name) || typeof value !== 'string') return deny('method_override');
+  const m = value.trim().toUpperCase();
+  if (!METHOD.test(m) || (wanted !== undefined && wanted !== m)) return deny('method_override');
+  return m;
+}
+
+/**
+ * The usual verdict, no override: one frozen object per method, made at its first request (Node's parser
+ * hands out the same method strings), instead of an object and an array per request. Bounded.
+ */
+function onlyMethod(method: string): Methods {
+  let m = ONLY.get(method);
+  if (m === undefined) {
+    m = Object.freeze({ ok: true as const, methods: Object.freeze([method] as const) });
+    if (ONLY.size >= 64) ONLY.clear();
+    ONLY.set(method, m);
+  }
+  return m;
+}
+const ONLY = new Map<string, Methods>();
 
 /** Percent-decoding that never throws (check-target has vetted every escape), "+" as space. */
 function decode(s: string): string {

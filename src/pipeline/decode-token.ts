@@ -143,7 +143,8 @@ export function decodeToken(token: string, options: DecodeOptions): Claims | Den
     ok: true,
     alg,
     sub,
-    nonce: nonceNs.toString(),
+    // Normalised: leading zeros dropped (only then a new string).
+    nonce: nonce.length === 1 || nonce.charCodeAt(0) !== 0x30 ? nonce : nonceNs.toString(),
     nonceNs,
     recvWindowSeconds,
     exp,

@@ -68,6 +68,37 @@ const FORWARDING: ReadonlySet<string> = new Set([
   'x-real-ip',
 ]);
 
+/**
+ * Whether a header name, as the client spelt it, is never forwarded whatever its Connection header names:
+ * DROPPED, the forwarding headers Keygate writes itself, and the x-api-key* identity names, under their
+ * folded spellings too ("x_original_url", "content_length": a lenient server reads them as the real
+ * names). Decided once per spelling and remembered (a bounded table: clients send the same few names
+ * request after request), so a request's headers cost a lookup each, no new lower-case string.
+ */
+function alwaysDropped(name: string): boolean {
+  let dropped = droppedSpellings.get(name);
+  if (dropped === undefined) {
+    const lower = name.toLowerCase();
+    const canonical = foldedName(lower);
+    dropped =
+      DROPPED.has(lower) || FORWARDING.has(canonical) || DROPPED.has(canonical) || canonical.startsWith('x-api-key');
+    if (droppedSpellings.size >= 1024) droppedSpellings.clear();
+    droppedSpellings.set(name, dropped);
+  }
+  return dropped;
+}
+const droppedSpellings = new Map<string, boolean>();
+
+/** `name` is `lower` (a lower-case name of the same length) in any case, with no new string. */
+function sameName(name: string, lower: string): boolean {
+  for (let i = 0; i < lower.length; i++) {
+    const c = name.charCodeAt(i);
+    const l = lower.charCodeAt(i);
+    if (c !== l && !(c >= 0x41 && c <= 0x5a && (c | 0x20) === l)) return false;
+  }
+  return true;
+}
+
 export interface HeaderContext {
   readonly peerIp: string;
   /** True when the peer is a trusted proxy: its X-Forwarded-For/-Proto/-Host are kept and extended. */
@@ -121,29 +152,27 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
     switch (name.length) {
       case 4:
         // A repeated Host never gets here (check-headers.ts refuses it first).
-        if (host === undefined && name.toLowerCase() === 'host') host = raw[i + 1];
+        if (host === undefined && sameName(name, 'host')) host = raw[i + 1];
         break;
       case 10:
-        if (name.toLowerCase() === 'connection')
+        if (sameName(name, 'connection'))
           connection = connection === undefined ? raw[i + 1] : `${connection},${raw[i + 1]}`;
         break;
       case 14:
-        if (body === 'none' && name.toLowerCase() === 'content-length') body = Number(raw[i + 1]);
+        if (body === 'none' && sameName(name, 'content-length')) body = Number(raw[i + 1]);
         break;
       case 15:
-        if (ctx.peerTrusted && name.toLowerCase() === 'x-forwarded-for')
+        if (ctx.peerTrusted && sameName(name, 'x-forwarded-for'))
           priorFor = priorFor === undefined ? raw[i + 1] : `${priorFor}, ${raw[i + 1]}`;
         break;
       case 16:
-        if (ctx.peerTrusted && priorHost === undefined && name.toLowerCase() === 'x-forwarded-host')
-          priorHost = raw[i + 1];
+        if (ctx.peerTrusted && priorHost === undefined && sameName(name, 'x-forwarded-host')) priorHost = raw[i + 1];
         break;
       case 17: {
-        const lower = name.toLowerCase();
-        if (lower === 'transfer-encoding') {
+        if (sameName(name, 'transfer-encoding')) {
           if ((raw[i + 1] as string).trim().toLowerCase() !== 'chunked') return deny('bad_framing');
           body = 'chunked';
-        } else if (ctx.peerTrusted && priorProto === undefined && lower === 'x-forwarded-proto')
+        } else if (ctx.peerTrusted && priorProto === undefined && sameName(name, 'x-forwarded-proto'))
           priorProto = raw[i + 1];
         break;
       }
@@ -160,11 +189,7 @@ export function forwardHeaders(raw: readonly string[], ctx: HeaderContext): Upst
   const out: string[] = [];
   for (let i = 0; i < raw.length; i += 2) {
     const name = raw[i] as string;
-    const lower = name.toLowerCase();
-    if (DROPPED.has(lower) || named?.has(lower)) continue;
-    const canonical = foldedName(lower);
-    // Folded spellings too ("x_original_url", "content_length"): a lenient server reads them as the real names.
-    if (FORWARDING.has(canonical) || DROPPED.has(canonical) || canonical.startsWith('x-api-key')) continue;
+    if (alwaysDropped(name) || (named !== undefined && named.has(name.toLowerCase()))) continue;
     out.push(name, raw[i + 1] as string);
   }
 

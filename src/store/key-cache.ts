@@ -61,6 +61,8 @@ export function createKeyCache(
   deps: { store: Store; clock: Clock; events?: KeyCacheEvents },
 ): KeyCache {
   const found = new Map<string, Found>(); // iteration order = least recently used first
+  /** The key last put at the back of `found`: a hit on it is already in order (no delete and set, no table churn). */
+  let newest: string | undefined;
   const unknown = new Map<string, number>(); // apiKey -> expiry; insertion order = expiry order (one TTL)
   const inflight = new Map<string, Promise<PreparedKey | null>>();
   const events = deps.events ?? {};
@@ -103,7 +105,10 @@ export function createKeyCache(
       found.delete(found.keys().next().value as string);
       events.onEvict?.('size');
     }
+    // (Deleted first: a Map keeps a key it already holds where it was, and `newest` must be at the back.)
+    found.delete(apiKey);
     found.set(apiKey, { value, expiresAt: t + options.ttlMs, live });
+    newest = apiKey;
   }
 
   async function load(apiKey: string): Promise<PreparedKey | null> {
@@ -137,9 +142,13 @@ export function createKeyCache(
       const hit = found.get(apiKey);
       if (hit) {
         if (valid(hit, t)) {
-          // Least recently used order: move to the back.
-          found.delete(apiKey);
-          found.set(apiKey, hit);
+          // Least recently used order: move to the back, unless it is there already (the same key
+          // again: a deleted slot per hit made the Map rebuild its table every few hits).
+          if (apiKey !== newest) {
+            found.delete(apiKey);
+            found.set(apiKey, hit);
+            newest = apiKey;
+          }
           events.onHit?.();
           return hit.value;
         }

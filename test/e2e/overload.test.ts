@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/load-config.js';
@@ -30,7 +32,16 @@ describe('overload: a healthy Redis is never reported down', () => {
   });
   afterAll(() => redis.stop());
 
-  async function gateWithBlockingStore(blockMs: number) {
+  /**
+   * `blockMs` after the first nonce command was written (the reply waits unread), or, with `beforeWrite`,
+   * in the very turn that made it: the command leaves only at the end of that turn, as behind a poll phase
+   * full of fast refusals past KEYGATE_MAX_IN_FLIGHT. Then `beforeWrite.redisAnswersAfterMs` after the
+   * block, Redis (paused meanwhile) answers: within its deadline of the command being sent.
+   */
+  async function gateWithBlockingStore(
+    blockMs: number,
+    beforeWrite?: { redisPid: number; redisAnswersAfterMs: number },
+  ) {
     const upstream = await startRecordingUpstream();
     const config = loadConfig({ KEYGATE_UPSTREAM: upstream.url, KEYGATE_REDIS_URL: redis.url });
     const inner = createRedisStore(
@@ -45,6 +56,16 @@ describe('overload: a healthy Redis is never reported down', () => {
     const store: Store = Object.assign(Object.create(inner) as Store, {
       admit: (...args: Parameters<Store['admit']>) => {
         const p = inner.admit(...args);
+        if (beforeWrite !== undefined && blocked === 0) {
+          blocked++;
+          redis.pause();
+          // Thawed by another process: this one is busy. `sleep` starts now, so Redis answers at most
+          // redisAnswersAfterMs after the block ends (earlier if the shell starts late).
+          const thawAfterS = (blockMs + beforeWrite.redisAnswersAfterMs) / 1000;
+          spawn('sh', ['-c', `sleep ${thawAfterS}; kill -CONT ${beforeWrite.redisPid}`], { stdio: 'ignore' });
+          busy(blockMs);
+          return p;
+        }
         if (blockMs > 0 && blocked === 0)
           setImmediate(() => {
             blocked++;
@@ -83,6 +104,25 @@ describe('overload: a healthy Redis is never reported down', () => {
       expect(valueOf(metrics, 'keygate_auth_rejections_total', { code: '50300', reason: 'store_unavailable' })).toBe(0);
       expect(valueOf(metrics, 'keygate_redis_errors_total', { kind: 'timeout' })).toBe(0);
     } finally {
+      await g.close();
+    }
+  });
+
+  it('loop blocked 3x the deadline before the command is even written (refusals filling the turn), Redis answers 100 ms after it: 200', async () => {
+    const info = new Redis(redis.url);
+    const redisPid = Number(/process_id:(\d+)/.exec(await info.info('server'))?.[1]);
+    info.disconnect();
+    // A 300 ms deadline (gateWithBlockingStore); the turn that asks lasts 900 ms; Redis answers 100 ms after it.
+    const g = await gateWithBlockingStore(900, { redisPid, redisAnswersAfterMs: 100 });
+    try {
+      const r = await exchange(g.gate.port, get(), { quietMs: 5_000, maxMs: 20_000 });
+      expect(g.blocked()).toBe(1);
+      expect(r.statuses).toEqual([200]);
+      const metrics = parseExposition(await g.gate.keygate.metrics.registry.metrics());
+      expect(valueOf(metrics, 'keygate_auth_rejections_total', { code: '50300', reason: 'store_unavailable' })).toBe(0);
+      expect(valueOf(metrics, 'keygate_redis_errors_total', { kind: 'timeout' })).toBe(0);
+    } finally {
+      redis.resume();
       await g.close();
     }
   });

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { nginxLuaMissing } from '../../scripts/bench/nginx.mjs';
+import { REQUEST_STEPS } from '../../src/gateway/request-path.js';
 import { guard } from '../helpers/slowdown.js';
 
 const run = promisify(execFile);
@@ -159,6 +160,47 @@ describe('benchmark harness (short mode)', () => {
       expect(r.topologies.replica.waitCommands).toBe(r.topologies.replica.keyChangesThatWait);
       expect(r.topologies.replica.p50WaitVsNoWait.revoke).toBeGreaterThan(0);
       expect(r.loadAverage.before).toHaveLength(3);
+    },
+  );
+
+  it(
+    'the ledger: every step of the request path, then the response head and the record, per path, beside the whole request',
+    { timeout: guard(300_000) },
+    async () => {
+      const out = join(mkdtempSync(join(tmpdir(), 'keygate-ledger-test-')), 'ledger.json');
+      const { stdout } = await run(
+        'node',
+        ['scripts/bench.mjs', '--ledger', '--short', '--duration', '1', '--rounds', '1', '--rate', '200', '--out', out],
+        { timeout: guard(290_000), maxBuffer: 10_000_000 },
+      );
+      const { ledger } = JSON.parse(readFileSync(out, 'utf8'));
+      const names = [...REQUEST_STEPS.map((s) => s.name), 'responseHead', 'record'];
+      expect(ledger.loadAverage.before).toHaveLength(3);
+      expect(ledger.bareUndici.cpuUs).toBeGreaterThan(0);
+      for (const path of ['public', 'embedded', 'redis']) {
+        const p = ledger[path];
+        expect(
+          p.steps.map((r: { step: string }) => r.step),
+          path,
+        ).toEqual(names);
+        for (const r of p.steps) {
+          expect(Number.isFinite(r.cpuNs), `${path} ${r.step} cpu`).toBe(true);
+          expect(r.bytes, `${path} ${r.step} bytes`).toBeGreaterThanOrEqual(0);
+        }
+        // The work a path does shows in its steps: a token is decoded, verified and admitted off the public route.
+        const authenticate = p.steps.find((r: { step: string }) => r.step === 'authenticate');
+        // (A few bytes of the process's own timers can land in any batch.)
+        if (path === 'public') expect(authenticate.bytes).toBeLessThan(64);
+        else expect(authenticate.bytes).toBeGreaterThan(200);
+        expect(p.whole.cpuUs, path).toBeGreaterThan(0);
+        // Bytes from a real run need two collections inside it: a 1 s run may have had fewer (null: not measured).
+        if (p.whole.bytes !== null) expect(p.whole.bytes, path).toBeGreaterThan(0);
+        // Printed as a table per path, one row per step, with the whole request and the bare hop beside it.
+        const table = stdout.slice(stdout.indexOf(`\n${path}\n`));
+        for (const step of names) expect(table, `${path} ${step}`).toContain(`| ${step} |`);
+        expect(table).toContain('| **whole request** (real run) |');
+        expect(table).toContain('| bare undici hop, whole request |');
+      }
     },
   );
 });

@@ -35,6 +35,7 @@ describe('createDeadlineQueue: one timer for every call in flight', () => {
     const spy = vi.spyOn(globalThis, 'setTimeout');
     const q = createDeadlineQueue({ deadlineMs: 1_000 });
     const calls = Array.from({ length: 1_000 }, () => q.track(() => {}));
+    await new Promise((r) => setImmediate(r)); // the deadlines start at the end of the turn that made the calls
     expect(spy).toHaveBeenCalledTimes(1);
     for (const c of calls) q.settle(c);
     expect(q.inFlight()).toBe(0);
@@ -100,6 +101,7 @@ describe('createDeadlineQueue: one timer for every call in flight', () => {
       const q = createDeadlineQueue({ deadlineMs: 20 });
       const reply = q.run(() => new Promise<string>((r) => client.once('data', (d) => r(String(d)))), toError);
       const silent = q.run(() => new Promise<string>(() => {}), toError); // the control: nothing comes
+      await new Promise((r) => setImmediate(r)); // the end of the turn that made the calls: their deadlines start
       peer.write('pong');
       busy(80); // the deadline passes while the reply waits to be read
       await expect(reply).resolves.toBe('pong');
@@ -109,5 +111,18 @@ describe('createDeadlineQueue: one timer for every call in flight', () => {
       peer.destroy();
       server.close();
     }
+  });
+
+  it('the deadline starts at the end of the turn that made the call: a long turn (a poll phase of refusals) is not time the store took', async () => {
+    const q = createDeadlineQueue({ deadlineMs: 1_000 });
+    const expired: string[] = [];
+    const answered = q.track(() => expired.push('answered'));
+    const silent = q.track(() => expired.push('silent')); // the control: never answered
+    busy(1_500); // this turn outlasts the deadline before its commands could even be written
+    // The store answers 20 ms after the turn ended: well within its deadline.
+    await sleep(20);
+    expect(q.settle(answered)).toBe(true);
+    await expect.poll(() => expired, { timeout: 10_000, interval: 5 }).toEqual(['silent']);
+    expect(q.settle(silent)).toBe(false);
   });
 });

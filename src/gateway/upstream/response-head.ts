@@ -32,7 +32,7 @@ export function responseHead(raw: readonly Buffer[], requestId: string, status =
     const name = latin1(raw[i] as Buffer);
     const value = latin1(raw[i + 1] as Buffer);
     // Only names up to 17 characters can be in the set or be X-Request-Id.
-    const lower = name.length <= 17 ? name.toLowerCase() : name;
+    const lower = name.length <= 17 ? lowerName(name) : name;
     if (HOP_BY_HOP.has(lower) || (status === 204 && lower === 'content-length')) {
       if (lower === 'connection') connection = connection === undefined ? value : `${connection},${value}`;
       continue;
@@ -75,6 +75,22 @@ function latin1(bytes: Buffer): string {
   const fresh = bytes.toString('latin1');
   interned[slot] = fresh;
   return fresh;
+}
+
+/**
+ * A header name in lower case, from a bounded table keyed by the name's string: the names come from the
+ * interned table above, the same string response after response, so the usual response lowers each of
+ * its names once for the process instead of making a new string per header per response.
+ */
+const lowered = new Map<string, string>();
+function lowerName(name: string): string {
+  let lower = lowered.get(name);
+  if (lower === undefined) {
+    lower = name.toLowerCase();
+    if (lowered.size >= INTERNED_SLOTS) lowered.clear();
+    lowered.set(name, lower);
+  }
+  return lower;
 }
 
 /** Removes, in place, every header the upstream named in Connection (other than the fixed hop-by-hop set, already gone). */

@@ -1,12 +1,13 @@
 /** One call under a deadline: `expire` runs once if the call is not settled in time. */
 export interface TrackedCall {
-  readonly deadline: number;
+  /** When it expires: Infinity until the end of the loop turn that made it (see createDeadlineQueue). */
+  deadline: number;
   settled: boolean;
   readonly expire: () => void;
 }
 
 export interface DeadlineQueue {
-  /** Starts a call's deadline now; `expire` fails it if settle() has not been called by then. */
+  /** Tracks a call; its deadline starts at the end of this loop turn; `expire` fails it if settle() has not been called by then. */
   track(expire: () => void): TrackedCall;
   /** Marks the call settled; false when its deadline already expired it (drop the late answer). */
   settle(call: TrackedCall): boolean;
@@ -45,6 +46,13 @@ export interface DeadlineQueue {
  * their calls first: a reply Redis sent in time is used even when the loop was too busy to read
  * it on time ("never blame a healthy store"), and a call Redis did not answer fails within its
  * deadline plus one loop turn, as with a timer per call. Settled calls leave the queue lazily.
+ *
+ * The deadline starts at the end of the loop turn that made the call (one setImmediate stamps every
+ * call of the turn), not at the call: the commands of a turn reach Redis by then (ioredis writes at
+ * the call, turn-batch.ts in that same check phase), and the rest of a turn is this process's own
+ * work. Past KEYGATE_MAX_IN_FLIGHT one poll phase can serve tens of thousands of fast refusals on
+ * keep-alive connections; a deadline that started at the call ran out before the admitted requests'
+ * commands were even written, and a healthy Redis was blamed (503 store_unavailable).
  */
 export function createDeadlineQueue(options: { deadlineMs: number }, deps: { now?: () => number } = {}): DeadlineQueue {
   const now = deps.now ?? (() => performance.now());
@@ -53,19 +61,27 @@ export function createDeadlineQueue(options: { deadlineMs: number }, deps: { now
   let live = 0;
   let timer: NodeJS.Timeout | undefined;
   let sweeping = false;
+  /** Calls from this index on were made in the current turn and have no deadline yet. */
+  let unstamped = 0;
+  let stamping = false;
 
   function arm() {
     while (head < queue.length && (queue[head] as TrackedCall).settled) queue[head++] = undefined;
     if (head === queue.length) {
       queue = [];
       head = 0;
+      unstamped = 0;
       return;
     }
     // Drop the consumed front now and then, so the array does not grow for ever.
     if (head > 1024 && head * 2 > queue.length) {
       queue = queue.slice(head);
+      unstamped -= head;
       head = 0;
     }
+    // Not stamped yet: the stamp at the end of this turn arms the timer.
+    if (unstamped <= head) unstamped = head;
+    if (head === unstamped) return;
     const next = queue[head] as TrackedCall;
     timer = setTimeout(onTimer, Math.max(0, next.deadline - now()));
     timer.unref();
@@ -93,11 +109,23 @@ export function createDeadlineQueue(options: { deadlineMs: number }, deps: { now
     arm();
   }
 
+  /** The end of a turn that made calls: their deadlines start now, in the order they were made. */
+  function stamp() {
+    stamping = false;
+    const deadline = now() + options.deadlineMs;
+    for (let i = Math.max(unstamped, head); i < queue.length; i++) (queue[i] as TrackedCall).deadline = deadline;
+    unstamped = queue.length;
+    if (timer === undefined && !sweeping) arm();
+  }
+
   function track(expire: () => void): TrackedCall {
-    const call: TrackedCall = { deadline: now() + options.deadlineMs, settled: false, expire };
+    const call: TrackedCall = { deadline: Infinity, settled: false, expire };
     queue.push(call);
     live++;
-    if (timer === undefined && !sweeping) arm();
+    if (!stamping) {
+      stamping = true;
+      setImmediate(stamp);
+    }
     return call;
   }
   function settle(call: TrackedCall): boolean {

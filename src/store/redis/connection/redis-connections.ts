@@ -137,9 +137,10 @@ export function createRedisConnections(
     });
   }
 
-  // The deadline starts at the call: ioredis starts its own timer only when a command is
-  // written, and with auto-pipelining a command waits while the previous batch is in flight
-  // (a frozen Redis answered in 2x the timeout). One timer serves every call in flight
+  // The deadline starts at the end of the loop turn that made the call (deadline-queue.ts), when its
+  // command has been sent, not when ioredis's own timer would start it: with auto-pipelining a command
+  // waits while the previous batch is in flight (a frozen Redis answered in 2x the timeout), and a turn
+  // spent on other work is not the store's time. One timer serves every call in flight
   // (deadline-queue.ts): a setTimeout + setImmediate per call showed in the profile. An
   // expired deadline is still honoured only after the loop has read what already arrived,
   // so a reply Redis sent in time is used even when Keygate was too busy to read it on time.
