@@ -249,7 +249,6 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   function authenticate(w: Walk) {
     w.log.clientIp = w.ip; // derived by checkIpBudget
-    if (w.span !== undefined) w.span.startAdmit();
     // The walk is the request's route (its cost) and client IP as the authenticator reads them.
     let authn: ReturnType<Authenticator>;
     try {
@@ -277,6 +276,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
    * made: the next request, on any instance, finds it spent. Anything else goes on at once.
    */
   function spendIpBudget(w: Walk, authn: Authenticated | Denial | RateLimited) {
+    // The admit's round trip (if there was one) is over: the IP budget's spend is not part of it.
+    if (w.span !== undefined) w.span.endAdmit(!authn.ok && authn.reason === 'store_unavailable');
     const limit = w.plan.policy.failedAuthLimit;
     if (authn.ok || limit === undefined || ipBlocks === undefined || w.ip === undefined || !spendsIpBudget(authn))
       return authorized(w, authn);

@@ -36,6 +36,8 @@ export interface AuthRequest {
   readonly method?: string | undefined;
   readonly asked?: { readonly url: string | undefined } | undefined;
   readonly head?: { readonly body: BodyFraming } | undefined;
+  /** Called right before the store's admit (its round trip, with Redis) begins: tracing's CLIENT span starts there. */
+  admitting?(): void;
 }
 
 export interface Authenticated {
@@ -154,6 +156,7 @@ export function createAuthenticator(
     // A cost above a budget's burst never fits, however long the client waits: refused without a
     // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
     if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id };
+    request?.admitting?.();
     const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
     const credential = signature.credential.id;
     if (admission instanceof Promise)

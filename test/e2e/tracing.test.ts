@@ -372,6 +372,25 @@ describe('with Redis: the admit round trip', () => {
     expect(admit.parentSpanId).toBe(server.spanId);
     expect(admit.attributes['db.system.name']).toBe('redis');
   });
+
+  // A CLIENT span stands for a round trip that happened: a request refused before the admit has none.
+  it.each([
+    ['missing_header', '21', () => ({})],
+    ['bad_header_format', '22', () => ({ authorization: 'Basic abc' })],
+    ['malformed', '23', () => ({ authorization: 'Bearer not-a-token' })],
+    ['bad_signature', '24', () => bearer(token(API_KEY, 'not-the-secret-0123456789abcdef'))],
+    ['unknown_key', '25', () => bearer(token('no-such-key-apikey', SECRET))],
+  ])('a request refused before the admit (%s) has no redis admit span', async (reason, tag, headers) => {
+    const traceId = tag.repeat(16);
+    const reply = await send(kg.url, ACCOUNTS_PATH, {
+      headers: { ...headers(), traceparent: `00-${traceId}-${CLIENT_SPAN}-01` },
+    });
+    expect(reply.status).toBeGreaterThanOrEqual(400);
+    const spans = await traceOf(receiver, traceId);
+    expect(spans.find((s) => s.kind === SPAN_KIND.SERVER)?.attributes['keygate.reason']).toBe(reason);
+    expect(spans.map((s) => s.name)).not.toContain('redis admit');
+    expect(spans.filter((s) => s.kind === SPAN_KIND.CLIENT)).toEqual([]);
+  });
 });
 
 describe('WebSocket streams', () => {
