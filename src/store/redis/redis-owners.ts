@@ -6,7 +6,9 @@ import { peekBudget } from '../budgets.js';
 import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
 import { StoreUnavailableError } from '../store.js';
+import type { Clock } from '../../clock.js';
 import type { RedisClient } from './connection/redis-connection.js';
+import { createRedisOutageLog } from './connection/redis-outage-log.js';
 
 /**
  * Owners' own settings in Redis: one hash, `{prefix}{keystore}:owners` (owner → JSON
@@ -61,13 +63,14 @@ const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 2_000;
 
 export function createRedisOwners(
-  options: { prefix: string; channel: string },
+  options: { prefix: string; channel: string; outageLogMs?: number },
   deps: {
     /** The request path's connection: the table's reads. */
     client: RedisClient;
     /** The key operations' connection: reads and changes made by operators. */
     manager: RedisClient;
     logger: Logger;
+    clock: Clock;
   },
 ): RedisOwners {
   const hash = `${options.prefix}{keystore}:owners`;
@@ -84,6 +87,21 @@ export function createRedisOwners(
   const timers = new Set<NodeJS.Timeout>();
   let stopped = false;
   let tableRetryMs = RETRY_FIRST_MS;
+  // The table's retries (every 100 ms, doubling to 2 s) while Redis is away: one line when the reads start
+  // failing, a summary per interval while they do (how long, how many failures, the last error), one when a
+  // read succeeds again; as the connections' own outage lines, never a line per retry.
+  const TABLE = 'owner-limits';
+  const tableOutage = createRedisOutageLog(
+    {
+      ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }),
+      messages: {
+        down: "owner limits could not be read; owners' keys are answered 503 until a retry succeeds",
+        stillDown: 'owner limits still unread; retrying',
+        up: 'owner limits read again',
+      },
+    },
+    { logger: deps.logger, clock: deps.clock },
+  );
   function later(fn: () => void, ms: number) {
     if (stopped) return;
     const t = setTimeout(() => {
@@ -121,16 +139,14 @@ export function createRedisOwners(
       loaded = true;
       unknown.clear();
       tableRetryMs = RETRY_FIRST_MS;
+      tableOutage.up(TABLE);
     });
     loading = p;
     p.then(
       () => loading === p && (loading = undefined),
       (err: Error) => {
         if (loading === p) loading = undefined;
-        deps.logger.warn(
-          { err: err.message, retryMs: tableRetryMs },
-          "owner limits could not be read; owners' keys are answered 503 until a retry succeeds",
-        );
+        tableOutage.down(TABLE, err);
         loaded = false;
         later(() => void (loaded || loading ? undefined : loadAll().catch(() => {})), tableRetryMs);
         tableRetryMs = Math.min(tableRetryMs * 2, RETRY_MAX_MS);
@@ -197,6 +213,7 @@ export function createRedisOwners(
     },
     stop() {
       stopped = true;
+      tableOutage.stop();
       for (const t of timers) clearTimeout(t);
       timers.clear();
     },

@@ -201,7 +201,10 @@ export function createRedisStore(
     },
   );
   // Owners' own limits: a table every instance keeps from the owners hash and the change feed.
-  const owners = createRedisOwners({ prefix, channel }, { client, manager, logger: deps.logger });
+  const owners = createRedisOwners(
+    { prefix, channel, ...(options.outageLogMs !== undefined && { outageLogMs: options.outageLogMs }) },
+    { client, manager, logger: deps.logger, clock },
+  );
   feed.onKeyChange((message) => owners.changed(message));
   const ipBlocks = createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
   const requests = createRequestState(
