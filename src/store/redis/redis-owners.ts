@@ -2,7 +2,7 @@
 import type { Logger } from 'pino';
 import { parseOwnerSettings, ownerSettings, type OwnerRecord } from '../../keys/owner-record.js';
 import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
-import { peekBudget } from '../budgets.js';
+import { parseStoredBudget, peekBudget } from '../budgets.js';
 import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
 import { StoreUnavailableError } from '../store.js';
@@ -194,12 +194,13 @@ export function createRedisOwners(
     },
     async budget(owner, limit) {
       // The owner's bucket (request-state.ts admitArgs) and Redis's clock, read together on its slot.
-      const [s, us, tat] = (await deps.manager.eval(
+      const [s, us, raw] = (await deps.manager.eval(
         "local t = redis.call('TIME') return {t[1], t[2], redis.call('GET', KEYS[1]) or '0'}",
         1,
-        `${options.prefix}{owner:${owner}}:tat`,
+        `${options.prefix}{owner:${owner}}:budget`,
       )) as [string, string, string];
-      return peekBudget(Number(tat), Number(s) * 1_000_000 + Number(us), limit);
+      const stored = parseStoredBudget(raw);
+      return peekBudget(stored.tatUs, Number(s) * 1_000_000 + Number(us), limit, stored.intervalUs);
     },
     limit(owner) {
       if (!loaded || unknown.has(owner))

@@ -62,7 +62,7 @@ export function createRequestState(
   const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
     const args: Array<string | number> = [1 + charge.budgets.length, `${state}nonce:${nonce}`];
     for (const b of charge.budgets)
-      args.push(b.kind === 'key' ? `${state}tat` : `${options.prefix}{owner:${charge.owner}}:tat`);
+      args.push(b.kind === 'key' ? `${state}budget` : `${options.prefix}{owner:${charge.owner}}:budget`);
     args.push(ttlMs, charge.cost);
     for (const b of charge.budgets) args.push(b.limit.intervalUs, b.limit.burst);
     return args;
@@ -144,7 +144,7 @@ export function createRequestState(
       run(async () => {
         for (const k of apiKeys) {
           usage.drop(k);
-          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`);
+          await manager.del(`${stateOf(k)}budget`, `${stateOf(k)}tat`, `${stateOf(k)}usage`);
         }
       }),
     close: () => usage.close(),
