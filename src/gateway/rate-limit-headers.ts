@@ -27,8 +27,12 @@ function rateLimitValue(rate: RateInfo): string {
   return out;
 }
 
-/** For a 429: Retry-After (seconds, rounded up: never earlier than every budget has room) and both RateLimit fields. */
-export function limitedHeaders(rate: RateInfo): Record<string, string> {
+/**
+ * For a 429: Retry-After (seconds, rounded up: never earlier than every budget has room) and both RateLimit fields.
+ * `never`: the cost can never fit (cost_exceeds_burst): the RateLimit fields only, since no wait would help.
+ */
+export function limitedHeaders(rate: RateInfo, never = false): Record<string, string> {
+  if (never) return { 'ratelimit-policy': policyValue(rate), ratelimit: rateLimitValue(rate) };
   return {
     'retry-after': String(Math.max(1, seconds(retryAfterUs(rate.states)))),
     'ratelimit-policy': policyValue(rate),

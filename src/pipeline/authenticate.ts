@@ -59,7 +59,7 @@ export interface Authenticated {
  */
 export type VerifiedDenial = Denial & { readonly keyId: string };
 
-/** 429 rate_limited / owner_rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
+/** 429 rate_limited / owner_rate_limited / cost_exceeds_burst, with what the client needs to back off (Retry-After, RateLimit). */
 export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
 
 /** What authentication decided. */
@@ -153,9 +153,6 @@ export function createAuthenticator(
     }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
-    // A cost above a budget's burst never fits, however long the client waits: refused without a
-    // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
-    if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id };
     request?.admitting?.();
     const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
     const credential = signature.credential.id;
@@ -180,9 +177,15 @@ export function createAuthenticator(
     if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId };
     if (admission.outcome === 'limited') {
       const { budgets, limits } = charge as KeyCharge;
-      // Named by the first budget without room: the key's own, or its owner's (own metric label and log reason).
-      const refusal =
-        budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
+      // A cost above a budget's burst never fits, however long the client waits: the admit refused it (nothing
+      // spent, the nonce not burnt) and said where every budget stands, so the 429 carries the RateLimit fields,
+      // under its own reason and message and without a Retry-After. Otherwise named by the first budget without
+      // room: the key's own, or its owner's (own metric label and log reason).
+      const refusal = exceedsBurst(charge as KeyCharge)
+        ? deny('cost_exceeds_burst')
+        : budgets[admission.refusedBy]?.kind === 'owner'
+          ? deny('owner_rate_limited')
+          : deny('rate_limited');
       return { ...refusal, keyId, rate: { limits, states: admission.rate } };
     }
     const rate = admission.rate && charge && { limits: charge.limits, states: admission.rate };
