@@ -1,4 +1,4 @@
-// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/owner-limits.test.ts (two instances).
+// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/owner-limits.test.ts (two instances), test/e2e/redis-outage-log.test.ts (its retries while Redis is away).
 import type { Logger } from 'pino';
 import { parseOwnerSettings, ownerSettings, type OwnerRecord } from '../../keys/owner-record.js';
 import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
