@@ -33,6 +33,9 @@ export type ErrorCode = keyof typeof ERRORS;
 export const ERROR_CODES = Object.freeze(Object.keys(ERRORS).map(Number) as ErrorCode[]);
 
 const reason = <C extends ErrorCode>(code: C, description: string) => ({ code, description }) as const;
+/** A reason whose answer says more than its code's message: what the client must do differs (clients may branch on it). */
+const reasonWithMessage = <C extends ErrorCode>(code: C, description: string, message: string) =>
+  ({ code, description, message }) as const;
 
 /**
  * Operator-facing reasons, each with the one code it is answered with.
@@ -69,9 +72,10 @@ export const REASONS = Object.freeze({
     10429,
     "key over its rate limit (its own or the policy's defaultRateLimit); nothing recorded, the token may be retried",
   ),
-  cost_exceeds_burst: reason(
+  cost_exceeds_burst: reasonWithMessage(
     10429,
     "the route's cost is above the burst of a budget that applies (the key's or its owner's): it can never fit, so no Retry-After",
+    'Request cost exceeds burst',
   ),
   streams_limited: reason(10429, 'the key already holds KEYGATE_MAX_STREAMS_PER_KEY open streams on this instance'),
   owner_rate_limited: reason(
@@ -173,9 +177,16 @@ export interface ErrorBody {
   message: string;
 }
 
-export function errorBody(code: ErrorCode): ErrorBody {
-  return { code, message: ERRORS[code].message };
+/** The body of an answer: the code's message, or the reason's own where it has one (`cost_exceeds_burst`). */
+export function errorBody(code: ErrorCode, reason?: Reason): ErrorBody {
+  const entry = reason === undefined ? undefined : (REASONS[reason] as { readonly message?: string });
+  return { code, message: entry?.message ?? ERRORS[code].message };
 }
+
+/** The reasons answered with a message of their own. */
+export const REASONS_WITH_MESSAGE = Object.freeze(
+  (Object.keys(REASONS) as Reason[]).filter((r) => 'message' in REASONS[r]),
+);
 
 /**
  * The management API's answers (its own listener; not the signing contract's codes).

@@ -38,10 +38,12 @@ function rateLimitValue(rate: RateInfo): string {
 
 /**
  * For a 429: Retry-After (seconds, rounded up: never earlier than every budget has room) and both RateLimit
- * fields. Refused for credits: Retry-After is the seconds until they are refilled, and absent without a
- * refill (no retry can help until a top-up).
+ * fields. `never`: the cost can never fit (cost_exceeds_burst): the RateLimit fields only, since no wait would
+ * help. Refused for credits: Retry-After is the seconds until they are refilled, and absent without a refill
+ * (no retry can help until a top-up).
  */
-export function limitedHeaders(rate: RateInfo): Record<string, string> {
+export function limitedHeaders(rate: RateInfo, never = false): Record<string, string> {
+  if (never) return { 'ratelimit-policy': policyValue(rate), ratelimit: rateLimitValue(rate) };
   if (rate.exhaustedBy !== undefined) {
     const refill = rate.creditStates?.[rate.exhaustedBy]?.refillInS ?? -1;
     return {

@@ -67,9 +67,9 @@ export function createRefuser(deps: { logger: Logger; clock: Clock; mode: Gatewa
       decision.reason === 'nonce_window' || decision.reason === 'fenced'
         ? { [SERVER_TIME_HEADER]: clock.nowNs().toString() }
         : 'rate' in decision
-          ? limitedHeaders(decision.rate)
+          ? limitedHeaders(decision.rate, decision.reason === 'cost_exceeds_burst')
           : undefined;
-    renderError(res, decision.code, extra, status);
+    renderError(res, decision.code, extra, status, decision.reason);
     return false;
   }
 

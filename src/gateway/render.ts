@@ -1,11 +1,22 @@
 // Tested in test/e2e/render.test.ts.
 import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { ERROR_CODES, ERRORS, errorBody, type ErrorCode } from '../errors.js';
+import {
+  codeOf,
+  ERROR_CODES,
+  ERRORS,
+  errorBody,
+  REASONS_WITH_MESSAGE,
+  type ErrorCode,
+  type Reason,
+} from '../errors.js';
 
-// Bodies are fixed per code: build them once.
+// Bodies are fixed per code (and per reason for the few with a message of their own): build them once.
 const BODIES = new Map<ErrorCode, Buffer>(
   ERROR_CODES.map((code) => [code, Buffer.from(JSON.stringify(errorBody(code)))]),
+);
+const REASON_BODIES = new Map<Reason, Buffer>(
+  REASONS_WITH_MESSAGE.map((r) => [r, Buffer.from(JSON.stringify(errorBody(codeOf(r), r)))]),
 );
 
 /**
@@ -62,12 +73,14 @@ export function renderError(
   code: ErrorCode,
   extraHeaders?: Record<string, string>,
   forcedStatus?: number,
+  reason?: Reason,
 ): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
-  const body = BODIES.get(code) as Buffer;
+  const own = reason === undefined ? undefined : REASON_BODIES.get(reason);
+  const body: Buffer = own === undefined ? (BODIES.get(code) as Buffer) : own;
   res.statusCode = forcedStatus ?? ERRORS[code].status;
   res.setHeader('content-type', 'application/json');
   res.setHeader('content-length', body.length);

@@ -255,7 +255,6 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
     w.log.clientIp = w.ip; // derived by checkIpBudget
     if (w.plan.policy.failedAuthLimit !== undefined && ipBlocks !== undefined && w.ip !== undefined)
       w.ipTurn = ipBlocks.enter(w.ip);
-    if (w.span !== undefined) w.span.startAdmit();
     // The walk is the request's route (its cost) and client IP as the authenticator reads them.
     let authn: ReturnType<Authenticator>;
     try {
@@ -325,7 +324,8 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /** The error boundary of the path's asynchronous half. */
   function authorized(w: Walk, authn: Authenticated | Denial | RateLimited) {
-    if (w.span !== undefined) w.span.endAdmit(!authn.ok && authn.reason === 'store_unavailable');
+    if (w.span !== undefined)
+      w.span.endAdmit(!authn.ok && (authn.reason === 'store_unavailable' || authn.reason === 'home_unreachable'));
     try {
       authorizeKey(w, authn);
     } catch (err) {

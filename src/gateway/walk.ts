@@ -72,6 +72,11 @@ export class Walk implements PassArgs {
     private readonly afterPass: (w: Walk, outcome: ForwardOutcome, upstreamMs: number | undefined) => void,
   ) {}
 
+  /** The store's admit begins (authenticate.ts): only then is there a round trip for a CLIENT span to stand for. */
+  admitting(): void {
+    if (this.span !== undefined) this.span.startAdmit();
+  }
+
   passed(outcome: ForwardOutcome, upstreamMs?: number): void {
     this.afterPass(this, outcome, upstreamMs);
   }

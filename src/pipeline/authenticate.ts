@@ -43,6 +43,8 @@ export interface AuthRequest {
   readonly method?: string | undefined;
   readonly asked?: { readonly url: string | undefined } | undefined;
   readonly head?: { readonly body: BodyFraming } | undefined;
+  /** Called right before the store's admit (its round trip, with Redis) begins: tracing's CLIENT span starts there. */
+  admitting?(): void;
 }
 
 export interface Authenticated {
@@ -65,7 +67,7 @@ export interface Authenticated {
  */
 export type VerifiedDenial = Denial & { readonly keyId: string; readonly record: KeyRecord };
 
-/** 429 rate_limited / owner_rate_limited, with what the client needs to back off (Retry-After, RateLimit). */
+/** 429 rate_limited / owner_rate_limited / cost_exceeds_burst, with what the client needs to back off (Retry-After, RateLimit). */
 export type RateLimited = VerifiedDenial & { readonly rate: RateInfo };
 
 /** What authentication decided. */
@@ -178,10 +180,7 @@ export function createAuthenticator(
     }
 
     const charge = chargeFor(key, request?.route?.cost ?? 1);
-    // A cost above a budget's burst never fits, however long the client waits: refused without a
-    // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
-    if (charge !== undefined && exceedsBurst(charge))
-      return { ...deny('cost_exceeds_burst'), keyId: key.record.id, record: key.record };
+    request?.admitting?.();
     const admission = deps.store.admit(
       key.record.apiKey,
       claims.nonce,
@@ -215,9 +214,15 @@ export function createAuthenticator(
     if (fence && claims.nonceNs < fence.fenceNs()) return { ...deny('fenced'), keyId, record };
     if (admission.outcome === 'limited') {
       const { budgets, limits } = charge as KeyCharge;
-      // Named by the first budget without room: the key's own, or its owner's (own metric label and log reason).
-      const refusal =
-        budgets[admission.refusedBy]?.kind === 'owner' ? deny('owner_rate_limited') : deny('rate_limited');
+      // A cost above a budget's burst never fits, however long the client waits: the admit refused it (nothing
+      // spent, the nonce not burnt) and said where every budget stands, so the 429 carries the RateLimit fields,
+      // under its own reason and message and without a Retry-After. Otherwise named by the first budget without
+      // room: the key's own, or its owner's (own metric label and log reason).
+      const refusal = exceedsBurst(charge as KeyCharge)
+        ? deny('cost_exceeds_burst')
+        : budgets[admission.refusedBy]?.kind === 'owner'
+          ? deny('owner_rate_limited')
+          : deny('rate_limited');
       return { ...refusal, keyId, record, rate: { limits, states: admission.rate } };
     }
     if (admission.outcome === 'exhausted') {

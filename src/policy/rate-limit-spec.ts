@@ -76,10 +76,21 @@ export function compileRateLimit(spec: RateLimitSpec, name: string = POLICY_NAME
   if (typeof rate === 'string') throw new Error(rate);
   const burst = spec.burst ?? rate.count;
   const intervalUs = Math.ceil(rate.periodUs / rate.count);
-  // q = the burst, w = the time the whole burst takes to come back: with the default burst
-  // this is exactly the operator's "count per period".
-  const windowS = Math.ceil((burst * intervalUs) / 1_000_000);
-  return { intervalUs, burst, policyHeader: `"${name}";q=${burst};w=${windowS}`, name, shown: describeRateLimit(spec) };
+  return { intervalUs, burst, policyHeader: policyHeader(name, burst, rate), name, shown: describeRateLimit(spec) };
+}
+
+/**
+ * RateLimit-Policy's value: q = the burst, w = the seconds the whole burst takes to come back at the rate as
+ * written, burst × period ÷ count, rounded up to a whole second (so `n/s` with burst n is w=1, and `q/w` never
+ * promises more than the rate). Worked from the written rate in integers, not from the interval: the interval is
+ * rounded up to a whole µs (3/s is 333,334 µs), which must not turn 1 s into 2 (the burst comes back within
+ * w seconds and at most `burst` µs of that rounding).
+ */
+function policyHeader(name: string, burst: number, rate: { count: number; periodUs: number }): string {
+  const units = burst * (rate.periodUs / 1_000_000); // exact integers: at most 1e6 × 3600
+  const rest = units % rate.count;
+  const windowS = (units - rest) / rate.count + (rest === 0 ? 0 : 1);
+  return `"${name}";q=${burst};w=${windowS}`;
 }
 
 /** "100/s", or "100/s burst 200" when the burst is not the default. */

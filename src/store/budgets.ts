@@ -20,17 +20,25 @@ import type { RateState } from './rate-limit.js';
  */
 
 /**
- * A stored TAT as it counts now: never before now (a budget at rest), and never more than the whole
- * burst ahead (`burst * T`). Under an unchanged limit a stored TAT is never further ahead than that;
- * after the limit was raised (a faster rate, a larger burst) the old rate's debt would otherwise carry
- * over for as long as it took to pay at the old rate, so it is clamped: the new limit applies at once,
- * as if its budget had just been spent whole. The stores write a clamped TAT back (on a refusal too), so
- * it then drains at the new rate.
+ * A stored TAT as it counts now, under `limit`. `storedIntervalUs` is the interval of the limit it was written under
+ * (the stores keep it beside the TAT; undefined: this limit's).
+ *
+ * When the limit changed since, what is kept is the **units spent**, not the time they take to come back: a budget
+ * that had spent u units (TAT − now = u × T_old) has spent u units under the new limit too (TAT − now = u × T_new,
+ * rounded up to a whole µs), never more than the new burst. So a raise (a faster rate, a larger burst) never leaves
+ * less room than before, and a cut keeps what was spent, at most the whole new burst, which then comes back at the
+ * new rate. Without the interval the debt was carried as time: one unit spent at 10/m (6 s) became 60 units at
+ * 600/m. The stores write a converted or clamped TAT back with the new interval (on a refusal too), so it then
+ * drains at the new rate. The Redis script does the same arithmetic in the same order (one division, one
+ * multiplication, one ceiling on doubles), so both stores agree to the µs.
  */
-export function tatNow(storedTatUs: number, nowUs: number, limit: CompiledLimit): number {
+export function tatNow(storedTatUs: number, nowUs: number, limit: CompiledLimit, storedIntervalUs?: number): number {
   if (storedTatUs <= nowUs) return nowUs;
+  let tat = storedTatUs;
+  if (storedIntervalUs !== undefined && storedIntervalUs > 0 && storedIntervalUs !== limit.intervalUs)
+    tat = nowUs + Math.ceil(((storedTatUs - nowUs) / storedIntervalUs) * limit.intervalUs);
   const most = nowUs + limit.burst * limit.intervalUs;
-  return storedTatUs > most ? most : storedTatUs;
+  return tat > most ? most : tat;
 }
 
 /** Which budget a state belongs to: the key's own (or the policy default), or its owner's. */
@@ -65,7 +73,7 @@ export type ChargeStep =
       readonly allowed: false;
       readonly refusedBy: number;
       readonly states: readonly RateState[];
-      /** Budget i's TAT to store back when it was clamped to its burst (tatNow), else undefined: nothing is spent. */
+      /** Budget i's TAT to store back (with its limit's interval) when it was converted or clamped (tatNow), else undefined: nothing is spent. */
       readonly clampedUs: readonly (number | undefined)[];
     };
 
@@ -80,13 +88,14 @@ export function chargeBudgets(
   nowUs: number,
   limits: readonly CompiledLimit[],
   cost: number,
+  storedIntervalsUs?: readonly (number | undefined)[],
 ): ChargeStep {
   const n = limits.length;
   const tats: number[] = new Array<number>(n);
   let refusedBy = -1;
   for (let i = 0; i < n; i++) {
     const limit = limits[i] as CompiledLimit;
-    const tat = tatNow(storedTatsUs[i] ?? 0, nowUs, limit);
+    const tat = tatNow(storedTatsUs[i] ?? 0, nowUs, limit, storedIntervalsUs?.[i]);
     const next = tat + cost * limit.intervalUs;
     tats[i] = next;
     if (refusedBy < 0 && next - nowUs > limit.burst * limit.intervalUs) refusedBy = i;
@@ -105,8 +114,10 @@ export function chargeBudgets(
       };
     } else {
       const stored = storedTatsUs[i] ?? 0;
-      const tat = tatNow(stored, nowUs, limit);
-      clamped[i] = stored > tat ? tat : undefined;
+      const storedInterval = storedIntervalsUs?.[i];
+      const tat = tatNow(stored, nowUs, limit, storedInterval);
+      const converted = storedInterval !== undefined && storedInterval !== limit.intervalUs;
+      clamped[i] = stored > nowUs && (stored !== tat || converted) ? tat : undefined;
       states[i] = {
         remaining: Math.max(0, Math.floor((capacity - (tat - nowUs)) / limit.intervalUs)),
         resetUs: tat - nowUs,
@@ -120,8 +131,24 @@ export function chargeBudgets(
 }
 
 /** Where a budget stands now, spending nothing: what is left and when it is whole again (the console's read). */
-export function peekBudget(storedTatUs: number, nowUs: number, limit: CompiledLimit): RateState {
-  return chargeBudgets([storedTatUs], nowUs, [limit], 0).states[0] as RateState;
+export function peekBudget(
+  storedTatUs: number,
+  nowUs: number,
+  limit: CompiledLimit,
+  storedIntervalUs?: number,
+): RateState {
+  return chargeBudgets([storedTatUs], nowUs, [limit], 0, [storedIntervalUs]).states[0] as RateState;
+}
+
+/**
+ * A budget as the Redis stores keep it: "<TAT µs>:<interval µs of the limit it was written under>" (budgets.ts
+ * tatNow). A plain number (no interval) counts as written under the limit in force.
+ */
+export function parseStoredBudget(raw: string | null | undefined): { tatUs: number; intervalUs: number | undefined } {
+  if (raw === null || raw === undefined || raw === '') return { tatUs: 0, intervalUs: undefined };
+  const colon = raw.indexOf(':');
+  if (colon < 0) return { tatUs: Number(raw) || 0, intervalUs: undefined };
+  return { tatUs: Number(raw.slice(0, colon)) || 0, intervalUs: Number(raw.slice(colon + 1)) || undefined };
 }
 
 /** When a refused charge may be retried: once every budget has room for it, in µs. */

@@ -215,8 +215,12 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
     for (const gate of [a, b]) {
       const r = await send(gate.url, HEAVY_PATH, { headers: bearer(token('tiny-1', SECRET)) });
       expect(r.status).toBe(429);
-      expect(r.json()).toEqual({ code: 10429, message: 'Too Many Requests' });
-      expect(r.headers['retry-after']).toBeUndefined(); // waiting would never help
+      // "Never", told apart from "later" by the message, and by no Retry-After: waiting would never help.
+      expect(r.json()).toEqual({ code: 10429, message: 'Request cost exceeds burst' });
+      expect(r.headers['retry-after']).toBeUndefined();
+      // The RateLimit fields every 429 has: the budget (q=3 < the cost 5) and where it stands (nothing spent).
+      expect(r.headers['ratelimit-policy']).toBe('"keygate-owner";q=3;w=1');
+      expect(r.headers.ratelimit).toMatch(/^"keygate-owner";r=3;t=[01]$/);
     }
     expect(upstream.received).toHaveLength(0);
     // Nothing was spent: the cheap route still has the whole burst.

@@ -239,7 +239,7 @@ describe('per-key rate limits across two instances', () => {
       .filter((k) => k.includes('{usage}'))
       .map((k) => k.replace(/:nonce:\d+$/, ':nonce:<n>'));
     expect(new Set(names)).toEqual(
-      new Set(['keygate:{usage}:nonce:<n>', 'keygate:{usage}:tat', 'keygate:{usage}:usage']),
+      new Set(['keygate:{usage}:nonce:<n>', 'keygate:{usage}:budget', 'keygate:{usage}:usage']),
     );
     expect(await admin.keys('keygate:nonce:*')).toEqual([]);
   });

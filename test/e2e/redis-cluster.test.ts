@@ -207,7 +207,7 @@ describe('Redis Cluster', () => {
     }
     expect(upstream.received.length).toBe(before + admitted);
     // The owners' budgets and their keys' nonces are spread over the masters by {owner:<owner>}.
-    const owners = await Promise.all(cluster.masterPorts.map((p) => countOnNode(p, 'keygate:{owner:*}:tat')));
+    const owners = await Promise.all(cluster.masterPorts.map((p) => countOnNode(p, 'keygate:{owner:*}:budget')));
     expect(owners.reduce((a, b) => a + b, 0)).toBe(3);
   });
 

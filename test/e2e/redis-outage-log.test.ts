@@ -1,6 +1,8 @@
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { systemClock } from '../../src/clock.js';
+import { createRedisOwners } from '../../src/store/redis/redis-owners.js';
 import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { waitStoreReady } from '../../src/store/wait-ready.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -80,6 +82,56 @@ describe('Redis outage log', () => {
       await store.close();
       expect(lines.slice(settled).filter((l) => /redis (connection down|still down)/.test(l.msg))).toEqual([]);
     } finally {
+      await store.close().catch(() => {});
+    }
+  });
+
+  /**
+   * The owners' limits table is re-read after a failed read every 100 ms, doubling to 2 s: with Redis away that was
+   * a warning per retry, each with the same client error (22 lines in 12 s). Folded into an outage summary: one
+   * line when the reads start failing, one per interval while they do, one when a read succeeds again.
+   */
+  it('the owner-limit retries: one line when they start failing, one per interval, one when a read succeeds', async () => {
+    const lines: Array<{ msg: string; level: number; [k: string]: unknown }> = [];
+    const sink = new Writable({
+      write(chunk, _enc, cb) {
+        for (const l of String(chunk).split('\n')) if (l) lines.push(JSON.parse(l));
+        cb();
+      },
+    });
+    const store = createRedisStore({ url: redis.url, commandTimeoutMs: 300 }, { logger: pino({ level: 'silent' }) });
+    const owners = createRedisOwners(
+      { prefix: 'outage-test:', channel: 'outage-test:changes', outageLogMs: INTERVAL_MS },
+      { client: store.client, manager: store.client, logger: pino({ level: 'info' }, sink), clock: systemClock() },
+    );
+    try {
+      await waitStoreReady(store);
+      await owners.ensureLoaded();
+      const ownerLines = () => lines.filter((l) => /^owner limits/.test(l.msg));
+      const of = (prefix: string) => ownerLines().filter((l) => l.msg.startsWith(prefix));
+
+      await redis.kill();
+      const killed = performance.now();
+      owners.changed(null); // what a feed flush does: the whole table is read again, and retried
+      await expect
+        .poll(() => of('owner limits still unread').length >= 2, { timeout: guard(10 * INTERVAL_MS), interval: 50 })
+        .toBe(true);
+      const downMs = performance.now() - killed;
+      expect(of('owner limits could not be read')).toHaveLength(1);
+      expect(of('owner limits could not be read')[0]).toMatchObject({ level: 40, err: expect.any(String) });
+      const still = of('owner limits still unread');
+      expect(still.length).toBeLessThanOrEqual(Math.floor(downMs / INTERVAL_MS));
+      for (const l of still)
+        expect(l).toMatchObject({ level: 40, downForMs: expect.any(Number), failures: expect.any(Number) });
+      expect(() => owners.limit('anyone')).toThrow(); // meanwhile owners' keys are answered 503
+      console.log(`[redis-faults] owner limits unread for ${Math.round(downMs)} ms: ${ownerLines().length} log lines`);
+
+      await redis.start();
+      await expect.poll(() => of('owner limits read again').length, { timeout: guard(10_000), interval: 50 }).toBe(1);
+      expect(of('owner limits read again')[0]).toMatchObject({ level: 30, downForMs: expect.any(Number) });
+      expect(owners.limit('anyone')).toBeUndefined();
+    } finally {
+      owners.stop();
       await store.close().catch(() => {});
     }
   });

@@ -75,13 +75,13 @@ describe('redis store: layout', () => {
     expect(Object.values(usage)).toContain('1');
     expect(Object.keys(usage)).toContain('last');
     expect(Object.keys(usage).filter((f) => f.startsWith('b:'))).toHaveLength(1); // this process's batch mark
-    expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(0);
+    expect(await raw.exists(`${prefix}{kg_one}:budget`)).toBe(0);
     await store.admit('kg_one', 'n-2', 60_000, {
       cost: 1,
       owner: undefined,
       budgets: [{ kind: 'key', limit: compileRateLimit({ rate: '1/s' }) }],
     });
-    expect(await raw.exists(`${prefix}{kg_one}:tat`)).toBe(1);
+    expect(await raw.exists(`${prefix}{kg_one}:budget`)).toBe(1);
   });
 
   it('admit without a rate limit is the nonce SET NX PX alone; usage goes in one script call per key and flush', async () => {
@@ -119,7 +119,7 @@ describe('redis store: layout', () => {
     });
     expect(await store.deleteKey('kg_gone')).toBe(true);
     expect(
-      await raw.exists(`${prefix}{keystore}:key:kg_gone`, `${prefix}{kg_gone}:tat`, `${prefix}{kg_gone}:usage`),
+      await raw.exists(`${prefix}{keystore}:key:kg_gone`, `${prefix}{kg_gone}:budget`, `${prefix}{kg_gone}:usage`),
     ).toBe(0);
     expect(await raw.zrange(`${prefix}{keystore}:index`, 0, -1)).toEqual([]);
     expect(await raw.exists(`${prefix}{keystore}:owner:acme`, `${prefix}{keystore}:ids`)).toBe(0);

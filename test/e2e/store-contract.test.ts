@@ -341,6 +341,49 @@ describe.each(Object.keys(harnesses))('store contract: %s', (kind) => {
     expect((await store.admit('cost', 'one', 10_000, charge(1, undefined, fifty))).outcome).toBe('limited');
   });
 
+  /**
+   * A budget whose limit changed keeps the units it had spent, never more than the new burst: a raise never
+   * leaves less room than before, a cut keeps what was spent (at most the whole new burst). `room` is what may be
+   * spent right after the change; checked with the next request (cost 1), for a key's budget and an owner's alike.
+   */
+  describe.each(['key', 'owner'] as const)('a changed limit keeps the units spent (%s budget)', (kind) => {
+    it.each([
+      // [what changed, old limit, units spent under it, new limit, room under the new limit]
+      ['rate raised', { rate: '10/m' }, 1, { rate: '600/m', burst: 10 }, 9],
+      ['rate and burst raised', { rate: '10/m' }, 1, { rate: '600/m', burst: 60 }, 59],
+      ['rate and burst raised, per hour', { rate: '6/h' }, 5, { rate: '60/h' }, 55],
+      ['burst raised', { rate: '10/m' }, 4, { rate: '10/m', burst: 20 }, 16],
+      ['burst cut, spent below it', { rate: '10/m' }, 4, { rate: '10/m', burst: 5 }, 1],
+      ['burst cut, spent above it', { rate: '10/m' }, 8, { rate: '10/m', burst: 5 }, 0],
+      ['rate cut', { rate: '600/m', burst: 10 }, 4, { rate: '10/m' }, 6],
+      ['rate and burst cut, spent above the new burst', { rate: '600/m', burst: 60 }, 30, { rate: '10/m' }, 0],
+      ['unchanged', { rate: '10/m' }, 3, { rate: '10/m' }, 7],
+    ])('%s: %j, %i spent, then %j: %i left', async (_what, before, spent, after, room) => {
+      const { store, peer } = await h.open();
+      const name = kind === 'key' ? 'keygate' : 'keygate-owner';
+      const budget = (spec: { rate: string; burst?: number }, cost: number): Charge => ({
+        cost,
+        owner: kind === 'owner' ? 'acct_L' : undefined,
+        budgets: [{ kind, limit: compileRateLimit(spec, name) }],
+      });
+      expect((await store.admit('changed', 'spend', 10_000, budget(before, spent))).outcome).toBe('admitted');
+      // The next request, on the other instance, under the new limit.
+      const next = await peer.admit('changed', 'next', 10_000, budget(after, 1));
+      if (room === 0) {
+        expect(next.outcome).toBe('limited');
+        expect(next.outcome === 'limited' && next.rate[0]?.remaining).toBe(0);
+      } else {
+        expect(next.outcome).toBe('admitted');
+        expect(next.outcome === 'admitted' && next.rate?.[0]?.remaining).toBe(room - 1);
+      }
+      if (kind === 'owner') {
+        // The console's read agrees, and a refusal wrote the converted state back: it reads the same again.
+        const left = await store.ownerBudget('acct_L', compileRateLimit(after, name));
+        expect(left.remaining).toBe(room === 0 ? 0 : room - 1);
+      }
+    });
+  });
+
   it('owner budget: two keys of one owner limited to 12/h admit exactly 12 between them on two instances; another owner is untouched', async () => {
     const { store, peer } = await h.open();
     const twelve = compileRateLimit({ rate: '12/h' });

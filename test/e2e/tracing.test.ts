@@ -277,6 +277,58 @@ describe('sampling off (OTEL_TRACES_SAMPLER=always_off)', () => {
   });
 });
 
+/**
+ * The SDK's ratio sampler keeps a trace when the XOR of its trace id's four 32-bit words is below ratio × 2^32, so a
+ * client that chooses trace ids XORing to 0 had all its requests sampled. A sampler that does not follow the
+ * parent must decide on something the client does not choose: at 1%, 200 such requests keep about 2 (the chance of
+ * 20 or more is below 1e-15). The decision is read where it is made: the sampled flag of the upstream's traceparent.
+ */
+describe('traceidratio: the client does not choose what is sampled', () => {
+  let receiver: OtlpReceiver;
+  let upstream: RecordingUpstream;
+  let kg: RunningKeygate;
+  beforeAll(async () => {
+    receiver = await startOtlpReceiver();
+    upstream = await startRecordingUpstream();
+    kg = await startKeygate({
+      upstream: upstream.url,
+      keys: KEYS,
+      env: {
+        KEYGATE_CONFIG: policyFile(),
+        ...otelEnv(receiver, 'http/protobuf', { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' }),
+      },
+    });
+  });
+  afterAll(async () => {
+    await kg?.close();
+    await upstream?.close();
+    await receiver?.close();
+  });
+
+  it('trace ids whose words XOR to 0 are kept at the ratio, not always; the trace id is still the client’s', async () => {
+    const word = () => Math.floor(Math.random() * 0x1_0000_0000);
+    const hex = (n: number) => n.toString(16).padStart(8, '0');
+    const n = 200;
+    const sent: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const [a, b, c] = [word(), word(), (word() | 1) >>> 0];
+      const traceId = hex(a) + hex(b) + hex(c) + hex((a ^ b ^ c) >>> 0);
+      sent.push(traceId);
+      const reply = await send(kg.url, ACCOUNTS_PATH, {
+        headers: { ...bearer(token(API_KEY, SECRET)), traceparent: `00-${traceId}-${CLIENT_SPAN}-00` },
+      });
+      expect(reply.status).toBe(200);
+    }
+    const forwarded = upstream.received
+      .slice(-n)
+      .map((_, i) => TRACEPARENT_RE.exec(upstreamTraceparent(upstream, i - n)[0]!)!);
+    expect(forwarded.map((m) => m[1])).toEqual(sent);
+    const sampled = forwarded.filter((m) => m[3] === '01').length;
+    console.log(`[tracing] traceidratio 0.01: ${sampled} of ${n} client-chosen trace ids sampled`);
+    expect(sampled).toBeLessThan(20);
+  });
+});
+
 describe('forward-auth mode', () => {
   let receiver: OtlpReceiver;
   let kg: RunningKeygate;
@@ -371,6 +423,25 @@ describe('with Redis: the admit round trip', () => {
     expect(admit.kind).toBe(SPAN_KIND.CLIENT);
     expect(admit.parentSpanId).toBe(server.spanId);
     expect(admit.attributes['db.system.name']).toBe('redis');
+  });
+
+  // A CLIENT span stands for a round trip that happened: a request refused before the admit has none.
+  it.each([
+    ['missing_header', '21', () => ({})],
+    ['bad_header_format', '22', () => ({ authorization: 'Basic abc' })],
+    ['malformed', '23', () => ({ authorization: 'Bearer not-a-token' })],
+    ['bad_signature', '24', () => bearer(token(API_KEY, 'not-the-secret-0123456789abcdef'))],
+    ['unknown_key', '25', () => bearer(token('no-such-key-apikey', SECRET))],
+  ])('a request refused before the admit (%s) has no redis admit span', async (reason, tag, headers) => {
+    const traceId = tag.repeat(16);
+    const reply = await send(kg.url, ACCOUNTS_PATH, {
+      headers: { ...headers(), traceparent: `00-${traceId}-${CLIENT_SPAN}-01` },
+    });
+    expect(reply.status).toBeGreaterThanOrEqual(400);
+    const spans = await traceOf(receiver, traceId);
+    expect(spans.find((s) => s.kind === SPAN_KIND.SERVER)?.attributes['keygate.reason']).toBe(reason);
+    expect(spans.map((s) => s.name)).not.toContain('redis admit');
+    expect(spans.filter((s) => s.kind === SPAN_KIND.CLIENT)).toEqual([]);
   });
 });
 

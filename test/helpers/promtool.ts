@@ -29,7 +29,7 @@ export async function recordPromtoolAbsent(
   annotate: (message: string, type?: string) => Promise<unknown>,
   what: string,
 ): Promise<void> {
-  const message = `promtool not on PATH: "${what}" NOT run (install the Debian package "prometheus"; npm run test:all does). The in-process checks still ran.`;
+  const message = `promtool not on PATH: "${what}" NOT run (install the Debian package "prometheus", or run KEYGATE_TEST_ALL_PROMTOOL=1 npm run test:all). The in-process checks still ran.`;
   console.warn(`[keygate tests] ${message}`);
   await annotate(message, 'warning');
 }

@@ -1,5 +1,14 @@
 import { execFileSync, spawnSync } from 'node:child_process';
-import { accessSync, constants, mkdtempSync, readFileSync, symlinkSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -43,7 +52,6 @@ describe('the README test command (npm run test:all)', () => {
     ['lua-resty-core', "the benchmark's nginx+lua peer"],
     ['lua-cjson', "the benchmark's nginx+lua peer"],
     ['chromium', 'the console test'],
-    ['prometheus', 'promtool (optional)'],
   ])('installs %s (%s) when missing', (pkg) => {
     expect(script).toMatch(new RegExp(`\\+=\\((?:[\\w-]+ )*${pkg}(?: [\\w-]+)*\\)`));
   });
@@ -62,5 +70,48 @@ describe('the README test command (npm run test:all)', () => {
     expect(needs).toEqual(expect.arrayContaining(['redis-server', 'wrk', 'git', 'nginx', 'caddy']));
     expect(r.stderr).toContain(`apt-get install -y ${needs?.join(' ')}`);
     expect(r.stdout).not.toContain('installing');
+  });
+
+  /**
+   * promtool is optional: as root with apt-get at hand, the script installs what the suite needs, but the
+   * `prometheus` package (a dozen Debian packages and a service) only when asked, and otherwise says what promtool
+   * adds and how to install it. Every tool is a stand-in that records how it was called.
+   */
+  describe('promtool (optional)', () => {
+    function run(env: Record<string, string>): { calls: string; stdout: string } {
+      const bin = mkdtempSync(join(tmpdir(), 'keygate-test-all-'));
+      const calls = join(bin, 'calls.log');
+      for (const tool of ['bash', 'dirname'])
+        symlinkSync(execFileSync('which', [tool], { encoding: 'utf8' }).trim(), join(bin, tool));
+      const standIn = (name: string, body = '') => {
+        writeFileSync(join(bin, name), `#!/bin/sh\necho "${name} $*" >> '${calls}'\n${body}exit 0\n`);
+        chmodSync(join(bin, name), 0o755);
+      };
+      standIn('id', 'echo 0\n');
+      for (const tool of ['apt-get', 'redis-server', 'redis-cli', 'wrk', 'git', 'python3', 'nginx', 'caddy', 'kubectl'])
+        standIn(tool);
+      standIn('npm');
+      const r = spawnSync(join(bin, 'bash'), ['scripts/test-all.sh'], {
+        encoding: 'utf8',
+        env: { PATH: bin, HOME: bin, ...env },
+      });
+      expect(r.status, r.stderr).toBe(0);
+      return { calls: existsSync(calls) ? readFileSync(calls, 'utf8') : '', stdout: r.stdout };
+    }
+
+    it('is not installed unasked; the script says what it adds and how to install it', () => {
+      const { calls, stdout } = run({});
+      expect(calls).not.toMatch(/apt-get .*prometheus/);
+      expect(calls).toMatch(/^npm test/m);
+      expect(stdout).toContain('promtool is not installed');
+      expect(stdout).toContain('apt-get install -y --no-install-recommends prometheus');
+      expect(stdout).toContain('KEYGATE_TEST_ALL_PROMTOOL=1 npm run test:all');
+    });
+
+    it('is installed when asked (KEYGATE_TEST_ALL_PROMTOOL=1, as .ci/run does)', () => {
+      const { calls } = run({ KEYGATE_TEST_ALL_PROMTOOL: '1' });
+      expect(calls).toMatch(/^apt-get install -y -qq --no-install-recommends prometheus$/m);
+      expect(readFileSync('.ci/run', 'utf8')).toMatch(/^export KEYGATE_TEST_ALL_PROMTOOL=1$/m);
+    });
   });
 });

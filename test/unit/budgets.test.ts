@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { compileRateLimit, type CompiledLimit } from '../../src/policy/rate-limit-spec.js';
-import { chargeBudgets, retryAfterUs } from '../../src/store/budgets.js';
+import { chargeBudgets, retryAfterUs, tatNow } from '../../src/store/budgets.js';
 
 /**
  * Reference model, written independently of chargeBudgets(): one weighted leaky bucket per budget
@@ -171,5 +171,37 @@ describe('a raised limit applies at once', () => {
     // ...and from the stored value, one interval later the request fits, well within 1 s.
     const stored = refused.allowed ? NaN : (refused.clampedUs[0] as number);
     expect(chargeBudgets([stored], 1_000 + fast.intervalUs, [fast], 1)).toMatchObject({ allowed: true });
+  });
+});
+
+/**
+ * A changed limit keeps the units spent (tatNow with the interval the TAT was written under): over random limits,
+ * spends and waits, a raise (rate and burst each the same or larger) never leaves less room than the old limit
+ * left at that moment, and a cut leaves the old room less what the smaller burst cannot hold, never more.
+ */
+describe('a changed limit keeps the units spent', () => {
+  const rates = ['1/h', '7/h', '10/m', '60/m', '3/s', '7/s', '100/s', '1000/s'];
+  const room = (tat: number, now: number, limit: CompiledLimit) =>
+    Math.max(0, Math.floor((limit.burst * limit.intervalUs - (tat - now)) / limit.intervalUs));
+  it('a raise never leaves less room; a cut never more than the old room or the new burst', () => {
+    let seed = 42;
+    const rand = (n: number) => (seed = (seed * 1103515245 + 12345) % 2 ** 31) % n;
+    for (let run = 0; run < 5_000; run++) {
+      const [i, j] = [rand(rates.length), rand(rates.length)];
+      const oldLimit = compileRateLimit({ rate: rates[i] as string, burst: 1 + rand(50) });
+      const newLimit = compileRateLimit({ rate: rates[j] as string, burst: 1 + rand(50) });
+      const spent = rand(oldLimit.burst + 1);
+      const t0 = 1_700_000_000_000_000;
+      const tat = t0 + spent * oldLimit.intervalUs;
+      const now = t0 + rand(spent * oldLimit.intervalUs + 1);
+      const before = room(tat, now, oldLimit);
+      const after = room(tatNow(tat, now, newLimit, oldLimit.intervalUs), now, newLimit);
+      const case_ = { old: oldLimit.shown, new: newLimit.shown, spent, elapsedUs: now - t0, before, after };
+      const raise = newLimit.intervalUs <= oldLimit.intervalUs && newLimit.burst >= oldLimit.burst;
+      if (raise) expect(after, JSON.stringify(case_)).toBeGreaterThanOrEqual(before);
+      // Units spent are kept: the room is the new burst less them, so at most the old room plus what the burst grew.
+      expect(after, JSON.stringify(case_)).toBeLessThanOrEqual(Math.max(0, before + newLimit.burst - oldLimit.burst));
+      expect(after).toBeLessThanOrEqual(newLimit.burst);
+    }
   });
 });

@@ -5,6 +5,7 @@ import {
   parseRate,
   parseRateLimitSpec,
 } from '../../src/policy/rate-limit-spec.js';
+import { gcra } from '../../src/store/rate-limit.js';
 
 describe('parseRate / parseRateLimitSpec', () => {
   it.each([
@@ -51,7 +52,7 @@ describe('parseRate / parseRateLimitSpec', () => {
     expect(compileRateLimit({ rate: '3/s' })).toEqual({
       intervalUs: 333_334,
       burst: 3,
-      policyHeader: '"keygate";q=3;w=2',
+      policyHeader: '"keygate";q=3;w=1',
       name: 'keygate',
       shown: '3/s',
     });
@@ -63,5 +64,53 @@ describe('parseRate / parseRateLimitSpec', () => {
     });
     expect(describeRateLimit({ rate: '10/s', burst: 20 })).toBe('10/s burst 20');
     expect(describeRateLimit(undefined)).toBe('none');
+  });
+});
+
+/**
+ * `w` in RateLimit-Policy is the seconds the whole burst takes to come back: spend a fresh budget whole at 0,
+ * and the whole burst passes again at w seconds (plus the interval's rounding up to a whole µs, at most one µs per
+ * unit), never at w − 1 seconds. Checked against the limit as enforced (gcra), over rates and bursts whose time
+ * is and is not a whole number of seconds.
+ */
+describe('RateLimit-Policy w', () => {
+  const wOf = (header: string) => Number(/;w=(\d+)$/.exec(header)?.[1]);
+  /** Whether `burst` units pass back to back at `atUs`, after the whole burst was spent at 0. */
+  function wholeBurstBackAt(limit: ReturnType<typeof compileRateLimit>, atUs: number): boolean {
+    let tat = 0;
+    for (let i = 0; i < limit.burst; i++) {
+      const step = gcra(tat, 0, limit);
+      if (!step.allowed) throw new Error('a fresh budget passes its whole burst');
+      tat = step.tatUs;
+    }
+    for (let i = 0; i < limit.burst; i++) {
+      const step = gcra(tat, atUs, limit);
+      if (!step.allowed) return false;
+      tat = step.tatUs;
+    }
+    return true;
+  }
+
+  it.each([
+    ['1/s', undefined, 1],
+    ['3/s', undefined, 1],
+    ['7/s', undefined, 1],
+    ['10/s', undefined, 1],
+    ['100/s', undefined, 1],
+    ['3/s', 4, 2],
+    ['7/s', 15, 3],
+    ['100/s', 200, 2],
+    ['6/m', undefined, 60],
+    ['7/m', 3, 26],
+    ['10/m', 60, 360],
+    ['1000/h', undefined, 3600],
+    ['7/h', 1, 515],
+    ['999999/s', 1, 1],
+    ['1000000/h', 1000000, 3600],
+  ])('%s burst %s: w=%i, the seconds until the whole burst is back', (rate, burst, w) => {
+    const limit = compileRateLimit(burst === undefined ? { rate } : { rate, burst });
+    expect(wOf(limit.policyHeader)).toBe(w);
+    expect(wholeBurstBackAt(limit, w * 1_000_000 + limit.burst)).toBe(true);
+    if (w > 1) expect(wholeBurstBackAt(limit, (w - 1) * 1_000_000)).toBe(false);
   });
 });

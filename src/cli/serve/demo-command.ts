@@ -8,6 +8,7 @@ import { createAssertionVerifier, type AssertionVerifier } from '../../client/ve
 import { newAssertionKey } from '../../assertion/assertion-keys.js';
 import { flag, type Command } from '../command-line.js';
 import { createDemoUpstream } from './demo-upstream.js';
+import { watchParent } from './parent-watch.js';
 import { serve } from './serve-command.js';
 
 const DEMO_KEYS = fileURLToPath(new URL('../../../examples/demo-keys.yaml', import.meta.url));
@@ -29,8 +30,11 @@ export const demoCommand: Command = {
     ],
     details: `The upstream listens on 127.0.0.1 (port KEYGATE_DEMO_UPSTREAM_PORT, default any free
 port); Keygate reads the other KEYGATE_* variables as "keygate serve" does, with
-KEYGATE_UPSTREAM set to the demo upstream and KEYGATE_KEYS_FILE defaulting to
-examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef").
+KEYGATE_UPSTREAM set to the demo upstream, KEYGATE_KEYS_FILE defaulting to
+examples/demo-keys.yaml (key "demo-key", secret "demo-secret-0123456789abcdef") and
+KEYGATE_HOST defaulting to 127.0.0.1 (the demo secret is public: set KEYGATE_HOST=0.0.0.0
+to reach the demo from other machines). The demo stops when the process that started
+it ends (under "npm run demo", npm).
 With --assertion, a new Ed25519 key in a temporary 0600 file signs X-Keygate-Assertion
 (audience "keygate-demo"), and the demo upstream verifies it on every request: a
 direct request with a forged X-Api-Key-Id gets 401. The file is removed on exit.`,
@@ -65,6 +69,8 @@ direct request with a forged X-Api-Key-Id gets 401. The file is removed on exit.
     const address = upstream.address() as AddressInfo;
     const env = {
       ...io.env,
+      // The demo key's secret is published: the proxy port is this machine's alone unless asked for more.
+      KEYGATE_HOST: io.env.KEYGATE_HOST || '127.0.0.1',
       KEYGATE_UPSTREAM: `http://127.0.0.1:${address.port}`,
       KEYGATE_KEYS_FILE: io.env.KEYGATE_KEYS_FILE || DEMO_KEYS,
       ...assertionEnv,
@@ -72,9 +78,15 @@ direct request with a forged X-Api-Key-Id gets 401. The file is removed on exit.
     io.err.write(
       `demo upstream on http://127.0.0.1:${address.port}; demo key "demo-key" from ${env.KEYGATE_KEYS_FILE}\n`,
     );
+    // A foreground toy: it ends with what started it (npm killed, a terminal closed), never left behind serving.
+    const stopWatching = watchParent(io.env, (pid) => {
+      io.err.write(`keygate demo: the process that started it (pid ${pid}) ended; stopping\n`);
+      process.kill(process.pid, 'SIGTERM');
+    });
     try {
       return await serve(env);
     } finally {
+      stopWatching();
       upstream.close();
       if (keysDir !== undefined) rmSync(keysDir, { recursive: true, force: true });
     }

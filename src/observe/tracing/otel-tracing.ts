@@ -1,6 +1,7 @@
 // Tested in test/e2e/tracing.test.ts, test/e2e/tracing-export.test.ts.
 // Loaded only by a dynamic import from create-keygate.ts when an OTLP endpoint is set: a Keygate without
 // tracing never loads this file or a single OpenTelemetry package (test/process/tracing.test.ts).
+import { randomFillSync } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import {
   ROOT_CONTEXT,
@@ -23,9 +24,11 @@ import {
   BasicTracerProvider,
   BatchSpanProcessor,
   ParentBasedSampler,
+  SamplingDecision,
   TraceIdRatioBasedSampler,
   type ReadableSpan,
   type Sampler,
+  type SamplingResult,
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
@@ -100,13 +103,44 @@ function sampler(settings: TracingSettings): Sampler {
     case 'always_off':
       return new AlwaysOffSampler();
     case 'traceidratio':
-      return ratio;
+      return new DrawnRatioSampler(settings.samplerRatio);
     case 'parentbased_always_off':
       return new ParentBasedSampler({ root: new AlwaysOffSampler() });
     case 'parentbased_traceidratio':
       return new ParentBasedSampler({ root: ratio });
     default:
       return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/**
+ * `traceidratio` that a client cannot steer. The SDK's ratio sampler decides on the trace id, and a request's trace
+ * id is the client's whenever it sends a `traceparent`: ids whose four 32-bit words XOR to 0 were always kept, so a
+ * client could have every request of its own exported (and any other of its choosing dropped). A sampler that does
+ * not follow the parent decides here on a number Keygate draws (crypto random, drawn in batches), with the same
+ * probability; the trace id is still the client's, so a kept request joins its trace.
+ */
+class DrawnRatioSampler implements Sampler {
+  private readonly bound: number;
+  private readonly pool = new Uint32Array(256);
+  private next = this.pool.length;
+
+  constructor(private readonly ratio: number) {
+    // Out of 2^32: 1 keeps every draw, 0 none.
+    this.bound = Math.floor(Math.min(1, Math.max(0, ratio)) * 0x1_0000_0000);
+  }
+
+  shouldSample(): SamplingResult {
+    if (this.next === this.pool.length) {
+      randomFillSync(this.pool);
+      this.next = 0;
+    }
+    const draw = this.pool[this.next++] as number;
+    return { decision: draw < this.bound ? SamplingDecision.RECORD_AND_SAMPLED : SamplingDecision.NOT_RECORD };
+  }
+
+  toString(): string {
+    return `DrawnRatioSampler{${this.ratio}}`;
   }
 }
 

@@ -69,6 +69,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
   const nonces = createNonceTable(); // the replay guard: (apiKey, nonce) -> expiry (ms), out of the JS heap
   const tats = new Map<string, number>(); // budget (budgetName) -> GCRA theoretical arrival time (µs)
   const balances = new Map<string, CreditBalance>(); // credits (budgetName) -> balance (store/credits.ts)
+  // budget -> the interval (µs) of the limit its TAT was written under: a changed limit keeps the units spent (budgets.ts tatNow)
+  const tatIntervals = new Map<string, number>();
   const ipTats = new Map<string, number>(); // client IP (or IPv6 /64) -> failed-auth GCRA TAT (µs)
   const usage = new Map<string, { lastUsedAtMs: number; perDay: Map<string, number> }>();
   const dayOf = createUtcDayOf(); // the day's name, rebuilt once a day, not per request
@@ -118,7 +120,11 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     nonces.sweep(now);
     // A TAT in the past means "full allowance", the same as none.
     const nowUs = now * 1_000;
-    for (const [k, tat] of tats) if (tat <= nowUs) tats.delete(k);
+    for (const [k, tat] of tats)
+      if (tat <= nowUs) {
+        tats.delete(k);
+        tatIntervals.delete(k);
+      }
     for (const [k, tat] of ipTats) if (tat <= nowUs) ipTats.delete(k);
   };
   const timer = setInterval(sweep, options.sweepIntervalMs ?? 10_000);
@@ -150,8 +156,13 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       nowUs,
       charge.budgets.map((b) => b.limit),
       charge.cost,
+      names.map((n) => tatIntervals.get(n)),
     );
-    return { ...step, names };
+    return { ...step, names, intervals: charge.budgets.map((b) => b.limit.intervalUs) };
+  }
+  function storeTat(name: string, tatUs: number, intervalUs: number) {
+    tats.set(name, tatUs);
+    tatIntervals.set(name, intervalUs);
   }
 
   // One synchronous function, so the checks and the writes of a batch are one step (Node runs one callback at a time).
@@ -191,6 +202,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         versions.delete(w.apiKey);
         tats.delete(w.apiKey);
         balances.delete(w.apiKey);
+        tatIntervals.delete(w.apiKey);
         usage.delete(w.apiKey);
         pendingOutcomes.key.delete(w.apiKey);
         rings.key.delete(w.apiKey);
@@ -275,7 +287,9 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       const step =
         charge && charge.budgets.length > 0 ? chargeInMemory(apiKey, charge, Number(nowNs / 1_000n)) : undefined;
       if (step && !step.allowed) {
-        step.clampedUs.forEach((tat, i) => tat !== undefined && tats.set(step.names[i] as string, tat));
+        step.clampedUs.forEach(
+          (tat, i) => tat !== undefined && storeTat(step.names[i] as string, tat, step.intervals[i] as number),
+        );
         return { outcome: 'limited', refusedBy: step.refusedBy, rate: step.states };
       }
       const credits = charge?.credits;
@@ -290,7 +304,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
       if (spend && !spend.allowed)
         return { outcome: 'exhausted', refusedBy: spend.refusedBy, rate: step?.states ?? [], credits: spend.states };
       if (!nonces.admitOnce(apiKey, nonce, ttlMs, now)) return REPLAY;
-      if (step) step.names.forEach((name, i) => tats.set(name, step.tatsUs[i] as number));
+      if (step) step.names.forEach((name, i) => storeTat(name, step.tatsUs[i] as number, step.intervals[i] as number));
       if (spend && credits)
         credits.forEach((c, j) =>
           balances.set(budgetName(c.kind, apiKey, charge.owner), spend.next[j] as CreditBalance),
@@ -368,7 +382,8 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
     },
     async ownerBudget(owner, limit) {
       const nowUs = Number(deps.clock.nowNs() / 1_000n);
-      return peekBudget(tats.get(budgetName('owner', '', owner)) ?? 0, nowUs, limit);
+      const name = budgetName('owner', '', owner);
+      return peekBudget(tats.get(name) ?? 0, nowUs, limit, tatIntervals.get(name));
     },
     // No audit log in memory: operators change keys only in Redis (management writes answer
     // writes_need_redis, `keygate keys` needs Redis); the embedded store's keys come from the keys

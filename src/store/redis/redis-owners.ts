@@ -1,15 +1,17 @@
-// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/owner-limits.test.ts (two instances).
+// Tested in test/e2e/store-contract.test.ts (both stores), test/e2e/owner-limits.test.ts (two instances), test/e2e/redis-outage-log.test.ts (its retries while Redis is away).
 import type { Logger } from 'pino';
 import { parseOwnerSettings, ownerSettings, type OwnerRecord } from '../../keys/owner-record.js';
 import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../policy/rate-limit-spec.js';
-import { peekBudget } from '../budgets.js';
+import { parseStoredBudget, peekBudget } from '../budgets.js';
 import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
 import type { OwnerHomeRecord } from '../home.js';
 import { StoreUnavailableError } from '../store.js';
 import { AUDIT_STREAM_MAX } from '../audit-entry.js';
 import { AUDIT_TRIM_LUA } from '../webhook-queue.js';
+import type { Clock } from '../../clock.js';
 import type { RedisClient } from './connection/redis-connection.js';
+import { createRedisOutageLog } from './connection/redis-outage-log.js';
 import { compileCredits, OWNER_CREDITS_NAME, type CompiledCredits } from '../../keys/credits.js';
 
 /**
@@ -72,13 +74,14 @@ const RETRY_FIRST_MS = 100;
 const RETRY_MAX_MS = 2_000;
 
 export function createRedisOwners(
-  options: { prefix: string; channel: string; auditStreamMax?: number },
+  options: { prefix: string; channel: string; auditStreamMax?: number; outageLogMs?: number },
   deps: {
     /** The request path's connection: the table's reads. */
     client: RedisClient;
     /** The key operations' connection: reads and changes made by operators. */
     manager: RedisClient;
     logger: Logger;
+    clock: Clock;
   },
 ): RedisOwners {
   const hash = `${options.prefix}{keystore}:owners`;
@@ -99,6 +102,21 @@ export function createRedisOwners(
   const timers = new Set<NodeJS.Timeout>();
   let stopped = false;
   let tableRetryMs = RETRY_FIRST_MS;
+  // The table's retries (every 100 ms, doubling to 2 s) while Redis is away: one line when the reads start
+  // failing, a summary per interval while they do (how long, how many failures, the last error), one when a
+  // read succeeds again; as the connections' own outage lines, never a line per retry.
+  const TABLE = 'owner-limits';
+  const tableOutage = createRedisOutageLog(
+    {
+      ...(options.outageLogMs !== undefined && { intervalMs: options.outageLogMs }),
+      messages: {
+        down: "owner limits could not be read; owners' keys are answered 503 until a retry succeeds",
+        stillDown: 'owner limits still unread; retrying',
+        up: 'owner limits read again',
+      },
+    },
+    { logger: deps.logger, clock: deps.clock },
+  );
   function later(fn: () => void, ms: number) {
     if (stopped) return;
     const t = setTimeout(() => {
@@ -144,16 +162,14 @@ export function createRedisOwners(
       loaded = true;
       unknown.clear();
       tableRetryMs = RETRY_FIRST_MS;
+      tableOutage.up(TABLE);
     });
     loading = p;
     p.then(
       () => loading === p && (loading = undefined),
       (err: Error) => {
         if (loading === p) loading = undefined;
-        deps.logger.warn(
-          { err: err.message, retryMs: tableRetryMs },
-          "owner limits could not be read; owners' keys are answered 503 until a retry succeeds",
-        );
+        tableOutage.down(TABLE, err);
         loaded = false;
         later(() => void (loaded || loading ? undefined : loadAll().catch(() => {})), tableRetryMs);
         tableRetryMs = Math.min(tableRetryMs * 2, RETRY_MAX_MS);
@@ -215,12 +231,13 @@ export function createRedisOwners(
     },
     async budget(owner, limit) {
       // The owner's bucket (request-state.ts admitArgs) and Redis's clock, read together on its slot.
-      const [s, us, tat] = (await deps.manager.eval(
+      const [s, us, raw] = (await deps.manager.eval(
         "local t = redis.call('TIME') return {t[1], t[2], redis.call('GET', KEYS[1]) or '0'}",
         1,
-        `${options.prefix}{owner:${owner}}:tat`,
+        `${options.prefix}{owner:${owner}}:budget`,
       )) as [string, string, string];
-      return peekBudget(Number(tat), Number(s) * 1_000_000 + Number(us), limit);
+      const stored = parseStoredBudget(raw);
+      return peekBudget(stored.tatUs, Number(s) * 1_000_000 + Number(us), limit, stored.intervalUs);
     },
     limit(owner) {
       if (!loaded || unknown.has(owner))
@@ -244,6 +261,7 @@ export function createRedisOwners(
     },
     stop() {
       stopped = true;
+      tableOutage.stop();
       for (const t of timers) clearTimeout(t);
       timers.clear();
     },

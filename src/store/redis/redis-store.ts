@@ -97,13 +97,13 @@ export interface RedisStoreEvents {
  *   {prefix}{keystore}:…              key records, their indexes and the audit stream (redis-key-records.ts)
  *   {prefix}{keystore}:epoch          a random value written once: gone means the keystore was emptied (keystore-epoch.ts)
  *   {prefix}{<apiKey>}:nonce:<n>      replay guard entry, SET NX PX         ┐ request-path state of one key:
- *   {prefix}{<apiKey>}:tat            GCRA state (µs), PX until it passes   │ one hash slot, written by one
+ *   {prefix}{<apiKey>}:budget         GCRA state "<TAT µs>:<interval µs>"   │ one hash slot, written by one
  *   {prefix}{<apiKey>}:usage          hash: last (ms), YYYY-MM-DD → count,  ┘ slot. Nonce + GCRA: admit-script.ts;
  *                                     b:<process> → last batch written        usage in batches: usage-flush-script.ts
  *   {prefix}{<apiKey>}:outcomes       hash: ring slot → "<bucket> <count per outcome>" (keys/outcome-usage.ts), same batches
  *   {prefix}{owner:<o>}:usage / :outcomes   the owner's outcomes (summed over its keys) and its batch marks
- *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :tat   the same for a key with an owner, in its owner's slot
- *   {prefix}{owner:<o>}:tat           the owner's GCRA state: one slot with its keys' nonces and TATs
+ *   {prefix}{owner:<o>}:key:<apiKey>:nonce:<n> / :budget   the same for a key with an owner, in its owner's slot
+ *   {prefix}{owner:<o>}:budget        the owner's GCRA state: one slot with its keys' nonces and TATs
  *   {prefix}{keystore}:owners         hash: owner → its own settings (redis-owners.ts)
  *   {prefix}{ipfail:<ip>}             failed-authentication GCRA state of a client IP or IPv6 /64
  *   {prefix}key-events                pub/sub channel, message = apiKey, "*" or "owner:<owner>"
@@ -267,7 +267,10 @@ export function createRedisStore(
     },
   );
   // Owners' own limits: a table every instance keeps from the owners hash and the change feed.
-  const owners = createRedisOwners({ prefix, channel, auditStreamMax }, { client, manager, logger: deps.logger });
+  const owners = createRedisOwners(
+    { prefix, channel, auditStreamMax, ...(options.outageLogMs !== undefined && { outageLogMs: options.outageLogMs }) },
+    { client, manager, logger: deps.logger, clock },
+  );
   feed.onKeyChange((message) => owners.changed(message));
   // Regions: one request-state group per region listed, each fenced on its own (request-state-group.ts).
   const groups = new Map<string, RequestStateGroup>();

@@ -86,7 +86,7 @@ export function createRequestState(
     const credits = charge.credits;
     const args: Array<string | number> = [1 + charge.budgets.length + (credits?.length ?? 0), `${state}nonce:${nonce}`];
     for (const b of charge.budgets)
-      args.push(b.kind === 'key' ? `${state}tat` : `${options.prefix}{owner:${charge.owner}}:tat`);
+      args.push(b.kind === 'key' ? `${state}budget` : `${options.prefix}{owner:${charge.owner}}:budget`);
     if (credits)
       for (const c of credits) args.push(c.kind === 'key' ? `${state}credits` : ownerCreditsName(charge.owner));
     args.push(ttlMs, charge.cost, charge.budgets.length);
@@ -209,7 +209,13 @@ export function createRequestState(
           usage.drop(k);
           // A key with an owner keeps its credits in its owner's slot, which this does not know: a leftover
           // balance there is never read again (a key re-created later is set with a newer setAt).
-          await manager.del(`${stateOf(k)}tat`, `${stateOf(k)}usage`, `${stateOf(k)}outcomes`, `${stateOf(k)}credits`);
+          await manager.del(
+            `${stateOf(k)}budget`,
+            `${stateOf(k)}tat`,
+            `${stateOf(k)}usage`,
+            `${stateOf(k)}outcomes`,
+            `${stateOf(k)}credits`,
+          );
         }
       }),
     close: () => usage.close(),

@@ -13,6 +13,18 @@ export interface RedisOutageLog {
   stop(): void;
 }
 
+/** The three lines of an outage; a connection's by default, or another retried read's (the owners' limits). */
+export interface OutageMessages {
+  readonly down: string;
+  readonly stillDown: string;
+  readonly up: string;
+}
+const CONNECTION_MESSAGES: OutageMessages = {
+  down: 'redis connection down',
+  stillDown: 'redis still down',
+  up: 'redis reconnected',
+};
+
 /**
  * A Redis outage in a few lines instead of a flood: ioredis reports every failed reconnect (every 0.5 s,
  * per connection), which made ≈4 warnings a second and nothing when Redis came back. Per connection:
@@ -21,10 +33,11 @@ export interface RedisOutageLog {
  * when it is back. The state itself is in keygate_redis_up and /readyz.
  */
 export function createRedisOutageLog(
-  options: { intervalMs?: number },
+  options: { intervalMs?: number; messages?: OutageMessages },
   deps: { logger: Logger; clock: Clock },
 ): RedisOutageLog {
   const intervalMs = options.intervalMs ?? REDIS_OUTAGE_LOG_INTERVAL_MS;
+  const messages = options.messages ?? CONNECTION_MESSAGES;
   const outages = new Map<string, { since: number; lastLine: number; failures: number; err: string | undefined }>();
   let stopped = false;
   return {
@@ -34,7 +47,7 @@ export function createRedisOutageLog(
       const outage = outages.get(conn);
       if (outage === undefined) {
         outages.set(conn, { since: now, lastLine: now, failures: 0, err: err?.message });
-        deps.logger.warn({ conn, err: err?.message }, 'redis connection down');
+        deps.logger.warn({ conn, err: err?.message }, messages.down);
         return;
       }
       if (err === undefined) return; // the 'close' after an 'error': the same failure
@@ -43,7 +56,7 @@ export function createRedisOutageLog(
       if (now - outage.lastLine < intervalMs) return;
       deps.logger.warn(
         { conn, err: outage.err, downForMs: now - outage.since, failures: outage.failures },
-        'redis still down',
+        messages.stillDown,
       );
       outage.lastLine = now;
       outage.failures = 0;
@@ -52,7 +65,7 @@ export function createRedisOutageLog(
       const outage = outages.get(conn);
       if (outage === undefined) return;
       outages.delete(conn);
-      if (!stopped) deps.logger.info({ conn, downForMs: deps.clock.nowMs() - outage.since }, 'redis reconnected');
+      if (!stopped) deps.logger.info({ conn, downForMs: deps.clock.nowMs() - outage.since }, messages.up);
     },
     stop() {
       stopped = true;

@@ -20,7 +20,8 @@ import { CREDITS_LUA } from './credits-script.js';
  * KEYS (one hash slot: every name carries the key's state tag, {<apiKey>}, or {owner:<owner>} for
  * a key with an owner, whose own bucket and credits then share the slot; request-state.ts `admitStateOf`):
  *   1            the nonce                  replay guard, SET NX PX
- *   2..n+1       each budget's TAT (µs)     PX until it passes; the key's first, then its owner's
+ *   2..n+1       each budget's state        "<TAT µs>:<interval µs it was written under>", PX until it passes; the
+ *                                           key's first, then its owner's (a plain number: written under the interval in force)
  *   n+2..n+m+1   each credits' balance      hash r p g s i (credits-script.ts); the key's first, then its owner's
  * ARGV: nonce TTL ms, cost, n, then per budget: interval µs (> 0), burst; then per credits: set's gen,
  *       set's remaining, refill amount, interval code (0 none, 1 day, 2 month)
@@ -44,14 +45,22 @@ local tats, nexts, intervals, caps = {}, {}, {}, {}
 local refused = -1
 for i = 1, n do
   local interval = tonumber(ARGV[2 + 2 * i])
-  local tat = tonumber(redis.call('GET', KEYS[i + 1]) or '0') or 0
-  if tat < now then tat = now end
+  local raw = redis.call('GET', KEYS[i + 1])
+  local tat, was = 0, interval
+  if raw then
+    local t, w = string.match(raw, '^(%d+):(%d+)$')
+    if t then tat, was = tonumber(t), tonumber(w) else tat = tonumber(raw) or 0 end
+  end
   intervals[i] = interval
   caps[i] = tonumber(ARGV[3 + 2 * i]) * interval
-  if tat - now > caps[i] then
-    -- Stored under a slower limit: clamped to this one's burst and written back (budgets.ts tatNow).
-    tat = now + caps[i]
-    redis.call('SET', KEYS[i + 1], string.format('%.0f', tat), 'PX', math.ceil(caps[i] / 1000))
+  if tat < now then
+    tat = now
+  elseif was ~= interval or tat - now > caps[i] then
+    -- Written under another limit: the units spent are kept (never more than this burst) and written back
+    -- with this interval, so they drain at this rate (budgets.ts tatNow, the same arithmetic in the same order).
+    if was ~= interval and was > 0 then tat = now + math.ceil((tat - now) / was * interval) end
+    if tat - now > caps[i] then tat = now + caps[i] end
+    redis.call('SET', KEYS[i + 1], string.format('%.0f:%.0f', tat, interval), 'PX', math.ceil((tat - now) / 1000))
   end
   tats[i] = tat
   nexts[i] = tat + cost * interval
@@ -77,7 +86,7 @@ if spend then
 end
 for i = 1, n do
   if spend then
-    redis.call('SET', KEYS[i + 1], string.format('%.0f', nexts[i]), 'PX', math.ceil((nexts[i] - now) / 1000))
+    redis.call('SET', KEYS[i + 1], string.format('%.0f:%.0f', nexts[i], intervals[i]), 'PX', math.ceil((nexts[i] - now) / 1000))
     out[#out + 1] = math.floor((caps[i] - (nexts[i] - now)) / intervals[i])
     out[#out + 1] = nexts[i] - now
     out[#out + 1] = 0
