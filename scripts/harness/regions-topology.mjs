@@ -253,7 +253,7 @@ export async function startRegionsTopology(net, options = {}) {
     KEYGATE_SECRET_ENCRYPTION_KEY: randomBytes(32).toString('hex'),
     KEYGATE_LOG_LEVEL: 'warn',
   };
-  /** @param {string} region */
+  /** @param {string} region @returns {Record<string, string>} */
   const regionEnv = (region) =>
     regionsOn
       ? {
@@ -383,7 +383,7 @@ export async function startRegionsTopology(net, options = {}) {
     instances.sort((a, b) => a.name.localeCompare(b.name));
 
     const cliEnv = { ...common, ...regionEnv(keystoreRegion), KEYGATE_LOG_LEVEL: 'error' };
-    /** @param {string} region */
+    /** @param {string} region @param {number} [port] @param {string} [name] */
     const sentinelMaster = async (region, port = PORTS.requestSentinel, name = `rs-${region}`) => {
       const [host, p] = /** @type {[string, string]} */ (
         await ask(addr(region), port, ['SENTINEL', 'GET-MASTER-ADDR-BY-NAME', name])
