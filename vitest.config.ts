@@ -50,6 +50,14 @@ export default defineConfig({
     pool: 'forks',
     // Tests start real servers on real ports; keep CPU contention sane on 2 cores.
     maxWorkers: 2,
-    projects: [shared('unit'), shared('repo'), tier('e2e'), tier('adversarial'), tier('process'), tier('deploy'), tier('regions')],
+    projects: [
+      shared('unit'),
+      shared('repo'),
+      tier('e2e'),
+      tier('adversarial'),
+      tier('process'),
+      tier('deploy'),
+      tier('regions'),
+    ],
   },
 });

@@ -70,7 +70,10 @@ const DELAYS = { 'fra-iad': 45, 'iad-tyo': 75, 'fra-tyo': 100 };
 const regionsOn = readFileSync(new URL('../dist/config/env-names.js', import.meta.url), 'utf8').includes(
   'KEYGATE_REGION',
 );
-const load = () => execFileSync('uptime', { encoding: 'utf8' }).trim().replace(/^.*load average/, 'load average');
+const load = () =>
+  execFileSync('uptime', { encoding: 'utf8' })
+    .trim()
+    .replace(/^.*load average/, 'load average');
 /** @param {number | null | undefined} v */
 const ms = (v) => (v === null || v === undefined || Number.isNaN(v) ? '-' : `${Math.round(v)}`);
 /**
@@ -103,7 +106,9 @@ const seconds =
 console.log(
   `[regions] ${REGIONS.join(', ')}; one way ${Object.entries(DELAYS)
     .map(([k, v]) => `${k} ${v} ms`)
-    .join(', ')}; regions in Keygate: ${regionsOn ? 'on' : 'off (this build has no KEYGATE_REGION)'}; deadline ${Math.round(seconds)} s`,
+    .join(
+      ', ',
+    )}; regions in Keygate: ${regionsOn ? 'on' : 'off (this build has no KEYGATE_REGION)'}; deadline ${Math.round(seconds)} s`,
 );
 const net = await startRegionsNet({ regions: REGIONS, delaysMs: DELAYS, deadlineSeconds: Math.round(seconds) });
 /** @type {import('./harness/regions-topology.mjs').RegionsTopology | undefined} */
@@ -156,7 +161,18 @@ try {
     table(
       'Limits: one key homed in iad at 50/s burst 50, one sender per instance',
       ['senders', 'each', 'seconds', 'admitted', 'exact', 'error', '429', 'other'],
-      [[r.senders, `${r.senderRate}/s`, r.seconds.toFixed(2), r.admitted, r.exact.toFixed(1), `${r.errorPct.toFixed(2)}%`, r.limited, fmt(r.other)]],
+      [
+        [
+          r.senders,
+          `${r.senderRate}/s`,
+          r.seconds.toFixed(2),
+          r.admitted,
+          r.exact.toFixed(1),
+          `${r.errorPct.toFixed(2)}%`,
+          r.limited,
+          fmt(r.other),
+        ],
+      ],
     );
   }
 
@@ -181,8 +197,20 @@ try {
       ['run', 'tokens', 'admitted', 'tokens with more than one 200', 'answers'],
       [
         ['homes on', plain.tokens, plain.admitted, plain.duplicates, fmt(plain.answers)],
-        ["iad's request-state master SIGKILLed mid-run", killed.tokens, killed.admitted, killed.duplicates, fmt(killed.answers)],
-        ['control: each region its own Redis (3 instances)', control.tokens, control.admitted, control.duplicates, fmt(control.answers)],
+        [
+          "iad's request-state master SIGKILLed mid-run",
+          killed.tokens,
+          killed.admitted,
+          killed.duplicates,
+          fmt(killed.answers),
+        ],
+        [
+          'control: each region its own Redis (3 instances)',
+          control.tokens,
+          control.admitted,
+          control.duplicates,
+          fmt(control.answers),
+        ],
       ],
     );
   }
@@ -192,8 +220,26 @@ try {
     results.partition = r;
     table(
       `Partition: tyo cut off for ${r.seconds} s (revoke during the cut: ${r.revokeDuringCut})`,
-      ['instance', 'traffic', 'before', 'during', 'after heal', 'all 503 from (ms after cut)', 'p99 before', 'p99 during'],
-      r.rows.map((x) => [x.instance, x.what, fmt(x.before), fmt(x.during), fmt(x.after), ms(x.all503AfterMs), ms(x.p99BeforeMs), ms(x.p99DuringMs)]),
+      [
+        'instance',
+        'traffic',
+        'before',
+        'during',
+        'after heal',
+        'all 503 from (ms after cut)',
+        'p99 before',
+        'p99 during',
+      ],
+      r.rows.map((x) => [
+        x.instance,
+        x.what,
+        fmt(x.before),
+        fmt(x.during),
+        fmt(x.after),
+        ms(x.all503AfterMs),
+        ms(x.p99BeforeMs),
+        ms(x.p99DuringMs),
+      ]),
     );
     console.log(`refusals during the cut (code reason): ${fmt(r.rejectionsDuringCut)}`);
     console.log(`pre-cut tokens sent again after the heal: ${fmt(r.replayedAfterHeal)}`);
@@ -205,13 +251,31 @@ try {
     results.keystore = r;
     table(
       `Keystore master's region (${r.region}) cut off for ${r.seconds} s: new master ${r.newMaster} after ${ms(r.promotedAfterMs)} ms; revoke there: ${r.revokeDuringCut} after ${ms(r.revokeDuringAckAfterMs)} ms`,
-      ['instance', 'before', 'during', 'after heal', 'first 503 (ms after cut)', 'all 503 from', 'last 503 after heal (ms)'],
-      r.rows.map((x) => [x.instance, fmt(x.before), fmt(x.during), fmt(x.after), ms(x.first503AfterMs), ms(x.all503AfterMs), ms(x.last503AfterHealMs)]),
+      [
+        'instance',
+        'before',
+        'during',
+        'after heal',
+        'first 503 (ms after cut)',
+        'all 503 from',
+        'last 503 after heal (ms)',
+      ],
+      r.rows.map((x) => [
+        x.instance,
+        fmt(x.before),
+        fmt(x.during),
+        fmt(x.after),
+        ms(x.first503AfterMs),
+        ms(x.all503AfterMs),
+        ms(x.last503AfterHealMs),
+      ]),
     );
     console.log(`refusals during the cut (code reason): ${fmt(r.rejectionsDuringCut)}`);
     console.log(`revoked keys after the heal: ${fmt(r.revokedAfterHeal)}`);
   }
-  console.log(`\n[regions] ${client.sentCount()} requests in ${Math.round((Date.now() - started) / 1000)} s (${load()})`);
+  console.log(
+    `\n[regions] ${client.sentCount()} requests in ${Math.round((Date.now() - started) / 1000)} s (${load()})`,
+  );
   if (opts.json) console.log(JSON.stringify(results));
 } finally {
   await stopAll();
@@ -222,5 +286,7 @@ try {
  * @param {Array<{ apiKey: string, apiSecret: string }>} keys
  */
 async function makeKeysSeparately(t, keys) {
-  await t.importKeysSeparately(keys.map((k) => ({ apiKey: k.apiKey, apiSecret: k.apiSecret, scopes: ['accounts:read'] })));
+  await t.importKeysSeparately(
+    keys.map((k) => ({ apiKey: k.apiKey, apiSecret: k.apiSecret, scopes: ['accounts:read'] })),
+  );
 }

@@ -134,9 +134,7 @@ export async function rejections(instance) {
   /** @type {Map<string, number>} */
   const out = new Map();
   for (const m of text.matchAll(/^keygate_auth_rejections_total\{([^}]*)\} (\S+)$/gm)) {
-    const labels = Object.fromEntries(
-      [...(m[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]),
-    );
+    const labels = Object.fromEntries([...(m[1] ?? '').matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
     out.set(`${labels.code} ${labels.reason}`, Number(m[2]));
   }
   return out;
@@ -205,7 +203,8 @@ export async function waitServed(client, instances, key, timeoutMs) {
     for (;;) {
       const a = await client.send(i, fresh(key));
       if (a.status === 200) break;
-      if (Date.now() > deadline) throw new Error(`${i.name} still answers ${a.status} ${a.code ?? ''} for ${key.apiKey}`);
+      if (Date.now() > deadline)
+        throw new Error(`${i.name} still answers ${a.status} ${a.code ?? ''} for ${key.apiKey}`);
       await sleep(100);
     }
   }
@@ -475,13 +474,26 @@ export async function measurePartition(topo, client, options) {
     ...(await makeKeys(topo, 'other-home', 1, other)),
     ...(await makeKeys(topo, 'revoked-in-cut', 1, other)),
   ];
-  for (const k of [cutKey, otherKey, revokedKey]) await waitServed(client, topo.instances, /** @type {TestKey} */ (k), 30_000);
+  for (const k of [cutKey, otherKey, revokedKey])
+    await waitServed(client, topo.instances, /** @type {TestKey} */ (k), 30_000);
   const cutGates = topo.instances.filter((i) => i.region === region);
   const otherGates = topo.instances.filter((i) => i.region !== region);
   const flows = [
-    ...cutGates.map((i) => ({ i, what: 'cut region, own key', s: steady(client, i, /** @type {TestKey} */ (cutKey), everyMs) })),
-    ...otherGates.map((i) => ({ i, what: 'elsewhere, key homed elsewhere', s: steady(client, i, /** @type {TestKey} */ (otherKey), everyMs) })),
-    ...otherGates.map((i) => ({ i, what: 'elsewhere, key homed in cut region', s: steady(client, i, /** @type {TestKey} */ (cutKey), everyMs) })),
+    ...cutGates.map((i) => ({
+      i,
+      what: 'cut region, own key',
+      s: steady(client, i, /** @type {TestKey} */ (cutKey), everyMs),
+    })),
+    ...otherGates.map((i) => ({
+      i,
+      what: 'elsewhere, key homed elsewhere',
+      s: steady(client, i, /** @type {TestKey} */ (otherKey), everyMs),
+    })),
+    ...otherGates.map((i) => ({
+      i,
+      what: 'elsewhere, key homed in cut region',
+      s: steady(client, i, /** @type {TestKey} */ (cutKey), everyMs),
+    })),
   ];
   await sleep(2_000);
   const before = await readRejections(topo.instances);
@@ -559,7 +571,8 @@ export async function measureKeystoreCut(topo, client, options) {
     ...(await makeKeys(topo, 'ks-revoked-before', 1, other)),
     ...(await makeKeys(topo, 'ks-revoked-during', 1, other)),
   ];
-  for (const k of [live, revokedBefore, revokedDuring]) await waitServed(client, topo.instances, /** @type {TestKey} */ (k), 30_000);
+  for (const k of [live, revokedBefore, revokedDuring])
+    await waitServed(client, topo.instances, /** @type {TestKey} */ (k), 30_000);
   const otherGate = /** @type {Instance} */ (topo.instances.find((i) => i.region === other));
   const r0 = await client.manage(otherGate, 'POST', `/v1/keys/${revokedBefore?.apiKey}/revoke`, {});
   const flows = topo.instances.map((i) => ({ i, s: steady(client, i, /** @type {TestKey} */ (live), everyMs) }));
@@ -669,7 +682,13 @@ export async function measureLatency(topo, client, options) {
       for (let n = 0; n < options.requests; n++) {
         floor.push((await client.get(i, '/api/v3/time')).ms);
       }
-      rows.push({ instance: i.name, home: '/api/v3/time (no key)', p50: quantile(floor, 0.5), p99: quantile(floor, 0.99), rttToHomeMs: 0 });
+      rows.push({
+        instance: i.name,
+        home: '/api/v3/time (no key)',
+        p50: quantile(floor, 0.5),
+        p99: quantile(floor, 0.99),
+        rttToHomeMs: 0,
+      });
     }),
   );
   rows.sort((a, b) => a.instance.localeCompare(b.instance) || a.home.localeCompare(b.home));

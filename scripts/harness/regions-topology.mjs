@@ -239,10 +239,7 @@ export async function startRegionsTopology(net, options = {}) {
   const policyFile = join(dir, 'policy.yaml');
   const routes = readFileSync(new URL('../../config/routes.yaml', import.meta.url), 'utf8');
   const regionsMap = regions
-    .map(
-      (r) =>
-        `  ${r}: { sentinels: "${addr(r)}:${PORTS.requestSentinel}", sentinelName: rs-${r} }`,
-    )
+    .map((r) => `  ${r}: { sentinels: "${addr(r)}:${PORTS.requestSentinel}", sentinelName: rs-${r} }`)
     .join('\n');
   writeFileSync(policyFile, regionsOn ? `${routes}\nregions:\n${regionsMap}\n` : routes);
   const keystoreSentinels = regions.map((r) => `${addr(r)}:${PORTS.keystoreSentinel}`).join(',');
@@ -382,7 +379,9 @@ export async function startRegionsTopology(net, options = {}) {
       return instance;
     };
     await Promise.all(
-      regions.flatMap((r) => Array.from({ length: perRegion }, (_, i) => startGate(r, `${r}-${i + 1}`, i, regionEnv(r)))),
+      regions.flatMap((r) =>
+        Array.from({ length: perRegion }, (_, i) => startGate(r, `${r}-${i + 1}`, i, regionEnv(r))),
+      ),
     );
     instances.sort((a, b) => a.name.localeCompare(b.name));
 

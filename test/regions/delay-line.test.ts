@@ -75,6 +75,8 @@ describe('the delay line between simulated regions', () => {
     } finally {
       await net.rejoin('c');
     }
-    expect((await echoRoundTrips(net, 'c', 'a', { rounds: 1, timeoutMs: guard(10_000), port: 7203 })).rtts).toHaveLength(1);
+    expect(
+      (await echoRoundTrips(net, 'c', 'a', { rounds: 1, timeoutMs: guard(10_000), port: 7203 })).rtts,
+    ).toHaveLength(1);
   });
 });
