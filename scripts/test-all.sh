@@ -4,7 +4,8 @@
 # .ci/run calls exactly this command, so CI and a newcomer run the same thing.
 #
 #   Debian packages, installed with apt-get when run as root or through sudo:
-#     redis-server (with redis-cli), wrk, git, python3 + python3-jwt + python3-cryptography (the README's Python examples), nginx and caddy
+#     redis-server (with redis-cli), wrk, git, python3 + python3-jwt + python3-cryptography (the README's Python examples;
+#     python3 also runs the regions tier's delay line), iproute2 (`ip netns`, the regions tier), nginx and caddy
 #     (the forward-auth recipes), libnginx-mod-http-lua + lua-resty-core + lua-cjson (the benchmark's nginx+lua peer), chromium (the console test); prometheus (promtool) is optional: without it the
 #     promtool checks print that they did NOT run.
 #   kubectl (test/deploy/kubernetes.test.ts renders the manifests with `kubectl kustomize`) is not in Debian. When
@@ -28,6 +29,9 @@ missing=()
 has wrk || missing+=(wrk)
 has git || missing+=(git)
 has_pyjwt || missing+=(python3 python3-jwt python3-cryptography)
+# The regions tier (test/regions): network namespaces with `ip netns`, joined by scripts/harness/delay-line.py.
+has ip || missing+=(iproute2)
+has python3 || missing+=(python3)
 has nginx || missing+=(nginx)
 # The benchmark's nginx+lua peer (scripts/bench/nginx.mjs), run by test/process/bench-harness.test.ts.
 [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || missing+=(libnginx-mod-http-lua)

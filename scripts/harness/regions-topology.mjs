@@ -366,16 +366,21 @@ export async function startRegionsTopology(net, options = {}) {
         },
       };
       instances.push(instance);
-      await until(
-        `${name} answering /healthz`,
-        async () => {
-          if (p.exitCode !== null) throw new Error(`${name} exited: ${readFileSync(log, 'utf8').slice(-2000)}`);
-          return (await fetch(`${instance.adminUrl}/healthz`)).ok;
-        },
-        timeoutMs,
-      ).catch((err) => {
-        throw new Error(`${String(err)}\n${readFileSync(log, 'utf8').slice(-2000)}`);
-      });
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        if (p.exitCode !== null || p.signalCode !== null)
+          throw new Error(`${name} exited at start:\n${readFileSync(log, 'utf8').slice(-2000)}`);
+        if (Date.now() > deadline)
+          throw new Error(
+            `${name} did not answer /healthz within ${timeoutMs} ms:\n${readFileSync(log, 'utf8').slice(-2000)}`,
+          );
+        const ok = await fetch(`${instance.adminUrl}/healthz`, { signal: AbortSignal.timeout(2_000) }).then(
+          (r) => r.ok,
+          () => false,
+        );
+        if (ok) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
       return instance;
     };
     await Promise.all(

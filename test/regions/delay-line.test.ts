@@ -1,7 +1,7 @@
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { echoRoundTrips, startRegionsNet, type RegionsNet } from '../../scripts/harness/regions-net.mjs';
-import { requireRegionsNet } from '../helpers/regions.js';
+import { requireRegionsNet } from '../helpers/regions-net.js';
 import { guard } from '../helpers/slowdown.js';
 
 const DELAYS = { 'a-b': 45, 'a-c': 75, 'b-c': 100 };

@@ -17,7 +17,7 @@ import {
   waitServed,
   type Client,
 } from '../../scripts/harness/regions-measure.mjs';
-import { requireRegionsNet } from '../helpers/regions.js';
+import { requireRegionsNet } from '../helpers/regions-net.js';
 import { guard } from '../helpers/slowdown.js';
 
 /** KEYGATE_KEYSTORE_MAX_STALENESS_MS left at its default. */
