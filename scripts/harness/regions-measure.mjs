@@ -9,7 +9,7 @@ export const ACCOUNTS_PATH = '/api/v3/viewer/accounts';
 
 /** @typedef {import('./regions-topology.mjs').RegionsTopology} RegionsTopology */
 /** @typedef {import('./regions-topology.mjs').Instance} Instance */
-/** @typedef {{ status: number, code?: number, sentAt: number, ms: number }} Answer */
+/** @typedef {{ status: number, code?: number, error?: string, sentAt: number, ms: number }} Answer */
 /** @typedef {{ apiKey: string, apiSecret: string, home: string }} TestKey */
 
 const sleep = (/** @type {number} */ ms) => new Promise((r) => setTimeout(r, ms));
@@ -81,8 +81,10 @@ export function createClient(topo, options = {}) {
         code = undefined;
       }
       return { status: r.status, ...(code !== undefined && { code }), sentAt, ms };
-    } catch {
-      return { status: 0, sentAt, ms: performance.now() - started };
+    } catch (err) {
+      // No answer: the cause's code (a timeout, a refused or reset connection) is kept for the tables.
+      const e = /** @type {{ name?: string, cause?: { code?: string } }} */ (err);
+      return { status: 0, error: e.cause?.code ?? e.name ?? 'error', sentAt, ms: performance.now() - started };
     }
   };
   /**
@@ -230,6 +232,7 @@ export async function measureRevocation(topo, client, options) {
   /** @type {string[]} */
   const failures = [];
   let probes = 0;
+  let retried = 0;
   for (const key of keys) {
     const started = Date.now();
     /** @type {Map<string, number>} first refused send time per instance */
@@ -254,11 +257,14 @@ export async function measureRevocation(topo, client, options) {
     });
     await sleep(30);
     // A 503 changed nothing (the store did not answer in time): the revoke is sent again, timed from its acknowledgement.
+    // A 409 after a 503: the first attempt was written but not confirmed in time; this answer acknowledges it.
     let r = { status: 0, body: '' };
-    for (let attempt = 0; attempt < 5 && r.status !== 200; attempt++)
+    let attempts = 0;
+    while (attempts++ < 5 && r.status !== 200 && r.status !== 409)
       r = await client.manage(revoker, 'POST', `/v1/keys/${key.apiKey}/revoke`, { reason: 'regions demo' });
     const ackAt = Date.now();
-    if (r.status !== 200) failures.push(`revoke ${key.apiKey}: ${r.status} ${r.body}`);
+    if (attempts > 2) retried++;
+    if (r.status !== 200 && r.status !== 409) failures.push(`revoke ${key.apiKey}: ${r.status} ${r.body}`);
     await Promise.all(loops);
     stop = true;
     for (const i of topo.instances) {
@@ -275,6 +281,7 @@ export async function measureRevocation(topo, client, options) {
     revokedIn: region,
     count,
     probes,
+    retried,
     failures,
     byRegion: Object.fromEntries(
       Object.entries(byRegion).map(([r, v]) => [
@@ -316,10 +323,7 @@ export async function measureReplay(client, instances, keys, tokens, options = {
       const ok = got.filter((a) => a.status === 200).length;
       if (ok > 1) duplicates++;
       if (ok >= 1) admitted++;
-      for (const a of got) {
-        const k = `${a.status}${a.code ? ` ${a.code}` : ''}`;
-        answers[k] = (answers[k] ?? 0) + 1;
-      }
+      for (const a of got) answers[label(a)] = (answers[label(a)] ?? 0) + 1;
     }
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
@@ -443,6 +447,12 @@ export function p99(answers) {
 }
 
 /**
+ * "200", "404 10013", "0 UND_ERR_CONNECT_TIMEOUT" (no answer, and why).
+ * @param {{ status: number, code?: number, error?: string }} a
+ */
+export const label = (a) => `${a.status}${a.code ? ` ${a.code}` : ''}${a.error ? ` ${a.error}` : ''}`;
+
+/**
  * @param {Answer[]} answers
  * @returns {Record<string, number>}
  */
@@ -450,8 +460,7 @@ export function tally(answers) {
   /** @type {Record<string, number>} */
   const out = {};
   for (const a of answers) {
-    const k = `${a.status}${a.code ? ` ${a.code}` : ''}`;
-    out[k] = (out[k] ?? 0) + 1;
+    out[label(a)] = (out[label(a)] ?? 0) + 1;
   }
   return out;
 }
@@ -533,15 +542,13 @@ export async function measurePartition(topo, client, options) {
   const replayed = {};
   for (const a of admittedBefore)
     for (const i of topo.instances) {
-      const r = await client.send(i, a.token);
-      const k = `${r.status}${r.code ? ` ${r.code}` : ''}`;
+      const k = label(await client.send(i, a.token));
       replayed[k] = (replayed[k] ?? 0) + 1;
     }
   /** @type {Record<string, string>} */
   const revokedAfter = {};
   for (const i of topo.instances) {
-    const r = await client.send(i, fresh(/** @type {TestKey} */ (revokedKey)));
-    revokedAfter[i.name] = `${r.status}${r.code ? ` ${r.code}` : ''}`;
+    revokedAfter[i.name] = label(await client.send(i, fresh(/** @type {TestKey} */ (revokedKey))));
   }
   return {
     region,
@@ -628,8 +635,7 @@ export async function measureKeystoreCut(topo, client, options) {
       ['before', revokedBefore],
       ['during', revokedDuring],
     ])) {
-      const r = await client.send(i, fresh(/** @type {TestKey} */ (k)));
-      revokedAfter[`${i.name} ${what}`] = `${r.status}${r.code ? ` ${r.code}` : ''}`;
+      revokedAfter[`${i.name} ${what}`] = label(await client.send(i, fresh(/** @type {TestKey} */ (k))));
     }
   return {
     region,

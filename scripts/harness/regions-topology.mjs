@@ -400,7 +400,16 @@ export async function startRegionsTopology(net, options = {}) {
     };
     /** @param {import('./spawn-keygate.mjs').ChildEnv} env @param {string} file */
     const importWith = async (env, file) => {
-      await runKeygate(['keys', 'import', file, '--replace'], env);
+      // On a busy machine the CLI's 2 s connect timeout can pass before a niced sentinel answers: try again.
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await runKeygate(['keys', 'import', file, '--replace'], env);
+          return;
+        } catch (err) {
+          if (attempt >= 4) throw err;
+          await new Promise((r) => setTimeout(r, 1_000));
+        }
+      }
     };
     const separatePolicy = () => {
       const file = join(dir, 'routes-only.yaml');
