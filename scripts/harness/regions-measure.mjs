@@ -241,9 +241,17 @@ export async function measureRevocation(topo, client, options) {
     const loops = topo.instances.map(async (i) => {
       /** @type {Promise<void>[]} */
       const inFlight = [];
+      let pending = 0;
       while (!stop && !refusedAt.has(i.name) && Date.now() - started < maxWaitMs) {
+        // Every 5 ms, but no backlog: while the pacer holds probes back, a new one waits for them.
+        if (pending >= 3) {
+          await sleep(probeEveryMs);
+          continue;
+        }
+        pending++;
         inFlight.push(
           client.send(i, fresh(key)).then((a) => {
+            pending--;
             probes++;
             if (a.status === 404 && a.code === 10013) {
               const prev = refusedAt.get(i.name);
