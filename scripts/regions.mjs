@@ -26,6 +26,8 @@ const HELP = `npm run regions -- [options]
   --revokes <n>             revocation: keys revoked one after another (default 50)
   --replay-tokens <n>       replay: tokens each sent to all six instances at once (default 1000; the issue's full run: 10000)
   --limit-seconds <s>       limits: how long six senders send to one key at 50/s burst 50 (default 120)
+  --limit-sender-rate <n>   limits: requests a second each of the six senders sends (default 10: 60/s against 50/s;
+                            the issue's 60 each would be 120/s per region, over --rate)
   --partition-seconds <s>   partition: how long one region is cut off (default 30)
   --keystore-cut-seconds <s> the keystore master's region cut off (default 30)
   --latency-requests <n>    latency: requests per instance and key (default 200)
@@ -39,6 +41,7 @@ const { values: opts } = parseArgs({
     revokes: { type: 'string', default: '50' },
     'replay-tokens': { type: 'string', default: '1000' },
     'limit-seconds': { type: 'string', default: '120' },
+    'limit-sender-rate': { type: 'string', default: '10' },
     'partition-seconds': { type: 'string', default: '30' },
     'keystore-cut-seconds': { type: 'string', default: '30' },
     'latency-requests': { type: 'string', default: '200' },
@@ -153,7 +156,7 @@ try {
     const r = await measureLimits(t, client, {
       rate: 50,
       burst: 50,
-      senderRate: Math.min(60, Math.floor(num('rate') / 2 / 1.2)),
+      senderRate: num('limit-sender-rate'),
       seconds: num('limit-seconds'),
       home: 'iad',
     });

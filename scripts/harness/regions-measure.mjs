@@ -318,7 +318,7 @@ export async function measureReplay(client, instances, keys, tokens, options = {
   let admitted = 0;
   /** @type {Record<string, number>} */
   const answers = {};
-  const concurrency = 8;
+  const concurrency = 4;
   let next = 0;
   /** @type {Promise<void> | undefined} */
   let fault;
