@@ -53,11 +53,6 @@ describe('three regions on one machine', () => {
     await net?.stop();
   }, guard(60_000));
 
-  it('runs with regions on', () => {
-    // Every property below is about homes and the keystore's freshness: without regions they would test nothing.
-    expect(topo.regionsOn).toBe(true);
-  });
-
   it(
     'a key homed elsewhere costs at least one round trip to its home; one at home does not need one',
     async () => {
