@@ -161,6 +161,8 @@ export async function startRegionsTopology(net, options = {}) {
   const redisProcs = new Map();
   /** @type {Instance[]} */
   const instances = [];
+  /** @type {Instance[]} */
+  const unlisted = [];
   const addr = net.address;
 
   /**
@@ -218,7 +220,7 @@ export async function startRegionsTopology(net, options = {}) {
   };
 
   const stopAll = async () => {
-    await Promise.all(instances.map((i) => i.stop()));
+    await Promise.all([...instances, ...unlisted].map((i) => i.stop()));
     await Promise.all(
       procs.map(async (p) => {
         if (p.exitCode !== null || p.signalCode !== null) return;
@@ -327,9 +329,10 @@ export async function startRegionsTopology(net, options = {}) {
      * @param {string} name
      * @param {number} slot
      * @param {Record<string, string>} env
+     * @param {boolean} [listed] false: not one of `instances` (the separate deployments of the control)
      * @returns {Promise<Instance>}
      */
-    const startGate = async (region, name, slot, env) => {
+    const startGate = async (region, name, slot, env, listed = true) => {
       const log = join(dir, `${name}.log`);
       const fd = openSync(log, 'w');
       const p = net.exec(region, process.execPath, [KEYGATE_BIN, 'serve'], {
@@ -365,7 +368,7 @@ export async function startRegionsTopology(net, options = {}) {
           clearTimeout(killer);
         },
       };
-      instances.push(instance);
+      (listed ? instances : unlisted).push(instance);
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         if (p.exitCode !== null || p.signalCode !== null)
@@ -477,7 +480,7 @@ export async function startRegionsTopology(net, options = {}) {
             KEYGATE_REDIS_SENTINEL_NAME: '',
             KEYGATE_REDIS_URL: `redis://${await sentinelMaster(r)}`,
           };
-          separate.push(await startGate(r, `${r}-separate`, perRegion, env));
+          separate.push(await startGate(r, `${r}-separate`, perRegion, env, false));
         }
         return separate;
       },
