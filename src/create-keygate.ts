@@ -19,7 +19,7 @@ import { createKeyCache } from './store/key-cache.js';
 import { createKeysFileSource, type KeysFileSource } from './keys/keys-file-source.js';
 import type { OwnerRecord } from './keys/owner-record.js';
 import type { KeyRecord } from './keys/key-record.js';
-import { createPolicySource } from './policy/policy-source.js';
+import { createPolicySource, type PolicySource } from './policy/policy-source.js';
 import { createReplayFence } from './store/replay-fence.js';
 import { createStoreFromConfig, isMemoryStore, openWebhookRedis } from './open-store.js';
 import { largestRouteCost } from './policy/routes.js';
@@ -82,6 +82,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
   // One fence per process, raised by the store that sees a failover (KEYGATE_REPLAY_FENCE) or an emptied
   // keystore (always: that loss is certain), checked by the authenticator.
   const fence = config.redis ? createReplayFence({ clock }) : undefined;
+  const late: { policy?: PolicySource } = {};
   // Until a Redis connection reports, it is down: /metrics never shows a connection that was never tried as up.
   if (config.redis && !deps.store)
     for (const connection of LABEL_VALUES.redisConnection) metrics.redisUp.set({ connection }, 0);
@@ -92,9 +93,16 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       clock,
       metrics,
       ...(fence && { fence }),
+      // The policy source is made below: read through it once it is there (a reload may change the window).
+      maxRecvWindowMs: () => (late.policy?.policy() ?? config.policy).maxRecvWindowSeconds * 1_000,
       ...(deps.keys && { keys: deps.keys }),
       ...(deps.owners && { owners: deps.owners }),
     });
+  // Regions: the staleness gauge and the remote admits' histogram exist only then.
+  if (config.regions && 'keystoreStalenessSeconds' in store)
+    metrics.enableRegions(() =>
+      (store as { keystoreStalenessSeconds(): number | undefined }).keystoreStalenessSeconds(),
+    );
   const refusedLogged = new Set<string>();
   const keys = createKeyCache(
     {
@@ -150,6 +158,7 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
       },
     );
   const policy = createPolicySource({ file: config.configFile, initial: config.policy }, { logger });
+  late.policy = policy;
   const authenticate = createAuthenticator(
     {
       maxTokenBytes: config.limits.maxTokenBytes,

@@ -89,6 +89,18 @@ export const REASONS = Object.freeze({
   scope_denied: reason(10403, 'key lacks a scope the route requires'),
   route_not_listed: reason(10403, 'route is not in the routes file and unlisted routes are denied'),
   store_unavailable: reason(50300, 'key or nonce store did not answer in time'),
+  keystore_stale: reason(
+    50300,
+    "regions: this instance has not heard its own keystore heartbeat back on its region's keystore replica within KEYGATE_KEYSTORE_MAX_STALENESS_MS (a revocation may not have arrived)",
+  ),
+  home_unreachable: reason(
+    50300,
+    "regions: the request-state Redis of the key's home region did not answer in time (or is fenced); nothing admitted",
+  ),
+  home_moved: reason(
+    40106,
+    "regions: the key's (or its owner's) home moved and the token's nonce is not after the move plus the largest recv_window and the staleness bound: retry with a fresh token",
+  ),
   bad_target: reason(40000, 'request target is not a plain origin-form path'),
   path_too_long: reason(40000, 'request path longer than MAX_PATH_BYTES'),
   too_many_segments: reason(40000, 'request path has more than MAX_PATH_SEGMENTS segments'),

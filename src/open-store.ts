@@ -17,7 +17,11 @@ import type { Store } from './store/store.js';
 export type StoreSettings = Pick<
   Config,
   'redis' | 'secretEncryptionKeys' | 'redisDurability' | 'replayFence' | 'keysFile'
-> & { readonly limits: Pick<Config['limits'], 'redisCommandTimeoutMs'> };
+> & {
+  readonly limits: Pick<Config['limits'], 'redisCommandTimeoutMs'>;
+  /** Regions (`keygate serve` only: the CLI admits nothing and needs no heartbeat). */
+  readonly regions?: Config['regions'];
+};
 
 export interface OpenStoreDeps {
   logger: Logger;
@@ -27,6 +31,8 @@ export interface OpenStoreDeps {
   /** The keys file's records, already read (the embedded store then does not read it again). */
   keys?: readonly KeyRecord[];
   owners?: readonly OwnerRecord[];
+  /** Regions: the largest recv_window the policy in force allows, in ms (the home-move cut-off). */
+  maxRecvWindowMs?: () => number;
 }
 
 /**
@@ -50,6 +56,16 @@ export function createStoreFromConfig(config: StoreSettings, deps: OpenStoreDeps
         ...(cipher && { cipher }),
         ...(config.redisDurability && { durability: config.redisDurability }),
         watchFailovers: config.replayFence,
+        ...(config.regions && {
+          regions: {
+            self: config.regions.self,
+            defaultHome: config.regions.defaultHome,
+            groups: config.regions.groups,
+            keystoreReplica: config.regions.keystoreReplica,
+            maxStalenessMs: config.regions.maxStalenessMs,
+            maxRecvWindowMs: deps.maxRecvWindowMs ?? (() => 3_600_000),
+          },
+        }),
       },
       {
         logger: deps.logger,
@@ -63,6 +79,7 @@ export function createStoreFromConfig(config: StoreSettings, deps: OpenStoreDeps
             deps.metrics?.redisEvictedKeys.set(reading.evictedKeys);
           },
           onKeystoreEmptied: () => deps.metrics?.redisKeystoreEmptied.inc(),
+          onRemoteAdmit: (home, seconds) => deps.metrics?.remoteAdmitSeconds.observe({ home }, seconds),
         },
       },
     );

@@ -15,6 +15,7 @@ import { readReadyRequiresKeys } from './read-readiness.js';
 import { readTracing, type TracingSettings } from './read-tracing.js';
 import { readWebhook, type WebhookSettings } from './read-webhook.js';
 import { readSecretPrefix } from './read-secret-prefix.js';
+import { readRegions, type RegionSettings } from './read-regions.js';
 import { loadSecretEncryptionKeys, type SecretEncryptionKeys } from './secret-encryption.js';
 
 /** Everything Keygate reads at start, validated once and frozen. */
@@ -63,6 +64,8 @@ export interface Config {
   readonly webhook: WebhookSettings | undefined;
   readonly policy: Policy;
   readonly limits: Limits;
+  /** Regions (KEYGATE_REGION and the policy's `regions:`; docs/regions.md); undefined = one region, as before. */
+  readonly regions: RegionSettings | undefined;
 }
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -106,6 +109,8 @@ export function loadConfig(env: Env): Config {
     );
   }
 
+  const regions = readRegions(env, policy, redis, configFile, problems);
+
   if (problems.length > 0) throw new ConfigError(problems);
   return deepFreeze({
     ...listeners,
@@ -130,5 +135,6 @@ export function loadConfig(env: Env): Config {
     webhook,
     policy,
     limits,
+    regions,
   });
 }

@@ -8,6 +8,8 @@ export type RedisConnection =
       readonly sentinels: readonly HostPort[];
       readonly masterName: string;
       readonly password?: string;
+      /** The sentinels and the nodes they name are reached over TLS (KEYGATE_REDIS_SENTINEL_TLS, a region's `tls`). */
+      readonly tls?: boolean;
     }
   | { readonly mode: 'cluster'; readonly nodes: readonly HostPort[]; readonly password?: string };
 
@@ -51,6 +53,11 @@ export function readRedisSettings(env: Env, problems: string[]): RedisConnection
   const sentinels = env.KEYGATE_REDIS_SENTINELS || undefined;
   const masterName = env.KEYGATE_REDIS_SENTINEL_NAME || undefined;
   const clusterNodes = env.KEYGATE_REDIS_CLUSTER_NODES || undefined;
+  const sentinelTls = env.KEYGATE_REDIS_SENTINEL_TLS || undefined;
+  if (sentinelTls !== undefined && sentinelTls !== 'true' && sentinelTls !== 'false')
+    problems.push(`KEYGATE_REDIS_SENTINEL_TLS: "true" or "false", got ${JSON.stringify(sentinelTls)}`);
+  if (sentinelTls !== undefined && sentinels === undefined)
+    problems.push('KEYGATE_REDIS_SENTINEL_TLS: only used with KEYGATE_REDIS_SENTINELS');
   const password = readSecretEnv(env, 'KEYGATE_REDIS_PASSWORD', 'KEYGATE_REDIS_PASSWORD_FILE', problems);
 
   const chosen = [
@@ -85,6 +92,7 @@ export function readRedisSettings(env: Env, problems: string[]): RedisConnection
       sentinels: list,
       masterName: masterName ?? '',
       ...(password !== undefined && { password }),
+      ...(sentinelTls === 'true' && { tls: true }),
     };
   }
   if (clusterNodes !== undefined) {
@@ -114,7 +122,7 @@ export function describeRedis(conn: RedisConnection | undefined): string | undef
         return '***';
       }
     case 'sentinel':
-      return `sentinel ${conn.masterName} via ${list(conn.sentinels)}`;
+      return `sentinel ${conn.masterName} via ${conn.tls === true ? 'tls ' : ''}${list(conn.sentinels)}`;
     case 'cluster':
       return `cluster ${list(conn.nodes)}`;
   }

@@ -267,7 +267,7 @@ export function createRequestPath(limits: Limits, rateLimitHeaders: boolean, dep
 
   /** Only a store that did not answer is 503; anything else is Keygate's own fault. */
   function authenticationFailed(w: Walk, err: unknown) {
-    if (err instanceof StoreUnavailableError) authorized(w, deny('store_unavailable'));
+    if (err instanceof StoreUnavailableError) authorized(w, deny(err.reason));
     else internalError(w.res, w.log, err);
   }
 

@@ -2,6 +2,7 @@ import { generateSecret } from './secret-format.js';
 import { createPublicKey, randomBytes } from 'node:crypto';
 import { parseCidrList } from '../net/cidr.js';
 import { parseRateLimitSpec, type RateLimitSpec } from '../policy/rate-limit-spec.js';
+import { REGION_NAME, REGION_NAME_RULE } from '../policy/regions.js';
 import {
   canonicalPem,
   importPublicKey,
@@ -43,6 +44,10 @@ export interface KeyRecord {
   readonly binding?: 'required';
   /** Credentials replaced by `keys rotate` (secrets or public keys), still accepted until `validUntil`. */
   readonly previousSecrets?: readonly PreviousSecret[];
+  /** Regions: the region whose request-state Redis admits this key's tokens (its owner's home wins; docs/regions.md). */
+  readonly home?: string;
+  /** Regions: when `home` last changed (keystore TIME, ms): the new home refuses older nonces (home_moved). */
+  readonly homeMovedAtMs?: number;
 }
 
 /**
@@ -155,6 +160,11 @@ export function parseKeyRecord(
   const rateLimit = parseRateLimitSpec(o.rateLimit, `${where}.rateLimit`, errors);
   const binding = o.binding ?? 'off';
   if (binding !== 'off' && binding !== 'required') errors.push(`${where}.binding: must be "off" or "required"`);
+  const home = str('home', false);
+  if (home !== undefined && !REGION_NAME.test(home)) errors.push(`${where}.home: ${REGION_NAME_RULE}`);
+  const homeMovedAtMs = o.homeMovedAtMs;
+  if (homeMovedAtMs !== undefined && (typeof homeMovedAtMs !== 'number' || !Number.isSafeInteger(homeMovedAtMs)))
+    errors.push(`${where}.homeMovedAtMs: must be an integer (ms since the epoch)`);
   if (errors.length > 0 || apiKey === undefined || credential === undefined || id === undefined) return { errors };
   const record: KeyRecord = {
     id,
@@ -173,6 +183,8 @@ export function parseKeyRecord(
     ...(rateLimit !== undefined && { rateLimit }),
     ...(binding === 'required' && { binding }),
     ...(previousSecrets.length > 0 && { previousSecrets }),
+    ...(home !== undefined && { home }),
+    ...(typeof homeMovedAtMs === 'number' && { homeMovedAtMs }),
   };
   return { record, errors };
 }

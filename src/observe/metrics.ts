@@ -47,6 +47,12 @@ export interface Metrics {
   readonly webhookDeliveries: Counter<'outcome'>;
   /** Events not yet delivered, group-wide (read by every consumer after each round). */
   readonly webhookPending: Gauge;
+  /** Regions: seconds since the newest own keystore heartbeat was heard back on this region's replica (docs/regions.md). */
+  readonly keystoreStaleness: Gauge;
+  /** Regions: admits run on another region's request-state Redis, their round trip, by home region. */
+  readonly remoteAdmitSeconds: Histogram<'home'>;
+  /** Regions on: registers the two metrics above, the gauge read from `staleness` at scrape time. */
+  enableRegions(staleness: () => number | undefined): void;
   /** Children bound once per label value: the request path never looks a label set up. */
   readonly bound: BoundMetrics;
 }
@@ -143,6 +149,25 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
     collect: () => algSlots.flush(admittedTokens),
   });
   for (const alg of KEY_ALGS) admittedTokens.inc({ alg }, 0);
+  let stalenessOf: () => number | undefined = () => undefined;
+  // Registered only with regions on (enableRegions): without them nothing changes on /metrics.
+  const keystoreStaleness = new Gauge({
+    name: 'keygate_keystore_staleness_seconds',
+    help: "Regions: seconds since the newest heartbeat this instance wrote through the keystore master was heard back on its region's keystore replica (above KEYGATE_KEYSTORE_MAX_STALENESS_MS: 503 keystore_stale; +Inf before the first); absent without regions",
+    aggregator: 'max',
+    registers: [],
+    collect() {
+      const v = stalenessOf();
+      if (v !== undefined) this.set(v);
+    },
+  });
+  const remoteAdmitSeconds = new Histogram({
+    name: 'keygate_remote_admit_duration_seconds',
+    help: "Regions: admits run on another region's request-state Redis (the key's home), their round trip, by home region",
+    labelNames: ['home'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1],
+    registers: [],
+  });
   const authSeconds = new ScrapeTimeHistogram(
     {
       name: 'keygate_auth_duration_seconds',
@@ -311,7 +336,15 @@ export function createMetrics(options: { defaultMetrics?: boolean; version?: str
       aggregator: 'max',
       registers: [registry],
     }),
+    keystoreStaleness,
+    remoteAdmitSeconds,
+    enableRegions(read) {
+      stalenessOf = read;
+      registry.registerMetric(keystoreStaleness);
+      registry.registerMetric(remoteAdmitSeconds);
+    },
   };
+
   // The usual *_build_info convention: 1, with the build in labels, so it can be joined onto any series.
   metrics.buildInfo.set({ version: options.version ?? packageVersion(), node_version: process.version }, 1);
   for (const event of LABEL_VALUES.keyCacheEvent) metrics.keyCache.inc({ event }, 0);

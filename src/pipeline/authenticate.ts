@@ -154,7 +154,14 @@ export function createAuthenticator(
     // A cost above a budget's burst never fits, however long the client waits: refused without a
     // Retry-After (nothing spent, the nonce not burnt), under its own reason for the operator.
     if (charge !== undefined && exceedsBurst(charge)) return { ...deny('cost_exceeds_burst'), keyId: key.record.id };
-    const admission = deps.store.admit(key.record.apiKey, claims.nonce, timing.nonceTtlMs, charge);
+    const admission = deps.store.admit(
+      key.record.apiKey,
+      claims.nonce,
+      timing.nonceTtlMs,
+      charge,
+      key.record,
+      claims.nonceNs,
+    );
     const credential = signature.credential.id;
     if (admission instanceof Promise)
       return admission.then((a) => decide(a, key, claims, charge, bodySha256, credential));
@@ -171,6 +178,8 @@ export function createAuthenticator(
   ): AuthResult {
     const keyId = key.record.id;
     if (admission.outcome === 'replay') return { ...deny('replay'), keyId };
+    if (admission.outcome === 'home_moved') return { ...deny('home_moved'), keyId };
+    if (admission.outcome === 'fenced') return { ...deny('fenced'), keyId };
     // Checked again on the answer: a failover seen while the admit was under way (the fence goes up
     // before any command reaches the new master) may have put this nonce on a master that never
     // knew it was used. The nonce is burnt; the client signs again.

@@ -7,6 +7,7 @@ import { OVERRIDE_NAMES } from './method-override.js';
 import { overlappingRules } from './overlapping-rules.js';
 import { API_PREFIX, TIME_PATH, type Policy } from './policy.js';
 import { compileRoute, isUnderPrefix, parseMatching, showRule, type RouteMatching, type RouteRule } from './routes.js';
+import { readRegions } from './regions.js';
 import { compileRateLimit, IP_POLICY_NAME, OWNER_POLICY_NAME, parseRateLimitSpec } from './rate-limit-spec.js';
 
 type Settings = Record<string, unknown>;
@@ -55,6 +56,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
   // An owner's budget (for owners without their own) and the failed-authentication budget per IP.
   const ownerLimitSpec = parseRateLimitSpec(o.defaultOwnerRateLimit, `${file}: defaultOwnerRateLimit`, found);
   const failedAuthSpec = parseRateLimitSpec(o.failedAuthLimit, `${file}: failedAuthLimit`, found);
+  const regions = readRegions(o, file, found);
   problems.push(...(readable ? withSchemaProblems('policy', data, file, found) : found));
   return {
     routes,
@@ -71,6 +73,7 @@ export function loadPolicy(file: string, problems: string[]): Policy {
     defaultRateLimit: rateLimitSpec && compileRateLimit(rateLimitSpec),
     defaultOwnerRateLimit: ownerLimitSpec && compileRateLimit(ownerLimitSpec, OWNER_POLICY_NAME),
     failedAuthLimit: failedAuthSpec && compileRateLimit(failedAuthSpec, IP_POLICY_NAME),
+    regions,
   };
 }
 

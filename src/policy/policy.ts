@@ -1,4 +1,5 @@
 // Tested in test/unit/load-policy.test.ts, test/unit/find-route.test.ts.
+import type { PolicyRegions } from './regions.js';
 import type { BlockList } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { CompiledLimit } from './rate-limit-spec.js';
@@ -42,4 +43,9 @@ export interface Policy {
   readonly defaultOwnerRateLimit: CompiledLimit | undefined;
   /** The failed-authentication budget per client IP (undefined = off). */
   readonly failedAuthLimit: CompiledLimit | undefined;
+  /**
+   * Regions (docs/regions.md): every region's request-state Redis and the default home; undefined = no regions.
+   * Read at start only (src/config/read-regions.ts): a reload that changes it is reported and not applied.
+   */
+  readonly regions?: PolicyRegions | undefined;
 }

@@ -21,9 +21,24 @@ import type { RateState } from './rate-limit.js';
 /** Thrown by a store that cannot answer (Redis down, slow or erroring). Maps to 503. */
 export class StoreUnavailableError extends Error {
   override readonly name = 'StoreUnavailableError';
+  /** The refusal reason the request path answers it with (a 503 of its own kind, src/errors.ts). */
+  readonly reason: 'store_unavailable' | 'keystore_stale' | 'home_unreachable' = 'store_unavailable';
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
   }
+}
+
+/**
+ * Regions (docs/regions.md): this instance has not heard its own keystore heartbeat back on its region's keystore
+ * replica within KEYGATE_KEYSTORE_MAX_STALENESS_MS, so a revocation may not have reached it: every admit is refused.
+ */
+export class KeystoreStaleError extends StoreUnavailableError {
+  override readonly reason = 'keystore_stale';
+}
+
+/** Regions: the request-state Redis of the key's home region did not answer (or is fenced): nothing admitted on a guess. */
+export class HomeUnreachableError extends StoreUnavailableError {
+  override readonly reason = 'home_unreachable';
 }
 
 /**
@@ -71,11 +86,16 @@ export class RedisMayEvictError extends StoreUnavailableError {
 export type Admission =
   | { readonly outcome: 'admitted'; readonly rate: readonly RateState[] | undefined }
   | { readonly outcome: 'replay' }
+  /** Regions: the key's home moved and the nonce is not after the move's cut-off (docs/regions.md): nothing written. */
+  | { readonly outcome: 'home_moved' }
+  /** Regions: the nonce is older than the last failover of its home's request-state group (replay fence). */
+  | { readonly outcome: 'fenced' }
   | { readonly outcome: 'limited'; readonly refusedBy: number; readonly rate: readonly RateState[] };
 
 // Shared answers of both stores: a request no budget applies to allocates nothing for its verdict.
 export const ADMITTED: Admission = Object.freeze({ outcome: 'admitted', rate: undefined });
 export const REPLAY: Admission = Object.freeze({ outcome: 'replay' });
+export const HOME_MOVED: Admission = Object.freeze({ outcome: 'home_moved' });
 
 /** A key change announced to every running instance (`null` = everything may have changed). */
 export type KeyChangeListener = (apiKey: string | null) => void;
@@ -195,7 +215,15 @@ export interface AdmissionStore {
    * flushUsage). The charge's owner says where a key's state lives (Redis: its owner's hash slot).
    * See Admission for what each outcome wrote.
    */
-  admit(apiKey: string, nonce: string, ttlMs: number, charge: Charge | undefined): Admission | Promise<Admission>;
+  admit(
+    apiKey: string,
+    nonce: string,
+    ttlMs: number,
+    charge: Charge | undefined,
+    /** The key's record and the nonce as a time: where the admit runs when regions are on (docs/regions.md). */
+    record?: KeyRecord,
+    nonceNs?: bigint,
+  ): Admission | Promise<Admission>;
 }
 
 /** The failed-authentication budgets per client IP (pipeline/ip-budget.ts). */

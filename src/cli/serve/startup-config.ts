@@ -103,5 +103,15 @@ export function describeConfig(config: Config): Record<string, unknown> {
     },
     // Where spans go and which are kept; the export headers by name only (they often hold a credential).
     tracing: describeTracing(config.tracing),
+    // Regions: every region's request-state Redis (passwords masked), this instance's and the default home.
+    ...(config.regions && {
+      regions: {
+        self: config.regions.self,
+        defaultHome: config.regions.defaultHome,
+        requestState: Object.fromEntries(config.regions.groups.map((g) => [g.name, describeRedis(g.connection)])),
+        keystoreReplica: describeRedis(config.regions.keystoreReplica) ?? 'the keystore itself',
+        maxStalenessMs: config.regions.maxStalenessMs,
+      },
+    }),
   };
 }

@@ -5,6 +5,7 @@ import { compileRateLimit, OWNER_POLICY_NAME, type CompiledLimit } from '../../p
 import { peekBudget } from '../budgets.js';
 import type { RateState } from '../rate-limit.js';
 import type { AuditEntry } from '../key-write.js';
+import type { OwnerHomeRecord } from '../home.js';
 import { StoreUnavailableError } from '../store.js';
 import type { RedisClient } from './connection/redis-connection.js';
 
@@ -48,6 +49,8 @@ export interface RedisOwners {
    * is being retried): its keys are answered 503 rather than with a limit that may be stale.
    */
   limit(owner: string): CompiledLimit | undefined;
+  /** Regions: the owner's home and when it moved, from the same table (undefined: none); throws as `limit` does. */
+  home(owner: string): OwnerHomeRecord | undefined;
   /** Resolves once the table has been read whole at least once (reads it if not). */
   ensureLoaded(): Promise<void>;
   /** A key change message (null: flush): re-reads the table or the one owner it names. */
@@ -77,6 +80,9 @@ export function createRedisOwners(
     deps.manager as unknown as { keygateOwnerSet(...args: string[]): Promise<unknown> }
   ).keygateOwnerSet.bind(deps.manager);
   let table = new Map<string, CompiledLimit>();
+  let homes = new Map<string, OwnerHomeRecord>();
+  const homeOf = (r: OwnerRecord | null): OwnerHomeRecord | undefined =>
+    r?.home === undefined ? undefined : { home: r.home, movedAtMs: r.homeMovedAtMs ?? 0 };
   let loading: Promise<void> | undefined;
   let loaded = false;
   /** Owners whose change was announced and whose read failed: unknown until a retry succeeds. */
@@ -113,11 +119,16 @@ export function createRedisOwners(
   function loadAll(): Promise<void> {
     const p = deps.client.hgetall(hash).then((all) => {
       const next = new Map<string, CompiledLimit>();
+      const nextHomes = new Map<string, OwnerHomeRecord>();
       for (const [owner, raw] of Object.entries(all)) {
-        const limit = compiled(decode(owner, raw));
+        const record = decode(owner, raw);
+        const limit = compiled(record);
         if (limit) next.set(owner, limit);
+        const home = homeOf(record);
+        if (home) nextHomes.set(owner, home);
       }
       table = next;
+      homes = nextHomes;
       loaded = true;
       unknown.clear();
       tableRetryMs = RETRY_FIRST_MS;
@@ -141,9 +152,13 @@ export function createRedisOwners(
   function loadOne(owner: string) {
     deps.client.hget(hash, owner).then(
       (raw) => {
-        const limit = compiled(decode(owner, raw));
+        const record = decode(owner, raw);
+        const limit = compiled(record);
         if (limit) table.set(owner, limit);
         else table.delete(owner);
+        const home = homeOf(record);
+        if (home) homes.set(owner, home);
+        else homes.delete(owner);
         unknown.delete(owner);
       },
       (err: Error) => {
@@ -173,7 +188,7 @@ export function createRedisOwners(
     },
     async put(record, entry) {
       const settings = ownerSettings(record);
-      const json = record.rateLimit === undefined ? '' : JSON.stringify(settings);
+      const json = Object.keys(settings).every((k) => k === 'updatedAt') ? '' : JSON.stringify(settings);
       await setScript(hash, audit, record.owner, json, options.channel, entry ? JSON.stringify(entry) : '');
     },
     async budget(owner, limit) {
@@ -189,6 +204,11 @@ export function createRedisOwners(
       if (!loaded || unknown.has(owner))
         throw new StoreUnavailableError(`the limit of owner ${owner} is being read again after a failed read`);
       return table.get(owner);
+    },
+    home(owner) {
+      if (!loaded || unknown.has(owner))
+        throw new StoreUnavailableError(`the home of owner ${owner} is being read again after a failed read`);
+      return homes.get(owner);
     },
     ensureLoaded: () => (loaded ? Promise.resolve() : (loading ?? loadAll())),
     changed(message) {

@@ -13,7 +13,11 @@ import { createIpBlockListener } from './ip-block-listener.js';
 import { createKeystoreEpoch } from './connection/keystore-epoch.js';
 import { createRedisKeyRecords } from './redis-key-records.js';
 import { createRedisOwners } from './redis-owners.js';
-import { createRequestState } from './request-state.js';
+import { createRequestState, type RequestState } from './request-state.js';
+import { createRequestStateGroup, type RequestStateGroup } from './request-state-group.js';
+import { createRegionalAdmission } from './regional-admission.js';
+import { createKeystoreFreshness } from './connection/keystore-freshness.js';
+import { randomBytes } from 'node:crypto';
 import { createRedisServerChecks, gated, type ServerReading } from './connection/redis-server-checks.js';
 
 export interface RedisStoreOptions {
@@ -49,6 +53,23 @@ export interface RedisStoreOptions {
    * keystore (keystore-epoch.ts) raises it either way: that loss is certain, not a maybe.
    */
   watchFailovers?: boolean;
+  /** Regions (docs/regions.md): absent = one region, everything as before. */
+  regions?: RedisRegionsOptions;
+}
+
+export interface RedisRegionsOptions {
+  readonly self: string;
+  readonly defaultHome: string;
+  readonly groups: ReadonlyArray<{ readonly name: string; readonly connection: RedisConnection }>;
+  /** This region's keystore replica (reads, the change feed, heartbeats heard); undefined = the keystore. */
+  readonly keystoreReplica?: RedisConnection | undefined;
+  readonly maxStalenessMs: number;
+  /** The largest recv_window the policy in force allows, in ms. */
+  readonly maxRecvWindowMs: () => number;
+  /** Tells this instance's heartbeats from others'; random when absent. */
+  readonly instanceId?: string;
+  /** The heartbeat's period, in ms (FRESHNESS_HEARTBEAT_MS). */
+  readonly heartbeatMs?: number;
 }
 
 export interface RedisStoreEvents {
@@ -64,6 +85,8 @@ export interface RedisStoreEvents {
   onServerReading?: (reading: ServerReading, mayEvict: boolean) => void;
   /** The keystore's epoch marker was gone: the database was emptied (keystore-epoch.ts). */
   onKeystoreEmptied?: () => void;
+  /** Regions: an admit run on another region's request-state Redis, its round trip in seconds. */
+  onRemoteAdmit?: (home: string, seconds: number) => void;
 }
 
 /**
@@ -93,6 +116,8 @@ export function createRedisStore(
   pingKeyOperations(): Promise<void>;
   /** Why the request path's connection is down (its last error), or undefined while it is up (/readyz). */
   connectionProblem(): ConnectionProblem | undefined;
+  /** Regions: seconds since the newest own keystore heartbeat heard back (Infinity before one); undefined without regions. */
+  keystoreStalenessSeconds(): number | undefined;
 } {
   const prefix = options.prefix ?? 'keygate:';
   const channel = `${prefix}key-events`;
@@ -105,28 +130,35 @@ export function createRedisStore(
   const ipChannel = `${prefix}ip-blocks:${databaseOf(connection)}`;
   const events = deps.events ?? {};
   const clock = deps.clock ?? systemClock();
-  const connections = createRedisConnections(connection, options, {
-    logger: deps.logger,
-    clock,
-    ...(deps.fence && options.watchFailovers !== false && { fence: deps.fence }),
-    events,
-    onReady: (name) => {
-      // The request path's caches follow the command and subscriber connections only.
-      if (name === 'management') return void epoch.check();
-      // Emptied while we were away (a restart without persistence)? Read before anything is served again.
-      epoch.connected();
-      // Nothing is served on the command connection until the server's settings have been read again.
-      checks.connected();
-      // Records of the first layout, if any: moved at each connect (a no-op once moved).
-      records
-        .migrateLegacy()
-        .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
-      // Anything may have changed while we were away: flush caches.
-      feed.flush();
+  const regions = options.regions;
+  const connections = createRedisConnections(
+    connection,
+    { ...options, ...(regions?.keystoreReplica && { readConnection: regions.keystoreReplica }) },
+    {
+      logger: deps.logger,
+      clock,
+      ...(deps.fence && options.watchFailovers !== false && { fence: deps.fence }),
+      events,
+      onReady: (name) => {
+        // The request path's caches follow the command and subscriber connections only.
+        if (name === 'management') return void epoch.check();
+        // Emptied while we were away (a restart without persistence)? Read before anything is served again.
+        epoch.connected();
+        // Nothing is served on the command connection until the server's settings have been read again.
+        checks.connected();
+        // Records of the first layout, if any: moved at each connect (a no-op once moved). Not with regions: the
+        // command connection then reads a replica (docs/regions.md: upgrade before turning regions on).
+        if (!regions)
+          records
+            .migrateLegacy()
+            .catch((err: Error) => deps.logger.warn({ err: err.message }, 'legacy key migration failed'));
+        // Anything may have changed while we were away: flush caches.
+        feed.flush();
+      },
+      subscriberReady: () => feed.subscriberReady(),
+      subscriberClosed: () => feed.subscriberClosed(),
     },
-    subscriberReady: () => feed.subscriberReady(),
-    subscriberClosed: () => feed.subscriberClosed(),
-  });
+  );
   const { client, manager, run } = connections;
   // What the server must keep (noeviction; AOF or a replica), read from it: the request
   // path's reads and admits, and key changes, wait for the first reading and are refused by a bad one.
@@ -182,10 +214,34 @@ export function createRedisStore(
     },
   );
 
+  // Regions: this region's keystore copy proven fresh (keystore-freshness.ts); the request-state groups' epoch
+  // markers are read on its timer, every fourth beat, as the change feed's heartbeat reads the one group's.
+  let beats = 0;
+  const freshness =
+    regions &&
+    createKeystoreFreshness(
+      {
+        prefix,
+        instanceId: regions.instanceId ?? randomBytes(8).toString('hex'),
+        maxStalenessMs: regions.maxStalenessMs,
+        ...(regions.heartbeatMs !== undefined && { intervalMs: regions.heartbeatMs }),
+      },
+      {
+        master: manager,
+        run,
+        logger: deps.logger,
+        onTick: () => {
+          if (++beats % 4 === 0) for (const g of groups.values()) g.checkEpoch();
+        },
+        onGap: () => feed.everythingChanged(),
+      },
+    );
+  if (freshness) connections.subscriber.on('message', (ch: string, m: string) => void freshness.heard(ch, m));
+
   const feed = createChangeFeed(
     {
       channel,
-      alsoChannels: [ipChannel],
+      alsoChannels: freshness ? [ipChannel, freshness.channel] : [ipChannel],
       ...(options.heartbeatMs !== undefined && { heartbeatMs: options.heartbeatMs }),
     },
     {
@@ -203,18 +259,70 @@ export function createRedisStore(
   // Owners' own limits: a table every instance keeps from the owners hash and the change feed.
   const owners = createRedisOwners({ prefix, channel }, { client, manager, logger: deps.logger });
   feed.onKeyChange((message) => owners.changed(message));
-  const ipBlocks = createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
-  const requests = createRequestState(
-    { prefix, ipChannel, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
-    { connections, clock, logger: deps.logger },
-  );
+  // Regions: one request-state group per region listed, each fenced on its own (request-state-group.ts).
+  const groups = new Map<string, RequestStateGroup>();
+  for (const g of regions?.groups ?? [])
+    groups.set(
+      g.name,
+      createRequestStateGroup(
+        {
+          name: g.name,
+          connection: g.connection,
+          prefix,
+          ipChannel,
+          own: g.name === regions?.self,
+          ...(options.commandTimeoutMs !== undefined && { commandTimeoutMs: options.commandTimeoutMs }),
+          ...(options.connectTimeoutMs !== undefined && { connectTimeoutMs: options.connectTimeoutMs }),
+          ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }),
+          ...(options.durability?.allowEvictingRedis !== undefined && {
+            allowEvictingRedis: options.durability.allowEvictingRedis,
+          }),
+          ...(options.watchFailovers !== undefined && { watchFailovers: options.watchFailovers }),
+        },
+        {
+          logger: deps.logger,
+          clock,
+          events: {
+            ...(events.onCommandError && { onCommandError: events.onCommandError }),
+          },
+        },
+      ),
+    );
+  const regional =
+    regions && freshness
+      ? createRegionalAdmission(
+          {
+            self: regions.self,
+            defaultHome: regions.defaultHome,
+            maxStalenessMs: regions.maxStalenessMs,
+            maxRecvWindowMs: regions.maxRecvWindowMs,
+          },
+          {
+            groups,
+            freshness,
+            ownerHome: (owner) => owners.home(owner),
+            logger: deps.logger,
+            ...(events.onRemoteAdmit && { onRemoteAdmit: events.onRemoteAdmit }),
+          },
+        )
+      : undefined;
+  // Regions: the failed-authentication budget and its blocks stay in this region (its own group's subscriber).
+  const ipBlocks =
+    groups.get(regions?.self ?? '')?.ipBlocks ??
+    createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
+  const requests: RequestState =
+    regional ??
+    createRequestState(
+      { prefix, ipChannel, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
+      { connections, clock, logger: deps.logger },
+    );
 
   return {
     kind: 'redis',
     client,
     // No key is read before the owners' limits are (an owner's own limit must never fall back to the default).
     getKey: (apiKey) =>
-      gated(servable, () =>
+      gated(freshness ? () => freshness.refusal() ?? servable() : servable, () =>
         run(async () => {
           await owners.ensureLoaded();
           return records.getKey(apiKey);
@@ -246,7 +354,9 @@ export function createRedisStore(
       await requests.drop([apiKey]);
       return existed;
     },
-    admit: (apiKey, nonce, ttlMs, charge) => {
+    admit: (apiKey, nonce, ttlMs, charge, record, nonceNs) => {
+      // Regions: the home's request-state group decides (regional-admission.ts); the keystore admits nothing.
+      if (regional !== undefined) return regional.admit(apiKey, nonce, ttlMs, charge, record, nonceNs);
       // One call on the request path when the settings allow; no closure unless they do not.
       const refused = servable();
       return refused === undefined
@@ -281,7 +391,9 @@ export function createRedisStore(
     countKeys: () => gated(servable, () => run(() => records.countKeys())),
     servable: () => gated(servable, async () => {}),
     connectionProblem: () => connections.reachability.problem(),
+    keystoreStalenessSeconds: () => freshness?.stalenessSeconds(),
     async close() {
+      freshness?.stop();
       checks.stop();
       feed.stop();
       ipBlocks.stop();

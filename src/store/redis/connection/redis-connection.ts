@@ -71,6 +71,9 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
         failoverDetector: false,
         sentinelRetryStrategy: backoff,
         sentinelMaxConnections: 10,
+        // rediss to the sentinels and to the master they name (cross-region links): Node's trusted CAs, plus
+        // NODE_EXTRA_CA_CERTS for a private one.
+        ...(conn.tls === true && { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true }),
       });
     case 'cluster': {
       const { retryStrategy: _unused, ...nodeOptions } = base;
@@ -123,6 +126,7 @@ export function watchSentinelFailover(
     const w = new Redis({
       host: s.host,
       port: s.port,
+      ...(conn.tls === true && { tls: {} }),
       retryStrategy: backoff,
       maxRetriesPerRequest: 0,
       autoResubscribe: true,

@@ -55,7 +55,13 @@ export interface RedisConnections {
  */
 export function createRedisConnections(
   connection: RedisConnection,
-  options: { connectTimeoutMs?: number; commandTimeoutMs?: number; outageLogMs?: number },
+  options: {
+    connectTimeoutMs?: number;
+    commandTimeoutMs?: number;
+    outageLogMs?: number;
+    /** Regions: this region's keystore replica, where the command client reads and the subscriber listens. */
+    readConnection?: RedisConnection;
+  },
   deps: {
     logger: Logger;
     clock: Clock;
@@ -74,9 +80,10 @@ export function createRedisConnections(
     commandTimeoutMs: undefined,
     connectTimeoutMs: options.connectTimeoutMs ?? CONNECT_TIMEOUT_MS,
   };
-  const client = createRedisClient(connection, { ...clientOptions, subscriber: false });
+  const reads = options.readConnection ?? connection;
+  const client = createRedisClient(reads, { ...clientOptions, subscriber: false });
   // Cluster: PUBLISH reaches every node, so one subscription on any node hears every change.
-  const subscriber = createRedisClient(connection, { ...clientOptions, subscriber: true });
+  const subscriber = createRedisClient(reads, { ...clientOptions, subscriber: true });
   // The key operations (management API, CLI) get a connection of their own: a page of keys, a
   // burst of changes or a WAIT (which blocks its connection and counts only that connection's
   // writes) then queues behind nothing of the request path's, and no admit queues behind them.
