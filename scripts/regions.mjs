@@ -93,7 +93,7 @@ function table(title, head, rows) {
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const r of cells.slice(1)) console.log(line(r));
 }
-const fmt = (/** @type {Record<string, number | string>} */ o) =>
+const fmt = (/** @type {Record<string, number | string | null>} */ o) =>
   Object.entries(o)
     .map(([k, v]) => `${k}: ${v}`)
     .join(', ') || '-';
@@ -245,6 +245,7 @@ try {
       ]),
     );
     console.log(`refusals during the cut (code reason): ${fmt(r.rejectionsDuringCut)}`);
+    console.log(`serving the cut region's key again, ms after the heal: ${fmt(r.recoveredAfterHealMs)}`);
     console.log(`pre-cut tokens sent again after the heal: ${fmt(r.replayedAfterHeal)}`);
     console.log(`key revoked during the cut, after the heal: ${fmt(r.revokedAfterHeal)}`);
   }
@@ -274,6 +275,7 @@ try {
       ]),
     );
     console.log(`refusals during the cut (code reason): ${fmt(r.rejectionsDuringCut)}`);
+    console.log(`serving again, ms after the heal: ${fmt(r.recoveredAfterHealMs)}`);
     console.log(`revoked keys after the heal: ${fmt(r.revokedAfterHeal)}`);
   }
   console.log(

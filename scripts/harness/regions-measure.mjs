@@ -526,6 +526,7 @@ export async function measurePartition(topo, client, options) {
   await topo.net.rejoin(region);
   await sleep(settleMs);
   const answers = await Promise.all(flows.map((f) => f.s.stop()));
+  const recoveredAfterMs = await recovered(client, topo.instances, /** @type {TestKey} */ (cutKey), healAt, 60_000);
   /** @param {Array<Answer & { token: string }>} list @param {number} from @param {number} to */
   const within = (list, from, to) => list.filter((a) => a.sentAt >= from && a.sentAt < to);
   const rows = flows.map((f, n) => {
@@ -565,9 +566,38 @@ export async function measurePartition(topo, client, options) {
     revokeDuringCut: revoke.status,
     rows,
     rejectionsDuringCut: duringRejections,
+    recoveredAfterHealMs: recoveredAfterMs,
     replayedAfterHeal: replayed,
     revokedAfterHeal: revokedAfter,
   };
+}
+
+/**
+ * Per instance, ms from `since` until it admits a fresh token of `key` again (polled; null: not within `timeoutMs`).
+ * @param {Client} client
+ * @param {Instance[]} instances
+ * @param {TestKey} key
+ * @param {number} since
+ * @param {number} timeoutMs
+ * @returns {Promise<Record<string, number | null>>}
+ */
+async function recovered(client, instances, key, since, timeoutMs) {
+  /** @type {Record<string, number | null>} */
+  const out = {};
+  await Promise.all(
+    instances.map(async (i) => {
+      const deadline = Date.now() + timeoutMs;
+      out[i.name] = null;
+      while (Date.now() < deadline) {
+        if ((await client.send(i, fresh(key))).status === 200) {
+          out[i.name] = Date.now() - since;
+          return;
+        }
+        await sleep(250);
+      }
+    }),
+  );
+  return out;
 }
 
 /**
@@ -603,8 +633,15 @@ export async function measureKeystoreCut(topo, client, options) {
   let revokeAckAt = null;
   while (Date.now() - cutAt < seconds * 1000) {
     if (promotedAt === null) {
-      newMaster = await topo.keystoreMaster(other).catch(() => oldMaster);
-      if (newMaster !== oldMaster) promotedAt = Date.now();
+      // Any sentinel outside the cut region that answers (a busy machine can make one slow).
+      for (const r of topo.net.regions.filter((x) => x !== region)) {
+        const named = await topo.keystoreMaster(r).catch(() => oldMaster);
+        if (named !== oldMaster) {
+          newMaster = named;
+          promotedAt = Date.now();
+          break;
+        }
+      }
     } else if (revokeDuring === undefined || revokeDuring.status !== 200) {
       revokeDuring = await client.manage(otherGate, 'POST', `/v1/keys/${revokedDuring?.apiKey}/revoke`, {});
       if (revokeDuring.status === 200) revokeAckAt = Date.now();
@@ -616,6 +653,7 @@ export async function measureKeystoreCut(topo, client, options) {
   await topo.net.rejoin(region);
   await sleep(settleMs);
   const answers = await Promise.all(flows.map((f) => f.s.stop()));
+  const recoveredAfterMs = await recovered(client, topo.instances, /** @type {TestKey} */ (live), healAt, 60_000);
   /** @param {Answer[]} list @param {number} from @param {number} to */
   const within = (list, from, to) => list.filter((a) => a.sentAt >= from && a.sentAt < to);
   const rows = flows.map((f, n) => {
@@ -657,6 +695,7 @@ export async function measureKeystoreCut(topo, client, options) {
     revokeDuringAckAfterMs: revokeAckAt === null ? null : revokeAckAt - cutAt,
     rows,
     rejectionsDuringCut: duringRejections,
+    recoveredAfterHealMs: recoveredAfterMs,
     revokedAfterHeal: revokedAfter,
     keystoreMasterAfterHeal: await topo.keystoreMaster(region).catch((e) => String(e)),
   };
