@@ -17,6 +17,20 @@ export const NICE = '10';
 const ROOT_HOST = 100;
 
 /**
+ * Sends `signal` to a process started with exec() and to what it runs: SIGKILL reaches the child of timeout(1)
+ * only through its process group (timeout leads one of its own).
+ * @param {import('node:child_process').ChildProcess} p
+ * @param {NodeJS.Signals} signal
+ */
+export function killGroup(p, signal) {
+  try {
+    if (p.pid !== undefined) process.kill(-p.pid, signal);
+  } catch {
+    p.kill(signal);
+  }
+}
+
+/**
  * Why the regions cannot be built here, or undefined when they can.
  * @returns {string | undefined}
  */
@@ -156,7 +170,7 @@ export async function startRegionsNet(options) {
 
 // A TCP echo server, and a client that times `rounds` one-byte round trips to it (printing them as JSON), or
 // prints {"error": ...} when the connection or an echo does not come within `timeoutMs`.
-const ECHO_SERVER = `require('node:net').createServer((s) => { s.on('data', (b) => s.write(b)); s.on('error', () => {}); }).listen(Number(process.argv[1]), process.argv[2]);`;
+const ECHO_SERVER = `require('node:net').createServer((s) => { s.on('data', (b) => s.write(b)); s.on('error', () => {}); }).listen(Number(process.argv[1]), process.argv[2], () => console.log('listening'));`;
 const ECHO_CLIENT = `
 const [host, port, rounds, timeoutMs] = process.argv.slice(1);
 const s = require('node:net').connect(Number(port), host);
@@ -186,15 +200,14 @@ s.on('data', () => {
  */
 export async function echoRoundTrips(net, from, to, options = {}) {
   const { rounds = 5, timeoutMs = 5_000, port = 7007 } = options;
-  const server = net.exec(to, process.execPath, ['-e', ECHO_SERVER, String(port), net.address(to)]);
+  const server = net.exec(to, process.execPath, ['-e', ECHO_SERVER, String(port), net.address(to)], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   try {
-    // Listening inside `to`: a connect from its own namespace answers (nothing crosses the delay line).
-    for (let i = 0; ; i++) {
-      const probe = await runIn(net, to, ['-e', ECHO_CLIENT, net.address(to), String(port), '1', '1000']);
-      if (probe.rtts) break;
-      if (i > 100) throw new Error(`echo server in ${to} did not start: ${probe.error}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await new Promise((resolve, reject) => {
+      server.stdout?.once('data', resolve);
+      server.once('exit', (code) => reject(new Error(`echo server in ${to} exited (${code})`)));
+    });
     return await runIn(net, from, [
       '-e',
       ECHO_CLIENT,
@@ -204,7 +217,7 @@ export async function echoRoundTrips(net, from, to, options = {}) {
       String(timeoutMs),
     ]);
   } finally {
-    server.kill('SIGKILL');
+    killGroup(server, 'SIGKILL');
   }
 }
 

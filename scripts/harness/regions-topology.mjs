@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { KEYGATE_BIN, childEnv, runKeygate } from './spawn-keygate.mjs';
+import { killGroup } from './regions-net.mjs';
 
 /** Ports inside every region's namespace. */
 export const PORTS = Object.freeze({
@@ -123,19 +124,6 @@ async function until(what, check, timeoutMs) {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
-
-/**
- * SIGKILL reaches a child of timeout(1) only through its process group (timeout leads one of its own).
- * @param {import('node:child_process').ChildProcess} p
- * @param {NodeJS.Signals} signal
- */
-function killGroup(p, signal) {
-  try {
-    if (p.pid !== undefined) process.kill(-p.pid, signal);
-  } catch {
-    p.kill(signal);
-  }
 }
 
 const UPSTREAM = `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => { s.setHeader('content-type', 'application/json'); s.end('{"ok":true}'); }); }).listen(${PORTS.upstream}, '127.0.0.1');`;
