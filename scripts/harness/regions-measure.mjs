@@ -432,8 +432,8 @@ export function steady(client, instance, key, everyMs) {
 }
 
 /**
- * From `from` on, the send time of the first answer after which nothing is admitted: every later answer is a 503
- * or no answer at all (a client timeout on a busy machine admits nothing either). Null: a 200 came last, or no 503.
+ * From `from` on, the send time of the first answer after which nothing is admitted (no 200 came later); with no
+ * 200 at all, the first answer's. Null: a 200 came last (or no answer).
  * @param {Answer[]} answers
  * @param {number} from
  */
@@ -441,8 +441,8 @@ export function allRefusedFrom(answers, from) {
   const after = answers.filter((a) => a.sentAt >= from).sort((a, b) => a.sentAt - b.sentAt);
   let at = null;
   for (const a of after) {
-    if (a.status === 503 || a.status === 0) at ??= a.status === 503 ? a.sentAt : null;
-    else at = null;
+    if (a.status === 200) at = null;
+    else at ??= a.sentAt;
   }
   return at;
 }
@@ -519,8 +519,13 @@ export async function measurePartition(topo, client, options) {
   await topo.net.isolate(region);
   await sleep(500);
   const revokeWhere = /** @type {Instance} */ (otherGates[0]);
-  const revoke = await client.manage(revokeWhere, 'POST', `/v1/keys/${revokedKey?.apiKey}/revoke`, {});
-  await sleep(seconds * 1000 - 500);
+  // Until acknowledged (a 503 changed nothing; a 409 after one: the earlier attempt was written after all).
+  let revoke = { status: 0, body: '' };
+  while (Date.now() - cutAt < seconds * 1000 - 1_000 && revoke.status !== 200 && revoke.status !== 409) {
+    revoke = await client.manage(revokeWhere, 'POST', `/v1/keys/${revokedKey?.apiKey}/revoke`, {});
+    if (revoke.status !== 200 && revoke.status !== 409) await sleep(250);
+  }
+  await sleep(Math.max(0, cutAt + seconds * 1000 - Date.now()));
   const duringRejections = rejectionDelta(before, await readRejections(topo.instances));
   const healAt = Date.now();
   await topo.net.rejoin(region);
@@ -642,9 +647,9 @@ export async function measureKeystoreCut(topo, client, options) {
           break;
         }
       }
-    } else if (revokeDuring === undefined || revokeDuring.status !== 200) {
+    } else if (revokeDuring === undefined || (revokeDuring.status !== 200 && revokeDuring.status !== 409)) {
       revokeDuring = await client.manage(otherGate, 'POST', `/v1/keys/${revokedDuring?.apiKey}/revoke`, {});
-      if (revokeDuring.status === 200) revokeAckAt = Date.now();
+      if (revokeDuring.status === 200 || revokeDuring.status === 409) revokeAckAt = Date.now();
     }
     await sleep(100);
   }
