@@ -254,6 +254,13 @@ export function createKeygate(config: Config, deps: KeygateDeps): Keygate {
         limits: config.limits,
         secretPrefix: config.secretPrefix,
         githubScanningKeysFile: config.management.githubScanningKeysFile,
+        ...(config.regions && {
+          regions: {
+            self: config.regions.self,
+            names: config.regions.groups.map((g) => g.name),
+            defaultHome: config.regions.defaultHome,
+          },
+        }),
       },
       {
         store,

@@ -99,7 +99,7 @@ export const REASONS = Object.freeze({
   ),
   home_moved: reason(
     40106,
-    "regions: the key's (or its owner's) home moved and the token's nonce is not after the move plus the largest recv_window and the staleness bound: retry with a fresh token",
+    "regions: the key's (or its owner's) home moved and the token's nonce is not after the move plus the largest recv_window, the staleness bound and the command timeout: retry with a fresh token",
   ),
   bad_target: reason(40000, 'request target is not a plain origin-form path'),
   path_too_long: reason(40000, 'request path longer than MAX_PATH_BYTES'),

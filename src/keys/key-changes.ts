@@ -29,6 +29,8 @@ export interface KeyChanges {
   burst?: number;
   /** Whether every token must be bound to its request. */
   binding?: 'off' | 'required';
+  /** Regions: the key's home region (the key operations check it against the regions and the owner's home). */
+  home?: string;
 }
 
 export type KeyChangeResult = { record: KeyRecord; errors: [] } | { record?: undefined; errors: string[] };
@@ -76,6 +78,7 @@ export function newKey(changes: NewKeyInput, nowMs: number, secretPrefix?: strin
     ...(changes.expiresAt && { expiresAt: changes.expiresAt }),
     ...(changes.rateLimit && { rateLimit: changes.rateLimit }),
     ...(changes.binding !== undefined && { binding: changes.binding }),
+    ...(changes.home !== undefined && { home: changes.home }),
   });
 }
 
@@ -90,6 +93,11 @@ export function updateKey(record: KeyRecord, changes: KeyChanges, nowMs: number)
   else if (changes.rateLimit !== undefined) o.rateLimit = changes.rateLimit;
   if (changes.binding === 'off') delete o.binding;
   else if (changes.binding !== undefined) o.binding = changes.binding;
+  // A move is stamped with its time: the new home refuses the nonces the old one may have admitted (home_moved).
+  if (changes.home !== undefined && changes.home !== record.home) {
+    o.home = changes.home;
+    o.homeMovedAtMs = nowMs;
+  }
   if (changes.burst !== undefined) {
     const current = o.rateLimit as RateLimitSpec | undefined;
     if (!current) return { errors: ['key.rateLimit: --burst needs a rate (give --rate-limit, or set one first)'] };

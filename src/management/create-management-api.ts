@@ -8,6 +8,7 @@ import type { Limits } from '../config/read-limits.js';
 import { createManagementTokensSource, type ManagementTokensSource } from './management-tokens-source.js';
 import type { Store } from '../store/store.js';
 import type { CompiledLimit } from '../policy/rate-limit-spec.js';
+import type { HomeRules } from '../operations/homes.js';
 import { createKeyOperations } from '../operations/key-operations.js';
 import { createAuditReader } from '../operations/audit-reader.js';
 import { createOwnerOperations, type CostliestRoute } from '../operations/owner-operations.js';
@@ -34,6 +35,8 @@ export function createManagementApi(
     secretPrefix?: string | undefined;
     /** KEYGATE_GITHUB_SCANNING_KEYS_FILE: serve POST /v1/secret-scanning/github. */
     githubScanningKeysFile?: string | undefined;
+    /** Regions: the homes a key or owner may be given (operations/homes.ts); undefined = off. */
+    regions?: HomeRules | undefined;
   },
   deps: {
     store: Store;
@@ -54,10 +57,12 @@ export function createManagementApi(
     now,
     audit: (entry) => logger.info({ audit: entry }, 'key change'),
     secretPrefix: options.secretPrefix,
+    regions: options.regions,
   });
   const owners = createOwnerOperations({
     store,
     now,
+    regions: options.regions,
     audit: (entry) => logger.info({ audit: entry }, 'owner change'),
     ...(deps.defaultOwnerRateLimit && { defaultOwnerRateLimit: deps.defaultOwnerRateLimit }),
     ...(deps.costliestRoute && { costliestRoute: deps.costliestRoute }),

@@ -12,10 +12,11 @@ const CREATE_FIELDS = [
   'expiresAt',
   'rateLimit',
   'binding',
+  'home',
   'alg',
   'publicKey',
 ] as const;
-const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'binding'] as const;
+const PATCH_FIELDS = ['scopes', 'allowIps', 'label', 'expiresAt', 'rateLimit', 'binding', 'home'] as const;
 const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 /** POST /v1/keys: a new key, its secret shown this once (or, with alg and publicKey, a client public key); a retry with the same Idempotency-Key replays it. */

@@ -21,10 +21,18 @@ const show: Handler = async ({ owner, query }, deps) => {
 const put: Handler = async ({ owner, query, body, actor }, deps) => {
   const problems: string[] = [];
   onlyParams(query, [], problems);
-  const o = fields(body, ['rateLimit'], problems);
-  if (problems.length === 0 && o.rateLimit === undefined)
+  const o = fields(body, ['rateLimit', 'home'], problems);
+  if (problems.length === 0 && o.rateLimit === undefined && o.home === undefined)
     problems.push('body.rateLimit: required, like {"rate": "12/h", "burst": 12}, or null to remove it');
+  if (o.home !== undefined && typeof o.home !== 'string')
+    problems.push('body.home: must be a region name listed under regions:');
   if (problems.length > 0 || !deps.owners) return invalid(problems);
+  // Regions: the home first (its keys' admits move there), then the limit if one was given too.
+  if (typeof o.home === 'string') {
+    const moved = await deps.owners.setHome(owner as string, o.home, actor);
+    if (!moved.ok) return refusal(moved);
+    if (o.rateLimit === undefined) return { status: 200, body: { ...moved.value, warnings: [] } };
+  }
   const r = await deps.owners.setRateLimit(owner as string, o.rateLimit ?? null, actor);
   return r.ok ? { status: 200, body: r.value } : refusal(r);
 };

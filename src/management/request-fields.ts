@@ -64,6 +64,10 @@ export function changesOf(o: Record<string, unknown>, problems: string[], nullab
     if (o.binding === 'off' || o.binding === 'required') changes.binding = o.binding;
     else problems.push('body.binding: must be "off" or "required"');
   }
+  if (o.home !== undefined) {
+    if (typeof o.home === 'string') changes.home = o.home;
+    else problems.push('body.home: must be a region name listed under regions:');
+  }
   if (o.rateLimit === null && nullable) changes.rateLimit = null;
   else if (o.rateLimit !== undefined) {
     // Its shape and values are the keys file's: parseKeyRecord reports them.

@@ -16,6 +16,7 @@ import type { AuditEntry, Store } from '../store/store.js';
 import { createKeyCommits, refusedWrite } from './key-commits.js';
 import { createKeyImport, IMPORT_BATCH, type KeyImport } from './key-import.js';
 import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
+import { keyHome, type HomeRules } from './homes.js';
 import { conflict, done, invalid, notFound, type Done } from './outcome.js';
 import type { AuditExtra } from './key-commits.js';
 import { LEAKED_REASON } from '../store/audit-entry.js';
@@ -98,6 +99,8 @@ export function createKeyOperations(deps: {
   secretPrefix?: string | undefined;
   /** Keys per import step (default IMPORT_BATCH; tests use small ones). */
   importBatch?: number;
+  /** Regions (homes.ts); undefined: off, and a `home` is refused. */
+  regions?: HomeRules | undefined;
 }): KeyOperations {
   const { store, now } = deps;
   const importBatch = deps.importBatch ?? IMPORT_BATCH;
@@ -170,7 +173,10 @@ export function createKeyOperations(deps: {
     checkUpdate: (record, changes) => updateKey(record, changes, now()).errors,
     list,
     listAll,
-    async create(input, actor, idempotency) {
+    async create(given, actor, idempotency) {
+      const home = await keyHome(deps.regions, store, given.owner, given.home, true);
+      if (home.problems.length > 0) return invalid(home.problems);
+      const input = home.home === undefined ? given : { ...given, home: home.home };
       const { record, errors } = newKey(input, now(), deps.secretPrefix);
       if (!record) return invalid(errors);
       if (!idempotency) {
@@ -189,6 +195,12 @@ export function createKeyOperations(deps: {
       return r.conflict === 'claimed' ? replay(r.value, bodyHash, actor) : refusedWrite(r);
     },
     async update(apiKey, changes, actor) {
+      if (changes.home !== undefined) {
+        const current = await store.readKey(apiKey);
+        if (current === null) return notFound;
+        const home = await keyHome(deps.regions, store, current.record.owner, changes.home, false);
+        if (home.problems.length > 0) return invalid(home.problems);
+      }
       const r = await change(apiKey, 'update', actor, true, (current) => {
         if (current.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
         const { record, errors } = updateKey(current, changes, now());

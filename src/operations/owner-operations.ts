@@ -10,6 +10,7 @@ import {
 } from '../policy/rate-limit-spec.js';
 import type { AuditEntry, OwnerStore } from '../store/store.js';
 import { invalid, type Done } from './outcome.js';
+import { ownerHomeProblems, type HomeRules } from './homes.js';
 import { auditEntry } from '../store/audit-entry.js';
 
 /** An owner as shown: its own limit (null: none of its own, the policy's defaultOwnerRateLimit applies). */
@@ -37,6 +38,11 @@ export interface OwnerOperations {
    * set, with `warnings` (empty when none): a burst below the policy's largest route cost.
    */
   setRateLimit(owner: string, rateLimit: unknown, actor: string): Promise<Done<OwnerView & { warnings: string[] }>>;
+  /**
+   * Regions: sets the owner's home (its keys' home: docs/regions.md), its limit kept; a move is stamped with its
+   * time, from which the new home refuses older nonces for a while (home_moved).
+   */
+  setHome(owner: string, home: string, actor: string): Promise<Done<OwnerView>>;
 }
 
 /** The policy's costliest route, for the warning a burst below it deserves. */
@@ -60,6 +66,8 @@ export function createOwnerOperations(deps: {
   defaultOwnerRateLimit?: () => CompiledLimit | undefined;
   /** The policy's route of the largest cost (routes.ts largestRouteCost); undefined when none costs more than 1. */
   costliestRoute?: () => CostliestRoute | undefined;
+  /** Regions (homes.ts); undefined: off, and a home is refused. */
+  regions?: HomeRules | undefined;
 }): OwnerOperations {
   const { store, now } = deps;
   const view = (owner: string, r: OwnerRecord | null) => ownerView(r ?? { owner });
@@ -93,7 +101,14 @@ export function createOwnerOperations(deps: {
       if (problems.length > 0) return invalid(problems);
       const t = now();
       const at = new Date(t).toISOString();
-      const record: OwnerRecord = { owner, ...(spec && { rateLimit: spec, updatedAt: at }) };
+      // The owner's home stays as it is: a limit is set apart from it.
+      const before = await store.readOwner(owner);
+      const record: OwnerRecord = {
+        owner,
+        ...(spec && { rateLimit: spec, updatedAt: at }),
+        ...(before?.home !== undefined && { home: before.home, updatedAt: at }),
+        ...(before?.homeMovedAtMs !== undefined && { homeMovedAtMs: before.homeMovedAtMs }),
+      };
       // An owner's entry names no key: apiKey and id are empty.
       const entry = auditEntry(
         t,
@@ -115,6 +130,28 @@ export function createOwnerOperations(deps: {
             `its keys' requests to that route can never pass (429 cost_exceeds_burst); give a burst of at least ${costliest.cost}`,
         );
       return { ok: true, value: { ...view(owner, record), warnings } };
+    },
+    async setHome(owner, home, actor) {
+      const problems: string[] = [];
+      checkOwnerName(owner, 'owner', problems);
+      problems.push(...ownerHomeProblems(deps.regions, home));
+      if (problems.length > 0) return invalid(problems);
+      const t = now();
+      const before = await store.readOwner(owner);
+      const moved = (before?.home ?? deps.regions?.defaultHome) !== home;
+      const record: OwnerRecord = {
+        owner,
+        ...(before?.rateLimit && { rateLimit: before.rateLimit }),
+        updatedAt: new Date(t).toISOString(),
+        home,
+        ...((moved || before?.homeMovedAtMs !== undefined) && {
+          homeMovedAtMs: moved ? t : before?.homeMovedAtMs,
+        }),
+      };
+      const entry = auditEntry(t, actor, 'owner-set', { apiKey: '', id: '', owner }, { detail: `home=${home}` });
+      await store.putOwner(record, entry);
+      deps.audit(entry);
+      return { ok: true, value: view(owner, record) };
     },
   };
 }

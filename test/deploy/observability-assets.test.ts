@@ -82,6 +82,8 @@ describe('dashboard and alert rules match the real /metrics', () => {
       keys: mixedTrafficKeys(),
       env: mixedTrafficEnv(),
     });
+    // The regions' metrics exist only with regions on (docs/regions.md): registered here so the scrape has them.
+    gate.keygate.metrics.enableRegions(() => 0.25);
     await runMixedTraffic(gate, upstream);
     redis.pause();
     const frozen = await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token('good', MIXED_SECRET)) }).finally(() =>
@@ -156,6 +158,8 @@ describe('dashboard and alert rules match the real /metrics', () => {
       [
         'KeygateAuthLatencyHigh',
         'KeygateHigh5xxRate',
+        'KeygateHomeUnreachable',
+        'KeygateKeystoreStale',
         'KeygateOverloaded',
         'KeygateRedisDown',
         'KeygateRedisSubscriberDown',

@@ -28,7 +28,7 @@ function problemsOf(env: Record<string, string>): string[] {
     loadConfig(env);
     return [];
   } catch (err) {
-    if (err instanceof ConfigError) return err.problems;
+    if (err instanceof ConfigError) return [...err.problems];
     throw err;
   }
 }

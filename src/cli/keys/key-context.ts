@@ -1,4 +1,5 @@
 // Tested in test/unit/keys-actions.test.ts, test/unit/keys-transfer.test.ts (each action through main()).
+import type { HomeRules } from '../../operations/homes.js';
 import type { KeyRecord } from '../../keys/key-record.js';
 import { escapeUnprintable } from '../../keys/printable-text.js';
 import { createKeyOperations, type KeyOperations } from '../../operations/key-operations.js';
@@ -65,6 +66,8 @@ export interface KeyContextDeps {
   /** The policy's costliest route (the file `keygate serve` would read), for `owners set`'s warning. */
   costliestRoute?: () => CostliestRoute | undefined;
   secretPrefix?: string | undefined;
+  /** Regions, from the policy file and KEYGATE_REGION (keys-command.ts); undefined = off. */
+  regions?: HomeRules | undefined;
 }
 
 export function createKeyContext(deps: KeyContextDeps): KeyContext {
@@ -73,6 +76,7 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
     now: deps.now,
     audit: deps.audit,
     secretPrefix: deps.secretPrefix,
+    regions: deps.regions,
   });
   const must = <T>(r: Done<T>, apiKey = ''): T => {
     if (r.ok) return r.value;
@@ -87,6 +91,7 @@ export function createKeyContext(deps: KeyContextDeps): KeyContext {
       now: deps.now,
       audit: deps.audit,
       ...(deps.costliestRoute && { costliestRoute: deps.costliestRoute }),
+      regions: deps.regions,
     }),
     store: deps.store,
     actor: deps.actor,

@@ -31,7 +31,12 @@ const BINDING = opt(
   'off|required',
   'required: every token must name its method and path (and body_sha256 with a body); default off',
 );
-const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL, BINDING];
+const HOME = opt(
+  'home',
+  'region',
+  "regions: the key's home, where its tokens are admitted (default: its owner's, else KEYGATE_REGION)",
+);
+const CHANGES = [SCOPES, ALLOW_IP, LABEL, EXPIRES_AT, TTL, BINDING, HOME];
 
 const splitList = (v: string | undefined) =>
   v === undefined
@@ -52,6 +57,8 @@ function changesFrom(p: Parsed, nowMs: number): KeyChanges {
   const rateLimit = str(p, 'rate-limit');
   const burstText = str(p, 'burst');
   const binding = str(p, 'binding');
+  const home = str(p, 'home');
+  if (home !== undefined) changes.home = home;
   if (scopes) changes.scopes = scopes;
   if (binding !== undefined) {
     if (binding !== 'off' && binding !== 'required')
@@ -170,7 +177,7 @@ export const updateAction: KeyAction = {
     const changes = changesFrom(p, ctx.now());
     if (Object.keys(changes).length === 0)
       throw new UsageError(
-        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit, --burst or --binding)',
+        'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit, --burst, --binding or --home)',
       );
     ctx.print(publicView(ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p)), ctx.now()));
   },

@@ -1,6 +1,7 @@
 // Tested in test/unit/keys-actions.test.ts, test/process/cli.test.ts, test/e2e/owner-limits.test.ts.
 import { userInfo, hostname } from 'node:os';
 import { DurabilityError } from '../../store/store.js';
+import type { HomeRules } from '../../operations/homes.js';
 import { loadPolicy } from '../../policy/load-policy.js';
 import { DEFAULT_ROUTES_FILE } from '../../policy/policy.js';
 import { largestRouteCost } from '../../policy/routes.js';
@@ -47,6 +48,7 @@ export const asCommand = (action: KeyAction): Command => ({
       store,
       encrypted,
       costliestRoute: () => costliestRouteOf(io.env),
+      regions: regionsOf(io.env),
       secretPrefix,
       out: io.out,
       err: io.err,
@@ -81,6 +83,21 @@ function costliestRouteOf(env: NodeJS.ProcessEnv) {
   const problems: string[] = [];
   const policy = loadPolicy(env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE, problems);
   return problems.length > 0 ? undefined : largestRouteCost(policy.routes);
+}
+
+/**
+ * Regions as `keygate serve` would read them (the policy file's `regions:`, KEYGATE_REGION): the homes a key or
+ * owner may be given, and the one a new key gets. A file that does not load: regions off (a home is refused).
+ */
+function regionsOf(env: NodeJS.ProcessEnv): HomeRules | undefined {
+  const problems: string[] = [];
+  const regions = loadPolicy(env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE, problems).regions;
+  if (regions === undefined || problems.length > 0) return undefined;
+  return {
+    self: env.KEYGATE_REGION || undefined,
+    names: regions.entries.map((e) => e.name),
+    defaultHome: regions.defaultHome,
+  };
 }
 
 function safeUser(): string {

@@ -17,7 +17,7 @@ like a key change (KEYGATE_REDIS_MIN_REPLICAS).
 Exit status: 0 done, 1 the change was not durable or Redis did not answer, 2 usage.`;
 
 const line = (o: OwnerView) =>
-  `${escapeUnprintable(o.owner)}  ${o.rateLimit ? describeRateLimit(o.rateLimit) : 'none (the policy defaultOwnerRateLimit applies)'}\n`;
+  `${escapeUnprintable(o.owner)}  ${o.rateLimit ? describeRateLimit(o.rateLimit) : 'none (the policy defaultOwnerRateLimit applies)'}${'home' in o && o.home !== undefined ? `  home ${o.home}` : ''}\n`;
 
 const setAction: KeyAction = {
   spec: {
@@ -31,6 +31,7 @@ const setAction: KeyAction = {
         "the owner's budget (/s /m /h), or none: the policy defaultOwnerRateLimit applies",
       ),
       opt('burst', 'n', "requests (cost units) allowed at once above the rate (default: the rate's count)"),
+      opt('home', 'region', "regions: the owner's home, where its keys' tokens are admitted (docs/regions.md)"),
       JSON_OPTION,
     ],
   },
@@ -38,7 +39,19 @@ const setAction: KeyAction = {
     const owner = p.args[0] as string;
     const rate = str(p, 'rate-limit');
     const burstText = str(p, 'burst');
-    if (rate === undefined) throw new UsageError('give --rate-limit <n/s|m|h> or --rate-limit none');
+    const home = str(p, 'home');
+    if (rate === undefined && home === undefined)
+      throw new UsageError('give --rate-limit <n/s|m|h>, --rate-limit none or --home <region>');
+    if (home !== undefined) {
+      if (burstText !== undefined && rate === undefined) throw new UsageError('--burst needs --rate-limit');
+      const moved = ctx.must(await ctx.owners.setHome(owner, home, ctx.actor));
+      if (rate === undefined) {
+        if (flag(p, 'json')) ctx.print(moved);
+        else ctx.out.write(line(moved));
+        return;
+      }
+    }
+    if (rate === undefined) return;
     let burst: number | undefined;
     if (burstText !== undefined) {
       if (rate === 'none') throw new UsageError('--burst cannot go with --rate-limit none');

@@ -269,7 +269,7 @@ export function createMemoryStore(options: MemoryStoreOptions, deps: { clock: Cl
         .sort((a, b) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0));
     },
     async putOwner(record) {
-      if (record.rateLimit === undefined) owners.delete(record.owner);
+      if (record.rateLimit === undefined && record.home === undefined) owners.delete(record.owner);
       else owners.set(record.owner, ownerEntry(record));
     },
     ownerLimit: (owner) => owners.get(owner)?.limit,

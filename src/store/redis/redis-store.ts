@@ -104,6 +104,10 @@ export interface RedisStoreEvents {
  *   {prefix}key-events                pub/sub channel, message = apiKey, "*" or "owner:<owner>"
  *   {prefix}ip-blocks:<db>            pub/sub channel, message = "<ip or /64> <µs>" (ip-block-listener.ts); <db> the
  *                                     database number (0 under Sentinel and Cluster)
+ * Regions (docs/regions.md): the request-path state above lives in each region's request-state Redis (a key's in
+ * its home's, request-state-group.ts, with its epoch marker {prefix}{regionstate}:epoch); the keystore keeps
+ *   {prefix}{keystore}:heartbeat:<instance>  an instance's heartbeat, PX, published as "<instance> <seq>" on
+ *   {prefix}keystore-heartbeats              (keystore-freshness.ts)
  * Before rate limits, nonces were {prefix}nonce:<apiKey>:<n> (docs/redis.md "Redis layout": rolling upgrades).
  */
 export function createRedisStore(
@@ -295,6 +299,7 @@ export function createRedisStore(
             self: regions.self,
             defaultHome: regions.defaultHome,
             maxStalenessMs: regions.maxStalenessMs,
+            commitMarginMs: options.commandTimeoutMs ?? 500,
             maxRecvWindowMs: regions.maxRecvWindowMs,
           },
           {

@@ -41,6 +41,11 @@ export function createRegionalAdmission(
     self: string;
     defaultHome: string;
     maxStalenessMs: number;
+    /**
+     * The move is stamped before its commit, which is acknowledged within the command deadline (or fails):
+     * added to the cut-off, so a move that landed that much after its stamp is still covered.
+     */
+    commitMarginMs?: number;
     /** The largest recv_window the policy in force allows, in ms (it may reload). */
     maxRecvWindowMs: () => number;
   },
@@ -92,7 +97,14 @@ export function createRegionalAdmission(
         return Promise.reject(err instanceof Error ? err : new StoreUnavailableError(String(err)));
       }
       if (home.movedAtMs > 0 && nonceNs !== undefined) {
-        if (nonceNs <= movedCutoffNs(home.movedAtMs, options.maxRecvWindowMs(), options.maxStalenessMs))
+        if (
+          nonceNs <=
+          movedCutoffNs(
+            home.movedAtMs,
+            options.maxRecvWindowMs(),
+            options.maxStalenessMs + (options.commitMarginMs ?? 0),
+          )
+        )
           return Promise.resolve(HOME_MOVED);
       }
       const group = deps.groups.get(home.home);
