@@ -40,7 +40,7 @@ export const REDIS_TIMEOUT_MS = 1_000;
 /**
  * KEYGATE_KEYSTORE_MAX_STALENESS_MS of every instance here. The default (1 s) flapped on the shared 2-core machine
  * these runs are made on (load average 20 to 30, everything here at nice 10): heartbeats every 250 ms came back
- * late without any cut. The promise is the same with any bound: docs/regions-measurements.md.
+ * late without any cut. The promise is the same with any bound: docs/regions.md#measurements.
  */
 export const MAX_STALENESS_MS = 3_000;
 /** Sentinel down-after of every group here (ms): a master silent this long is failed over. */
