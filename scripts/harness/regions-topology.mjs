@@ -409,6 +409,24 @@ export async function startRegionsTopology(net, options = {}) {
         }
       }
     };
+    /**
+     * "host:port" of the region's request-state master once the node its sentinel names answers (after a kill,
+     * the sentinel names the dead master until it has failed over).
+     * @param {string} r
+     */
+    const liveRequestMaster = async (r) => {
+      let master = '';
+      await until(
+        `a live request-state master in ${r}`,
+        async () => {
+          master = await sentinelMaster(r);
+          const [host, port] = master.split(':');
+          return (await ask(/** @type {string} */ (host), Number(port), ['PING'])) === 'PONG';
+        },
+        timeoutMs,
+      );
+      return master;
+    };
     const separatePolicy = () => {
       const file = join(dir, 'routes-only.yaml');
       writeFileSync(file, routes);
@@ -460,7 +478,7 @@ export async function startRegionsTopology(net, options = {}) {
               KEYGATE_KEYSTORE_REPLICA_URL: undefined,
               KEYGATE_REDIS_SENTINELS: '',
               KEYGATE_REDIS_SENTINEL_NAME: '',
-              KEYGATE_REDIS_URL: `redis://${await sentinelMaster(r)}`,
+              KEYGATE_REDIS_URL: `redis://${await liveRequestMaster(r)}`,
             },
             file,
           );
@@ -473,7 +491,7 @@ export async function startRegionsTopology(net, options = {}) {
             KEYGATE_CONFIG: separatePolicy(),
             KEYGATE_REDIS_SENTINELS: '',
             KEYGATE_REDIS_SENTINEL_NAME: '',
-            KEYGATE_REDIS_URL: `redis://${await sentinelMaster(r)}`,
+            KEYGATE_REDIS_URL: `redis://${await liveRequestMaster(r)}`,
           };
           separate.push(await startGate(r, `${r}-separate`, perRegion, env, false));
         }
