@@ -11,6 +11,7 @@ import { measureSlowdown } from './test/helpers/slowdown.js';
  *   adversarial  attacks over raw sockets; each case checks the answer and what the upstream received
  *   process      bin/keygate.js and the scripts as child processes
  *   deploy       the Dockerfile, compose file, Kubernetes manifests, nginx and Prometheus assets
+ *   regions      three simulated regions on this machine (network namespaces joined by a delay line; needs root)
  * The container tier (test/container) builds and runs images: scripts/container-tests.sh (vitest.containers.config.ts).
  */
 const BUILDS_DIST = ['test/helpers/build-dist.ts'];
@@ -49,6 +50,14 @@ export default defineConfig({
     pool: 'forks',
     // Tests start real servers on real ports; keep CPU contention sane on 2 cores.
     maxWorkers: 2,
-    projects: [shared('unit'), shared('repo'), tier('e2e'), tier('adversarial'), tier('process'), tier('deploy')],
+    projects: [
+      shared('unit'),
+      shared('repo'),
+      tier('e2e'),
+      tier('adversarial'),
+      tier('process'),
+      tier('deploy'),
+      tier('regions'),
+    ],
   },
 });

@@ -4,7 +4,8 @@
 # .ci/run calls exactly this command, so CI and a newcomer run the same thing.
 #
 #   Debian packages, installed with apt-get when run as root or through sudo:
-#     redis-server (with redis-cli), wrk, git, python3 + python3-jwt + python3-cryptography (the README's Python examples), nginx and caddy
+#     redis-server (with redis-cli), wrk, git, python3 + python3-jwt + python3-cryptography (the README's Python examples;
+#     python3 also runs the regions tier's delay line), iproute2 (`ip netns`, the regions tier), nginx and caddy
 #     (the forward-auth recipes), libnginx-mod-http-lua + lua-resty-core + lua-cjson (the benchmark's nginx+lua peer), chromium (the console test).
 #   promtool (Debian prometheus) is optional and installed only when asked (KEYGATE_TEST_ALL_PROMTOOL=1; .ci/run asks):
 #     the package pulls in a dozen others and a Prometheus service. With it, npm test also lints a real /metrics scrape,
@@ -31,6 +32,9 @@ missing=()
 has wrk || missing+=(wrk)
 has git || missing+=(git)
 has_pyjwt || missing+=(python3 python3-jwt python3-cryptography)
+# The regions tier (test/regions): network namespaces with `ip netns`, joined by scripts/harness/delay-line.py.
+has ip || missing+=(iproute2)
+has python3 || missing+=(python3)
 has nginx || missing+=(nginx)
 # The benchmark's nginx+lua peer (scripts/bench/nginx.mjs), run by test/process/bench-harness.test.ts.
 [ -f /usr/lib/nginx/modules/ngx_http_lua_module.so ] || missing+=(libnginx-mod-http-lua)
