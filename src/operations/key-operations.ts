@@ -297,7 +297,13 @@ export function createKeyOperations(deps: {
     async credits(record) {
       if (!record.credits) return null;
       const spec = compileCredits(record.credits, KEY_CREDITS_NAME);
-      const state = await store.readCredits({ kind: 'key', apiKey: record.apiKey, owner: record.owner, home: record.home, spec });
+      const state = await store.readCredits({
+        kind: 'key',
+        apiKey: record.apiKey,
+        owner: record.owner,
+        home: record.home,
+        spec,
+      });
       return creditsView(record.credits, state, now());
     },
     async addCredits(apiKey, add, actor) {
@@ -310,7 +316,10 @@ export function createKeyOperations(deps: {
       if (record.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
       if (!record.credits) return conflict('the key has no credits: set them first (keys update --credits)');
       const spec = compileCredits(record.credits, KEY_CREDITS_NAME);
-      const state = await store.addCredits({ kind: 'key', apiKey, owner: record.owner, home: record.home, spec }, amount);
+      const state = await store.addCredits(
+        { kind: 'key', apiKey, owner: record.owner, home: record.home, spec },
+        amount,
+      );
       if (state === undefined) return invalid([`credits.add: would take the balance above ${Number.MAX_SAFE_INTEGER}`]);
       const audit = entry(record, 'credits-add', actor, { detail: `add=${amount} remaining=${state.remaining}` });
       await store.appendAudit(audit);

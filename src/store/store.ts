@@ -358,13 +358,7 @@ export interface HealthStore {
  * a consumer takes the view it uses.
  */
 export interface Store
-  extends KeyRecordStore,
-    AdmissionStore,
-    IpBudgetStore,
-    OwnerStore,
-    OutcomeStore,
-    CreditStore,
-    HealthStore {
+  extends KeyRecordStore, AdmissionStore, IpBudgetStore, OwnerStore, OutcomeStore, CreditStore, HealthStore {
   readonly kind: 'memory' | 'redis';
   close(): Promise<void>;
 }
