@@ -212,7 +212,8 @@ describe('per-key rate limits across two instances', () => {
     delete stats.publish; // the subscriber heartbeat, one a second per instance (subscriber-heartbeat.ts): not per request
     console.log(`commandstats for ${N} forwarded requests (${apiKey}): ${JSON.stringify(stats)}`);
     // Usage: one EVALSHA per instance and flush that had counts, running HGET (batch mark and
-    // last), HSET (mark, last) and one HINCRBY per day; never a command per request.
+    // last, and the outcome rings' slot at each granularity: minute, hour, day), HSET (mark, the three
+    // slots, last) and one HINCRBY per day; never a command per request.
     const flushes = stats.hincrby ?? 0;
     expect(flushes).toBeGreaterThanOrEqual(2);
     expect(flushes).toBeLessThanOrEqual(6);
@@ -222,12 +223,12 @@ describe('per-key rate limits across two instances', () => {
       time: N,
       get: N,
       set: 2 * N,
-      hget: 2 * flushes,
+      hget: 5 * flushes,
       hset: stats.hset,
       hincrby: flushes,
     });
-    expect(stats.hset).toBeGreaterThanOrEqual(flushes); // the mark, and "last" when it moved forward
-    expect(stats.hset).toBeLessThanOrEqual(2 * flushes);
+    expect(stats.hset).toBeGreaterThanOrEqual(4 * flushes); // the mark, the slots, and "last" when it moved forward
+    expect(stats.hset).toBeLessThanOrEqual(5 * flushes);
   });
 
   it("Redis layout: one key's request-path state shares a hash tag; nothing under the old nonce names", async () => {
@@ -239,7 +240,12 @@ describe('per-key rate limits across two instances', () => {
       .filter((k) => k.includes('{usage}'))
       .map((k) => k.replace(/:nonce:\d+$/, ':nonce:<n>'));
     expect(new Set(names)).toEqual(
-      new Set(['keygate:{usage}:nonce:<n>', 'keygate:{usage}:budget', 'keygate:{usage}:usage']),
+      new Set([
+        'keygate:{usage}:nonce:<n>',
+        'keygate:{usage}:budget',
+        'keygate:{usage}:usage',
+        'keygate:{usage}:outcomes',
+      ]),
     );
     expect(await admin.keys('keygate:nonce:*')).toEqual([]);
   });
