@@ -7,6 +7,7 @@ import { createRedisStore } from '../../src/store/redis/redis-store.js';
 import { StoreUnavailableError } from '../../src/store/store.js';
 import { waitStoreReady } from '../helpers/keygate.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
+import { guard } from '../helpers/slowdown.js';
 
 /**
  * The request path's nonce SET is written onto ioredis's command connection without ioredis's
@@ -119,8 +120,11 @@ describe('the nonce SET on its lean path, under faults', () => {
         (err: unknown) => ({ ok: false as const, err }),
       ),
     );
-    // The batch is written in the turn's check phase; Redis answers, the relay holds the answers back.
-    await new Promise((r) => setTimeout(r, 100));
+    // The batch is written in the turn's check phase; Redis answers, the relay holds the answers back. The cut
+    // comes once Redis holds every nonce (a busy machine may take longer than any fixed pause to pass them on).
+    await expect
+      .poll(async () => (await raw.keys('*{kg_lost}:nonce:lost-*')).length, { timeout: guard(10_000) })
+      .toBe(30);
     relay.cut();
     const results = await Promise.all(settled);
     for (const r of results) {

@@ -141,7 +141,8 @@ describe('three regions on one machine', () => {
   it(
     "the keystore master's region cut off refuses once its master stops taking writes; a majority elsewhere promotes a master that takes key changes; nothing revoked comes back",
     async () => {
-      const r = await measureKeystoreCut(topo, client, { seconds: 15, settleMs: guard(15_000) });
+      // 30 s: a sentinel whose first failover attempt fails tries again after twice its failover-timeout (10 s).
+      const r = await measureKeystoreCut(topo, client, { seconds: 30, settleMs: guard(15_000) });
       console.log(`[regions] keystore cut ${JSON.stringify(r)}`);
       for (const row of r.rows.filter((x) => x.instance.startsWith(`${r.region}-`))) {
         expect(row.all503AfterMs, row.instance).not.toBeNull();
