@@ -210,21 +210,24 @@ export function createRedisServerChecks(
 
 /**
  * Runs `fn` once `refusal` allows: at once when it does (the request path pays one call), after
- * the settings are read when they are being read, never when it refuses.
+ * the settings are read when they are being read, never when it refuses. A read started again while
+ * this one waited (a Cluster connects node by node, and each connection reads the settings anew) is
+ * waited for too, a few times at most: each read ends within the command deadline.
  */
 export function gated<T>(
   refusal: () => StoreUnavailableError | Promise<void> | undefined,
   fn: () => Promise<T>,
   // The caller's own first answer, when it asked already (admit's fast path): not asked twice.
   r: StoreUnavailableError | Promise<void> | undefined = refusal(),
+  waits = 3,
 ): Promise<T> {
   if (r === undefined) return fn();
   if (r instanceof StoreUnavailableError) return Promise.reject(r);
   return r.then(() => {
     const again = refusal();
     if (again === undefined) return fn();
-    return Promise.reject(
-      again instanceof StoreUnavailableError ? again : new StoreUnavailableError('redis server settings not read'),
-    );
+    if (again instanceof StoreUnavailableError) return Promise.reject(again);
+    if (waits > 1) return gated(refusal, fn, again, waits - 1);
+    return Promise.reject(new StoreUnavailableError('redis server settings not read'));
   });
 }
