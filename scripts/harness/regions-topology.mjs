@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { KEYGATE_BIN, childEnv, runKeygate } from './spawn-keygate.mjs';
 import { killGroup } from './regions-net.mjs';
+import { until } from './redis-topology.mjs';
 
 /** Ports inside every region's namespace. */
 export const PORTS = Object.freeze({
@@ -110,26 +111,6 @@ async function ask(host, port, command) {
   } finally {
     c.disconnect();
   }
-}
-
-/**
- * @param {string} what
- * @param {() => Promise<boolean>} check
- * @param {number} timeoutMs
- */
-async function until(what, check, timeoutMs) {
-  const deadline = Date.now() + timeoutMs;
-  /** @type {unknown} */
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
 }
 
 const UPSTREAM = `require('node:http').createServer((q, s) => { q.resume(); q.on('end', () => { s.setHeader('content-type', 'application/json'); s.end('{"ok":true}'); }); }).listen(${PORTS.upstream}, '127.0.0.1');`;

@@ -4,6 +4,7 @@ import { parseDuration } from '../../keys/key-changes.js';
 import { publicView, type KeyRecord } from '../../keys/key-record.js';
 import { describeRateLimit } from '../../policy/rate-limit-spec.js';
 import { parseCredits, parseRefill, type CreditsView } from '../../keys/credits.js';
+import type { Done } from '../../operations/outcome.js';
 import { UsageError } from '../cli-errors.js';
 import { flag, str, type Parsed } from '../command-line.js';
 import { apiKeyOf, JSON_OPTION, opt, warnPlainSecrets, type KeyAction, type KeyContext } from './key-context.js';
@@ -226,22 +227,36 @@ export const updateAction: KeyAction = {
   },
 };
 
-export const creditsAction: KeyAction = {
-  spec: {
-    name: 'credits',
-    summary: "top up a key's credits by n (atomic with its requests' spends); prints what is left",
-    args: ['<apiKey>'],
-    options: [opt('add', 'n', 'how many credits to add'), JSON_OPTION],
-  },
-  async run(ctx, p) {
-    const addText = str(p, 'add');
-    if (addText === undefined) throw new UsageError('give --add <n>');
-    const add = /^\d{1,16}$/.test(addText) ? Number(addText) : NaN;
-    const view = ctx.must(await ctx.ops.addCredits(apiKeyOf(p), add, ctx.actor), apiKeyOf(p));
-    if (flag(p, 'json')) ctx.print(view);
-    else ctx.out.write(creditsLine(view));
-  },
-};
+/**
+ * `keys credits` and `owners credits`: a top-up by n, atomic with the requests' spends; prints what is left.
+ * `addCredits` is the operation the management API calls too.
+ */
+export function creditsTopUpAction(
+  whose: 'key' | 'owner',
+  addCredits: (ctx: Parameters<KeyAction['run']>[0], id: string, add: number) => Promise<Done<CreditsView>>,
+): KeyAction {
+  return {
+    spec: {
+      name: 'credits',
+      summary: `top up ${whose === 'key' ? "a key's credits" : "an owner's credits"} by n (atomic with ${whose === 'key' ? 'its requests' : 'its keys'}' spends); prints what is left`,
+      args: [whose === 'key' ? '<apiKey>' : '<owner>'],
+      options: [opt('add', 'n', 'how many credits to add'), JSON_OPTION],
+    },
+    async run(ctx, p) {
+      const addText = str(p, 'add');
+      if (addText === undefined) throw new UsageError('give --add <n>');
+      const add = /^\d{1,16}$/.test(addText) ? Number(addText) : NaN;
+      const id = whose === 'key' ? apiKeyOf(p) : (p.args[0] as string);
+      const view = ctx.must(await addCredits(ctx, id, add), whose === 'key' ? id : undefined);
+      if (flag(p, 'json')) ctx.print(view);
+      else ctx.out.write(creditsLine(view));
+    },
+  };
+}
+
+export const creditsAction = creditsTopUpAction('key', (ctx, apiKey, add) =>
+  ctx.ops.addCredits(apiKey, add, ctx.actor),
+);
 
 /** `remaining: 1200, next refill 2026-12-01T00:00:00.000Z (to 10000)` */
 export const creditsLine = (v: CreditsView): string =>

@@ -7,7 +7,7 @@ import { flag, str, type Command } from '../command-line.js';
 import { JSON_OPTION, opt, type KeyAction } from './key-context.js';
 import { asCommand } from './keys-command.js';
 import { granularityOf, GRANULARITY_OPTION, outcomeText } from './key-read-actions.js';
-import { creditsFrom, creditsLine } from './key-edit-actions.js';
+import { creditsFrom, creditsLine, creditsTopUpAction } from './key-edit-actions.js';
 
 const DETAILS = `An owner is the account a key belongs to (a key's --owner). Its own rate
 limit is one budget shared by all its keys, taking precedence over the
@@ -104,22 +104,7 @@ const showAction: KeyAction = {
   },
 };
 
-const creditsAction: KeyAction = {
-  spec: {
-    name: 'credits',
-    summary: "top up an owner's credits by n (atomic with its keys' spends); prints what is left",
-    args: ['<owner>'],
-    options: [opt('add', 'n', 'how many credits to add'), JSON_OPTION],
-  },
-  async run(ctx, p) {
-    const addText = str(p, 'add');
-    if (addText === undefined) throw new UsageError('give --add <n>');
-    const add = /^\d{1,16}$/.test(addText) ? Number(addText) : NaN;
-    const view = ctx.must(await ctx.owners.addCredits(p.args[0] as string, add, ctx.actor));
-    if (flag(p, 'json')) ctx.print(view);
-    else ctx.out.write(creditsLine(view));
-  },
-};
+const creditsAction = creditsTopUpAction('owner', (ctx, owner, add) => ctx.owners.addCredits(owner, add, ctx.actor));
 
 const listAction: KeyAction = {
   spec: { name: 'list', summary: 'list the owners with a rate limit of their own', options: [JSON_OPTION] },

@@ -1,7 +1,6 @@
 // Tested in test/e2e/regions-home.test.ts, test/e2e/regions-staleness.test.ts.
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
-import type { KeyRecord } from '../../keys/key-record.js';
 import type { KeyUsage } from '../../keys/key-usage.js';
 import { mergeRings } from '../../keys/outcome-usage.js';
 import type { Charge } from '../budgets.js';
@@ -20,14 +19,8 @@ import { gatedByGroup, type RequestStateGroup } from './request-state-group.js';
 export const FENCED: Admission = Object.freeze({ outcome: 'fenced' });
 
 export interface RegionalAdmission {
-  admit(
-    apiKey: string,
-    nonce: string,
-    ttlMs: number,
-    charge: Charge | undefined,
-    record?: KeyRecord,
-    nonceNs?: bigint,
-  ): Promise<Admission>;
+  /** Store['admit'], always answered through a round trip. */
+  admit(...args: Parameters<Store['admit']>): Promise<Admission>;
   spendFailedAuth: Store['spendFailedAuth'];
   /** A balance lives with the admit state: at the key's (or its owner's) home. */
   addCredits: Store['addCredits'];
