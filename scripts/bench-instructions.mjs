@@ -2,7 +2,7 @@
 // @ts-check
 // Instructions and bytes per request, the two figures that do not depend on the machine's load.
 //
-//   npm run build && node scripts/bench-instructions.mjs [--targets bare-undici,public,embedded,redis]
+//   npm run build && node scripts/bench-instructions.mjs [--targets bare-undici,public,embedded,redis,redis-credits]
 //        [--requests 2000] [--gc-requests 20000] [--connections 8] [--log-level info] [--json FILE]
 //
 // Per target, twice:
@@ -17,7 +17,7 @@
 // per request (the public route and the bare hop get none). Use it to compare two builds or two commits:
 // wall-clock figures (`npm run bench`) need a quiet machine, these do not.
 import { spawn, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -40,7 +40,8 @@ import { freePort } from './harness/free-port.mjs';
 const USAGE = `
 Usage: node scripts/bench-instructions.mjs [options]   (after npm run build)
 
-  --targets LIST        bare-undici,public,embedded,redis (default all four)
+  --targets LIST        bare-undici,public,embedded,redis,redis-credits (default the first four; redis-credits:
+                        the Redis path with a key holding credits, each request spending one)
   --requests N          requests counted under callgrind (default 2000)
   --gc-requests N       requests counted for bytes allocated (default 20000)
   --warmup N            requests before callgrind counts (default 4000: until the JIT has settled)
@@ -205,6 +206,12 @@ async function main() {
   const upstream = await startUpstream(children);
   const needsRedis = names.includes('redis');
   const redis = needsRedis ? await startRedisWithKey(children, dir, ROOT) : undefined;
+  // Enough credits for every request the run sends, so each one spends and none is refused.
+  const creditsDir = join(dir, 'credits');
+  mkdirSync(creditsDir);
+  const redisCredits = names.includes('redis-credits')
+    ? await startRedisWithKey(children, creditsDir, ROOT, undefined, 1_000_000_000)
+    : undefined;
   const keysFile = writeKeysFile(dir);
   const policy = join(dir, 'public-policy.yaml');
   writeFileSync(
@@ -224,6 +231,12 @@ async function main() {
     redis: {
       script: ['bin/keygate.js', 'serve'],
       env: { KEYGATE_REDIS_URL: redis?.url ?? '' },
+      path: PATH,
+      tokens: true,
+    },
+    'redis-credits': {
+      script: ['bin/keygate.js', 'serve'],
+      env: { KEYGATE_REDIS_URL: redisCredits?.url ?? '' },
       path: PATH,
       tokens: true,
     },

@@ -213,11 +213,12 @@ export async function startKeygate(children, name, upstreamUrl, env, cwd = ROOT,
  * @param {string} dir
  * @param {string} keygateDir
  * @param {string} [owner] the bench key's owner (none by default)
+ * @param {number} [credits] the bench key's credits (none by default)
  */
-export async function startRedisWithKey(children, dir, keygateDir, owner = undefined) {
+export async function startRedisWithKey(children, dir, keygateDir, owner = undefined, credits = undefined) {
   const redis = await startRedisServer({ dir, log: join(dir, 'redis.log') });
   children.track(redis.stop);
-  const keysFile = writeKeysFile(dir, owner);
+  const keysFile = writeKeysFile(dir, owner, credits);
   await runKeygate(['keys', 'import', keysFile], { KEYGATE_REDIS_URL: redis.url }, undefined, {
     bin: join(keygateDir, 'bin', 'keygate.js'),
     cwd: keygateDir,
@@ -236,13 +237,17 @@ export function redisCli(port, ...args) {
   return spawnSync('redis-cli', ['-p', String(port), ...args], { encoding: 'utf8' }).stdout ?? '';
 }
 
-/** @param {string} dir @param {string} [owner] the bench key's owner (none by default) */
-export function writeKeysFile(dir, owner = undefined) {
+/**
+ * @param {string} dir @param {string} [owner] the bench key's owner (none by default)
+ * @param {number} [credits] the bench key's credits (none by default: unlimited, nothing to spend)
+ */
+export function writeKeysFile(dir, owner = undefined, credits = undefined) {
   const file = join(dir, 'keys.yaml');
   const ownerField = owner === undefined ? '' : `, owner: ${owner}`;
+  const creditsField = credits === undefined ? '' : `, credits: { remaining: ${credits} }`;
   writeFileSync(
     file,
-    `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench${ownerField}, scopes: [accounts:read] }\n`,
+    `keys:\n  - { apiKey: ${API_KEY}, apiSecret: ${SECRET}, id: bench${ownerField}${creditsField}, scopes: [accounts:read] }\n`,
   );
   return file;
 }
