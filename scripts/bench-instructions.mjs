@@ -48,6 +48,7 @@ Usage: node scripts/bench-instructions.mjs [options]   (after npm run build)
   --connections N       keep-alive connections of the closed-loop load (default 8)
   --log-level L         Keygate's KEYGATE_LOG_LEVEL (default info)
   --no-callgrind        bytes only
+  --cpu-prof DIR        also write a CPU profile of each target's bytes run (node --cpu-prof) into DIR/<target>
   --json FILE           also write the figures as JSON
 `;
 
@@ -60,6 +61,7 @@ const args = parseOptions(
     warmup: { type: 'string', default: '4000' },
     'log-level': { type: 'string', default: 'info' },
     'no-callgrind': { type: 'boolean', default: false },
+    'cpu-prof': { type: 'string' },
     json: { type: 'string' },
   },
   USAGE,
@@ -266,7 +268,11 @@ async function main() {
       const t = await startTarget(
         `${name}-gc`,
         [],
-        ['--max-semi-space-size=1', '--trace-gc-nvp'],
+        [
+          '--max-semi-space-size=1',
+          '--trace-gc-nvp',
+          ...(args['cpu-prof'] ? ['--cpu-prof', `--cpu-prof-dir=${join(String(args['cpu-prof']), name)}`] : []),
+        ],
         kind.script,
         env,
         port,

@@ -13,7 +13,7 @@ import { MAX_CREDITS } from '../../keys/credits.js';
 import type { CreditState, CreditTarget } from '../store.js';
 import { IP_BUDGET_SCRIPT } from './scripts/ip-budget-script.js';
 import type { RedisConnections } from './connection/redis-connections.js';
-import { createNonceSet } from './turn-batch.js';
+import { createTurnBatch } from './turn-batch.js';
 import type { Redis } from 'ioredis';
 import { parseUsageHash, USAGE_FLUSH_SCRIPT } from './scripts/usage-flush-script.js';
 import { createUsageWriter } from './usage-writer.js';
@@ -94,10 +94,12 @@ export function createRequestState(
     if (credits) for (const { spec } of credits) args.push(spec.gen, spec.remaining, spec.amount, spec.interval);
     return args;
   };
-  // The request path's nonce SET: written straight onto the command connection, every one a loop
-  // turn issues in one write, answered through a callback (turn-batch.ts). A Cluster has no one
-  // connection: ioredis's own command (with its auto-pipelining) there.
-  const nonceSet = client.isCluster ? undefined : createNonceSet(client as Redis);
+  // The request path's nonce SET and admit script: written straight onto the command connection, every
+  // one a loop turn issues in one write, answered through a callback (turn-batch.ts). A Cluster has no one
+  // connection: ioredis's own commands (with its auto-pipelining) there.
+  const turn = client.isCluster ? undefined : createTurnBatch(client as Redis);
+  const nonceSet = turn?.nonceSet;
+  const admitCall = turn?.scriptCall(ADMIT_SCRIPT);
   const usageScript = scripts.keygateUsage.bind(client);
 
   // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
@@ -149,8 +151,14 @@ export function createRequestState(
           (reply) => counted(apiKey, parseNonceReply(reply as string | null), charge?.cost),
         );
       }
+      const args = admitArgs(state, nonce, ttlMs, charge);
+      if (admitCall !== undefined)
+        return runCallback<number[], Admission>(
+          (done) => admitCall(args, () => admitScript(...args), done),
+          (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
+        );
       return runThen(
-        () => admitScript(...admitArgs(state, nonce, ttlMs, charge)),
+        () => admitScript(...args),
         (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
       );
     },

@@ -1,4 +1,5 @@
 // Tested in test/adversarial/redis-batching.test.ts, test/adversarial/nonce-set-faults.test.ts, test/e2e/store-contract.test.ts.
+import { createHash } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { Redis } from 'ioredis';
 
@@ -33,37 +34,76 @@ class PendingSet {
   }
 }
 
+/**
+ * One script call waiting for its reply (EVALSHA), in the same shape as PendingSet. A NOSCRIPT
+ * error reply (a restarted or failed-over server that has not seen the script yet) hands the call
+ * to `fallback`, ioredis's own command for the script, which sends it whole and loads it.
+ */
+class PendingScript {
+  readonly name = 'evalsha';
+  readonly args: readonly string[] = [];
+  constructor(
+    private readonly done: ScriptDone,
+    private readonly fallback: () => Promise<unknown>,
+  ) {}
+  resolve(reply: unknown): void {
+    if (Array.isArray(reply)) return this.done(undefined, reply as number[]);
+    this.done(new Error('unexpected reply to EVALSHA: not an array'), []);
+  }
+  reject(err: Error): void {
+    if (!err.message.startsWith('NOSCRIPT')) return this.done(err, []);
+    this.fallback().then(
+      (reply) => this.resolve(reply),
+      (e: unknown) => this.done(e instanceof Error ? e : new Error(String(e)), []),
+    );
+  }
+}
+
+/** The answer to one script call: `err` when Redis did not answer it, else the script's array of integers. */
+export type ScriptDone = (err: Error | undefined, reply: number[]) => void;
+
+/**
+ * `EVALSHA <sha1 of lua> <numkeys> <keys…> <args…>`, answered through `done`; `args` starts with numkeys, as
+ * ioredis's defineCommand without a fixed numberOfKeys takes them. `fallback` sends the same call through
+ * ioredis (used on NOSCRIPT).
+ */
+export type ScriptCall = (
+  args: ReadonlyArray<string | number>,
+  fallback: () => Promise<unknown>,
+  done: ScriptDone,
+) => void;
+
 /** What of ioredis's connection this module uses: its socket, state and command queue. */
 interface RedisInternals {
   status: string;
   stream?: Socket;
   condition?: { select?: number };
-  commandQueue: { push(item: { command: PendingSet; stream: Socket; select: number | undefined }): void };
+  commandQueue: { push(item: { command: Pending; stream: Socket; select: number | undefined }): void };
 }
 
+type Pending = PendingSet | PendingScript;
+
+const NOT_READY = "Stream isn't writeable (connection not ready)";
+
 /**
- * The request path's one hot command, the nonce's `SET NX PX`, written straight onto the command
- * connection that ioredis keeps (connected, re-resolved through Sentinel after a failover, its
- * replies parsed), without ioredis's per-command machinery: no Command object (args array, a
- * promise and its resolvers, key-prefix and flag handling, a Buffer per argument), no promise
- * at all (callbacks). The commands one event-loop turn issues are written in the check phase
- * (setImmediate, after the poll phase that ran the requests) as one string in one write, and
- * queued for their replies at that moment, in that order: a command ioredis writes in between
- * is queued and written in between too, so replies always meet their commands.
+ * The request path's hot commands, written straight onto the command connection that ioredis keeps
+ * (connected, re-resolved through Sentinel after a failover, its replies parsed), without ioredis's
+ * per-command machinery: no Command object (args array, a promise and its resolvers, key-prefix and
+ * flag handling, a Buffer per argument), no auto-pipeline, no promise at all (callbacks). The commands
+ * one event-loop turn issues are written in the check phase (setImmediate, after the poll phase that
+ * ran the requests) as one string in one write, and queued for their replies at that moment, in that
+ * order: a command ioredis writes in between is queued and written in between too, so replies always
+ * meet their commands.
  *
  * Fails closed: a connection that is not ready fails the command at once (as ioredis does
  * without an offline queue); one that is lost by the end of the turn fails the whole batch;
  * ioredis fails every command in flight when its connection closes and hands an error reply
  * to its command. A Cluster has no one connection: it keeps ioredis's own path (request-state.ts).
  */
-export function createNonceSet(client: Redis): NonceSet {
+function createTurnWriter(client: Redis) {
   const redis = client as unknown as RedisInternals;
-  const keyPrefix = client.options.keyPrefix ?? '';
-  let pending: PendingSet[] = [];
+  let pending: Pending[] = [];
   let text = '';
-  // The TTL is the same for every request of one receive window: its RESP text is kept.
-  let ttlMs = -1;
-  let ttlArg = '';
 
   function flush() {
     const batch = pending;
@@ -72,7 +112,7 @@ export function createNonceSet(client: Redis): NonceSet {
     text = '';
     const stream = redis.stream;
     if (redis.status !== 'ready' || stream === undefined || !stream.writable) {
-      const err = new Error("Stream isn't writeable (connection not ready)");
+      const err = new Error(NOT_READY);
       for (const c of batch) c.reject(err);
       return;
     }
@@ -81,16 +121,54 @@ export function createNonceSet(client: Redis): NonceSet {
     stream.write(bytes);
   }
 
-  return (key, ttl, done) => {
-    if (redis.status !== 'ready') return done(new Error("Stream isn't writeable (connection not ready)"), false);
+  return {
+    ready: () => redis.status === 'ready',
+    /** Queues one command's RESP text and the object its reply goes to, for this turn's write. */
+    add(command: Pending, resp: string) {
+      if (pending.length === 0) setImmediate(flush);
+      pending.push(command);
+      text += resp;
+    },
+  };
+}
+
+/** `$<byte length>\r\n<value>\r\n`: one RESP bulk string. */
+const bulk = (value: string) => `$${Buffer.byteLength(value)}\r\n${value}\r\n`;
+
+/** The request path's nonce SET and admit script on one connection, written once per loop turn together. */
+export function createTurnBatch(client: Redis): { nonceSet: NonceSet; scriptCall: (lua: string) => ScriptCall } {
+  const writer = createTurnWriter(client);
+  const keyPrefix = client.options.keyPrefix ?? '';
+  // The TTL is the same for every request of one receive window: its RESP text is kept.
+  let ttlMs = -1;
+  let ttlArg = '';
+
+  const nonceSet: NonceSet = (key, ttl, done) => {
+    if (!writer.ready()) return done(new Error(NOT_READY), false);
     if (ttl !== ttlMs) {
       ttlMs = ttl;
-      const t = String(ttl);
-      ttlArg = `$${t.length}\r\n${t}\r\n`;
+      ttlArg = bulk(String(ttl));
     }
-    if (pending.length === 0) setImmediate(flush);
-    pending.push(new PendingSet(done));
     const k = keyPrefix + key;
-    text += `*6\r\n$3\r\nSET\r\n$${Buffer.byteLength(k)}\r\n${k}\r\n$1\r\n1\r\n$2\r\nPX\r\n${ttlArg}$2\r\nNX\r\n`;
+    writer.add(
+      new PendingSet(done),
+      `*6\r\n$3\r\nSET\r\n$${Buffer.byteLength(k)}\r\n${k}\r\n$1\r\n1\r\n$2\r\nPX\r\n${ttlArg}$2\r\nNX\r\n`,
+    );
   };
+
+  const scriptCall = (lua: string): ScriptCall => {
+    const head = `$7\r\nEVALSHA\r\n${bulk(createHash('sha1').update(lua).digest('hex'))}`;
+    return (args, fallback, done) => {
+      if (!writer.ready()) return done(new Error(NOT_READY), []);
+      const numKeys = Number(args[0]);
+      let resp = `*${args.length + 2}\r\n${head}`;
+      for (let i = 0; i < args.length; i++) {
+        const a = String(args[i]);
+        resp += bulk(i >= 1 && i <= numKeys ? keyPrefix + a : a);
+      }
+      writer.add(new PendingScript(done, fallback), resp);
+    };
+  };
+
+  return { nonceSet, scriptCall };
 }
