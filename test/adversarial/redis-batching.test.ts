@@ -10,6 +10,8 @@ import type { TestRedis } from '../helpers/redis-server.js';
 import type { RecordingUpstream } from '../helpers/recording-upstream.js';
 import { token } from '../helpers/tokens.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { compileRateLimit } from '../../src/policy/rate-limit-spec.js';
+import type { Charge } from '../../src/store/budgets.js';
 
 const SECRET = 'batching-secret-0123456789abcdef';
 // Long enough that 800 concurrent requests on a loaded 2-core machine never meet it while Redis answers.
@@ -80,6 +82,35 @@ describe('batching on the Redis path keeps every guarantee', () => {
       expect(new Set(outcomes.map((x) => x.outcome))).toEqual(new Set(['admitted']));
       const again = await Promise.all(nonces.map(async (n) => store.admit('copies', n, 60_000, undefined)));
       expect(new Set(again.map((x) => x.outcome))).toEqual(new Set(['replay']));
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('admits with a budget, written with the nonce writes as EVALSHA: after SCRIPT FLUSH each is answered through EVAL (NOSCRIPT), in order, none lost', async () => {
+    const admin = new Redis(redis.url);
+    const limit = compileRateLimit({ rate: '1000/s', burst: 1000 });
+    const charge: Charge = { cost: 1, owner: undefined, budgets: [{ kind: 'key', limit }] };
+    try {
+      const store = a.keygate.store;
+      const tag = `noscript-${Date.now()}`;
+      expect((await store.admit('copies', `${tag}-warm`, 60_000, charge)).outcome).toBe('admitted');
+      await admin.script('FLUSH');
+      await admin.config('RESETSTAT');
+      // One loop turn: scripted admits and plain nonce writes interleaved in one write, so a NOSCRIPT
+      // reply must not shift any later reply onto the wrong request.
+      const nonces = Array.from({ length: 40 }, (_, i) => `${tag}-${i}`);
+      const outcomes = await Promise.all(
+        nonces.map(async (n, i) => (await store.admit('copies', n, 60_000, i % 2 ? charge : undefined)).outcome),
+      );
+      expect(new Set(outcomes)).toEqual(new Set(['admitted']));
+      const stats = await admin.info('commandstats');
+      // Each scripted admit met NOSCRIPT and went again through ioredis (EVAL, which loads the script).
+      expect(Number(/cmdstat_eval:calls=(\d+)/.exec(stats)?.[1] ?? 0)).toBeGreaterThanOrEqual(1);
+      const again = await Promise.all(
+        nonces.map(async (n, i) => (await store.admit('copies', n, 60_000, i % 2 ? charge : undefined)).outcome),
+      );
+      expect(new Set(again)).toEqual(new Set(['replay']));
     } finally {
       admin.disconnect();
     }
