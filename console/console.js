@@ -32,9 +32,17 @@ const FIELD_WORDS = {
   state: 'State',
   alg: 'Signing',
   publicKey: 'Public key',
+  credits: 'Credits',
+  'credits.remaining': 'Remaining',
+  'credits.refill': 'Refill',
+  'credits.refill.amount': 'Refill amount',
+  'credits.refill.interval': 'Refill every',
+  'credits.add': 'Add',
+  add: 'Add',
 };
 function inFormWords(problem) {
-  const m = /^(?:body|query|key)\.([A-Za-z.]+)(\[\d+\])?: (.*)$/.exec(problem);
+  // A top-up's amount is named without the request's path ("credits.add: …").
+  const m = /^(?:body\.|query\.|key\.|(?=credits\.))([A-Za-z.]+)(\[\d+\])?: (.*)$/.exec(problem);
   if (!m) return problem.replace(/^body: /, '');
   const words = FIELD_WORDS[m[1]] || FIELD_WORDS[m[1].split('.')[0]];
   return words ? `${words}: ${m[3]}` : problem;
@@ -146,6 +154,15 @@ function budgetLine(key) {
   return line;
 }
 
+// What is left of the key's credits, under the API key, when it has any (no line: unlimited).
+function creditsLine(key) {
+  const line = document.createElement('small');
+  line.className = 'credits-left';
+  line.textContent = `credits: ${key.credits.remaining} left`;
+  if (key.credits.refill) line.title = `refilled to ${key.credits.refill.amount} every ${key.credits.refill.interval}`;
+  return line;
+}
+
 function row(key) {
   const tr = document.createElement('tr');
   tr.dataset.apiKey = key.apiKey;
@@ -154,6 +171,7 @@ function row(key) {
   const keyCell = document.createElement('td');
   keyCell.append(code, document.createElement('br'), algLine(key));
   if (key.owner) keyCell.append(document.createElement('br'), budgetLine(key));
+  if (key.credits) keyCell.append(document.createElement('br'), creditsLine(key));
   const state = document.createElement('span');
   state.className = `state ${key.status}`;
   state.textContent = key.status;
@@ -165,6 +183,7 @@ function row(key) {
   if (canWrite && key.status !== 'revoked') {
     actions.append(button('Change', () => edit(key)));
     if (key.status === 'active') actions.append(button('Rotate', () => rotate(key)));
+    actions.append(button('Credits', () => credits(key), 'credits'));
     actions.append(button('Revoke', () => revoke(key), 'danger'));
   }
   // A revoked key can still be deleted (the cleanup after a revoke); deleting asks for the key to be typed.
@@ -468,6 +487,88 @@ function usage(key) {
 $('#usage-dialog select[name=granularity]').addEventListener('change', () => {
   delete $('#usage-dialog').dataset.drawn;
   void drawUsage();
+});
+
+// Credits (PATCH /v1/keys/{apiKey} with `credits`, POST /v1/keys/{apiKey}/credits and POST
+// /v1/owners/{owner}/credits with {"add": n}): what is left is read again after each change, so the dialog
+// shows the balance as the admit step holds it, requests spent meanwhile included.
+let creditsOf = null;
+async function drawCredits() {
+  const dialog = $('#credits-dialog');
+  const key = creditsOf;
+  try {
+    const [record, owner] = await Promise.all([
+      api('GET', `/v1/keys/${encodeURIComponent(key.apiKey)}`),
+      key.owner ? api('GET', `/v1/owners/${encodeURIComponent(key.owner)}`) : null,
+    ]);
+    if (creditsOf !== key) return; // another key's dialog was opened meanwhile
+    dialog.querySelector('.key-credits').textContent = creditsText(record.credits) || 'no credits: unlimited';
+    dialog.querySelector('.owner-credits-left').textContent =
+      (owner && creditsText(owner.credits)) || 'no credits: unlimited';
+  } catch (err) {
+    dialog.querySelector('.error').textContent = err.message;
+  }
+}
+
+function credits(key) {
+  creditsOf = key;
+  const dialog = $('#credits-dialog');
+  dialog.querySelector('.which').textContent = key.apiKey;
+  for (const form of dialog.querySelectorAll('form')) form.reset();
+  const set = $('#credits-set-form').elements;
+  if (key.credits) {
+    set.remaining.value = String(key.credits.remaining);
+    if (key.credits.refill) {
+      set.refillAmount.value = String(key.credits.refill.amount);
+      set.refillInterval.value = key.credits.refill.interval;
+    }
+  }
+  dialog.querySelector('.owner-credits').hidden = !key.owner;
+  dialog.querySelector('.owner').textContent = key.owner || '';
+  dialog.querySelector('.key-credits').textContent = '';
+  dialog.querySelector('.owner-credits-left').textContent = '';
+  dialog.querySelector('.error').textContent = '';
+  dialog.showModal();
+  void drawCredits();
+}
+
+// One credits change, then the balances read again (dialog and table); a refusal in the form's words.
+async function changeCredits(method, path, body) {
+  const dialog = $('#credits-dialog');
+  dialog.querySelector('.error').textContent = '';
+  try {
+    await api(method, path, body);
+  } catch (err) {
+    dialog.querySelector('.error').textContent = err.message;
+    return;
+  }
+  await drawCredits();
+  await load(false);
+}
+
+// An empty number field is sent as null, for the API to name, never as 0.
+const amountOf = (input) => (input.value.trim() === '' ? null : Number(input.value));
+
+$('#credits-set-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const f = event.target.elements;
+  const body = { remaining: amountOf(f.remaining) };
+  if (f.refillAmount.value.trim() !== '')
+    body.refill = { amount: amountOf(f.refillAmount), interval: f.refillInterval.value };
+  void changeCredits('PATCH', `/v1/keys/${encodeURIComponent(creditsOf.apiKey)}`, { credits: body });
+});
+$('#credits-dialog .remove-credits').addEventListener('click', () => {
+  void changeCredits('PATCH', `/v1/keys/${encodeURIComponent(creditsOf.apiKey)}`, { credits: null });
+});
+$('#credits-add-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const add = amountOf(event.target.elements.add);
+  void changeCredits('POST', `/v1/keys/${encodeURIComponent(creditsOf.apiKey)}/credits`, { add });
+});
+$('#owner-credits-add-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const add = amountOf(event.target.elements.add);
+  void changeCredits('POST', `/v1/owners/${encodeURIComponent(creditsOf.owner)}/credits`, { add });
 });
 
 function remove(key) {

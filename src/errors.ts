@@ -217,7 +217,7 @@ export const MANAGEMENT_ERRORS = Object.freeze({
   credits_need_redis: {
     status: 501,
     message:
-      'credits are topped up in Redis: with the embedded store they are set in the keys file (KEYGATE_KEYS_FILE) and spent in this process only',
+      'credits are set and topped up over the API in Redis only: with the embedded store they are set in the keys file (KEYGATE_KEYS_FILE) and spent in this process only; nothing was changed (see problems)',
   },
   writes_need_redis: {
     status: 409,

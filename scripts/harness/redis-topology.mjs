@@ -283,9 +283,11 @@ export async function startRedisCluster(options = {}) {
  */
 
 /**
- * One master, one replica and one sentinel (quorum 1), failover after 1 s of silence.
+ * One master, one replica and one sentinel (quorum 1), failover after `downAfterMs` (default 1 s) of silence.
  * `relay`: the replica replicates through a TCP relay the test can hold (a lagging replica).
- * @param {{ password?: string, masterName?: string, relay?: boolean }} [options]
+ * `downAfterMs`: longer for a test whose premise a failover of the sentinel's own (a master too starved to
+ * answer its PING in time) would break.
+ * @param {{ password?: string, masterName?: string, relay?: boolean, downAfterMs?: number }} [options]
  * @returns {Promise<TestSentinel>}
  */
 export async function startRedisSentinel(options = {}) {
@@ -322,7 +324,7 @@ export async function startRedisSentinel(options = {}) {
       // Through the relay when there is one: the replica's master and the sentinel's must agree, or the
       // sentinel "fixes" the replica to replicate from the master directly.
       `sentinel monitor ${masterName} 127.0.0.1 ${upstreamPort} 1`,
-      `sentinel down-after-milliseconds ${masterName} 1000`,
+      `sentinel down-after-milliseconds ${masterName} ${options.downAfterMs ?? 1000}`,
       `sentinel failover-timeout ${masterName} 10000`,
       `sentinel parallel-syncs ${masterName} 1`,
       ...(password ? [`sentinel auth-pass ${masterName} ${password}`] : []),

@@ -112,6 +112,18 @@ function match(method: string, path: string): Matched | 'no_route' | 'method_not
   return route ? { route, apiKey } : 'method_not_allowed';
 }
 
+/**
+ * With the embedded store, the problem naming the credits a write carries (a top-up, or `credits` in a
+ * create, PATCH or owner PUT), answered 501 credits_need_redis; undefined when it carries none.
+ */
+function embeddedCreditsProblem(pattern: string, body: unknown): string | undefined {
+  if (pattern.endsWith('/credits'))
+    return 'body.add: credits are topped up in Redis only; with the embedded store set credits.remaining in the keys file (KEYGATE_KEYS_FILE)';
+  if (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.hasOwn(body, 'credits'))
+    return 'body.credits: credits are set over the API in Redis only; with the embedded store set them in the keys file (KEYGATE_KEYS_FILE)';
+  return undefined;
+}
+
 /** The console's files, read once at start: a handful of small files, served from memory. */
 function loadConsole(dir: string): Map<string, { type: string; body: Buffer }> {
   const files = new Map<string, { type: string; body: Buffer }>();
@@ -282,8 +294,6 @@ export function createManagementServer(
     }
     const { route, apiKey, owner } = found as Matched;
     if (route.write && token.access !== 'write') return fail(res, 'read_only_token');
-    if (route.write && deps.store.kind !== 'redis')
-      return fail(res, route.pattern.endsWith('/credits') ? 'credits_need_redis' : 'writes_need_redis');
     let body: unknown;
     if (route.body) {
       const raw = await readBody(req);
@@ -296,6 +306,12 @@ export function createManagementServer(
           return fail(res, 'invalid_request', undefined, ['body: not valid JSON']);
         }
       }
+    }
+    if (route.write && deps.store.kind !== 'redis') {
+      // The body is read first so that credits, which the embedded store cannot take over the API, are
+      // named: 501 with the field, rather than the 409 every other write gets there.
+      const credits = embeddedCreditsProblem(route.pattern, body);
+      return credits ? fail(res, 'credits_need_redis', undefined, [credits]) : fail(res, 'writes_need_redis');
     }
     const idem = req.headers['idempotency-key'];
     const call = {

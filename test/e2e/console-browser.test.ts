@@ -571,6 +571,94 @@ describe('operator console in a real browser', () => {
     }
   });
 
+  it("a write token sets a key's credits and tops up the key and its owner; the page reads what is left after each", async () => {
+    const made = (
+      await api.call('POST', '/v1/keys', {
+        json: { owner: 'acct_credits', label: 'metered', scopes: ['accounts:read'] },
+      })
+    ).json() as { apiKey: string; apiSecret: string };
+    await api.call('PUT', '/v1/owners/acct_credits', { json: { credits: { remaining: 100 } } });
+    const spend = async (n: number) => {
+      for (let i = 0; i < n; i++)
+        expect(
+          (await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(made.apiKey, made.apiSecret)) })).status,
+        ).toBe(200);
+    };
+    const keyCredits = () => page.textContent('#credits-dialog .key-credits');
+    const ownerCredits = () => page.textContent('#credits-dialog .owner-credits-left');
+    const row = page.locator(`#key-table tbody tr[data-api-key="${made.apiKey}"]`);
+    await page.reload();
+    await signIn('viewer');
+    expect(await row.locator('button.credits').count()).toBe(0); // read access: no Credits button
+    await page.click('#sign-out');
+    await signIn('operator');
+
+    await row.locator('button.credits').click();
+    await page.waitForSelector('#credits-dialog[open]');
+    expect(await page.textContent('#credits-dialog .which')).toBe(made.apiKey);
+    await expect.poll(keyCredits, UI_WAIT).toBe('no credits: unlimited');
+    await expect.poll(ownerCredits, UI_WAIT).toBe('credits left: 100');
+
+    // Set: remaining and a daily refill, through PATCH /v1/keys/{apiKey}.
+    await page.fill('#credits-set-form input[name=remaining]', '5');
+    await page.fill('#credits-set-form input[name=refillAmount]', '50');
+    await page.selectOption('#credits-set-form select[name=refillInterval]', 'day');
+    await page.click('#credits-set-form button[type=submit]');
+    await expect.poll(keyCredits, UI_WAIT).toMatch(/^credits left: 5, refilled to 50 every day \(next \S+ \S+Z\)$/);
+    expect((await api.call('GET', `/v1/keys/${made.apiKey}`)).json()).toMatchObject({
+      credits: { remaining: 5, refill: { amount: 50, interval: 'day' } },
+    });
+    await expect.poll(() => row.locator('small.credits-left').textContent(), UI_WAIT).toBe('credits: 5 left');
+
+    // Two requests spend from both; a top-up adds to what is left, not to what was set.
+    await spend(2);
+    await page.fill('#credits-add-form input[name=add]', '10');
+    await page.click('#credits-add-form button[type=submit]');
+    await expect.poll(keyCredits, UI_WAIT).toMatch(/^credits left: 13, /);
+    await page.fill('#owner-credits-add-form input[name=add]', '7');
+    await page.click('#owner-credits-add-form button[type=submit]');
+    await expect.poll(ownerCredits, UI_WAIT).toBe('credits left: 105');
+    await expect.poll(() => row.locator('small.credits-left').textContent(), UI_WAIT).toBe('credits: 13 left');
+    expect(((await api.call('GET', '/v1/owners/acct_credits')).json() as { credits: unknown }).credits).toMatchObject({
+      remaining: 105,
+    });
+
+    // A refused change is shown in the form's words, and changes nothing.
+    await page.fill('#credits-add-form input[name=add]', '');
+    await page.click('#credits-add-form button[type=submit]');
+    await expect
+      .poll(() => page.textContent('#credits-dialog .error'), UI_WAIT)
+      .toMatch(/^Add: must be a whole number/);
+    await page.fill('#credits-set-form input[name=remaining]', '');
+    await page.click('#credits-set-form button[type=submit]');
+    await expect.poll(() => page.textContent('#credits-dialog .error'), UI_WAIT).toMatch(/^Remaining: /);
+    expect((await api.call('GET', `/v1/keys/${made.apiKey}`)).json()).toMatchObject({
+      credits: { remaining: 13, refill: { amount: 50, interval: 'day' } },
+    });
+    await spend(2);
+    await page.fill('#credits-add-form input[name=add]', '1');
+    await page.click('#credits-add-form button[type=submit]');
+    await expect.poll(keyCredits, UI_WAIT).toMatch(/^credits left: 12, /); // 13 - 2 + 1
+    expect(await page.textContent('#credits-dialog .error')).toBe('');
+
+    // Remove: unlimited again, and the table's line goes.
+    await page.click('#credits-dialog .remove-credits');
+    await expect.poll(keyCredits, UI_WAIT).toBe('no credits: unlimited');
+    await expect.poll(() => row.locator('small.credits-left').count(), UI_WAIT).toBe(0);
+    await page.click('#credits-dialog .cancel');
+    // Audited with the console's token as the actor.
+    const raw = new Redis(redis.url);
+    const audit = (await raw.xrange('keygate:{keystore}:audit', '-', '+')).map(
+      ([, f]) => JSON.parse(f[1] as string) as { action: string; apiKey: string; actor: string },
+    );
+    raw.disconnect();
+    expect(audit.filter((e) => e.apiKey === made.apiKey && e.action === 'credits-add').map((e) => e.actor)).toEqual([
+      'operator',
+      'operator',
+    ]);
+    await api.call('DELETE', `/v1/keys/${made.apiKey}`);
+  });
+
   it("shows each key's alg, and for an EdDSA/ES256 key the fingerprint of the public key it holds", async () => {
     const created: Array<{ apiKey: string; alg: string; publicKeyFingerprint: string }> = [];
     for (const alg of ['EdDSA', 'ES256'] as const) {

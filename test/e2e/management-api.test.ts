@@ -672,32 +672,70 @@ describe('management API: keys over HTTP, two instances on one Redis', () => {
 });
 
 describe('management API with the embedded store', () => {
-  it('reads, and every write route answers 409 writes_need_redis', async () => {
-    const upstream = await startRecordingUpstream();
+  let upstream: RecordingUpstream;
+  let gate: RunningKeygate;
+  let c: ManagementClient;
+  beforeAll(async () => {
+    upstream = await startRecordingUpstream();
     const tokens = writeTokensFile([{ name: 'ops', access: 'write' }]);
-    const gate = await startKeygate({
+    gate = await startKeygate({
       upstream: upstream.url,
-      keys: [makeKey({ apiKey: 'embedded', owner: 'acct_e' })],
+      keys: [makeKey({ apiKey: 'embedded', owner: 'acct_e', credits: { remaining: 40 } })],
       env: { KEYGATE_MANAGEMENT_PORT: '0', KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file },
     });
-    try {
-      const c = managementClient(gate.managementUrl as string, tokens.tokens.ops as string);
-      const list = (await c.call('GET', '/v1/keys?owner=acct_e')).json() as { keys: Key[] };
-      expect(list.keys.map((k) => k.apiKey)).toEqual(['embedded']);
-      for (const [method, path] of [
-        ['POST', '/v1/keys'],
-        ['PATCH', '/v1/keys/embedded'],
-        ['DELETE', '/v1/keys/embedded'],
-        ['POST', '/v1/keys/embedded/rotate'],
-        ['POST', '/v1/keys/embedded/revoke'],
-      ] as const) {
-        const r = await c.call(method, path, method === 'DELETE' ? {} : { json: { label: 'x' } });
-        expect([r.status, (r.json() as { error: string }).error]).toEqual([409, 'writes_need_redis']);
-      }
-      expect((await gate.keygate.store.getKey('embedded'))?.state).toBe('active');
-    } finally {
-      await gate.close();
-      await upstream.close();
+    c = managementClient(gate.managementUrl as string, tokens.tokens.ops as string);
+  });
+  afterAll(async () => {
+    await gate?.close();
+    await upstream?.close();
+  });
+  /** What a write could have changed: the keys, the key's record and credits, the owner. */
+  const snapshot = async () => ({
+    keys: ((await c.call('GET', '/v1/keys')).json() as { keys: Key[] }).keys.map((k) => k.apiKey),
+    key: (await c.call('GET', '/v1/keys/embedded')).json(),
+    owner: (await c.call('GET', '/v1/owners/acct_e')).json(),
+  });
+
+  it('reads, and every write route answers 409 writes_need_redis', async () => {
+    const list = (await c.call('GET', '/v1/keys?owner=acct_e')).json() as { keys: Key[] };
+    expect(list.keys.map((k) => k.apiKey)).toEqual(['embedded']);
+    for (const [method, path] of [
+      ['POST', '/v1/keys'],
+      ['PATCH', '/v1/keys/embedded'],
+      ['DELETE', '/v1/keys/embedded'],
+      ['POST', '/v1/keys/embedded/rotate'],
+      ['POST', '/v1/keys/embedded/revoke'],
+      ['PUT', '/v1/owners/acct_e'],
+    ] as const) {
+      const json = method === 'PUT' ? { rateLimit: { rate: '5/s', burst: 5 } } : { label: 'x' };
+      const r = await c.call(method, path, method === 'DELETE' ? {} : { json });
+      expect([r.status, (r.json() as { error: string }).error], `${method} ${path}`).toEqual([
+        409,
+        'writes_need_redis',
+      ]);
     }
+    expect((await gate.keygate.store.getKey('embedded'))?.state).toBe('active');
+  });
+
+  it('a write carrying credits answers 501 credits_need_redis naming the field, and changes nothing', async () => {
+    const before = await snapshot();
+    expect((before.key as { credits: { remaining: number } }).credits.remaining).toBe(40);
+    const credits = { remaining: 5, refill: { amount: 5, interval: 'day' } };
+    const cases: ReadonlyArray<readonly [string, string, unknown, string]> = [
+      ['POST', '/v1/keys', { owner: 'acct_e', scopes: ['accounts:read'], credits }, 'body.credits'],
+      ['PATCH', '/v1/keys/embedded', { label: 'spent', credits }, 'body.credits'],
+      ['PATCH', '/v1/keys/embedded', { credits: null }, 'body.credits'],
+      ['PUT', '/v1/owners/acct_e', { rateLimit: { rate: '5/s', burst: 5 }, credits }, 'body.credits'],
+      ['POST', '/v1/keys/embedded/credits', { add: 5 }, 'body.add'],
+      ['POST', '/v1/owners/acct_e/credits', { add: 5 }, 'body.add'],
+    ];
+    for (const [method, path, json, field] of cases) {
+      const r = await c.call(method, path, { json });
+      const got = r.json() as { error: string; problems?: string[] };
+      expect([r.status, got.error], `${method} ${path}`).toEqual([501, 'credits_need_redis']);
+      expect(got.problems, `${method} ${path}`).toHaveLength(1);
+      expect(got.problems?.[0], `${method} ${path}`).toMatch(new RegExp(`^${field.replace('.', '\\.')}: .*credits`));
+    }
+    expect(await snapshot()).toEqual(before);
   });
 });
