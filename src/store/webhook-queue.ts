@@ -41,6 +41,22 @@ export function webhookKeys(prefix: string): WebhookKeys {
   };
 }
 
+/** A Lua function: whether stream id `a` comes before `b` (by time, then sequence; never as text). */
+export const ID_LESS_LUA = `
+local function idLess(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+`;
+
+/** The attempts hash's value: "attempts firstMs lastError" (older values have no lastError). */
+export function parseAttempts(state: string): { attempts: number; firstMs: number | undefined; lastError: string } {
+  const [n, first, lastError] = state.split(' ');
+  return { attempts: Number(n) || 0, firstMs: first ? Number(first) : undefined, lastError: lastError ?? '' };
+}
+
 /**
  * How far past its size the stream may grow while the consumer group is behind: past it, the oldest
  * entries go even unread, and each one lost is counted in `webhook:lost` (the delivery logs and counts
@@ -57,13 +73,7 @@ export const AUDIT_HARD_CAP_FACTOR = 10;
  * At most 1,000 entries go per call (a write), so a group that catches up is trimmed over the next
  * writes, never in one long script. The helper names derive from the stream's (`…{keystore}:audit`).
  */
-export const AUDIT_TRIM_LUA = `
-local function idLess(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am < bm or (am == bm and as < bs)
-end
+export const AUDIT_TRIM_LUA = `${ID_LESS_LUA}
 local function idNext(a)
   local m, s = string.match(a, '^(%d+)-(%d+)$')
   return m .. '-' .. (tonumber(s) + 1)
