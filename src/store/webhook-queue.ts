@@ -57,6 +57,44 @@ export function parseAttempts(state: string): { attempts: number; firstMs: numbe
   return { attempts: Number(n) || 0, firstMs: first ? Number(first) : undefined, lastError: lastError ?? '' };
 }
 
+/** One event not yet delivered, as Redis holds it: a row of the delivery list (operations/webhook-operations.ts). */
+export interface QueuedWebhook {
+  /** The audit stream entry's id (`<ms>-<seq>`); the event's webhook-id is `msg_<id>`. */
+  readonly id: string;
+  /** The stream entry's fields ([] when it was trimmed). */
+  readonly fields: readonly string[];
+  /** Failed attempts so far. */
+  readonly attempts: number;
+  /** The last failed attempt's status or cause ('' for none). */
+  readonly lastError: string;
+  /** When the next attempt is due (ms); undefined while one is being made. */
+  readonly nextAttemptMs: number | undefined;
+  /** The consumer (instance) making an attempt now; undefined while the event waits. */
+  readonly holder: string | undefined;
+}
+
+/** Retry-now's outcome: made due now, being attempted right now (by `holder`), or no such event waiting. */
+export type RetryNow =
+  | { readonly outcome: 'scheduled' }
+  | { readonly outcome: 'attempting'; readonly holder: string }
+  | { readonly outcome: 'not_found' };
+
+/** The delivery list and retry-now over the state above (Redis only: webhooks need Redis). */
+export interface WebhookQueue {
+  /**
+   * Events attempted and not settled, oldest first: first attempts in flight (the group's pending list)
+   * and events waiting for a retry (or being retried). At most `limit`, after the id `after` (exclusive);
+   * `more` when others may follow. `nowMs` tells a live claim from one whose holder stopped.
+   */
+  list(page: {
+    readonly after?: string | undefined;
+    readonly limit: number;
+    readonly nowMs: number;
+  }): Promise<{ readonly events: readonly QueuedWebhook[]; readonly more: boolean }>;
+  /** Makes a waiting event due at `nowMs`, in one script: never while an instance attempts it. */
+  retryNow(id: string, nowMs: number): Promise<RetryNow>;
+}
+
 /**
  * How far past its size the stream may grow while the consumer group is behind: past it, the oldest
  * entries go even unread, and each one lost is counted in `webhook:lost` (the delivery logs and counts
