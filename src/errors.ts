@@ -219,6 +219,11 @@ export const MANAGEMENT_ERRORS = Object.freeze({
     message:
       'credits are set and topped up over the API in Redis only: with the embedded store they are set in the keys file (KEYGATE_KEYS_FILE) and spent in this process only; nothing was changed (see problems)',
   },
+  webhooks_need_redis: {
+    status: 501,
+    message:
+      'webhook deliveries are kept in Redis: with the embedded store Keygate sends no webhooks (KEYGATE_WEBHOOK_URL needs KEYGATE_REDIS_URL)',
+  },
   writes_need_redis: {
     status: 409,
     message: 'writes need Redis: with the embedded store the keys file (KEYGATE_KEYS_FILE) is the source of keys',

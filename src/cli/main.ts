@@ -67,6 +67,11 @@ export const program: Command = {
       async () => (await import('./keys/audit-command.js')).auditCommand,
     ),
     lazy(
+      'webhooks',
+      'see and hurry webhook deliveries in Redis',
+      async () => (await import('./keys/webhooks-command.js')).webhooksCommand,
+    ),
+    lazy(
       'token',
       'print a freshly signed token (use it as: Authorization: Bearer <token>)',
       async () => (await import('./credentials/token-command.js')).tokenCommand,

@@ -12,6 +12,7 @@ import type { HomeRules } from '../operations/homes.js';
 import { createKeyOperations } from '../operations/key-operations.js';
 import { createAuditReader } from '../operations/audit-reader.js';
 import { createOwnerOperations, type CostliestRoute } from '../operations/owner-operations.js';
+import { createWebhookOperations } from '../operations/webhook-operations.js';
 import { createManagementServer } from './management-server.js';
 
 export interface ManagementApi {
@@ -75,6 +76,8 @@ export function createManagementApi(
     keys: scanningKeys.keys,
     metrics: createScanningMetrics(deps.registry ?? new Registry()),
   };
+  // The memory store keeps no webhook state (webhooks need Redis): no operations, 501.
+  const webhooks = createWebhookOperations({ store, now });
   const server = createManagementServer(
     { limits: options.limits },
     {
@@ -87,6 +90,7 @@ export function createManagementApi(
       ...(scanning && { scanning }),
       // The memory store keeps no audit log (keys change only in the keys file): no reader, 501.
       ...(store.kind === 'redis' && { audit: createAuditReader({ store }) }),
+      ...(webhooks && { webhooks }),
     },
   );
   return { server, tokens, ...(scanningKeys && { scanningKeys }) };

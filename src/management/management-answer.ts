@@ -7,6 +7,7 @@ import type { KeyOperations } from '../operations/key-operations.js';
 import type { Refusal } from '../operations/outcome.js';
 import type { AuditReader } from '../operations/audit-reader.js';
 import type { OwnerOperations } from '../operations/owner-operations.js';
+import type { WebhookOperations } from '../operations/webhook-operations.js';
 
 /**
  * What a handler decided: a JSON answer, or a catalogue error (src/errors.ts
@@ -28,6 +29,8 @@ export interface Call {
   readonly apiKey: string | undefined;
   /** The {owner} path parameter of /v1/owners/{owner}, decoded. */
   readonly owner?: string | undefined;
+  /** The {id} path parameter of /v1/webhooks/deliveries/{id}/retry: an event's webhook-id. */
+  readonly event?: string | undefined;
   readonly query: URLSearchParams;
   /** The parsed JSON body; undefined when the request had none. */
   readonly body: unknown;
@@ -44,6 +47,8 @@ export interface RouteDeps {
   readonly now: () => number;
   /** The audit log's reader; absent with the embedded store (no audit log): GET /v1/audit answers 501. */
   readonly audit?: AuditReader;
+  /** The delivery list and retry-now; absent with the embedded store (no webhooks): /v1/webhooks answers 501. */
+  readonly webhooks?: WebhookOperations;
 }
 
 /** A handler: a function from a parsed call to an answer. */

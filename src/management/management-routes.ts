@@ -3,6 +3,7 @@ import { keyLifecycleHandlers } from './key-lifecycle-handlers.js';
 import { keyReadHandlers } from './key-read-handlers.js';
 import { keyWriteHandlers } from './key-write-handlers.js';
 import { ownerHandlers } from './owner-handlers.js';
+import { webhookHandlers } from './webhook-handlers.js';
 import type { Handler } from './management-answer.js';
 
 export type { Answer, Call, Handler, RouteDeps } from './management-answer.js';
@@ -27,7 +28,7 @@ const row = (pattern: string, method: string, write: boolean, body: boolean, han
   handle,
 });
 
-/** Every /v1/keys, /v1/owners and /v1/audit route (the OpenAPI description is config/management-openapi.json). */
+/** Every /v1/keys, /v1/owners, /v1/audit and /v1/webhooks route (the OpenAPI description is config/management-openapi.json). */
 export const ROUTES: readonly Route[] = [
   row('/v1/keys', 'GET', false, false, keyReadHandlers.list),
   row('/v1/keys', 'POST', true, true, keyWriteHandlers.create),
@@ -44,4 +45,7 @@ export const ROUTES: readonly Route[] = [
   row('/v1/owners/{owner}/usage', 'GET', false, false, ownerHandlers.usage),
   row('/v1/owners/{owner}/credits', 'POST', true, true, ownerHandlers.addCredits),
   row('/v1/audit', 'GET', false, false, auditHandlers.list),
+  // The webhook events not yet delivered; retry-now makes one due at once.
+  row('/v1/webhooks/deliveries', 'GET', false, false, webhookHandlers.list),
+  row('/v1/webhooks/deliveries/{id}/retry', 'POST', true, false, webhookHandlers.retry),
 ];

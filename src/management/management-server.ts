@@ -12,6 +12,7 @@ import type { OwnerOperations } from '../operations/owner-operations.js';
 import { OWNER } from '../keys/key-record.js';
 import { DurabilityError, StoreUnavailableError, type Store } from '../store/store.js';
 import type { AuditReader } from '../operations/audit-reader.js';
+import type { WebhookOperations } from '../operations/webhook-operations.js';
 import type { GithubScanningKey } from '../files/github-scanning-keys.js';
 import {
   GITHUB_SCANNING_ACTOR,
@@ -56,6 +57,8 @@ export interface ManagementServerDeps {
   scanning?: { keys: () => readonly GithubScanningKey[]; metrics: { count(label: ScanningLabel): void } };
   /** The audit log's reader (Redis only): GET /v1/audit. */
   audit?: AuditReader;
+  /** The webhook delivery list and retry-now (Redis only): /v1/webhooks/deliveries. */
+  webhooks?: WebhookOperations;
   store: Pick<Store, 'kind' | 'getUsage'>;
   /** The tokens in force (the tokens file reloads on change). */
   tokens: () => readonly ManagementToken[];
@@ -67,6 +70,7 @@ interface Matched {
   route: Route;
   apiKey: string | undefined;
   owner?: string;
+  event?: string;
 }
 
 /** /v1/owners/{owner}, /v1/owners/{owner}/usage. */
@@ -86,10 +90,22 @@ function matchOwner(method: string, parts: readonly string[]): Matched | 'no_rou
   return route ? { route, apiKey: undefined, owner } : 'method_not_allowed';
 }
 
+/** /v1/webhooks/deliveries, /v1/webhooks/deliveries/{id}/retry (the id is checked by the operation: 404). */
+function matchWebhooks(method: string, parts: readonly string[]): Matched | 'no_route' | 'method_not_allowed' {
+  if (parts[3] !== 'deliveries') return 'no_route';
+  const retry = parts.length === 6 && parts[5] === 'retry' && parts[4] !== '';
+  if (parts.length !== 4 && !retry) return 'no_route';
+  const pattern = retry ? '/v1/webhooks/deliveries/{id}/retry' : '/v1/webhooks/deliveries';
+  const route = ROUTES.find((r) => r.pattern === pattern && r.method === method);
+  if (!route) return 'method_not_allowed';
+  return retry ? { route, apiKey: undefined, event: parts[4] as string } : { route, apiKey: undefined };
+}
+
 /** /v1/keys, /v1/keys/{apiKey}, /v1/keys/{apiKey}/{action}: the route for a path and method, or why not. */
 function match(method: string, path: string): Matched | 'no_route' | 'method_not_allowed' {
   const parts = path.split('/');
   if (parts[1] === 'v1' && parts[2] === 'owners') return matchOwner(method, parts);
+  if (parts[1] === 'v1' && parts[2] === 'webhooks') return matchWebhooks(method, parts);
   if (path === '/v1/audit') {
     const route = ROUTES.find((r) => r.pattern === path && r.method === method);
     return route ? { route, apiKey: undefined } : 'method_not_allowed';
@@ -169,6 +185,7 @@ export function createManagementServer(
     now: deps.now,
     ...(deps.owners && { owners: deps.owners }),
     ...(deps.audit && { audit: deps.audit }),
+    ...(deps.webhooks && { webhooks: deps.webhooks }),
   };
 
   const send = (res: ServerResponse, status: number, body?: unknown, headers?: Readonly<Record<string, string>>) => {
@@ -292,7 +309,7 @@ export function createManagementServer(
       res.setHeader('content-length', openapi.length);
       return void res.end(method === 'HEAD' ? undefined : openapi);
     }
-    const { route, apiKey, owner } = found as Matched;
+    const { route, apiKey, owner, event } = found as Matched;
     if (route.write && token.access !== 'write') return fail(res, 'read_only_token');
     let body: unknown;
     if (route.body) {
@@ -310,6 +327,7 @@ export function createManagementServer(
     if (route.write && deps.store.kind !== 'redis') {
       // The body is read first so that credits, which the embedded store cannot take over the API, are
       // named: 501 with the field, rather than the 409 every other write gets there.
+      if (route.pattern.startsWith('/v1/webhooks/')) return fail(res, 'webhooks_need_redis');
       const credits = embeddedCreditsProblem(route.pattern, body);
       return credits ? fail(res, 'credits_need_redis', undefined, [credits]) : fail(res, 'writes_need_redis');
     }
@@ -317,6 +335,7 @@ export function createManagementServer(
     const call = {
       apiKey,
       ...(owner !== undefined && { owner }),
+      ...(event !== undefined && { event }),
       query: url.searchParams,
       body,
       actor: token.name,

@@ -2,9 +2,9 @@
 import type { Logger } from 'pino';
 import { Agent, request } from 'undici';
 import type { Clock } from '../clock.js';
-import { WEBHOOK_GROUP, webhookKeys } from '../store/webhook-queue.js';
+import { parseAttempts, WEBHOOK_GROUP, webhookKeys } from '../store/webhook-queue.js';
 import type { Metrics } from './metrics.js';
-import { auditEntryOfFields, webhookEvent } from './webhook-events.js';
+import { auditEntryOfFields, webhookEvent } from '../store/webhook-events.js';
 import { webhookHeaders } from './webhook-signature.js';
 
 /** The Redis commands the delivery sends: an ioredis client (server, Sentinel or Cluster) of its own. */
@@ -122,17 +122,12 @@ interface Job {
   readonly lastError: string;
 }
 
-/** A job from the attempts hash's "attempts firstMs lastError" (older entries have no lastError). */
-const jobOf = (id: string, fields: readonly string[] | null, state: string): Job => {
-  const [n, first, lastError] = state.split(' ');
-  return {
-    id,
-    fields,
-    attempts: Number(n) || 0,
-    firstMs: first ? Number(first) : undefined,
-    lastError: lastError ?? '',
-  };
-};
+/** A job from the attempts hash's "attempts firstMs lastError". */
+const jobOf = (id: string, fields: readonly string[] | null, state: string): Job => ({
+  id,
+  fields,
+  ...parseAttempts(state),
+});
 
 type Outcome = { ok: true } | { ok: false; status?: number; cause?: string };
 

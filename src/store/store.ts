@@ -9,6 +9,7 @@ import type { AuditEntry, KeyCommit, KeyWriteResult, VersionedKey } from './key-
 
 export type { AuditEntry } from './key-write.js';
 import type { AuditRecord } from './audit-entry.js';
+import type { WebhookQueue } from './webhook-queue.js';
 
 /** Where an audit read starts: `after` a cursor (exclusive), else at `sinceMs`; how many stream entries it reads. */
 export interface AuditRange {
@@ -353,12 +354,26 @@ export interface HealthStore {
   connectionProblem?(): ConnectionProblem | undefined;
 }
 
+/** The webhook deliveries not yet made: the delivery list and retry-now (operations/webhook-operations.ts). */
+export interface WebhookQueueStore {
+  /** Redis only (store/redis/redis-webhook-queue.ts): webhooks need Redis, where their state is kept. */
+  readonly webhooks?: WebhookQueue;
+}
+
 /**
  * A whole store (memory or Redis): every view. Built only by the assembly (create-keygate.ts, `keygate keys`);
  * a consumer takes the view it uses.
  */
 export interface Store
-  extends KeyRecordStore, AdmissionStore, IpBudgetStore, OwnerStore, OutcomeStore, CreditStore, HealthStore {
+  extends
+    KeyRecordStore,
+    AdmissionStore,
+    IpBudgetStore,
+    OwnerStore,
+    OutcomeStore,
+    CreditStore,
+    HealthStore,
+    WebhookQueueStore {
   readonly kind: 'memory' | 'redis';
   close(): Promise<void>;
 }

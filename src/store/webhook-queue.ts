@@ -41,6 +41,60 @@ export function webhookKeys(prefix: string): WebhookKeys {
   };
 }
 
+/** A Lua function: whether stream id `a` comes before `b` (by time, then sequence; never as text). */
+export const ID_LESS_LUA = `
+local function idLess(a, b)
+  local am, as = string.match(a, '^(%d+)-(%d+)$')
+  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
+  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
+  return am < bm or (am == bm and as < bs)
+end
+`;
+
+/** The attempts hash's value: "attempts firstMs lastError" (older values have no lastError). */
+export function parseAttempts(state: string): { attempts: number; firstMs: number | undefined; lastError: string } {
+  const [n, first, lastError] = state.split(' ');
+  return { attempts: Number(n) || 0, firstMs: first ? Number(first) : undefined, lastError: lastError ?? '' };
+}
+
+/** One event not yet delivered, as Redis holds it: a row of the delivery list (operations/webhook-operations.ts). */
+export interface QueuedWebhook {
+  /** The audit stream entry's id (`<ms>-<seq>`); the event's webhook-id is `msg_<id>`. */
+  readonly id: string;
+  /** The stream entry's fields ([] when it was trimmed). */
+  readonly fields: readonly string[];
+  /** Failed attempts so far. */
+  readonly attempts: number;
+  /** The last failed attempt's status or cause ('' for none). */
+  readonly lastError: string;
+  /** When the next attempt is due (ms); undefined while one is being made. */
+  readonly nextAttemptMs: number | undefined;
+  /** The consumer (instance) making an attempt now; undefined while the event waits. */
+  readonly holder: string | undefined;
+}
+
+/** Retry-now's outcome: made due now, being attempted right now (by `holder`), or no such event waiting. */
+export type RetryNow =
+  | { readonly outcome: 'scheduled' }
+  | { readonly outcome: 'attempting'; readonly holder: string }
+  | { readonly outcome: 'not_found' };
+
+/** The delivery list and retry-now over the state above (Redis only: webhooks need Redis). */
+export interface WebhookQueue {
+  /**
+   * Events attempted and not settled, oldest first: first attempts in flight (the group's pending list)
+   * and events waiting for a retry (or being retried). At most `limit`, after the id `after` (exclusive);
+   * `more` when others may follow. `nowMs` tells a live claim from one whose holder stopped.
+   */
+  list(page: {
+    readonly after?: string | undefined;
+    readonly limit: number;
+    readonly nowMs: number;
+  }): Promise<{ readonly events: readonly QueuedWebhook[]; readonly more: boolean }>;
+  /** Makes a waiting event due at `nowMs`, in one script: never while an instance attempts it. */
+  retryNow(id: string, nowMs: number): Promise<RetryNow>;
+}
+
 /**
  * How far past its size the stream may grow while the consumer group is behind: past it, the oldest
  * entries go even unread, and each one lost is counted in `webhook:lost` (the delivery logs and counts
@@ -57,13 +111,7 @@ export const AUDIT_HARD_CAP_FACTOR = 10;
  * At most 1,000 entries go per call (a write), so a group that catches up is trimmed over the next
  * writes, never in one long script. The helper names derive from the stream's (`…{keystore}:audit`).
  */
-export const AUDIT_TRIM_LUA = `
-local function idLess(a, b)
-  local am, as = string.match(a, '^(%d+)-(%d+)$')
-  local bm, bs = string.match(b, '^(%d+)-(%d+)$')
-  am, as, bm, bs = tonumber(am), tonumber(as), tonumber(bm), tonumber(bs)
-  return am < bm or (am == bm and as < bs)
-end
+export const AUDIT_TRIM_LUA = `${ID_LESS_LUA}
 local function idNext(a)
   local m, s = string.match(a, '^(%d+)-(%d+)$')
   return m .. '-' .. (tonumber(s) + 1)

@@ -45,6 +45,7 @@ function templateOf(path: string): string {
   const p = path.split('?')[0] as string;
   if (['/v1/openapi.json', '/v1/keys', '/v1/audit', '/v1/whoami', '/v1/secret-scanning/github'].includes(p)) return p;
   const parts = p.split('/');
+  if (parts[2] === 'webhooks') return parts.length === 6 ? '/v1/webhooks/deliveries/{id}/retry' : p;
   if (parts[2] === 'owners') return parts.length === 5 ? `/v1/owners/{owner}/${parts[4]}` : '/v1/owners/{owner}';
   return parts.length === 5 ? `/v1/keys/{apiKey}/${parts[4]}` : '/v1/keys/{apiKey}';
 }

@@ -18,6 +18,9 @@ export interface WebhookReceiver {
    * webhook-id came before it. Default: 204.
    */
   answer: (w: ReceivedWebhook, earlier: number) => number | 'hang' | Promise<number>;
+  /** An outage: stops listening (a connection is refused) until up(), which listens on the same port again. */
+  down(): Promise<void>;
+  up(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -28,6 +31,8 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
     url: '',
     received,
     answer: () => 204,
+    down: () => Promise.resolve(),
+    up: () => Promise.resolve(),
     close: () => Promise.resolve(),
   };
   const server = createServer((req, res) => {
@@ -51,12 +56,15 @@ export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
+  const close = () =>
+    new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    });
   return Object.assign(receiver, {
     url: `http://127.0.0.1:${port}/hooks/keygate`,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    down: close,
+    up: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
+    close: () => (server.listening ? close() : Promise.resolve()),
   });
 }

@@ -179,6 +179,7 @@ describe('keygate CLI', () => {
     'keys',
     'owners',
     'audit',
+    'webhooks',
     'token',
     'management-token',
     'assertion',
@@ -305,6 +306,12 @@ describe('keygate CLI', () => {
     );
     expect(err).toMatchObject({ code: 2 });
     expect((err as { stderr: string }).stderr).toMatch(/KEYGATE_KEYS_FILE/);
+  });
+
+  it('webhooks without Redis: exit 2, as every Redis-only command (their deliveries are kept in Redis)', async () => {
+    const { code, stdout, stderr } = await outcome(['webhooks', 'list'], { KEYGATE_REDIS_URL: '' });
+    expect({ code, stdout }).toEqual({ code: 2, stdout: '' });
+    expect(stderr).toMatch(/^keygate webhooks list: no Redis is configured \(KEYGATE_REDIS_URL/);
   });
 
   it('keys against a Redis that refuses: exit 1 in our words, naming the Redis (not its password) and what to check', async () => {

@@ -5,7 +5,7 @@ import {
   EVENT_OF_ACTION,
   webhookEvent,
   WEBHOOK_EVENT_TYPES,
-} from '../../src/observe/webhook-events.js';
+} from '../../src/store/webhook-events.js';
 
 const key = { apiKey: 'kg_abc', id: 'key_1', owner: 'acct_1' };
 

@@ -19,6 +19,7 @@ import { createRequestStateGroup, type RequestStateGroup } from './request-state
 import { createRegionalAdmission } from './regional-admission.js';
 import { createKeystoreFreshness } from './connection/keystore-freshness.js';
 import { randomBytes } from 'node:crypto';
+import { createRedisWebhookQueue } from './redis-webhook-queue.js';
 import { createRedisServerChecks, gated, type ServerReading } from './connection/redis-server-checks.js';
 
 export interface RedisStoreOptions {
@@ -387,6 +388,8 @@ export function createRedisStore(
     appendAudit: (entry) => commit(() => changes.appendAudit(entry)),
     readAudit: (range) => run(() => changes.readAudit(range)),
     keyOfSecret: (secret) => run(() => changes.keyOfSecret(secret)),
+    // The webhook deliveries not yet made (the delivery list, retry-now), beside the audit stream they come from.
+    webhooks: createRedisWebhookQueue({ prefix }, { client: manager, run }),
     readOwner: (owner) => run(() => owners.read(owner)),
     listOwners: () => run(() => owners.list()),
     putOwner: (record, entry) => gated(checks.changeRefusal, () => commit(() => owners.put(record, entry))),

@@ -1,4 +1,4 @@
-import { AUDIT_STREAM_FIELD, parseAuditEntry, type AuditEntry } from '../store/audit-entry.js';
+import { AUDIT_STREAM_FIELD, parseAuditEntry, type AuditEntry } from './audit-entry.js';
 
 /** The event types a receiver can get, one per kind of audit entry that changed something. */
 export const WEBHOOK_EVENT_TYPES = [
