@@ -324,7 +324,8 @@ export function createRedisStore(
   const ipBlocks =
     groups.get(regions?.self ?? '')?.ipBlocks ??
     createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
-  const requests: RequestState =
+  // A balance is read and written as a whole only by a home move (moveCredits), between two regions' groups.
+  const requests: Omit<RequestState, 'readBalance' | 'writeBalance'> =
     regional ??
     createRequestState(
       { prefix, ipChannel, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
@@ -394,6 +395,8 @@ export function createRedisStore(
     ownerCredits: (owner) => owners.credits(owner),
     addCredits: requests.addCredits,
     readCredits: requests.readCredits,
+    // Regions only: a store without them (`keygate keys`) has no request-state groups to carry a balance between.
+    ...(regional && { moveCredits: regional.moveCredits }),
     ownerBudget: (owner, limit) => run(() => owners.budget(owner, limit)),
     subscribed: () => feed.subscribed(),
     onKeyChange: (listener) => feed.onKeyChange(listener),
