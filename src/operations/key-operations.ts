@@ -221,9 +221,10 @@ export function createKeyOperations(deps: {
         const { owner, home, credits, state } = current.record;
         const checked = await keyHome(deps.regions, store, owner, changes.home, false);
         if (checked.problems.length > 0) return invalid(checked.problems);
-        // A move's balance goes first, then the move. A key with an owner lives at its owner's home whatever its
-        // own `home` says: only its owner's move moves it (and carries its balance).
-        if (deps.regions && owner === undefined && credits && state !== 'revoked')
+        // A move's balance goes first, then the move (none for a change that will be refused). A key with an owner
+        // lives at its owner's home whatever its own `home` says: only its owner's move moves it (and its balance).
+        const refused = state === 'revoked' || updateKey(current.record, changes, now()).errors.length > 0;
+        if (deps.regions && owner === undefined && credits && !refused)
           warning = await carryCredits(store, [{ kind: 'key', apiKey, owner }], {
             from: home ?? deps.regions.defaultHome,
             to: changes.home,

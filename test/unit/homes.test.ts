@@ -132,7 +132,9 @@ describe('key and owner homes', () => {
       expect(calls).toEqual([
         { holders: [{ kind: 'key', apiKey, owner: undefined }], from: 'fra', to: 'iad', before: 'fra' },
       ]);
-      // The same home again, and a key without credits: nothing to carry.
+      // A change that is refused carries nothing; nor do the same home again and a key without credits.
+      const refused = await keys.update(apiKey, { home: 'tyo', label: 'a\u0000b' }, 'test');
+      expect(refused.ok).toBe(false);
       await keys.update(apiKey, { home: 'iad' }, 'test');
       await keys.update(plain.value.record.apiKey, { home: 'iad' }, 'test');
       expect(calls).toHaveLength(1);

@@ -19,7 +19,7 @@ import { gatedByGroup, type RequestStateGroup } from './request-state-group.js';
 export const FENCED: Admission = Object.freeze({ outcome: 'fenced' });
 
 /** Balances a home move reads (then writes) in one go. */
-const MOVE_BATCH = 100;
+const MOVE_BATCH = 1_000;
 
 export interface RegionalAdmission {
   /** Store['admit'], always answered through a round trip. */
