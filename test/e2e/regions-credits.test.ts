@@ -1,5 +1,8 @@
+import { Readable, Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../src/cli/main.js';
+import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { ACCOUNTS_PATH, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
@@ -73,6 +76,9 @@ describe('regions: a home move carries the credits balance', { timeout: guard(18
       makeKey({ apiKey: 'acme-1', secret: SECRET, owner: 'acme', home: 'fra', credits }),
       makeKey({ apiKey: 'acme-2', secret: SECRET, owner: 'acme', home: 'fra' }),
       makeKey({ apiKey: 'far', secret: SECRET, home: 'fra', credits }),
+      makeKey({ apiKey: 'cli-1', secret: SECRET, home: 'fra', credits }),
+      makeKey({ apiKey: 'cli-2', secret: SECRET, home: 'fra', credits }),
+      makeKey({ apiKey: 'gamma-1', secret: SECRET, owner: 'gamma', home: 'fra' }),
       makeKey({ apiKey: 'beta-1', secret: SECRET, owner: 'beta', home: 'fra' }),
     ];
     a = await startKeygate({ upstream: upstream.url, env: { ...topo.envOf('fra'), ...env }, keys });
@@ -82,14 +88,14 @@ describe('regions: a home move carries the credits balance', { timeout: guard(18
     onB = managementClient(b.managementUrl as string, tokens.tokens.operator as string, openapi);
     fra = await topo.connect(topo.regions.fra!);
     tyo = await topo.connect(topo.regions.tyo!);
-    for (const owner of ['acme', 'beta'])
+    for (const owner of ['acme', 'beta', 'gamma'])
       expect((await writer.call('PUT', `/v1/owners/${owner}`, { json: { credits: { remaining: 1000 } } })).status).toBe(
         200,
       );
     // Both fresh (each has heard its own heartbeat back) and both know the owners' credits.
     for (const g of [a, b]) {
       await until('fresh', async () => (await call(g, 'plain')).status === 200, guard(15_000));
-      const known = () => ['acme', 'beta'].every((o) => g.keygate.store.ownerCredits(o)?.remaining === 1000);
+      const known = () => ['acme', 'beta', 'gamma'].every((o) => g.keygate.store.ownerCredits(o)?.remaining === 1000);
       await until('owners known', () => Promise.resolve(known()), guard(15_000));
     }
   }, guard(60_000));
@@ -180,6 +186,43 @@ describe('regions: a home move carries the credits balance', { timeout: guard(18
     expect(codeOf(other)).toBe(10429);
   });
 
+  /** `keygate …` in process, as bin/keygate.js runs it, with the environment of a CLI in region fra. */
+  async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
+    let out = '';
+    let err = '';
+    const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
+    const code = await main(args, {
+      out: sink((s) => (out += s)),
+      err: sink((s) => (err += s)),
+      env: { ...topo.envOf('fra'), KEYGATE_ACTOR: 'regions-credits-test' },
+      stdin: Readable.from([]),
+      openKeyStore: openRedisKeyStore,
+    });
+    return { code, out, err };
+  }
+
+  it("keygate keys update --home and owners set --home carry the balances too; keygate's credits are read and topped up at the home", async () => {
+    await spend([a, b], 'cli-1', 10);
+    await spend([a, b], 'gamma-1', 10);
+    const key = await cli('keys', 'update', 'cli-1', '--home', 'tyo');
+    expect(key.err).toBe('');
+    expect(key.code).toBe(0);
+    expect(JSON.parse(key.out)).toMatchObject({ home: 'tyo', credits: { remaining: 990 } });
+    expect(await tyo.hget('keygate:{cli-1}:credits', 'r')).toBe('990');
+    // A top-up lands at the home, where the admits spend.
+    const topUp = await cli('keys', 'credits', 'cli-1', '--add', '5');
+    expect(topUp.err).toBe('');
+    expect(topUp.out).toBe('remaining: 995, no refill\n');
+    expect(await tyo.hget('keygate:{cli-1}:credits', 'r')).toBe('995');
+
+    const owner = await cli('owners', 'set', 'gamma', '--home', 'tyo');
+    expect(owner.err).toBe('');
+    expect(owner.code).toBe(0);
+    expect(await tyo.hget('keygate:{owner:gamma}:credits', 'r')).toBe('990');
+    const shown = await cli('owners', 'show', 'gamma');
+    expect(shown.out).toContain('credits remaining: 990, no refill');
+  });
+
   it('moving away from a home that does not answer: the move is made, with a warning that the balance was not carried', async () => {
     await spend([a, b], 'beta-1', 10);
     await spend([a, b], 'far', 10);
@@ -220,5 +263,11 @@ describe('regions: a home move carries the credits balance', { timeout: guard(18
     expect(far.warnings).toHaveLength(1);
     expect(far.warnings?.[0]).toMatch(/^key far: credits balance not carried from fra to tyo/);
     expect((await b.keygate.store.readKey('far'))?.record.home).toBe('tyo');
+
+    // keygate keys says so too, on stderr, and moves the key.
+    const viaCli = await cli('keys', 'update', 'cli-2', '--home', 'tyo');
+    expect(viaCli.code, viaCli.err).toBe(0);
+    expect(viaCli.err).toMatch(/^warning: key cli-2: credits balance not carried from fra to tyo \(/);
+    expect(JSON.parse(viaCli.out)).toMatchObject({ home: 'tyo' });
   });
 });

@@ -64,7 +64,7 @@ export function createRegionalAdmission(
   },
   deps: {
     groups: ReadonlyMap<string, RequestStateGroup>;
-    freshness: KeystoreFreshness;
+    freshness: Pick<KeystoreFreshness, 'refusal'>;
     ownerHome(owner: string): OwnerHomeRecord | undefined;
     logger: Logger;
     /** A remote admit's round trip, in seconds, by home (metrics). */
