@@ -74,7 +74,7 @@ export async function carryCredits(
     'not from what was left: read them and set them again if needed';
   const not = `${whose}: credits balance not carried from ${from} to ${to}`;
   if (store.moveCredits === undefined)
-    return `${not}: this process holds no connection to the regions' request-state Redis (move the home through the management API to carry it); ${after}`;
+    return `${not}: this process holds no connection to the regions' request-state Redis; ${after}`;
   try {
     await store.moveCredits(holders, from, to);
     return undefined;

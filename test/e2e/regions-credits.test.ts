@@ -19,8 +19,9 @@ import { token } from '../helpers/tokens.js';
  * Regions, a home move carries the credits balance (docs/regions.md "Moving a home"): two regions' request-state
  * Redis on loopback, one instance in each. A key that spent 900 of its 1,000 credits at fra and is moved to tyo
  * is forwarded exactly 100 more times, counted at tyo, then refused 429 credits_exhausted; the same for an owner's
- * credits shared by its keys (and the own credits of a key of it). A move away from a home that does not answer is
- * made all the same, with a warning that the balance was not carried.
+ * credits shared by its keys (and the own credits of a key of it). `keygate keys` and `keygate owners` carry balances
+ * too and top up at the home. A move away from a home that does not answer is made all the same, with a warning that
+ * the balance was not carried.
  */
 const SECRET = 'regions-credits-secret-0123456789';
 let seq = 0;
