@@ -19,7 +19,7 @@ export type StoreSettings = Pick<
   'redis' | 'secretEncryptionKeys' | 'redisDurability' | 'replayFence' | 'keysFile'
 > & {
   readonly limits: Pick<Config['limits'], 'redisCommandTimeoutMs'>;
-  /** Regions (`keygate serve` only: the CLI admits nothing and needs no heartbeat). */
+  /** Regions: `keygate serve`'s, and `keygate keys`' for the credits and usage at each key's home (`admits: false`). */
   readonly regions?: Config['regions'];
 };
 
@@ -33,6 +33,8 @@ export interface OpenStoreDeps {
   owners?: readonly OwnerRecord[];
   /** Regions: the largest recv_window the policy in force allows, in ms (the home-move cut-off). */
   maxRecvWindowMs?: () => number;
+  /** false: `keygate keys`, which admits nothing and so writes no keystore heartbeat. */
+  admits?: boolean;
 }
 
 /**
@@ -64,6 +66,7 @@ export function createStoreFromConfig(config: StoreSettings, deps: OpenStoreDeps
             keystoreReplica: config.regions.keystoreReplica,
             maxStalenessMs: config.regions.maxStalenessMs,
             maxRecvWindowMs: deps.maxRecvWindowMs ?? (() => 3_600_000),
+            ...(deps.admits === false && { admits: false }),
           },
         }),
       },

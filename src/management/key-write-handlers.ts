@@ -66,7 +66,10 @@ const patch: Handler = async ({ apiKey, body, actor }, deps) => {
     return invalid([...problems, ...asBody(deps.ops.checkUpdate(key.value, changes))]);
   }
   const r = await deps.ops.update(apiKey as string, changes, actor);
-  return r.ok ? { status: 200, body: await keyView(r.value, deps) } : refusal(r);
+  if (!r.ok) return refusal(r);
+  // A home move whose credits balance was not carried says so (the key is moved all the same).
+  const view = await keyView(r.value, deps);
+  return { status: 200, body: r.warnings ? { ...view, warnings: r.warnings } : view };
 };
 
 /** POST /v1/keys/{apiKey}/credits: `{"add": n}`, one atomic top-up; answers the balance after it. */

@@ -33,12 +33,13 @@ const put: Handler = async ({ owner, query, body, actor }, deps) => {
   if (o.home !== undefined && typeof o.home !== 'string')
     problems.push('body.home: must be a region name listed under regions:');
   if (problems.length > 0 || !deps.owners) return invalid(problems);
-  // Regions: the home first (its keys' admits move there), then the limit and credits if given too.
+  // Regions: the home first (its keys' admits move there, their credits carried), then the limit and credits if given too.
+  let moveWarnings: readonly string[] = [];
   if (typeof o.home === 'string') {
     const moved = await deps.owners.setHome(owner as string, o.home, actor);
     if (!moved.ok) return refusal(moved);
-    if (o.rateLimit === undefined && o.credits === undefined)
-      return { status: 200, body: { ...moved.value, warnings: [] } };
+    if (o.rateLimit === undefined && o.credits === undefined) return { status: 200, body: moved.value };
+    moveWarnings = moved.value.warnings;
   }
   const r = await deps.owners.set(
     owner as string,
@@ -48,7 +49,7 @@ const put: Handler = async ({ owner, query, body, actor }, deps) => {
     },
     actor,
   );
-  return r.ok ? { status: 200, body: r.value } : refusal(r);
+  return r.ok ? { status: 200, body: { ...r.value, warnings: [...moveWarnings, ...r.value.warnings] } } : refusal(r);
 };
 
 /** GET /v1/owners/{owner}/usage?granularity=: the sum of its keys' usage by outcome, as `keygate owners usage`. */

@@ -1,6 +1,6 @@
 // Tested in test/unit/key-operations.test.ts (paging, the state filter's budget), test/e2e/key-listing-scale.test.ts.
 import { keyStatus, type KeyRecord, type KeyStatus } from '../keys/key-record.js';
-import type { Store } from '../store/store.js';
+import type { KeyRecordStore } from '../store/store.js';
 
 export interface KeyFilter {
   owner?: string;
@@ -47,7 +47,7 @@ const STATE_CHUNK = 200;
  * Reading keys a page at a time, for the management API and `keygate keys list` (through createKeyOperations):
  * pages in apiKey order, optionally one owner's (indexed) or one state's (filtered as read, within a budget).
  */
-export function createKeyListing(deps: { store: Store; now: () => number }): {
+export function createKeyListing(deps: { store: Pick<KeyRecordStore, 'listKeys'>; now: () => number }): {
   list(filter: KeyFilter, page: PageRequest): Promise<KeyPage>;
   listAll(filter: KeyFilter): AsyncGenerator<readonly KeyRecord[]>;
 } {

@@ -17,7 +17,7 @@ import type { AuditEntry, Store } from '../store/store.js';
 import { createKeyCommits, refusedWrite } from './key-commits.js';
 import { createKeyImport, IMPORT_BATCH, type KeyImport } from './key-import.js';
 import { createKeyListing, type KeyFilter, type KeyPage, type PageRequest } from './key-listing.js';
-import { keyHome, type HomeRules } from './homes.js';
+import { carryCredits, CREDITS_NOT_CARRIED, keyHome, type HomeRules } from './homes.js';
 import { conflict, done, invalid, notFound, type Done } from './outcome.js';
 import type { AuditExtra } from './key-commits.js';
 import { LEAKED_REASON } from '../store/audit-entry.js';
@@ -214,18 +214,34 @@ export function createKeyOperations(deps: {
       return r.conflict === 'claimed' ? replay(r.value, bodyHash, actor) : refusedWrite(r);
     },
     async update(apiKey, changes, actor) {
+      let warning: string | undefined;
       if (changes.home !== undefined) {
         const current = await store.readKey(apiKey);
         if (current === null) return notFound;
-        const home = await keyHome(deps.regions, store, current.record.owner, changes.home, false);
-        if (home.problems.length > 0) return invalid(home.problems);
+        const { owner, home, credits, state } = current.record;
+        const checked = await keyHome(deps.regions, store, owner, changes.home, false);
+        if (checked.problems.length > 0) return invalid(checked.problems);
+        // A move's balance goes first, then the move (none for a change that will be refused). A key with an owner
+        // lives at its owner's home whatever its own `home` says: only its owner's move moves it (and its balance).
+        const refused = state === 'revoked' || updateKey(current.record, changes, now()).errors.length > 0;
+        if (deps.regions && owner === undefined && credits && !refused)
+          warning = await carryCredits(store, [{ kind: 'key', apiKey, owner }], {
+            from: home ?? deps.regions.defaultHome,
+            to: changes.home,
+            whose: `key ${apiKey}`,
+          });
       }
       const r = await change(apiKey, 'update', actor, true, (current) => {
         if (current.state === 'revoked') return conflict('the key is revoked: a revoked key cannot be changed');
         const { record, errors } = updateKey(current, changes, now());
-        return record ? done({ next: record, audit: { changes: Object.keys(changes) } }) : invalid(errors);
+        if (!record) return invalid(errors);
+        return done({
+          next: record,
+          audit: { changes: Object.keys(changes), ...(warning !== undefined && { detail: CREDITS_NOT_CARRIED }) },
+        });
       });
-      return after(r);
+      const updated = after(r);
+      return updated.ok && warning !== undefined ? { ...updated, warnings: [warning] } : updated;
     },
     async rotate(apiKey, graceMs, actor, reason, to) {
       if (reason !== undefined && hasUnprintable(reason)) return invalid([`key.reason: ${PRINTABLE_RULE}`]);

@@ -6,8 +6,12 @@ export type Refusal =
   | { readonly ok: false; readonly refused: 'invalid'; readonly problems: readonly string[] }
   | { readonly ok: false; readonly refused: 'conflict'; readonly message: string; readonly version?: number };
 
-/** What a key or owner operation answers: its value, or the refusal that says why it did nothing. */
-export type Done<T> = { readonly ok: true; readonly value: T } | Refusal;
+/**
+ * What a key or owner operation answers: its value, or the refusal that says why it did nothing. `warnings`: what
+ * an operation that did its work could not do beside it (a key's home moved, its credits balance not carried),
+ * for the CLI's stderr and the API's answer.
+ */
+export type Done<T> = { readonly ok: true; readonly value: T; readonly warnings?: readonly string[] } | Refusal;
 
 export const done = <T>(value: T): Done<T> => ({ ok: true, value });
 export const notFound: Refusal = Object.freeze({ ok: false, refused: 'not_found' });

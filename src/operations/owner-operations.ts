@@ -8,10 +8,18 @@ import {
   type CompiledLimit,
   type RateLimitSpec,
 } from '../policy/rate-limit-spec.js';
-import type { AuditEntry, CreditStore, KeyRecordStore, OutcomeStore, OwnerStore } from '../store/store.js';
+import type {
+  AuditEntry,
+  CreditHolder,
+  CreditStore,
+  KeyRecordStore,
+  OutcomeStore,
+  OwnerStore,
+} from '../store/store.js';
 import { outcomeReport, type Granularity } from '../keys/outcome-usage.js';
 import { conflict, done, invalid, type Done } from './outcome.js';
-import { ownerHomeProblems, type HomeRules } from './homes.js';
+import { carryCredits, CREDITS_NOT_CARRIED, ownerHomeProblems, type HomeRules } from './homes.js';
+import { createKeyListing } from './key-listing.js';
 import {
   compileCredits,
   nextSetAt,
@@ -57,9 +65,11 @@ export interface OwnerOperations {
   outcomeUsage(owner: string, granularity: Granularity): Promise<Done<OwnerOutcomeReport>>;
   /**
    * Regions: sets the owner's home (its keys' home: docs/regions.md), its limit kept; a move is stamped with its
-   * time, from which the new home refuses older nonces for a while (home_moved).
+   * time, from which the new home refuses older nonces for a while (home_moved). Before the move is written, the
+   * credits balances of the owner and of its keys with credits are carried to the new home; `warnings` says when
+   * they could not be (the move is made all the same).
    */
-  setHome(owner: string, home: string, actor: string): Promise<Done<OwnerView>>;
+  setHome(owner: string, home: string, actor: string): Promise<Done<OwnerView & { warnings: string[] }>>;
   /**
    * Sets what is given and keeps the rest: `rateLimit` and `credits` each a value, null (removed) or
    * undefined (kept as it is). Setting credits starts the owner's balance again from `remaining`.
@@ -90,7 +100,10 @@ export interface CostliestRoute {
  * A set replaces the owner's limit whole, so a retried set is harmless: no version to compare.
  */
 export function createOwnerOperations(deps: {
-  store: OwnerStore & CreditStore & Pick<KeyRecordStore, 'appendAudit'> & Pick<OutcomeStore, 'getOutcomeUsage'>;
+  store: OwnerStore &
+    CreditStore &
+    Pick<KeyRecordStore, 'appendAudit' | 'listKeys'> &
+    Pick<OutcomeStore, 'getOutcomeUsage'>;
   now: () => number;
   audit: (entry: AuditEntry) => void;
   /** The policy's defaultOwnerRateLimit in force (the serving process's; the CLI has none). */
@@ -102,6 +115,14 @@ export function createOwnerOperations(deps: {
 }): OwnerOperations {
   const { store, now } = deps;
   const view = (owner: string, r: OwnerRecord | null) => ownerView(r ?? { owner });
+  const { listAll } = createKeyListing({ store, now });
+  /** Whose balances an owner's move carries: the owner's own, and each of its keys' that has credits. */
+  async function holdersOf(owner: string, record: OwnerRecord | null): Promise<CreditHolder[]> {
+    const holders: CreditHolder[] = record?.credits ? [{ kind: 'owner', owner }] : [];
+    for await (const page of listAll({ owner }))
+      for (const k of page) if (k.credits) holders.push({ kind: 'key', apiKey: k.apiKey, owner });
+    return holders;
+  }
   return {
     async get(owner) {
       const problems: string[] = [];
@@ -199,9 +220,15 @@ export function createOwnerOperations(deps: {
       checkOwnerName(owner, 'owner', problems);
       problems.push(...ownerHomeProblems(deps.regions, home));
       if (problems.length > 0) return invalid(problems);
-      const t = now();
       const before = await store.readOwner(owner);
-      const moved = (before?.home ?? deps.regions?.defaultHome) !== home;
+      const from = before?.home ?? deps.regions?.defaultHome;
+      const moved = from !== home;
+      // The balances first, then the move (docs/regions.md "Moving a home"); its time is taken after them.
+      const warning =
+        moved && from !== undefined
+          ? await carryCredits(store, await holdersOf(owner, before), { from, to: home, whose: `owner ${owner}` })
+          : undefined;
+      const t = now();
       const record: OwnerRecord = {
         owner,
         ...(before?.rateLimit && { rateLimit: before.rateLimit }),
@@ -212,10 +239,11 @@ export function createOwnerOperations(deps: {
           homeMovedAtMs: moved ? t : before?.homeMovedAtMs,
         }),
       };
-      const entry = auditEntry(t, actor, 'owner-set', { apiKey: '', id: '', owner }, { detail: `home=${home}` });
+      const detail = `home=${home}${warning === undefined ? '' : `; ${CREDITS_NOT_CARRIED}`}`;
+      const entry = auditEntry(t, actor, 'owner-set', { apiKey: '', id: '', owner }, { detail });
       await store.putOwner(record, entry);
       deps.audit(entry);
-      return { ok: true, value: view(owner, record) };
+      return { ok: true, value: { ...view(owner, record), warnings: warning === undefined ? [] : [warning] } };
     },
     async addCredits(owner, add, actor) {
       const problems: string[] = [];

@@ -324,6 +324,11 @@ export type CreditTarget =
     }
   | { readonly kind: 'owner'; readonly owner: string; readonly spec: CompiledCredits };
 
+/** Whose balance a home move carries: a key's (under its owner's slot if it has one) or an owner's. */
+export type CreditHolder =
+  | { readonly kind: 'key'; readonly apiKey: string; readonly owner: string | undefined }
+  | { readonly kind: 'owner'; readonly owner: string };
+
 /** Credits outside the request path: what the key operations read and top up. */
 export interface CreditStore {
   /**
@@ -336,6 +341,15 @@ export interface CreditStore {
   readCredits(target: CreditTarget): Promise<CreditState>;
   /** An owner's credits, compiled (undefined: none), from this instance's owner table (as ownerLimit). */
   ownerCredits(owner: string): CompiledCredits | undefined;
+  /**
+   * Regions (docs/regions.md "Moving a home"): copies each holder's balance from the request-state Redis of
+   * region `from` to that of `to`, before the move is written. Each balance is read at `from` and written at
+   * `to` in one atomic step, its fields as they are (none at `from`: none at `to` either, so an earlier stay's
+   * balance there is never spent again). Rejects with StoreUnavailableError, naming the region, when either
+   * does not answer (the balances before the failing one are copied). Absent where there are no regions:
+   * the memory store, and a Redis store opened without them (`keygate keys`).
+   */
+  moveCredits?(holders: readonly CreditHolder[], from: string, to: string): Promise<void>;
 }
 
 /** Whether the store can serve: what /readyz (observe/readiness.ts) reads. */

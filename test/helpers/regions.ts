@@ -25,7 +25,12 @@ export interface RegionsTopology {
 
 export const PUBLIC_PATH = '/health';
 
-export async function startRegions(names: readonly string[], defaultHome?: string): Promise<RegionsTopology> {
+/** `policy`: more top-level lines for the policy file (a short `maxRecvWindowSeconds`, say). */
+export async function startRegions(
+  names: readonly string[],
+  defaultHome?: string,
+  policy: readonly string[] = [],
+): Promise<RegionsTopology> {
   const keystore = await startRedis();
   const replica = await startRedis({ args: ['--replicaof', '127.0.0.1', String(keystore.port)] });
   const regions: Record<string, TestRedis> = {};
@@ -42,6 +47,7 @@ export async function startRegions(names: readonly string[], defaultHome?: strin
       'regions:',
       ...names.map((n) => `  ${n}: { redis: "${regions[n]!.url}" }`),
       ...(defaultHome ? [`defaultHome: ${defaultHome}`] : []),
+      ...policy,
       '',
     ].join('\n'),
   );

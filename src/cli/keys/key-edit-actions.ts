@@ -219,7 +219,9 @@ export const updateAction: KeyAction = {
       throw new UsageError(
         'nothing to change (use --scopes, --allow-ip, --label, --expires-at, --ttl, --no-expiry, --rate-limit, --burst, --binding, --credits, --refill or --home)',
       );
-    const record = ctx.must(await ctx.ops.update(apiKeyOf(p), changes, ctx.actor), apiKeyOf(p));
+    const updated = await ctx.ops.update(apiKeyOf(p), changes, ctx.actor);
+    const record = ctx.must(updated, apiKeyOf(p));
+    for (const w of (updated.ok && updated.warnings) || []) ctx.err.write(`warning: ${w}\n`);
     ctx.print({
       ...publicView(record, ctx.now()),
       ...(record.credits && { credits: await ctx.ops.credits(record) }),

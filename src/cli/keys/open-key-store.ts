@@ -1,10 +1,14 @@
-// Tested in test/process/redis-unreachable.test.ts, test/process/keys-cli-lifecycle.test.ts.
+// Tested in test/process/redis-unreachable.test.ts, test/process/keys-cli-lifecycle.test.ts, test/e2e/regions-credits.test.ts (regions).
 import pino from 'pino';
 import { systemClock } from '../../clock.js';
 import { readRedisDurability } from '../../config/read-durability.js';
 import { describeRedis, readRedisSettings } from '../../config/redis-settings.js';
 import { loadSecretEncryptionKeys } from '../../config/secret-encryption.js';
 import { readSecretPrefix } from '../../config/read-secret-prefix.js';
+import { readRegions, type RegionSettings } from '../../config/read-regions.js';
+import type { RedisConnection } from '../../config/redis-settings.js';
+import { loadPolicy } from '../../policy/load-policy.js';
+import { DEFAULT_ROUTES_FILE } from '../../policy/policy.js';
 import { createStoreFromConfig } from '../../open-store.js';
 import { REDIS_CAUSE_HINTS, type RedisCause } from '../../store/redis/connection/redis-reachability.js';
 import { StoreUnavailableError, type ConnectionProblem } from '../../store/store.js';
@@ -50,6 +54,7 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
   const secretEncryptionKeys = loadSecretEncryptionKeys(env, problems);
   const secretPrefix = readSecretPrefix(env, problems);
   if (problems.length > 0) throw new CliError(problems.join('\n  '), 2);
+  const regions = keyCommandRegions(env, connection);
   // The store `keygate serve` would open from this environment, opened the same way; a person waits at a
   // terminal, so a command gets 5 s, and nothing here watches for failovers (replayFence).
   const store = createStoreFromConfig(
@@ -60,8 +65,9 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
       replayFence: false,
       keysFile: undefined,
       limits: { redisCommandTimeoutMs: 5_000 },
+      ...(regions && { regions }),
     },
-    { logger: pino({ level: 'silent' }), clock: systemClock() },
+    { logger: pino({ level: 'silent' }), clock: systemClock(), admits: false },
   );
   try {
     // Both connections a key command uses: the first command goes over the key operations' own.
@@ -74,4 +80,21 @@ export async function openRedisKeyStore(env: NodeJS.ProcessEnv): Promise<KeyStor
     throw new CliError(redisUnreachable(describeRedis(connection) ?? 'the configured address', problem), 1);
   }
   return { store, encrypted: secretEncryptionKeys !== undefined, secretPrefix };
+}
+
+/**
+ * Regions as `keygate serve` reads them (the policy file's `regions:`, KEYGATE_REGION), so the key operations reach
+ * each region's request-state Redis: a key's credits are read, topped up and carried by a home move at its home.
+ * Without KEYGATE_REGION the default home stands in (the command admits nothing, so its own region matters not).
+ * A policy or regions setting that does not load: none (a home is then refused, as by keys-command.ts).
+ */
+function keyCommandRegions(env: NodeJS.ProcessEnv, connection: RedisConnection): RegionSettings | undefined {
+  const file = env.KEYGATE_CONFIG || DEFAULT_ROUTES_FILE;
+  const problems: string[] = [];
+  const policy = loadPolicy(file, problems);
+  if (policy.regions === undefined || problems.length > 0) return undefined;
+  const region = env.KEYGATE_REGION || policy.regions.defaultHome;
+  const regions = readRegions({ ...env, KEYGATE_REGION: region }, policy, connection, file, problems);
+  // Reads on the keystore itself, never a replica: a command reads back what it has just written.
+  return problems.length > 0 || regions === undefined ? undefined : { ...regions, keystoreReplica: undefined };
 }

@@ -53,7 +53,8 @@ const setAction: KeyAction = {
       throw new UsageError('give --rate-limit <n/s|m|h> or --rate-limit none, --credits or --home <region>');
     if (rate === undefined && burstText !== undefined) throw new UsageError('--burst needs --rate-limit');
     if (home !== undefined) {
-      const moved = ctx.must(await ctx.owners.setHome(owner, home, ctx.actor));
+      const { warnings: moveWarnings, ...moved } = ctx.must(await ctx.owners.setHome(owner, home, ctx.actor));
+      for (const w of moveWarnings) ctx.err.write(`warning: ${w}\n`);
       if (rate === undefined && credits === undefined) {
         if (flag(p, 'json')) ctx.print(moved);
         else ctx.out.write(line(moved));

@@ -4,7 +4,7 @@ import { systemClock, type Clock } from '../../clock.js';
 import type { RedisConnection } from '../../config/redis-settings.js';
 import type { SecretCipher } from '../../keys/secret-cipher.js';
 import type { ReplayFence } from '../replay-fence.js';
-import type { Admission, ConnectionProblem, Store } from '../store.js';
+import { KeystoreStaleError, type Admission, type ConnectionProblem, type Store } from '../store.js';
 import { createChangeFeed } from './change-feed.js';
 import type { RedisClient } from './connection/redis-connection.js';
 import { createRedisConnections } from './connection/redis-connections.js';
@@ -74,6 +74,11 @@ export interface RedisRegionsOptions {
   readonly instanceId?: string;
   /** The heartbeat's period, in ms (FRESHNESS_HEARTBEAT_MS). */
   readonly heartbeatMs?: number;
+  /**
+   * false: a store that admits nothing (`keygate keys`): no heartbeat, every admit refused; its regions serve the
+   * key operations' credits (reads, top-ups, a move's copy) and usage at each key's home.
+   */
+  readonly admits?: boolean;
 }
 
 export interface RedisStoreEvents {
@@ -92,6 +97,11 @@ export interface RedisStoreEvents {
   /** Regions: an admit run on another region's request-state Redis, its round trip in seconds. */
   onRemoteAdmit?: (home: string, seconds: number) => void;
 }
+
+/** Regions in a store that admits nothing (`keygate keys`): every admit refused, as a stale instance's are. */
+const NOT_ADMITTING = {
+  refusal: () => new KeystoreStaleError('this process admits no requests (keygate keys)'),
+};
 
 /**
  * Redis layout (every command touches one key, or keys of one hash slot, so it also works on Redis Cluster):
@@ -229,24 +239,25 @@ export function createRedisStore(
   // markers are read on its timer, every fourth beat, as the change feed's heartbeat reads the one group's.
   let beats = 0;
   const freshness =
-    regions &&
-    createKeystoreFreshness(
-      {
-        prefix,
-        instanceId: regions.instanceId ?? randomBytes(8).toString('hex'),
-        maxStalenessMs: regions.maxStalenessMs,
-        ...(regions.heartbeatMs !== undefined && { intervalMs: regions.heartbeatMs }),
-      },
-      {
-        master: manager,
-        run,
-        logger: deps.logger,
-        onTick: () => {
-          if (++beats % 4 === 0) for (const g of groups.values()) g.checkEpoch();
-        },
-        onGap: () => feed.everythingChanged(),
-      },
-    );
+    regions === undefined || regions.admits === false
+      ? undefined
+      : createKeystoreFreshness(
+          {
+            prefix,
+            instanceId: regions.instanceId ?? randomBytes(8).toString('hex'),
+            maxStalenessMs: regions.maxStalenessMs,
+            ...(regions.heartbeatMs !== undefined && { intervalMs: regions.heartbeatMs }),
+          },
+          {
+            master: manager,
+            run,
+            logger: deps.logger,
+            onTick: () => {
+              if (++beats % 4 === 0) for (const g of groups.values()) g.checkEpoch();
+            },
+            onGap: () => feed.everythingChanged(),
+          },
+        );
   if (freshness) connections.subscriber.on('message', (ch: string, m: string) => void freshness.heard(ch, m));
 
   const feed = createChangeFeed(
@@ -303,7 +314,7 @@ export function createRedisStore(
       ),
     );
   const regional =
-    regions && freshness
+    regions !== undefined
       ? createRegionalAdmission(
           {
             self: regions.self,
@@ -314,7 +325,7 @@ export function createRedisStore(
           },
           {
             groups,
-            freshness,
+            freshness: freshness ?? NOT_ADMITTING,
             ownerHome: (owner) => owners.home(owner),
             logger: deps.logger,
             ...(events.onRemoteAdmit && { onRemoteAdmit: events.onRemoteAdmit }),
@@ -325,7 +336,8 @@ export function createRedisStore(
   const ipBlocks =
     groups.get(regions?.self ?? '')?.ipBlocks ??
     createIpBlockListener({ channel: ipChannel }, { subscriber: connections.subscriber });
-  const requests: RequestState =
+  // A balance is read and written as a whole only by a home move (moveCredits), between two regions' groups.
+  const requests: Omit<RequestState, 'readBalance' | 'writeBalance'> =
     regional ??
     createRequestState(
       { prefix, ipChannel, ...(options.usageFlushMs !== undefined && { usageFlushMs: options.usageFlushMs }) },
@@ -395,8 +407,17 @@ export function createRedisStore(
     putOwner: (record, entry) => gated(checks.changeRefusal, () => commit(() => owners.put(record, entry))),
     ownerLimit: (owner) => owners.limit(owner),
     ownerCredits: (owner) => owners.credits(owner),
-    addCredits: requests.addCredits,
-    readCredits: requests.readCredits,
+    // Regions: a balance lives at its owner's home, read from the owners' table (loaded here in `keygate keys`).
+    addCredits: async (target, add) => {
+      if (regional !== undefined && target.owner !== undefined) await run(() => owners.ensureLoaded());
+      return requests.addCredits(target, add);
+    },
+    readCredits: async (target) => {
+      if (regional !== undefined && target.owner !== undefined) await run(() => owners.ensureLoaded());
+      return requests.readCredits(target);
+    },
+    // Regions only: a store without them (`keygate keys`) has no request-state groups to carry a balance between.
+    ...(regional && { moveCredits: regional.moveCredits }),
     ownerBudget: (owner, limit) => run(() => owners.budget(owner, limit)),
     subscribed: () => feed.subscribed(),
     onKeyChange: (listener) => feed.onKeyChange(listener),

@@ -1,4 +1,4 @@
-// Tested in test/e2e/regions-home.test.ts, test/e2e/regions-staleness.test.ts.
+// Tested in test/e2e/regions-home.test.ts, test/e2e/regions-staleness.test.ts, test/e2e/regions-credits.test.ts.
 import { performance } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 import type { KeyUsage } from '../../keys/key-usage.js';
@@ -18,6 +18,9 @@ import { gatedByGroup, type RequestStateGroup } from './request-state-group.js';
 
 export const FENCED: Admission = Object.freeze({ outcome: 'fenced' });
 
+/** Balances a home move reads (then writes) in one go. */
+const MOVE_BATCH = 1_000;
+
 export interface RegionalAdmission {
   /** Store['admit'], always answered through a round trip. */
   admit(...args: Parameters<Store['admit']>): Promise<Admission>;
@@ -25,6 +28,8 @@ export interface RegionalAdmission {
   /** A balance lives with the admit state: at the key's (or its owner's) home. */
   addCredits: Store['addCredits'];
   readCredits: Store['readCredits'];
+  /** A home move's copy of balances from one region's request-state Redis to another's (Store.moveCredits). */
+  moveCredits: NonNullable<Store['moveCredits']>;
   /** Counted in this instance's own region, where its requests were answered. */
   countOutcome: Store['countOutcome'];
   /** Every region's rings of the key or owner, merged (mergeRings). */
@@ -59,7 +64,7 @@ export function createRegionalAdmission(
   },
   deps: {
     groups: ReadonlyMap<string, RequestStateGroup>;
-    freshness: KeystoreFreshness;
+    freshness: Pick<KeystoreFreshness, 'refusal'>;
     ownerHome(owner: string): OwnerHomeRecord | undefined;
     logger: Logger;
     /** A remote admit's round trip, in seconds, by home (metrics). */
@@ -86,6 +91,22 @@ export function createRegionalAdmission(
     );
   }
 
+  function groupNamed(home: string): RequestStateGroup {
+    const group = deps.groups.get(home);
+    if (group === undefined) throw new HomeUnreachableError(`home region ${home} is not listed under regions:`);
+    return group;
+  }
+
+  /** A region's request-state Redis that did not answer, named (a move's warning says which). */
+  async function inRegion<T>(home: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (!(err instanceof StoreUnavailableError) || err instanceof HomeUnreachableError) throw err;
+      throw new HomeUnreachableError(`region ${home}'s request-state Redis: ${err.message}`, { cause: err });
+    }
+  }
+
   /** Where a balance lives: the home its admits run at (effectiveHome), so a top-up races them on one Redis. */
   function groupOfCredits(target: CreditTarget): RequestStateGroup {
     const owner = target.owner === undefined ? undefined : deps.ownerHome(target.owner);
@@ -94,9 +115,7 @@ export function createRegionalAdmission(
       owner,
       options.defaultHome,
     );
-    const group = deps.groups.get(home);
-    if (group === undefined) throw new HomeUnreachableError(`home region ${home} is not listed under regions:`);
-    return group;
+    return groupNamed(home);
   }
 
   return {
@@ -148,6 +167,21 @@ export function createRegionalAdmission(
     spendFailedAuth: (ipKey, limit) => own.state.spendFailedAuth(ipKey, limit),
     addCredits: (target, add) => groupOfCredits(target).state.addCredits(target, add),
     readCredits: (target) => groupOfCredits(target).state.readCredits(target),
+    async moveCredits(holders, from, to) {
+      const source = groupNamed(from);
+      const target = groupNamed(to);
+      if (source === target) return;
+      // A page at a time, its reads (then its writes) sent together: one round trip each, however many keys.
+      for (let i = 0; i < holders.length; i += MOVE_BATCH) {
+        const page = holders.slice(i, i + MOVE_BATCH);
+        const fields = await inRegion(from, () =>
+          gatedByGroup(source, () => Promise.all(page.map((h) => source.state.readBalance(h)))),
+        );
+        await inRegion(to, () =>
+          gatedByGroup(target, () => Promise.all(page.map((h, j) => target.state.writeBalance(h, fields[j])))),
+        );
+      }
+    },
     countOutcome: (apiKey, owner, outcome) => own.state.countOutcome(apiKey, owner, outcome),
     getOutcomeUsage: async (subject) => mergeRings(await Promise.all(all.map((g) => g.state.getOutcomeUsage(subject)))),
     async getUsage(apiKey) {

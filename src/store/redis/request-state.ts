@@ -8,9 +8,9 @@ import { ADMITTED, REPLAY, type Admission, type Store } from '../store.js';
 import { parseAdmissionReply, parseNonceReply } from './scripts/admission-reply.js';
 import type { Charge } from '../budgets.js';
 import { ADMIT_SCRIPT } from './scripts/admit-script.js';
-import { CREDITS_READ_SCRIPT, CREDITS_TOPUP_SCRIPT } from './scripts/credits-script.js';
+import { CREDITS_COPY_SCRIPT, CREDITS_READ_SCRIPT, CREDITS_TOPUP_SCRIPT } from './scripts/credits-script.js';
 import { MAX_CREDITS } from '../../keys/credits.js';
-import type { CreditState, CreditTarget } from '../store.js';
+import type { CreditHolder, CreditState, CreditTarget } from '../store.js';
 import { IP_BUDGET_SCRIPT } from './scripts/ip-budget-script.js';
 import type { RedisConnections } from './connection/redis-connections.js';
 import { createTurnBatch } from './turn-batch.js';
@@ -23,6 +23,10 @@ export interface RequestState {
   spendFailedAuth: Store['spendFailedAuth'];
   addCredits(target: CreditTarget, add: number): Promise<CreditState | undefined>;
   readCredits(target: CreditTarget): Promise<CreditState>;
+  /** A balance's fields as stored (r, p, g, s, i), or undefined when it has none (or not all five): a home move's read. */
+  readBalance(holder: CreditHolder): Promise<readonly string[] | undefined>;
+  /** Replaces a balance with those fields (undefined: removes it), in one step: a home move's write. */
+  writeBalance(holder: CreditHolder, fields: readonly string[] | undefined): Promise<void>;
   /** This process's own counts are written first, so its reads are exact; other replicas' within one interval. */
   getUsage(apiKey: string): Promise<KeyUsage>;
   countOutcome: Store['countOutcome'];
@@ -57,9 +61,11 @@ export function createRequestState(
   // Top-ups and reads come from the key operations: their connection, as every operator's call.
   manager.defineCommand('keygateCreditsTopUp', { numberOfKeys: 1, lua: CREDITS_TOPUP_SCRIPT });
   manager.defineCommand('keygateCreditsRead', { numberOfKeys: 1, lua: CREDITS_READ_SCRIPT });
+  manager.defineCommand('keygateCreditsCopy', { numberOfKeys: 1, lua: CREDITS_COPY_SCRIPT });
   const creditScripts = manager as unknown as {
     keygateCreditsTopUp(...args: Array<string | number>): Promise<number[]>;
     keygateCreditsRead(...args: Array<string | number>): Promise<number[]>;
+    keygateCreditsCopy(...args: string[]): Promise<number>;
   };
   const scripts = client as unknown as {
     keygateAdmit(...args: Array<string | number>): Promise<number[]>;
@@ -80,7 +86,7 @@ export function createRequestState(
    * (`{<apiKey>}:credits`, or `{owner:<owner>}:key:<apiKey>:credits`), an owner's as `{owner:<owner>}:credits`.
    */
   const ownerCreditsName = (owner: string | undefined) => `${options.prefix}{owner:${owner}}:credits`;
-  const creditsNameOf = (target: CreditTarget) =>
+  const creditsNameOf = (target: CreditTarget | CreditHolder) =>
     target.kind === 'owner' ? ownerCreditsName(target.owner) : `${admitStateOf(target.apiKey, target.owner)}credits`;
   const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
     const credits = charge.credits;
@@ -198,6 +204,15 @@ export function createRequestState(
           spec.interval,
         );
         return { remaining: reply[0] ?? 0, refillInS: reply[1] ?? -1 };
+      }),
+    readBalance: (holder) =>
+      run(async () => {
+        const fields = await manager.hmget(creditsNameOf(holder), 'r', 'p', 'g', 's', 'i');
+        return fields.every((f): f is string => f !== null) ? fields : undefined;
+      }),
+    writeBalance: (holder, fields) =>
+      run(async () => {
+        await creditScripts.keygateCreditsCopy(creditsNameOf(holder), ...(fields ?? []));
       }),
     getUsage: async (apiKey) => {
       await usage.flush();

@@ -83,3 +83,15 @@ local iv = tonumber(ARGV[4])
 local b = credit_balance(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), iv, now_sec)
 return {b[1], credit_refill_in(b, iv, now_sec)}
 `;
+
+/**
+ * A home move's copy of a balance (docs/regions.md "Moving a home"): replaces the balance with the five fields
+ * read at the old home, or removes it when there were none, in one step. KEYS: 1 the balance. ARGV: r, p, g, s, i,
+ * or nothing. Returns 1 when a balance was written, 0 when removed.
+ */
+export const CREDITS_COPY_SCRIPT = `
+redis.call('DEL', KEYS[1])
+if #ARGV < 5 then return 0 end
+redis.call('HSET', KEYS[1], 'r', ARGV[1], 'p', ARGV[2], 'g', ARGV[3], 's', ARGV[4], 'i', ARGV[5])
+return 1
+`;
