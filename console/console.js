@@ -42,7 +42,8 @@ const FIELD_WORDS = {
 };
 function inFormWords(problem) {
   // A top-up's amount is named without the request's path ("credits.add: …").
-  const m = /^(?:body\.|query\.|key\.|(?=credits\.))([A-Za-z.]+)(\[\d+\])?: (.*)$/.exec(problem);
+  // An owner's settings are named from the owner ("owner.credits.remaining: …").
+  const m = /^(?:body\.|query\.|key\.|owner\.|(?=credits\.))([A-Za-z.]+)(\[\d+\])?: (.*)$/.exec(problem);
   if (!m) return problem.replace(/^body: /, '');
   const words = FIELD_WORDS[m[1]] || FIELD_WORDS[m[1].split('.')[0]];
   return words ? `${words}: ${m[3]}` : problem;
@@ -489,11 +490,30 @@ $('#usage-dialog select[name=granularity]').addEventListener('change', () => {
   void drawUsage();
 });
 
-// Credits (PATCH /v1/keys/{apiKey} with `credits`, POST /v1/keys/{apiKey}/credits and POST
-// /v1/owners/{owner}/credits with {"add": n}): what is left is read again after each change, so the dialog
-// shows the balance as the admit step holds it, requests spent meanwhile included.
+// Credits (PATCH /v1/keys/{apiKey} with `credits`, PUT /v1/owners/{owner} with `credits`, POST
+// /v1/keys/{apiKey}/credits and POST /v1/owners/{owner}/credits with {"add": n}): what is left is read again
+// after each change, so the dialog shows the balance as the admit step holds it, requests spent meanwhile included.
 let creditsOf = null;
-async function drawCredits() {
+// The credits form's fields from credits as set or as they stand ({ remaining, refill? }); empty without any.
+function fillCreditsForm(form, credits) {
+  const f = form.elements;
+  if (!credits) return;
+  f.remaining.value = String(credits.remaining);
+  if (credits.refill) {
+    f.refillAmount.value = String(credits.refill.amount);
+    f.refillInterval.value = credits.refill.interval;
+  }
+}
+// The credits form's body: remaining, and a refill only when an amount is given.
+function creditsBody(form) {
+  const f = form.elements;
+  const body = { remaining: amountOf(f.remaining) };
+  if (f.refillAmount.value.trim() !== '')
+    body.refill = { amount: amountOf(f.refillAmount), interval: f.refillInterval.value };
+  return body;
+}
+// `first`: the dialog was just opened, and the owner's form starts from the owner's credits as they stand.
+async function drawCredits(first) {
   const dialog = $('#credits-dialog');
   const key = creditsOf;
   try {
@@ -505,6 +525,7 @@ async function drawCredits() {
     dialog.querySelector('.key-credits').textContent = creditsText(record.credits) || 'no credits: unlimited';
     dialog.querySelector('.owner-credits-left').textContent =
       (owner && creditsText(owner.credits)) || 'no credits: unlimited';
+    if (first && owner) fillCreditsForm($('#owner-credits-set-form'), owner.credits);
   } catch (err) {
     dialog.querySelector('.error').textContent = err.message;
   }
@@ -515,21 +536,14 @@ function credits(key) {
   const dialog = $('#credits-dialog');
   dialog.querySelector('.which').textContent = key.apiKey;
   for (const form of dialog.querySelectorAll('form')) form.reset();
-  const set = $('#credits-set-form').elements;
-  if (key.credits) {
-    set.remaining.value = String(key.credits.remaining);
-    if (key.credits.refill) {
-      set.refillAmount.value = String(key.credits.refill.amount);
-      set.refillInterval.value = key.credits.refill.interval;
-    }
-  }
+  fillCreditsForm($('#credits-set-form'), key.credits);
   dialog.querySelector('.owner-credits').hidden = !key.owner;
   dialog.querySelector('.owner').textContent = key.owner || '';
   dialog.querySelector('.key-credits').textContent = '';
   dialog.querySelector('.owner-credits-left').textContent = '';
   dialog.querySelector('.error').textContent = '';
   dialog.showModal();
-  void drawCredits();
+  void drawCredits(true);
 }
 
 // One credits change, then the balances read again (dialog and table); a refusal in the form's words.
@@ -542,7 +556,7 @@ async function changeCredits(method, path, body) {
     dialog.querySelector('.error').textContent = err.message;
     return;
   }
-  await drawCredits();
+  await drawCredits(false);
   await load(false);
 }
 
@@ -551,10 +565,7 @@ const amountOf = (input) => (input.value.trim() === '' ? null : Number(input.val
 
 $('#credits-set-form').addEventListener('submit', (event) => {
   event.preventDefault();
-  const f = event.target.elements;
-  const body = { remaining: amountOf(f.remaining) };
-  if (f.refillAmount.value.trim() !== '')
-    body.refill = { amount: amountOf(f.refillAmount), interval: f.refillInterval.value };
+  const body = creditsBody(event.target);
   void changeCredits('PATCH', `/v1/keys/${encodeURIComponent(creditsOf.apiKey)}`, { credits: body });
 });
 $('#credits-dialog .remove-credits').addEventListener('click', () => {
@@ -564,6 +575,15 @@ $('#credits-add-form').addEventListener('submit', (event) => {
   event.preventDefault();
   const add = amountOf(event.target.elements.add);
   void changeCredits('POST', `/v1/keys/${encodeURIComponent(creditsOf.apiKey)}/credits`, { add });
+});
+// The owner's credits through PUT, which keeps what it is not given (the owner's rate limit, its home).
+$('#owner-credits-set-form').addEventListener('submit', (event) => {
+  event.preventDefault();
+  const body = creditsBody(event.target);
+  void changeCredits('PUT', `/v1/owners/${encodeURIComponent(creditsOf.owner)}`, { credits: body });
+});
+$('#credits-dialog .remove-owner-credits').addEventListener('click', () => {
+  void changeCredits('PUT', `/v1/owners/${encodeURIComponent(creditsOf.owner)}`, { credits: null });
 });
 $('#owner-credits-add-form').addEventListener('submit', (event) => {
   event.preventDefault();

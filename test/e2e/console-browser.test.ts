@@ -659,6 +659,68 @@ describe('operator console in a real browser', () => {
     await api.call('DELETE', `/v1/keys/${made.apiKey}`);
   });
 
+  it("a write token sets and removes an owner's credits (PUT keeps its rate limit); a refused value shows its error and changes nothing", async () => {
+    const made = (
+      await api.call('POST', '/v1/keys', { json: { owner: 'acct_pool', label: 'pooled', scopes: ['accounts:read'] } })
+    ).json() as { apiKey: string; apiSecret: string };
+    const limit = { rate: '50/h', burst: 50 };
+    await api.call('PUT', '/v1/owners/acct_pool', { json: { rateLimit: limit, credits: { remaining: 20 } } });
+    const owner = async () => (await api.call('GET', '/v1/owners/acct_pool')).json() as Record<string, unknown>;
+    const ownerCredits = () => page.textContent('#credits-dialog .owner-credits-left');
+    const row = page.locator(`#key-table tbody tr[data-api-key="${made.apiKey}"]`);
+    await page.goto(`${gate.managementUrl}/console/`); // signed out: the token lives in page memory only
+    await signIn('operator');
+    await row.locator('button.credits').click();
+    await page.waitForSelector('#credits-dialog[open]');
+    await expect.poll(ownerCredits, UI_WAIT).toBe('credits left: 20');
+    // The owner's form starts from the owner's credits as they stand.
+    await expect.poll(() => page.inputValue('#owner-credits-set-form input[name=remaining]'), UI_WAIT).toBe('20');
+    expect(await page.inputValue('#owner-credits-set-form input[name=refillAmount]')).toBe('');
+
+    // Set: the owner's balance starts again from remaining, with a monthly refill; the key's own stay unlimited.
+    await page.fill('#owner-credits-set-form input[name=remaining]', '300');
+    await page.fill('#owner-credits-set-form input[name=refillAmount]', '1000');
+    await page.selectOption('#owner-credits-set-form select[name=refillInterval]', 'month');
+    await page.click('#owner-credits-set-form button[type=submit]');
+    await expect
+      .poll(ownerCredits, UI_WAIT)
+      .toMatch(/^credits left: 300, refilled to 1000 every month \(next \S+-01 00:00:00Z\)$/);
+    expect(await page.textContent('#credits-dialog .key-credits')).toBe('no credits: unlimited');
+    expect(await owner()).toMatchObject({
+      rateLimit: limit,
+      credits: { remaining: 300, refill: { amount: 1000, interval: 'month' } },
+    });
+    // A request spends from the owner's credits, and the page reads what is left after the next change.
+    expect((await send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(made.apiKey, made.apiSecret)) })).status).toBe(
+      200,
+    );
+
+    // Refused: a refill without a remaining. Named in the form's words; nothing changes.
+    await page.fill('#owner-credits-set-form input[name=remaining]', '');
+    await page.fill('#owner-credits-set-form input[name=refillAmount]', '5');
+    await page.click('#owner-credits-set-form button[type=submit]');
+    await expect.poll(() => page.textContent('#credits-dialog .error'), UI_WAIT).toMatch(/^Remaining: /);
+    expect(await page.textContent('#credits-dialog .error')).not.toMatch(/owner\.|body\./);
+    expect(await owner()).toMatchObject({
+      rateLimit: limit,
+      credits: { remaining: 299, refill: { amount: 1000, interval: 'month' } },
+    });
+    expect(await ownerCredits()).toMatch(/^credits left: 300, /); // not drawn again: nothing changed
+
+    // Set without a refill: the refill goes; then remove: unlimited, the rate limit still kept.
+    await page.fill('#owner-credits-set-form input[name=remaining]', '40');
+    await page.fill('#owner-credits-set-form input[name=refillAmount]', '');
+    await page.click('#owner-credits-set-form button[type=submit]');
+    await expect.poll(ownerCredits, UI_WAIT).toBe('credits left: 40');
+    expect(await page.textContent('#credits-dialog .error')).toBe('');
+    expect(await owner()).toMatchObject({ rateLimit: limit, credits: { remaining: 40, refill: null } });
+    await page.click('#credits-dialog .remove-owner-credits');
+    await expect.poll(ownerCredits, UI_WAIT).toBe('no credits: unlimited');
+    expect(await owner()).toMatchObject({ rateLimit: limit, credits: null });
+    await page.click('#credits-dialog .cancel');
+    await api.call('DELETE', `/v1/keys/${made.apiKey}`);
+  });
+
   it("shows each key's alg, and for an EdDSA/ES256 key the fingerprint of the public key it holds", async () => {
     const created: Array<{ apiKey: string; alg: string; publicKeyFingerprint: string }> = [];
     for (const alg of ['EdDSA', 'ES256'] as const) {
