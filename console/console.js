@@ -164,6 +164,16 @@ function creditsLine(key) {
   return line;
 }
 
+// Regions: the key's home, the region whose Redis admits its tokens (its owner's home when it has an owner).
+// Without regions the API sends no home, and no line is drawn.
+function homeLine(key) {
+  const line = document.createElement('small');
+  line.className = 'home';
+  line.title = 'the region whose Redis admits this key';
+  line.textContent = `home ${key.home}`;
+  return line;
+}
+
 function row(key) {
   const tr = document.createElement('tr');
   tr.dataset.apiKey = key.apiKey;
@@ -173,6 +183,7 @@ function row(key) {
   keyCell.append(code, document.createElement('br'), algLine(key));
   if (key.owner) keyCell.append(document.createElement('br'), budgetLine(key));
   if (key.credits) keyCell.append(document.createElement('br'), creditsLine(key));
+  if (key.home) keyCell.append(document.createElement('br'), homeLine(key));
   const state = document.createElement('span');
   state.className = `state ${key.status}`;
   state.textContent = key.status;
@@ -525,6 +536,9 @@ async function drawCredits(first) {
     dialog.querySelector('.key-credits').textContent = creditsText(record.credits) || 'no credits: unlimited';
     dialog.querySelector('.owner-credits-left').textContent =
       (owner && creditsText(owner.credits)) || 'no credits: unlimited';
+    const home = dialog.querySelector('.owner-home');
+    home.textContent = owner && owner.home ? `home ${owner.home}` : '';
+    home.hidden = home.textContent === '';
     if (first && owner) fillCreditsForm($('#owner-credits-set-form'), owner.credits);
   } catch (err) {
     dialog.querySelector('.error').textContent = err.message;
@@ -541,6 +555,8 @@ function credits(key) {
   dialog.querySelector('.owner').textContent = key.owner || '';
   dialog.querySelector('.key-credits').textContent = '';
   dialog.querySelector('.owner-credits-left').textContent = '';
+  dialog.querySelector('.owner-home').textContent = '';
+  dialog.querySelector('.owner-home').hidden = true;
   dialog.querySelector('.error').textContent = '';
   dialog.showModal();
   void drawCredits(true);

@@ -15,6 +15,7 @@ import { manualClock } from '../../src/clock.js';
 import { guard } from '../helpers/slowdown.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { ACCOUNTS_PATH } from '../helpers/constants.js';
+import { startRegions } from '../helpers/regions.js';
 
 /** How long the page may take to show what the API already did: a hang guard (a busy machine renders slowly), not a bound under test. */
 const UI_WAIT = { timeout: guard(5_000) };
@@ -670,9 +671,12 @@ describe('operator console in a real browser', () => {
     const row = page.locator(`#key-table tbody tr[data-api-key="${made.apiKey}"]`);
     await page.goto(`${gate.managementUrl}/console/`); // signed out: the token lives in page memory only
     await signIn('operator');
+    // Regions off: the API sends no home, and the page draws none.
+    expect(await page.locator('#key-table small.home').count()).toBe(0);
     await row.locator('button.credits').click();
     await page.waitForSelector('#credits-dialog[open]');
     await expect.poll(ownerCredits, UI_WAIT).toBe('credits left: 20');
+    expect(await page.isVisible('#credits-dialog .owner-home')).toBe(false);
     // The owner's form starts from the owner's credits as they stand.
     await expect.poll(() => page.inputValue('#owner-credits-set-form input[name=remaining]'), UI_WAIT).toBe('20');
     expect(await page.inputValue('#owner-credits-set-form input[name=refillAmount]')).toBe('');
@@ -748,6 +752,48 @@ describe('operator console in a real browser', () => {
     for (const k of hs) {
       const alg = page.locator(`#key-table tbody tr[data-api-key="${k.apiKey}"] .alg`);
       expect([await alg.textContent(), await alg.locator('.fingerprint').count()]).toEqual(['HS256', 0]);
+    }
+  });
+
+  it("with regions on, shows a key's home under its API key and the owner's in the Credits dialog", async () => {
+    // A Keygate of its own on two regions (test/helpers/regions.ts): keystore, its replica, one Redis per region.
+    const topo = await startRegions(['fra', 'tyo']);
+    let regional: RunningKeygate | undefined;
+    try {
+      regional = await startKeygate({
+        upstream: upstream.url,
+        env: {
+          ...topo.envOf('fra', { replica: false }),
+          KEYGATE_MANAGEMENT_PORT: '0',
+          KEYGATE_MANAGEMENT_TOKENS_FILE: tokens.file,
+        },
+      });
+      const regionalApi = managementClient(regional.managementUrl as string, tokens.tokens.operator as string);
+      // The owner lives in tyo, so its key does; a key without an owner lives where it was made (fra).
+      await regionalApi.call('PUT', '/v1/owners/acct_tokyo', { json: { home: 'tyo' } });
+      const create = async (json: Record<string, unknown>) =>
+        (await regionalApi.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'], ...json } })).json() as {
+          apiKey: string;
+          home?: string;
+        };
+      const owned = await create({ owner: 'acct_tokyo', label: 'tokyo app' });
+      const loose = await create({ label: 'no owner' });
+      expect([owned.home, loose.home]).toEqual(['tyo', 'fra']);
+      await page.goto(`${regional.managementUrl}/console/`);
+      await signIn('operator');
+      const home = (apiKey: string) => page.locator(`#key-table tbody tr[data-api-key="${apiKey}"] small.home`);
+      await expect.poll(() => home(owned.apiKey).textContent(), UI_WAIT).toBe('home tyo');
+      expect(await home(loose.apiKey).textContent()).toBe('home fra');
+      await page.click(`#key-table tbody tr[data-api-key="${owned.apiKey}"] button.credits`);
+      await page.waitForSelector('#credits-dialog[open]');
+      await expect.poll(() => page.textContent('#credits-dialog .owner-home'), UI_WAIT).toBe('home tyo');
+      expect(await page.isVisible('#credits-dialog .owner-home')).toBe(true);
+      await page.click('#credits-dialog .cancel');
+    } finally {
+      // Back to the console of the Keygate the other cases use (signed out: the token lives in page memory only).
+      await page.goto(`${gate.managementUrl}/console/`);
+      await regional?.close();
+      await topo.stop();
     }
   });
 
