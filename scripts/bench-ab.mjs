@@ -15,7 +15,7 @@
 // on the load, so they resolve a change CPU time cannot on a shared machine.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -65,6 +65,8 @@ Usage: npm run bench:ab -- [options]
   --bind get|post      issue 43: the current build's targets send tokens bound to their request (method, path,
                        and with post the body_sha256 of a 1 KiB JSON body every target sends with POST), the
                        baseline's plain tokens; with --baseline HEAD (same code), binding's own cost
+  --credits N          the current build's Redis target uses a Redis of its own where the bench key holds N credits
+                       (each request spends one); with --baseline HEAD, the credits' own cost
   --key-owner NAME     give the bench key an owner (its budget: defaultOwnerRateLimit in a policy set with --env)
   --commandstats       after the rounds, each Redis target alone for --duration s: its Redis commands per
                        request from INFO commandstats (CONFIG RESETSTAT first; background work included)
@@ -86,6 +88,7 @@ const args = parseOptions(
     rounds: { type: 'string', default: '5' },
     stores: { type: 'string', default: 'embedded,redis' },
     'key-owner': { type: 'string' },
+    credits: { type: 'string' },
     bind: { type: 'string' },
     saturate: { type: 'boolean' },
     public: { type: 'boolean' },
@@ -221,7 +224,7 @@ async function main() {
     {
       name: 'current',
       tree: root,
-      label: `${head}${dirty ? ' + uncommitted src changes' : ''}${envLabel(ENV.current)}`,
+      label: `${head}${dirty ? ' + uncommitted src changes' : ''}${envLabel(ENV.current)}${args.credits ? ` (Redis: the key holds ${args.credits} credits)` : ''}`,
       env: ENV.current,
     },
     {
@@ -235,6 +238,12 @@ async function main() {
   const owner = args['key-owner'];
   const redis = STORES.includes('redis') ? await startRedisWithKey(children, dir, root, owner) : undefined;
   const keysFile = redis?.keysFile ?? writeKeysFile(dir, owner);
+  const creditsDir = join(dir, 'credits');
+  mkdirSync(creditsDir);
+  const redisCredits =
+    args.credits && redis
+      ? await startRedisWithKey(children, creditsDir, root, owner, Number(args.credits))
+      : undefined;
   const upstream = await startUpstream(children);
   const bare = await startBareProxy(children, upstream.url, [TRACE_GC]);
   const bareUndici = await startBareUndici(children, upstream.url, [TRACE_GC]);
@@ -249,7 +258,11 @@ async function main() {
       /** @type {Record<string, string>} */
       const env =
         redis && store === 'redis'
-          ? { ...logLevel, KEYGATE_REDIS_URL: redis.url, ...b.env }
+          ? {
+              ...logLevel,
+              KEYGATE_REDIS_URL: (b.name === 'current' ? redisCredits?.url : undefined) ?? redis.url,
+              ...b.env,
+            }
           : { ...logLevel, KEYGATE_KEYS_FILE: keysFile };
       if (args.bind === 'post') env.KEYGATE_CONFIG = postPolicy;
       const kg = await startKeygate(children, `${b.name}-${store}`, upstream.url, env, b.tree, [TRACE_GC]);
