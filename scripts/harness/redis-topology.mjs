@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, portIsFree } from './free-port.mjs';
+import { claimPort, freePort, HARNESS_PORTS_END } from './free-port.mjs';
 import { redisServerAvailable } from './redis-server.mjs';
 import { startTcpRelay } from './tcp-relay.mjs';
 
@@ -109,14 +109,14 @@ async function answers(port, password, command, expect) {
 }
 
 /**
- * A port p such that p + 10000 (the cluster bus port) is free too.
+ * A port p such that p + 10000 (the cluster bus port) is claimed too, both below the kernel's ephemeral range.
  * @param {Set<number>} taken
  */
 async function clusterPort(taken) {
   for (;;) {
-    const p = await freePort();
-    if (p >= 55_000 || taken.has(p) || taken.has(p + 10_000)) continue;
-    if (await portIsFree(p + 10_000)) {
+    const p = await freePort({ below: HARNESS_PORTS_END - 10_000 });
+    if (taken.has(p) || taken.has(p + 10_000)) continue;
+    if (await claimPort(p + 10_000)) {
       taken.add(p).add(p + 10_000);
       return p;
     }
