@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
-import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { putKeys, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
 import { client, startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -258,7 +258,7 @@ describe('replay fence: one server restarted without persistence (a new run_id o
       // Off by default for one server: no fence on a new run_id (a restart with its data is no loss).
       await startKeygate({ upstream: upstream.url, env }),
     ];
-    await gates[0]!.keygate.store.putKey(makeKey({ apiKey: 'fenced-key', secret: SECRET }));
+    await putKeys(gates[0]!.keygate.store, [makeKey({ apiKey: 'fenced-key', secret: SECRET })]);
   }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();
