@@ -11,7 +11,7 @@ import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
 import { claimPort, freePort, HARNESS_PORTS_END } from './free-port.mjs';
 import { redisServerAvailable } from './redis-server.mjs';
-import { startTcpRelay } from './tcp-relay.mjs';
+import { startTcpRelayProcess } from './tcp-relay.mjs';
 
 const run = promisify(execFile);
 
@@ -273,7 +273,7 @@ export async function startRedisCluster(options = {}) {
  * @property {number} masterPort
  * @property {number} replicaPort
  * @property {number} sentinelPort
- * @property {import('./tcp-relay.mjs').TcpRelay | undefined} relay with `relay: true`: the link the replica replicates through (hold() makes it lag)
+ * @property {import('./tcp-relay.mjs').RelayProcess | undefined} relay with `relay: true`: the link the replica replicates through, in a process of its own (hold() makes it lag)
  * @property {() => Promise<number>} currentMasterPort port of the node the sentinel currently calls master
  * @property {() => Promise<void>} killMaster SIGKILL the current master process
  * @property {() => Promise<void>} forceFailover asks the sentinel for a failover now (the master stays alive and becomes a replica)
@@ -299,7 +299,7 @@ export async function startRedisSentinel(options = {}) {
   /** @type {Map<number, Proc>} */
   const byPort = new Map();
   byPort.set(masterPort, spawnRedis(masterPort, ['--port', String(masterPort), ...common]));
-  const relay = options.relay ? await startTcpRelay(masterPort) : undefined;
+  const relay = options.relay ? await startTcpRelayProcess(masterPort) : undefined;
   const upstreamPort = relay?.port ?? masterPort;
   byPort.set(
     replicaPort,

@@ -78,10 +78,10 @@ describe('replay fence: the master is killed mid-traffic while its replica lags'
       };
       for (let i = 0; i < 6; i++) expect((await admit('replicated', i % 2)).status).toBe(200);
       await redis.waitReplicated();
-      redis.relay!.hold();
+      await redis.relay!.hold();
       for (let i = 0; i < 10; i++) expect((await admit('lagging', i % 2)).status).toBe(200);
       // The held link really carries those nonces: the replica the sentinel will promote lacks them.
-      expect(redis.relay!.held()).toBeGreaterThan(0);
+      expect(await redis.relay!.held()).toBeGreaterThan(0);
 
       // Traffic: two clients, a fresh token per request, alternating instances, through the failover.
       let running = true;
