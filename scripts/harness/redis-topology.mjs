@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Redis } from 'ioredis';
-import { freePort, portIsFree } from './free-port.mjs';
+import { claimPort, freePort, HARNESS_PORTS_END } from './free-port.mjs';
 import { redisServerAvailable } from './redis-server.mjs';
-import { startTcpRelay } from './tcp-relay.mjs';
+import { startTcpRelayProcess } from './tcp-relay.mjs';
 
 const run = promisify(execFile);
 
@@ -109,14 +109,14 @@ async function answers(port, password, command, expect) {
 }
 
 /**
- * A port p such that p + 10000 (the cluster bus port) is free too.
+ * A port p such that p + 10000 (the cluster bus port) is claimed too, both below the kernel's ephemeral range.
  * @param {Set<number>} taken
  */
 async function clusterPort(taken) {
   for (;;) {
-    const p = await freePort();
-    if (p >= 55_000 || taken.has(p) || taken.has(p + 10_000)) continue;
-    if (await portIsFree(p + 10_000)) {
+    const p = await freePort({ below: HARNESS_PORTS_END - 10_000 });
+    if (taken.has(p) || taken.has(p + 10_000)) continue;
+    if (await claimPort(p + 10_000)) {
       taken.add(p).add(p + 10_000);
       return p;
     }
@@ -273,7 +273,7 @@ export async function startRedisCluster(options = {}) {
  * @property {number} masterPort
  * @property {number} replicaPort
  * @property {number} sentinelPort
- * @property {import('./tcp-relay.mjs').TcpRelay | undefined} relay with `relay: true`: the link the replica replicates through (hold() makes it lag)
+ * @property {import('./tcp-relay.mjs').RelayProcess | undefined} relay with `relay: true`: the link the replica replicates through, in a process of its own (hold() makes it lag)
  * @property {() => Promise<number>} currentMasterPort port of the node the sentinel currently calls master
  * @property {() => Promise<void>} killMaster SIGKILL the current master process
  * @property {() => Promise<void>} forceFailover asks the sentinel for a failover now (the master stays alive and becomes a replica)
@@ -301,7 +301,7 @@ export async function startRedisSentinel(options = {}) {
   /** @type {Map<number, Proc>} */
   const byPort = new Map();
   byPort.set(masterPort, spawnRedis(masterPort, ['--port', String(masterPort), ...common]));
-  const relay = options.relay ? await startTcpRelay(masterPort) : undefined;
+  const relay = options.relay ? await startTcpRelayProcess(masterPort) : undefined;
   const upstreamPort = relay?.port ?? masterPort;
   byPort.set(
     replicaPort,

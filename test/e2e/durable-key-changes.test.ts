@@ -156,12 +156,12 @@ describe('durable key changes: a lagging replica, then the master is killed', ()
         }
       };
       await run('synced', durable, keys.synced);
-      redis.relay!.hold();
+      await redis.relay!.hold();
       await run('lagDurable', durable, keys.lagDurable);
       await run('lagAsBefore', asBefore, keys.lagAsBefore);
       // The held link really carried the lagging writes (else the 503s would prove nothing).
       // A starved master propagates late: wait for the bytes to reach the relay rather than read it at once.
-      await until('the held link carries the lagging writes', async () => redis.relay!.held() > 0, 15_000);
+      await until('the held link carries the lagging writes', async () => (await redis.relay!.held()) > 0, 15_000);
 
       // A synced change ended acknowledged whatever its final status (see below); the others, by a 2xx.
       const acknowledged = (group: string) =>

@@ -2,10 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
-import { startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
+import { client, startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
 import { runKeygate } from '../helpers/spawn-keygate.js';
 import { token } from '../helpers/tokens.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { startRedis } from '../helpers/redis-server.js';
 import { ACCOUNTS_PATH, LONG_CACHE_TTL_MS, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { guard } from '../helpers/slowdown.js';
 
@@ -243,6 +244,53 @@ describe('Redis Sentinel failover during traffic', () => {
     const t = token('steady', SECRET);
     expect(await call(gates[0]!, t)).toEqual({ status: 200 });
     expect(await call(gates[1]!, t)).toEqual({ status: 401, code: 40106 });
+  });
+
+  /**
+   * A sentinel names the promoted replica as soon as it is promoted and announces +switch-master only later: a
+   * connection that reconnected in between is on the new master already when the message comes. A sentinel takes
+   * no PUBLISH but its own, so the instance here also lists a plain Redis as a sentinel (asked for the master, it
+   * answers an error and the real sentinel is asked) and the test announces the switch there.
+   */
+  it('a +switch-master naming the master the connections are on moves none of them; naming another, all', async () => {
+    const announcer = await startRedis({ persistence: 'none' });
+    const gate = await startKeygate({
+      upstream: upstream.url,
+      env: { ...sentinelEnv(), KEYGATE_REDIS_SENTINELS: `${redis.sentinels},127.0.0.1:${announcer.port}` },
+    });
+    const publisher = client(announcer.port);
+    try {
+      await publisher.connect();
+      const lines = (from: number, msg: string) =>
+        gate.logs.slice(from).filter((l) => (JSON.parse(l) as { msg: string }).msg.startsWith(msg)).length;
+      const heard = 'sentinel reports a new master';
+      const announce = async (toPort: number) => {
+        const from = gate.logs.length;
+        // Until the watcher's subscription on the announcer is in place, a message reaches nobody: sent again.
+        await until('the instance heard the switch', async () => {
+          await publisher.publish('+switch-master', `${redis.masterName} 127.0.0.1 1 127.0.0.1 ${toPort}`);
+          await new Promise((r) => setTimeout(r, 50));
+          return lines(from, heard) > 0;
+        });
+        return from;
+      };
+      expect(await call(gate, token('steady', SECRET))).toEqual({ status: 200 });
+
+      let from = await announce(await redis.currentMasterPort());
+      // Served at once on the connections it has: none was dropped.
+      expect(await call(gate, token('steady', SECRET))).toEqual({ status: 200 });
+      expect(lines(from, 'redis connection down')).toBe(0);
+
+      // The control: a switch to another server moves every connection (back where the sentinel says).
+      from = await announce(1);
+      await until('the connections moved and came back', async () => lines(from, 'redis reconnected') >= 3);
+      expect(lines(from, 'redis connection down')).toBeGreaterThan(0);
+      await until('the instance serves again', async () => (await call(gate, token('steady', SECRET))).status === 200);
+    } finally {
+      publisher.disconnect();
+      await gate.close();
+      await announcer.stop();
+    }
   });
 
   it(

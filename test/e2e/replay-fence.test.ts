@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bearer, send } from '../helpers/http.js';
-import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
+import { putKeys, startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { makeKey } from '../helpers/make-key.js';
 import { client, startRedisSentinel, until, type TestSentinel } from '../helpers/redis-topology.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
@@ -78,10 +78,10 @@ describe('replay fence: the master is killed mid-traffic while its replica lags'
       };
       for (let i = 0; i < 6; i++) expect((await admit('replicated', i % 2)).status).toBe(200);
       await redis.waitReplicated();
-      redis.relay!.hold();
+      await redis.relay!.hold();
       for (let i = 0; i < 10; i++) expect((await admit('lagging', i % 2)).status).toBe(200);
       // The held link really carries those nonces: the replica the sentinel will promote lacks them.
-      expect(redis.relay!.held()).toBeGreaterThan(0);
+      expect(await redis.relay!.held()).toBeGreaterThan(0);
 
       // Traffic: two clients, a fresh token per request, alternating instances, through the failover.
       let running = true;
@@ -258,7 +258,7 @@ describe('replay fence: one server restarted without persistence (a new run_id o
       // Off by default for one server: no fence on a new run_id (a restart with its data is no loss).
       await startKeygate({ upstream: upstream.url, env }),
     ];
-    await gates[0]!.keygate.store.putKey(makeKey({ apiKey: 'fenced-key', secret: SECRET }));
+    await putKeys(gates[0]!.keygate.store, [makeKey({ apiKey: 'fenced-key', secret: SECRET })]);
   }, guard(60_000));
   afterAll(async () => {
     for (const g of gates) await g.close();

@@ -213,7 +213,9 @@ describe('webhooks: retries end after 24 h (the clock driven by the test)', () =
     const redis = await startRedis();
     const upstream = await startRecordingUpstream();
     const receiver = await startWebhookReceiver();
-    receiver.answer = () => 500;
+    // The receiver has the request before Keygate has its answer; a short wait keeps those two moments apart, as on
+    // any real network. The next attempt is scheduled from the moment the answer came, on the test's clock.
+    receiver.answer = () => new Promise((resolve) => setTimeout(() => resolve(500), 100));
     const tokens = writeTokensFile([{ name: 'ops', access: 'write' }]);
     const clock = manualClock();
     const gate = await startKeygate({
@@ -231,20 +233,34 @@ describe('webhooks: retries end after 24 h (the clock driven by the test)', () =
       const api = managementClient(gate.managementUrl as string, tokens.tokens.ops as string);
       await groupCreated(redis.url);
       expect((await api.call('POST', '/v1/keys', { json: { scopes: ['accounts:read'] } })).status).toBe(201);
-      await expect.poll(() => receiver.received.length, WAIT).toBe(1);
       const text = () => gate.keygate.metrics.registry.metrics();
+      const count = async (outcome: string) =>
+        Number(
+          new RegExp(`^keygate_webhook_deliveries_total\\{outcome="${outcome}"\\} (\\S+)$`, 'm').exec(
+            await text(),
+          )?.[1],
+        );
+      /**
+       * Attempt `n` was sent and its failure settled: the next attempt is scheduled, from the test's clock as it was
+       * then. Only after that may the test move the clock (moved while the answer is on its way, the next attempt
+       * would be scheduled from the moved clock).
+       */
+      const failedAttempts = async (n: number) => {
+        await expect.poll(() => receiver.received.length, WAIT).toBe(n);
+        await expect.poll(() => count('failed'), WAIT).toBe(n);
+      };
+      await failedAttempts(1);
       await expect.poll(async () => /keygate_webhook_pending 1$/m.test(await text()), WAIT).toBe(true);
       // The schedule is the default one (5 s first): nothing more comes until the test moves the clock.
       clock.advance(5_000);
-      await expect.poll(() => receiver.received.length, WAIT).toBe(2);
+      await failedAttempts(2);
       clock.advance(23 * 3_600_000);
-      await expect.poll(() => receiver.received.length, WAIT).toBe(3);
-      expect(/keygate_webhook_deliveries_total\{outcome="given_up"\} 0$/m.test(await text())).toBe(true);
+      await failedAttempts(3);
+      expect(await count('given_up')).toBe(0);
       clock.advance(2 * 3_600_000);
       await expect.poll(() => receiver.received.length, WAIT).toBe(4);
-      await expect
-        .poll(async () => /keygate_webhook_deliveries_total\{outcome="given_up"\} 1$/m.test(await text()), WAIT)
-        .toBe(true);
+      await expect.poll(() => count('given_up'), WAIT).toBe(1);
+      expect(await count('failed')).toBe(3);
       await expect.poll(async () => /keygate_webhook_pending 0$/m.test(await text()), WAIT).toBe(true);
       expect(new Set(receiver.received.map((w) => w.id)).size).toBe(1);
     } finally {

@@ -1,1 +1,1 @@
-export { freePort, portIsFree } from '../../scripts/harness/free-port.mjs';
+export { claimPort, freePort, HARNESS_PORTS_END, portIsFree } from '../../scripts/harness/free-port.mjs';

@@ -6,7 +6,8 @@ import { createKeygate, type Keygate } from '../../src/create-keygate.js';
 import { REDACT_PATHS } from '../../src/observe/logger.js';
 import type { KeyRecord } from '../../src/keys/key-record.js';
 import { createMemoryStore } from '../../src/store/memory/memory-store.js';
-import type { Store } from '../../src/store/store.js';
+import { StoreUnavailableError, type Store } from '../../src/store/store.js';
+import { guard } from './slowdown.js';
 import { systemClock } from '../../src/clock.js';
 import { waitStoreReady } from '../../src/store/wait-ready.js';
 
@@ -63,7 +64,7 @@ export async function startKeygate(options: StartKeygateOptions): Promise<Runnin
   const keygate = createKeygate(config, { logger, clock, ...(store && { store }) });
   if (config.redis) {
     await waitStoreReady(keygate.store);
-    for (const k of options.keys ?? []) await keygate.store.putKey(k);
+    await putKeys(keygate.store, options.keys ?? []);
   }
   const { port, adminPort, managementPort, scanningPort } = await keygate.listen();
   return {
@@ -77,6 +78,25 @@ export async function startKeygate(options: StartKeygateOptions): Promise<Runnin
     logs,
     close: () => keygate.close(),
   };
+}
+
+/**
+ * Writes `keys` for a test's set-up. Each write runs under the store's command deadline (500 ms): on a loaded machine
+ * Redis may not answer within it, an honest refusal (StoreUnavailableError) that is written again, under a hang
+ * guard, since the set-up needs the keys, not a fast Redis.
+ */
+export async function putKeys(store: Store, keys: readonly KeyRecord[]): Promise<void> {
+  const deadline = Date.now() + guard(30_000);
+  for (const k of keys)
+    for (;;) {
+      try {
+        await store.putKey(k);
+        break;
+      } catch (err) {
+        if (!(err instanceof StoreUnavailableError) || Date.now() > deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    }
 }
 
 export { waitStoreReady } from '../../src/store/wait-ready.js';

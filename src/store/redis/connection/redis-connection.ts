@@ -110,9 +110,34 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
   }
 }
 
+/** A server's address as a sentinel names it. */
+export interface ServerAddress {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** The new master a +switch-master message names ("<name> <old ip> <old port> <new ip> <new port>"), or undefined. */
+export function switchedTo(message: string, masterName: string): ServerAddress | undefined | null {
+  const [name, , , host, port] = message.split(' ');
+  if (name !== masterName) return null;
+  return host !== undefined && /^\d+$/.test(port ?? '') ? { host, port: Number(port) } : undefined;
+}
+
+/**
+ * Whether `client` is connected to `to` right now (its socket's peer). A name that is no IP address (a sentinel
+ * announcing hostnames) never matches: the caller then reconnects, which is always safe.
+ */
+export function connectedTo(client: RedisClient, to: ServerAddress | undefined): boolean {
+  if (to === undefined || client instanceof Cluster) return false;
+  const stream = client.stream as { remoteAddress?: string; remotePort?: number } | undefined;
+  const peer = stream?.remoteAddress?.replace(/^::ffff:/, '');
+  return peer !== undefined && peer === to.host && stream?.remotePort === to.port;
+}
+
 /**
  * Sentinel mode: subscribes to +switch-master on every sentinel and calls
- * `onSwitch` when our master changes. After a planned failover the old master
+ * `onSwitch` with the new master's address (undefined if the message names none)
+ * when our master changes. After a planned failover the old master
  * keeps accepting writes until the sentinels demote it (seconds later), so a
  * client must not wait for its connection to break: Keygate reconnects at
  * once, or replays could slip through between the two masters.
@@ -120,7 +145,7 @@ export function createRedisClient(conn: RedisConnection, options: RedisClientOpt
  */
 export function watchSentinelFailover(
   conn: Extract<RedisConnection, { mode: 'sentinel' }>,
-  onSwitch: () => void,
+  onSwitch: (to: ServerAddress | undefined) => void,
 ): () => void {
   const watchers = conn.sentinels.map((s) => {
     const w = new Redis({
@@ -135,7 +160,8 @@ export function watchSentinelFailover(
     w.on('error', () => {}); // a sentinel that is down is one of several; the data connections report real trouble
     w.subscribe('+switch-master').catch(() => {});
     w.on('message', (_channel: string, message: string) => {
-      if (message.split(' ')[0] === conn.masterName) onSwitch();
+      const to = switchedTo(message, conn.masterName);
+      if (to !== null) onSwitch(to);
     });
     return w;
   });

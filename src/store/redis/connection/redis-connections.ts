@@ -7,7 +7,13 @@ import type { ReplayFence } from '../../replay-fence.js';
 import { StoreUnavailableError } from '../../store.js';
 import { createDeadlineQueue } from './deadline-queue.js';
 import { watchFailovers } from './failover-watch.js';
-import { CONNECT_TIMEOUT_MS, createRedisClient, watchSentinelFailover, type RedisClient } from './redis-connection.js';
+import {
+  CONNECT_TIMEOUT_MS,
+  connectedTo,
+  createRedisClient,
+  watchSentinelFailover,
+  type RedisClient,
+} from './redis-connection.js';
 import { createRedisOutageLog } from './redis-outage-log.js';
 import { createRedisReachability, type RedisReachability } from './redis-reachability.js';
 import { describeRedis } from '../../../config/redis-settings.js';
@@ -90,15 +96,22 @@ export function createRedisConnections(
   const manager = createRedisClient(connection, { ...clientOptions, subscriber: false });
   const stopWatching =
     connection.mode === 'sentinel'
-      ? watchSentinelFailover(connection, () => {
+      ? watchSentinelFailover(connection, (to) => {
           // Before the reconnect: no admit may reach the new master ahead of the fence.
           if (deps.fence) {
             deps.fence.raise('switch_master');
             deps.logger.warn({ cause: 'switch_master' }, 'redis failover seen: replay fence raised');
           }
-          deps.logger.info('sentinel reports a new master; reconnecting');
-          // Only a ready connection: one that is (re)connecting already asks the sentinels.
-          for (const c of [client, subscriber, manager]) if (c.status === 'ready') c.disconnect(true);
+          // Only a ready connection on another server: one that is (re)connecting already asks the sentinels, and
+          // one that reconnected to the new master before the message came (a sentinel names the promoted replica
+          // as soon as it is promoted, and announces the switch later) is where it should be. Dropped again, it
+          // refused every request (503) until it was back, after the instance had served on the new master.
+          const moving = [client, subscriber, manager].filter((c) => c.status === 'ready' && !connectedTo(c, to));
+          deps.logger.info(
+            { newMaster: to && `${to.host}:${to.port}`, reconnecting: moving.length },
+            'sentinel reports a new master; reconnecting the connections not on it',
+          );
+          for (const c of moving) c.disconnect(true);
         })
       : () => {};
   const events = deps.events;
