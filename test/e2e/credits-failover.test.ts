@@ -129,13 +129,14 @@ describe('credits through a Sentinel failover: the master killed while its repli
       await until('requests forwarded before the lag', async () => forwarded(() => true) >= 30, guard(30_000));
       const probeTick = ++tick;
       await redis.waitReplicated();
-      redis.relay!.hold();
+      await redis.relay!.hold();
       const holdTick = ++tick;
       // The replica lags: requests sent from here on spend on the master only.
       await until(
         'requests forwarded while the replica lags',
         async () =>
-          (await failedOverOnItsOwn()) || (forwarded((s) => s.startTick > holdTick) >= 30 && redis.relay!.held() > 0),
+          (await failedOverOnItsOwn()) ||
+          (forwarded((s) => s.startTick > holdTick) >= 30 && (await redis.relay!.held()) > 0),
         guard(30_000),
       );
       expect(ownFailover, 'the sentinel failed over on its own before the test killed the master').toBe(false);
