@@ -1,12 +1,11 @@
-import { Readable, Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import type { AuditEntry } from '../../src/store/audit-entry.js';
 import { startKeygate, type RunningKeygate } from '../helpers/keygate.js';
 import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementClient } from '../helpers/management.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
+import { runCli } from '../helpers/cli-run.js';
 
 type Page = { entries: AuditEntry[]; nextCursor: string | null };
 
@@ -143,17 +142,7 @@ describe('the audit log: GET /v1/audit and keygate audit, one reader over the Re
 
   it('keygate audit reads the same: --key, --owner, --since, --json; a bad --since is a usage error', async () => {
     const cli = async (...args: string[]) => {
-      let out = '';
-      let err = '';
-      const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
-      const code = await main(args, {
-        out: sink((s) => (out += s)),
-        err: sink((s) => (err += s)),
-        env: { KEYGATE_REDIS_URL: redis.url },
-        stdin: Readable.from([]),
-        openKeyStore: openRedisKeyStore,
-      });
-      return { code, out, err };
+      return runCli(args, { env: { KEYGATE_REDIS_URL: redis.url }, openKeyStore: openRedisKeyStore });
     };
     const first = made[0] as { apiKey: string };
     const json = await cli('audit', '--key', first.apiKey, '--json');

@@ -1,10 +1,8 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable, Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import { ACCOUNTS_PATH, PUBLISHED_WITHIN } from '../helpers/constants.js';
 import { bearer, send, type Reply } from '../helpers/http.js';
@@ -14,6 +12,7 @@ import { createOpenApiCheck, managementClient, writeTokensFile, type ManagementC
 import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recording-upstream.js';
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { token } from '../helpers/tokens.js';
+import { runCli } from '../helpers/cli-run.js';
 
 const SECRET = 'owner-limits-secret-0123456789';
 const HEAVY_PATH = '/api/v3/depth';
@@ -80,17 +79,10 @@ describe("owners' own limits: keygate owners and /v1/owners/{owner}, two instanc
 
   const owners = (...args: string[]) => cli('owners', ...args);
   async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
-    const code = await main(args, {
-      out: sink((s) => (out += s)),
-      err: sink((s) => (err += s)),
+    return runCli(args, {
       env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'owner-test', KEYGATE_CONFIG: policyFile },
-      stdin: Readable.from([]),
       openKeyStore: openRedisKeyStore,
     });
-    return { code, out, err };
   }
   const call = (gate: RunningKeygate, apiKey: string) =>
     send(gate.url, ACCOUNTS_PATH, { headers: bearer(token(apiKey, SECRET)) });

@@ -1,7 +1,5 @@
-import { Readable, Writable } from 'node:stream';
 import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import { createKeyOperations } from '../../src/operations/key-operations.js';
 import { ACCOUNTS_PATH, PUBLISHED_WITHIN } from '../helpers/constants.js';
@@ -14,6 +12,7 @@ import { until } from '../helpers/redis-topology.js';
 import { startRegions, type RegionsTopology } from '../helpers/regions.js';
 import { guard } from '../helpers/slowdown.js';
 import { token } from '../helpers/tokens.js';
+import { runCli } from '../helpers/cli-run.js';
 
 /**
  * Regions, a home move carries the credits balance (docs/regions.md "Moving a home"): two regions' request-state
@@ -189,17 +188,10 @@ describe('regions: a home move carries the credits balance', { timeout: guard(18
 
   /** `keygate …` in process, as bin/keygate.js runs it, with the environment of a CLI in region fra. */
   async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
-    const code = await main(args, {
-      out: sink((s) => (out += s)),
-      err: sink((s) => (err += s)),
+    return runCli(args, {
       env: { ...topo.envOf('fra'), KEYGATE_ACTOR: 'regions-credits-test' },
-      stdin: Readable.from([]),
       openKeyStore: openRedisKeyStore,
     });
-    return { code, out, err };
   }
 
   it("keygate keys update --home and owners set --home carry the balances too; keygate's credits are read and topped up at the home", async () => {

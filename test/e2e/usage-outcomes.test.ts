@@ -1,11 +1,9 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable, Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import { manualClock } from '../../src/clock.js';
 import {
@@ -34,6 +32,7 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { guard } from '../helpers/slowdown.js';
 import { token } from '../helpers/tokens.js';
+import { runCli } from '../helpers/cli-run.js';
 
 /**
  * Usage by outcome (src/keys/outcome-usage.ts): counted per key and per owner in rings of minutes, hours and
@@ -296,17 +295,10 @@ describe('usage by outcome over the wire: only verified requests count; the API 
   });
 
   async function cli(...args: string[]): Promise<{ code: number; out: string; err: string }> {
-    let out = '';
-    let err = '';
-    const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
-    const code = await main(args, {
-      out: sink((s) => (out += s)),
-      err: sink((s) => (err += s)),
+    return runCli(args, {
       env: { KEYGATE_REDIS_URL: redis.url, KEYGATE_ACTOR: 'usage-test' },
-      stdin: Readable.from([]),
       openKeyStore: openRedisKeyStore,
     });
-    return { code, out, err };
   }
 
   it('keygate keys usage --granularity and keygate owners usage read the same report; a bad granularity is a usage error', async () => {

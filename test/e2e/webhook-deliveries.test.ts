@@ -1,7 +1,5 @@
-import { Readable, Writable } from 'node:stream';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../src/cli/main.js';
 import { openRedisKeyStore } from '../../src/cli/keys/open-key-store.js';
 import type { Config } from '../../src/config/load-config.js';
 import type { DeliveryPage, DeliveryView } from '../../src/operations/webhook-operations.js';
@@ -11,6 +9,7 @@ import { startRecordingUpstream, type RecordingUpstream } from '../helpers/recor
 import { startRedis, type TestRedis } from '../helpers/redis-server.js';
 import { guard } from '../helpers/slowdown.js';
 import { startWebhookReceiver, type WebhookReceiver } from '../helpers/webhook-receiver.js';
+import { runCli } from '../helpers/cli-run.js';
 
 /** Ten minutes before any retry: longer than any wait here, so an event that arrives came by retry-now. */
 const RETRY_DELAY_MS = 600_000;
@@ -180,17 +179,7 @@ describe('webhook deliveries: the list of events not yet delivered, and retry-no
 
   it('keygate webhooks list and retry: the same list and retry-now from the command line', async () => {
     const cli = async (...args: string[]) => {
-      let out = '';
-      let err = '';
-      const sink = (append: (s: string) => void) => new Writable({ write: (c, _e, cb) => (append(String(c)), cb()) });
-      const code = await main(args, {
-        out: sink((s) => (out += s)),
-        err: sink((s) => (err += s)),
-        env: { KEYGATE_REDIS_URL: redis.url },
-        stdin: Readable.from([]),
-        openKeyStore: openRedisKeyStore,
-      });
-      return { code, out, err };
+      return runCli(args, { env: { KEYGATE_REDIS_URL: redis.url }, openKeyStore: openRedisKeyStore });
     };
     await receiver.down();
     const id = await createKey();
