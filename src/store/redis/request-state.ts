@@ -88,6 +88,13 @@ export function createRequestState(
   const ownerCreditsName = (owner: string | undefined) => `${options.prefix}{owner:${owner}}:credits`;
   const creditsNameOf = (target: CreditTarget | CreditHolder) =>
     target.kind === 'owner' ? ownerCreditsName(target.owner) : `${admitStateOf(target.apiKey, target.owner)}credits`;
+  /** The credits scripts' first arguments: the balance's name and the credits as set (credits-script.ts). */
+  const creditArgs = (target: CreditTarget) => {
+    const { spec } = target;
+    return [creditsNameOf(target), spec.gen, spec.remaining, spec.amount, spec.interval] as const;
+  };
+  /** A credits script's reply: what is left and the seconds until the refill (-1: none). */
+  const creditState = (reply: number[]): CreditState => ({ remaining: reply[0] ?? 0, refillInS: reply[1] ?? -1 });
   const admitArgs = (state: string, nonce: string, ttlMs: number, charge: Charge) => {
     const credits = charge.credits;
     const args: Array<string | number> = [1 + charge.budgets.length + (credits?.length ?? 0), `${state}nonce:${nonce}`];
@@ -105,7 +112,7 @@ export function createRequestState(
   // connection: ioredis's own commands (with its auto-pipelining) there.
   const turn = client.isCluster ? undefined : createTurnBatch(client as Redis);
   const nonceSet = turn?.nonceSet;
-  const admitCall = turn?.scriptCall(ADMIT_SCRIPT);
+  const admitCall = turn?.scriptCall(ADMIT_SCRIPT, (args) => admitScript(...args));
   const usageScript = scripts.keygateUsage.bind(client);
 
   // Usage is counted in process and written in batches (usage-writer.ts); the mark field tells
@@ -160,7 +167,7 @@ export function createRequestState(
       const args = admitArgs(state, nonce, ttlMs, charge);
       if (admitCall !== undefined)
         return runCallback<number[], Admission>(
-          (done) => admitCall(args, () => admitScript(...args), done),
+          (done) => admitCall(args, done),
           (reply) => counted(apiKey, parseAdmissionReply(reply), charge.cost),
         );
       return runThen(
@@ -181,30 +188,11 @@ export function createRequestState(
       }),
     addCredits: (target, add) =>
       run(async () => {
-        const { spec } = target;
-        const reply = await creditScripts.keygateCreditsTopUp(
-          creditsNameOf(target),
-          spec.gen,
-          spec.remaining,
-          spec.amount,
-          spec.interval,
-          add,
-          MAX_CREDITS,
-        );
-        return reply[0] === -1 ? undefined : { remaining: reply[0] ?? 0, refillInS: reply[1] ?? -1 };
+        const reply = await creditScripts.keygateCreditsTopUp(...creditArgs(target), add, MAX_CREDITS);
+        return reply[0] === -1 ? undefined : creditState(reply);
       }),
     readCredits: (target) =>
-      run(async () => {
-        const { spec } = target;
-        const reply = await creditScripts.keygateCreditsRead(
-          creditsNameOf(target),
-          spec.gen,
-          spec.remaining,
-          spec.amount,
-          spec.interval,
-        );
-        return { remaining: reply[0] ?? 0, refillInS: reply[1] ?? -1 };
-      }),
+      run(async () => creditState(await creditScripts.keygateCreditsRead(...creditArgs(target)))),
     readBalance: (holder) =>
       run(async () => {
         const fields = await manager.hmget(creditsNameOf(holder), 'r', 'p', 'g', 's', 'i');

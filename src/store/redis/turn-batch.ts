@@ -44,7 +44,8 @@ class PendingScript {
   readonly args: readonly string[] = [];
   constructor(
     private readonly done: ScriptDone,
-    private readonly fallback: () => Promise<unknown>,
+    private readonly callArgs: ReadonlyArray<string | number>,
+    private readonly fallback: ScriptFallback,
   ) {}
   resolve(reply: unknown): void {
     if (Array.isArray(reply)) return this.done(undefined, reply as number[]);
@@ -52,7 +53,7 @@ class PendingScript {
   }
   reject(err: Error): void {
     if (!err.message.startsWith('NOSCRIPT')) return this.done(err, []);
-    this.fallback().then(
+    this.fallback(this.callArgs).then(
       (reply) => this.resolve(reply),
       (e: unknown) => this.done(e instanceof Error ? e : new Error(String(e)), []),
     );
@@ -64,14 +65,12 @@ export type ScriptDone = (err: Error | undefined, reply: number[]) => void;
 
 /**
  * `EVALSHA <sha1 of lua> <numkeys> <keys…> <args…>`, answered through `done`; `args` starts with numkeys, as
- * ioredis's defineCommand without a fixed numberOfKeys takes them. `fallback` sends the same call through
- * ioredis (used on NOSCRIPT).
+ * ioredis's defineCommand without a fixed numberOfKeys takes them.
  */
-export type ScriptCall = (
-  args: ReadonlyArray<string | number>,
-  fallback: () => Promise<unknown>,
-  done: ScriptDone,
-) => void;
+export type ScriptCall = (args: ReadonlyArray<string | number>, done: ScriptDone) => void;
+
+/** The same call sent through ioredis's command for the script (on NOSCRIPT: it sends the script whole). */
+export type ScriptFallback = (args: ReadonlyArray<string | number>) => Promise<unknown>;
 
 /** What of ioredis's connection this module uses: its socket, state and command queue. */
 interface RedisInternals {
@@ -136,7 +135,10 @@ function createTurnWriter(client: Redis) {
 const bulk = (value: string) => `$${Buffer.byteLength(value)}\r\n${value}\r\n`;
 
 /** The request path's nonce SET and admit script on one connection, written once per loop turn together. */
-export function createTurnBatch(client: Redis): { nonceSet: NonceSet; scriptCall: (lua: string) => ScriptCall } {
+export function createTurnBatch(client: Redis): {
+  nonceSet: NonceSet;
+  scriptCall: (lua: string, fallback: ScriptFallback) => ScriptCall;
+} {
   const writer = createTurnWriter(client);
   const keyPrefix = client.options.keyPrefix ?? '';
   // The TTL is the same for every request of one receive window: its RESP text is kept.
@@ -156,9 +158,9 @@ export function createTurnBatch(client: Redis): { nonceSet: NonceSet; scriptCall
     );
   };
 
-  const scriptCall = (lua: string): ScriptCall => {
+  const scriptCall = (lua: string, fallback: ScriptFallback): ScriptCall => {
     const head = `$7\r\nEVALSHA\r\n${bulk(createHash('sha1').update(lua).digest('hex'))}`;
-    return (args, fallback, done) => {
+    return (args, done) => {
       if (!writer.ready()) return done(new Error(NOT_READY), []);
       const numKeys = Number(args[0]);
       let resp = `*${args.length + 2}\r\n${head}`;
@@ -166,7 +168,7 @@ export function createTurnBatch(client: Redis): { nonceSet: NonceSet; scriptCall
         const a = String(args[i]);
         resp += bulk(i >= 1 && i <= numKeys ? keyPrefix + a : a);
       }
-      writer.add(new PendingScript(done, fallback), resp);
+      writer.add(new PendingScript(done, args, fallback), resp);
     };
   };
 
